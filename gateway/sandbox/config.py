@@ -1,0 +1,108 @@
+"""The sandbox's knobs: dialect, credentials, faults, traps and event timing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Dialect = Literal["spec", "reference"]
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """How the sandbox behaves. Every rate is a probability in [0, 1] drawn per request/message.
+
+    ``dialect``: ``spec`` (instance operations by POST, spec event names) or ``reference``
+    (GET-only instance routes, the ``messages.update``/``messages.upsert`` envelope and the
+    field notes' traps). Everything random is drawn from one ``random.Random(seed)``.
+    """
+
+    dialect: Dialect = "spec"
+    seed: int = 0
+    access_tokens: tuple[str, ...] = field(default=("sandbox-token",), repr=False)
+    auto_link: bool = False
+    # infrastructure faults on send requests (send, send_group, send_template)
+    fault_rate_5xx: float = 0.0
+    fault_rate_429: float = 0.0
+    retry_after_seconds: tuple[int, int] = (1, 5)
+    drop_rate: float = 0.0  # close without a response AFTER accepting the message
+    slow_rate: float = 0.0  # accept the message, answer after slow_seconds
+    slow_seconds: float = 0.0
+    latency_ms: tuple[int, int] = (0, 0)
+    # recipients
+    not_on_app: frozenset[str] = frozenset()  # digits
+    not_on_app_rate: float = 0.0
+    error_463_rate: float = 0.0  # share of messages that fail with code 463 (a ban signal)
+    reply_rate: float = 0.0
+    stop_rate: float = 0.0
+    # webhook events
+    status_delays: tuple[float, float, float] = (0.05, 0.2, 0.5)  # to sent/delivered/read
+    read_rate: float = 1.0
+    duplicate_event_rate: float = 0.0
+    reorder_events: bool = False
+    presence_events: bool = False
+    webhook_timeout_seconds: float = 5.0
+    webhook_workers: int = 4
+    # field-notes traps (honoured in both dialects; they are HTTP 200 bodies)
+    monthly_quota: int | None = None  # sends per instance before the quota string comes back
+    no_key_rate: float = 0.0  # {"status":"success"} without a key: the send failed
+    backend_down_rate: float = 0.0  # [], empty or non-JSON body: unknown whether it left
+    number_from_json: bool = True  # False: like some reference builds, ignore JSON ``number``
+    id_under_data: bool = False  # success body nests the key at data.key.id (some hosts)
+    max_instances_per_token: int = 100
+    qr_rotate_seconds: float = 20.0
+    events_kept: int = 1_000_000  # older event records are dropped from /sandbox/events
+
+    def __post_init__(self) -> None:
+        if self.dialect not in ("spec", "reference"):
+            raise ValueError(f"dialect must be 'spec' or 'reference', not {self.dialect!r}")
+        for name in (
+            "fault_rate_5xx",
+            "fault_rate_429",
+            "drop_rate",
+            "slow_rate",
+            "not_on_app_rate",
+            "error_463_rate",
+            "reply_rate",
+            "stop_rate",
+            "read_rate",
+            "duplicate_event_rate",
+            "no_key_rate",
+            "backend_down_rate",
+        ):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be between 0 and 1, not {value!r}")
+        fault_sum = (
+            self.fault_rate_5xx
+            + self.fault_rate_429
+            + self.drop_rate
+            + self.slow_rate
+            + self.no_key_rate
+            + self.backend_down_rate
+        )
+        if fault_sum > 1.0:
+            raise ValueError(f"the fault and trap rates add up to {fault_sum}, more than 1")
+        lo, hi = self.latency_ms
+        if lo < 0 or hi < lo:
+            raise ValueError(
+                f"latency_ms must be (min, max) with 0 <= min <= max, not {self.latency_ms}"
+            )
+        if any(d < 0 for d in self.status_delays):
+            raise ValueError(f"status_delays must not be negative: {self.status_delays}")
+        if self.slow_seconds < 0:
+            raise ValueError(f"slow_seconds must not be negative: {self.slow_seconds}")
+        low, high = self.retry_after_seconds
+        if low < 0 or high < low:
+            raise ValueError(
+                f"retry_after_seconds must be (min, max), not {self.retry_after_seconds}"
+            )
+        if self.webhook_workers < 1 or self.qr_rotate_seconds <= 0:
+            raise ValueError("webhook_workers must be >= 1 and qr_rotate_seconds > 0")
+        if not self.access_tokens:
+            raise ValueError("access_tokens must hold at least one token")
+        bad = sorted(n for n in self.not_on_app if not n.isdigit())
+        if bad:
+            raise ValueError(f"not_on_app holds non-digit numbers: {', '.join(bad[:5])}")
+        if self.monthly_quota is not None and self.monthly_quota < 0:
+            raise ValueError("monthly_quota must not be negative")

@@ -1,0 +1,193 @@
+"""Webhook bodies the sandbox emits, in both dialects (shapes documented in docs/sandbox.md).
+
+Reference dialect: the Waziper/Baileys envelope
+``{"instance_id": ID, "data": {"event": NAME, "data": PAYLOAD}}``.
+Spec dialect: gatecast's definition of the spec's "not shown" payloads,
+``{"event": NAME, "instance_id": ID, "data": {...}}`` with NAME one of ``message``,
+``message_status``, ``presence``, ``qr``, ``connection``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.sandbox.config import Dialect
+
+# Baileys' numeric message status (proto WebMessageInfo.Status)
+STATUS_CODES: dict[str, int] = {
+    "failed": 0,
+    "pending": 1,
+    "sent": 2,
+    "delivered": 3,
+    "read": 4,
+    "played": 5,
+}
+STATUS_NAMES: dict[str, str] = {
+    "failed": "ERROR",
+    "pending": "PENDING",
+    "sent": "SERVER_ACK",
+    "delivered": "DELIVERY_ACK",
+    "read": "READ",
+    "played": "PLAYED",
+}
+
+
+def _envelope(instance_id: str, event: str, payload: Any) -> dict[str, Any]:
+    return {"instance_id": instance_id, "data": {"event": event, "data": payload}}
+
+
+def reference_body(instance_id: str, event: str, payload: Any) -> dict[str, Any]:
+    """Any event in the reference envelope (e.g. ``contacts.upsert``)."""
+    return _envelope(instance_id, event, payload)
+
+
+def _spec(instance_id: str, event: str, data: dict[str, Any]) -> dict[str, Any]:
+    return {"event": event, "instance_id": instance_id, "data": data}
+
+
+def status_body(
+    dialect: Dialect,
+    instance_id: str,
+    message_id: str,
+    chat: str,
+    status: str,
+    at: int,
+    *,
+    error_code: str | None = None,
+    variant: int = 0,
+) -> dict[str, Any]:
+    """A status change of our own message.
+
+    Reference ``variant``: 0 ``messages.update`` with an int status; 1 an echo of our own
+    message as ``messages.upsert`` (``{"messages": [...]}``) with a string status and a
+    string timestamp; 2 the same echo as a bare list with an int status.
+    """
+    if dialect == "spec":
+        data: dict[str, Any] = {"id": message_id, "chat": chat, "status": status, "timestamp": at}
+        if error_code is not None:
+            data["error_code"] = error_code
+        return _spec(instance_id, "message_status", data)
+    key = {"remoteJid": chat, "fromMe": True, "id": message_id}
+    if variant == 0 or status == "failed":
+        update: dict[str, Any] = {"status": STATUS_CODES[status]}
+        if error_code is not None:
+            update["messageStubParameters"] = [error_code]
+        return _envelope(instance_id, "messages.update", [{"key": key, "update": update}])
+    if variant == 1:
+        echo = {
+            "key": key,
+            "messageTimestamp": str(at),
+            "status": STATUS_NAMES[status],
+        }
+        return _envelope(instance_id, "messages.upsert", {"messages": [echo], "type": "append"})
+    echo_list = [{"key": key, "messageTimestamp": at, "status": STATUS_CODES[status]}]
+    return _envelope(instance_id, "messages.upsert", echo_list)
+
+
+def incoming_body(
+    dialect: Dialect,
+    instance_id: str,
+    message_id: str,
+    sender_digits: str,
+    text: str,
+    at: int,
+    *,
+    reply_kind: str = "text",
+    reply_id: str | None = None,
+    variant: int = 0,
+    push_name: str = "",
+) -> dict[str, Any]:
+    """A message someone sent to the instance.
+
+    ``reply_kind``: ``text``, ``button`` (a quick-reply choice), ``template_button``
+    (a legacy template choice) or ``list`` (a list row). Reference ``variant`` (bit 0):
+    ``{"messages": [...], "type": "notify"}`` or a bare list; (bit 1) string timestamp;
+    (bit 2) ``@c.us`` address and ``extendedTextMessage`` for plain text.
+    """
+    if dialect == "spec":
+        chat = f"{sender_digits}@s.whatsapp.net"
+        data: dict[str, Any] = {
+            "id": message_id,
+            "chat": chat,
+            "from": chat,
+            "from_me": False,
+            "type": {"text": "text", "list": "list_reply"}.get(reply_kind, "button_reply"),
+            "text": text,
+            "timestamp": at,
+        }
+        if reply_id is not None:
+            data["reply_id"] = reply_id
+        return _spec(instance_id, "message", data)
+    suffix = "c.us" if variant & 4 else "s.whatsapp.net"
+    content: dict[str, Any]
+    if reply_kind == "button":
+        content = {
+            "buttonsResponseMessage": {"selectedButtonId": reply_id, "selectedDisplayText": text}
+        }
+    elif reply_kind == "template_button":
+        content = {
+            "templateButtonReplyMessage": {"selectedId": reply_id, "selectedDisplayText": text}
+        }
+    elif reply_kind == "list":
+        content = {
+            "listResponseMessage": {
+                "title": text,
+                "singleSelectReply": {"selectedRowId": reply_id},
+            }
+        }
+    elif variant & 4:
+        content = {"extendedTextMessage": {"text": text}}
+    else:
+        content = {"conversation": text}
+    msg = {
+        "key": {"remoteJid": f"{sender_digits}@{suffix}", "fromMe": False, "id": message_id},
+        "pushName": push_name,
+        "message": content,
+        "messageTimestamp": str(at) if variant & 2 else at,
+    }
+    payload: Any = {"messages": [msg], "type": "notify"} if variant & 1 == 0 else [msg]
+    return _envelope(instance_id, "messages.upsert", payload)
+
+
+def presence_body(
+    dialect: Dialect, instance_id: str, chat: str, status: str, at: int
+) -> dict[str, Any]:
+    """Online/offline (``available``/``unavailable``/``composing``) of a user."""
+    if dialect == "spec":
+        return _spec(instance_id, "presence", {"chat": chat, "status": status, "timestamp": at})
+    return _envelope(
+        instance_id,
+        "presence.update",
+        {"id": chat, "presences": {chat: {"lastKnownPresence": status}}},
+    )
+
+
+def qr_body(dialect: Dialect, instance_id: str, data_uri: str) -> dict[str, Any]:
+    """The QR code to scan, as a PNG data URI."""
+    if dialect == "spec":
+        return _spec(instance_id, "qr", {"base64": data_uri})
+    return _envelope(instance_id, "connection.update", {"qr": data_uri})
+
+
+_REFERENCE_CONNECTION = {
+    "connected": "open",
+    "waiting_scan": "connecting",
+    "disconnected": "close",
+    "logged_out": "close",
+}
+
+
+def connection_body(
+    dialect: Dialect, instance_id: str, state: str, *, reason: str = "", phone: str | None = None
+) -> dict[str, Any]:
+    """The instance's connection state (connected, waiting_scan, disconnected, logged_out)."""
+    if dialect == "spec":
+        return _spec(instance_id, "connection", {"state": state, "reason": reason, "phone": phone})
+    payload: dict[str, Any] = {"connection": _REFERENCE_CONNECTION.get(state, state)}
+    if state == "logged_out":
+        payload["lastDisconnect"] = {"error": {"output": {"statusCode": 401}}, "reason": reason}
+    elif state == "disconnected":
+        payload["lastDisconnect"] = {"error": {"output": {"statusCode": 428}}, "reason": reason}
+    if phone:
+        payload["me"] = {"id": f"{phone}@s.whatsapp.net"}
+    return _envelope(instance_id, "connection.update", payload)

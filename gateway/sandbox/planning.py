@@ -1,0 +1,132 @@
+"""What happens after an accepted send: the webhook events of one message, and when.
+
+Every choice is drawn from the state's ``random.Random`` (the caller holds the state's lock),
+so a seed replays the same story: sent, delivered, maybe read, maybe a reply or STOP,
+presence, failures for numbers not on the app, duplicates and reordering.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+from gateway.sandbox import events_out as ev
+from gateway.sandbox.config import SandboxConfig
+from gateway.sandbox.records import EventJob, SentMessage
+
+REPLY_TEXTS = ("Thanks!", "Who is this?", "ok 👍", "Call me later", "Interested, tell me more")
+HEX = "0123456789ABCDEF"
+
+
+def jitter(rng: random.Random, base: float) -> float:
+    """``base`` seconds give or take 20 %."""
+    return base * (0.8 + 0.4 * rng.random()) if base > 0 else 0.0
+
+
+def incoming_id(rng: random.Random) -> str:
+    """An id for a message someone sent to the instance (``3A`` + 18 hex)."""
+    return "3A" + "".join(rng.choice(HEX) for _ in range(18))
+
+
+def plan_message_events(
+    cfg: SandboxConfig, rng: random.Random, msg: SentMessage
+) -> list[tuple[float, EventJob]]:
+    """The ``(delay in seconds, event)`` list that follows the accepted send ``msg``."""
+    dialect = cfg.dialect
+    iid = msg.instance_id
+    now = int(msg.at)
+    d_sent, d_deliv, d_read = (jitter(rng, d) for d in cfg.status_delays)
+    d_deliv = max(d_deliv, d_sent)
+    d_read = max(d_read, d_deliv)
+    plan: list[tuple[float, EventJob]] = []
+    is_group = msg.chat.endswith("@g.us")
+    not_on_app = not is_group and (
+        msg.to in cfg.not_on_app or (cfg.not_on_app_rate > 0 and rng.random() < cfg.not_on_app_rate)
+    )
+
+    def status(delay: float, st: str, code: str | None = None) -> None:
+        variant = 0 if dialect == "spec" else rng.choice((0, 0, 1, 2))
+        plan.append(
+            (  # each status carries the time it happened, as a real gateway stamps it
+                delay,
+                EventJob(
+                    iid, "status", None, msg.id, st, code, msg.chat, int(msg.at + delay), variant
+                ),
+            )
+        )
+
+    if not_on_app:
+        status(d_sent, "failed", "404")
+    elif cfg.error_463_rate > 0 and rng.random() < cfg.error_463_rate:
+        status(d_sent, "failed", "463")
+    else:
+        status(d_sent, "sent")
+        status(d_deliv, "delivered")
+        replying = not is_group and rng.random() < cfg.stop_rate + cfg.reply_rate
+        if replying or (not is_group and rng.random() < cfg.read_rate):
+            status(d_read, "read")
+        if cfg.presence_events and not is_group:
+            online = ev.presence_body(dialect, iid, msg.chat, "available", now)
+            offline = ev.presence_body(dialect, iid, msg.chat, "unavailable", now)
+            plan.append((d_deliv, EventJob(iid, "presence", online)))
+            plan.append(
+                (d_read + max(cfg.status_delays[0], 0.01), EventJob(iid, "presence", offline))
+            )
+        if replying:
+            d_reply = d_read + jitter(rng, cfg.status_delays[0])
+            if dialect == "reference":  # the reference forwards contact noise too
+                contact = [{"id": msg.chat, "notify": f"Contact {msg.to[-4:]}"}]
+                body = ev.reference_body(iid, "contacts.upsert", contact)
+                plan.append((d_reply, EventJob(iid, "contacts", body)))
+            plan.append((d_reply, reply_job(cfg, rng, msg, at=msg.at + d_reply)))
+    if cfg.reorder_events and len(plan) > 1 and rng.random() < 0.5:
+        delays = [d for d, _ in plan]
+        rng.shuffle(delays)
+        plan = [(d, job) for d, (_, job) in zip(delays, plan, strict=True)]
+    if cfg.duplicate_event_rate > 0:
+        for delay, job in list(plan):
+            if rng.random() < cfg.duplicate_event_rate:
+                plan.append((delay + jitter(rng, 0.05), job))
+    return plan
+
+
+def reply_job(
+    cfg: SandboxConfig, rng: random.Random, msg: SentMessage, *, at: float | None = None
+) -> EventJob:
+    """The recipient's reply (stamped ``at``, default the send's time): STOP, a short text,
+    or a choice of the message's own buttons."""
+    stop = rng.random() * (cfg.stop_rate + cfg.reply_rate) < cfg.stop_rate
+    text = "STOP" if stop else rng.choice(REPLY_TEXTS)
+    kind, reply_id = "text", None
+    content = msg.payload.get("message")
+    if not stop and isinstance(content, dict):
+        if msg.type == "interactive":
+            quick = [
+                b for b in content.get("interactiveButtons", []) if b.get("name") == "quick_reply"
+            ]
+            if quick:
+                params = json.loads(rng.choice(quick)["buttonParamsJson"])
+                kind, reply_id, text = "button", params["id"], params["display_text"]
+        elif msg.type == "template":
+            buttons = content.get("templateButtons", [])
+            if buttons:
+                qr = rng.choice(buttons)["quickReplyButton"]
+                kind, reply_id, text = "template_button", qr["id"], qr["displayText"]
+        elif msg.type == "list":
+            rows = [r for s in content.get("sections", []) for r in s["rows"]]
+            if rows:
+                row = rng.choice(rows)
+                kind, reply_id, text = "list", row["rowId"], row["title"]
+    msg.replied = text
+    body = ev.incoming_body(
+        cfg.dialect,
+        msg.instance_id,
+        incoming_id(rng),
+        msg.to,
+        text,
+        int(msg.at if at is None else at),
+        reply_kind=kind,
+        reply_id=reply_id,
+        variant=rng.randrange(8),
+    )
+    return EventJob(msg.instance_id, "incoming", body, msg.id)
