@@ -1,0 +1,258 @@
+"""The tables. SQLModel table models; API-facing model families live with their users.
+
+States are plain strings checked by the domain (``campaigns.lifecycle`` for campaigns,
+``storage.states`` for deliveries), so migrations never have to alter an enum type.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Column, Index, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+from storage.types import BigId, JsonDoc, UTCDateTime, utcnow
+
+
+def _dt() -> Any:
+    return Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
+
+
+def _created() -> Any:
+    return Field(default_factory=utcnow, sa_column=Column(UTCDateTime(), nullable=False))
+
+
+def _json(default: Any) -> Any:
+    return Field(default_factory=default, sa_column=Column(JsonDoc, nullable=False))
+
+
+class Instance(SQLModel, table=True):
+    """A gateway instance (one linked messaging-app session) that gatecast sends through."""
+
+    __tablename__ = "instances"
+
+    id: int | None = Field(default=None, sa_type=BigId, primary_key=True)
+    instance_id: str = Field(unique=True, max_length=64)
+    label: str = Field(default="", max_length=200)
+    # created | waiting_scan | connected | disconnected | logged_out
+    state: str = Field(default="created", max_length=32)
+    # set when gatecast stops sending through it (relogin, quota, 463, error burst)
+    paused_reason: str | None = Field(default=None, max_length=500)
+    paused_at: datetime | None = _dt()
+    webhook_url_registered: bool = False
+    phone: str | None = Field(default=None, max_length=32)
+    # pacing state that must survive restarts
+    next_send_at: datetime | None = _dt()
+    created_at: datetime = _created()
+    updated_at: datetime = _created()
+
+
+class Contact(SQLModel, table=True):
+    """A person reachable by phone; ``phone`` is E.164 and unique."""
+
+    __tablename__ = "contacts"
+
+    id: int | None = Field(default=None, sa_type=BigId, primary_key=True)
+    phone: str = Field(unique=True, max_length=20)
+    raw_phone: str = Field(default="", max_length=200)
+    name: str = Field(default="", max_length=300)
+    attributes: dict[str, Any] = _json(dict)
+    opted_out: bool = Field(default=False)
+    opted_out_at: datetime | None = _dt()
+    opt_out_reason: str | None = Field(default=None, max_length=500)
+    created_at: datetime = _created()
+    updated_at: datetime = _created()
+
+
+class ContactList(SQLModel, table=True):
+    """A named audience; a contact can be in many lists."""
+
+    __tablename__ = "lists"
+
+    id: int | None = Field(default=None, sa_type=BigId, primary_key=True)
+    name: str = Field(unique=True, max_length=200)
+    description: str = Field(default="", max_length=1000)
+    created_at: datetime = _created()
+
+
+class ListMember(SQLModel, table=True):
+    """Membership of a contact in a list."""
+
+    __tablename__ = "list_members"
+
+    list_id: int = Field(
+        sa_type=BigId, foreign_key="lists.id", primary_key=True, ondelete="CASCADE"
+    )
+    contact_id: int = Field(
+        sa_type=BigId, foreign_key="contacts.id", primary_key=True, ondelete="CASCADE", index=True
+    )
+    added_at: datetime = _created()
+
+
+class ImportJob(SQLModel, table=True):
+    """One spreadsheet import: its counts and outcome."""
+
+    __tablename__ = "imports"
+
+    id: int | None = Field(default=None, sa_type=BigId, primary_key=True)
+    list_id: int | None = Field(default=None, sa_type=BigId, foreign_key="lists.id")
+    filename: str = Field(default="", max_length=500)
+    # running | completed | failed
+    status: str = Field(default="running", max_length=16)
+    phone_column: str | None = Field(default=None, max_length=200)
+    name_column: str | None = Field(default=None, max_length=200)
+    region: str = Field(default="US", max_length=8)
+    rows_read: int = 0
+    imported: int = 0
+    updated: int = 0
+    duplicates: int = 0
+    invalid: int = 0
+    skipped_opted_out: int = 0
+    error: str | None = None
+    # the process running it ("host:pid:boot:start"); tells a killed import from a live one
+    runner: str | None = Field(default=None, max_length=200)
+    started_at: datetime = _created()
+    finished_at: datetime | None = _dt()
+
+
+class ImportReject(SQLModel, table=True):
+    """A rejected spreadsheet row, kept as it was with its row number and reason."""
+
+    __tablename__ = "import_rejects"
+
+    id: int | None = Field(default=None, sa_type=BigId, primary_key=True)
+    import_id: int = Field(sa_type=BigId, foreign_key="imports.id", index=True, ondelete="CASCADE")
+    row_number: int
+    column: str | None = Field(default=None, max_length=200)
+    reason: str = Field(max_length=500)
+    raw: dict[str, Any] = _json(dict)
+
+
+class Campaign(SQLModel, table=True):
+    """A campaign: the validated campaign file plus its lifecycle state.
+
+    A recurring campaign (``cron`` set) is a template; each occurrence is a campaign row
+    of its own with ``parent_id`` and ``occurrence_at`` (unique together), so a double
+    fire can never materialise an occurrence twice.
+    """
+
+    __tablename__ = "campaigns"
+    __table_args__ = (
+        UniqueConstraint("parent_id", "occurrence_at", name="uq_campaign_occurrence"),
+    )
+
+    id: int | None = Field(default=None, sa_type=BigId, primary_key=True)
+    name: str = Field(max_length=300)
+    # draft | scheduled | running | paused | completed | cancelled | failed
+    state: str = Field(default="draft", max_length=16, index=True)
+    state_reason: str | None = Field(default=None, max_length=1000)
+    spec: dict[str, Any] = _json(dict)  # the validated campaign file, as JSON
+    message_type: str = Field(max_length=16)  # text | media | interactive | template | list
+    list_id: int | None = Field(default=None, sa_type=BigId, foreign_key="lists.id")
+    timezone: str = Field(default="UTC", max_length=64)
+    start_at: datetime | None = _dt()
+    cron: str | None = Field(default=None, max_length=120)
+    parent_id: int | None = Field(default=None, sa_type=BigId, foreign_key="campaigns.id")
+    occurrence_at: datetime | None = _dt()
+    created_at: datetime = _created()
+    updated_at: datetime = _created()
+    started_at: datetime | None = _dt()
+    finished_at: datetime | None = _dt()
+
+
+class Delivery(SQLModel, table=True):
+    """One recipient of one campaign: exists before anything is sent (DESIGN.md 1)."""
+
+    __tablename__ = "deliveries"
+    __table_args__ = (
+        UniqueConstraint("campaign_id", "target", name="uq_delivery_target"),
+        Index("ix_deliveries_claim", "state", "due_at"),
+        Index("ix_deliveries_campaign_state", "campaign_id", "state"),
+        Index("ix_deliveries_sender_sent", "sender", "sent_at"),
+        Index("ix_deliveries_contact", "contact_id"),  # sticky-sender lookups
+    )
+
+    id: int | None = Field(default=None, sa_type=BigId, primary_key=True)
+    campaign_id: int = Field(sa_type=BigId, foreign_key="campaigns.id", ondelete="CASCADE")
+    target: str = Field(max_length=64)  # E.164 phone or group id ending in @g.us
+    target_kind: str = Field(default="phone", max_length=8)  # phone | group
+    contact_id: int | None = Field(default=None, sa_type=BigId, foreign_key="contacts.id")
+    sender: str | None = Field(default=None, max_length=64)  # sender instance_id (sticky)
+    # queued | sending | sent | delivered | read | failed | unknown | skipped
+    state: str = Field(default="queued", max_length=16)
+    attempts: int = 0
+    due_at: datetime | None = _dt()
+    lease_until: datetime | None = _dt()
+    message_id: str | None = Field(default=None, max_length=128, index=True)
+    content: dict[str, Any] = _json(dict)  # the rendered payload for this recipient
+    error: str | None = Field(default=None, max_length=1000)
+    error_code: str | None = Field(default=None, max_length=32)
+    queued_at: datetime = _created()
+    sent_at: datetime | None = _dt()
+    delivered_at: datetime | None = _dt()
+    read_at: datetime | None = _dt()
+    failed_at: datetime | None = _dt()
+    replied_at: datetime | None = _dt()
+    reply_text: str | None = Field(default=None, max_length=4000)
+
+
+class StatusEvent(SQLModel, table=True):
+    """A message status learnt from the webhook; unique per (message, status) to dedupe.
+
+    Events whose message id is not yet recorded on a delivery stay ``applied = False``
+    and are applied when the dispatcher records that id.
+    """
+
+    __tablename__ = "status_events"
+    __table_args__ = (UniqueConstraint("message_id", "status", name="uq_status_event"),)
+
+    id: int | None = Field(default=None, sa_type=BigId, primary_key=True)
+    message_id: str = Field(max_length=128)
+    instance_id: str | None = Field(default=None, max_length=64)
+    status: str = Field(max_length=16)  # sent | delivered | read | failed
+    error_code: str | None = Field(default=None, max_length=32)
+    occurred_at: datetime = _created()
+    received_at: datetime = _created()
+    applied: bool = Field(default=False, index=True)
+
+
+class InboundMessage(SQLModel, table=True):
+    """An incoming message (a reply); unique per gateway message id."""
+
+    __tablename__ = "inbound_messages"
+
+    id: int | None = Field(default=None, sa_type=BigId, primary_key=True)
+    message_id: str = Field(unique=True, max_length=128)
+    instance_id: str | None = Field(default=None, max_length=64)
+    chat: str = Field(max_length=128)
+    sender_phone: str | None = Field(default=None, max_length=32, index=True)
+    contact_id: int | None = Field(default=None, sa_type=BigId, foreign_key="contacts.id")
+    text: str = Field(default="", max_length=4000)
+    is_opt_out: bool = False
+    received_at: datetime = _created()
+
+
+class Lease(SQLModel, table=True):
+    """A named, expiring lock (e.g. the one scheduler allowed to fire)."""
+
+    __tablename__ = "leases"
+
+    name: str = Field(primary_key=True, max_length=100)
+    holder: str = Field(max_length=200)
+    expires_at: datetime = _created()
+
+
+__all__ = [
+    "Campaign",
+    "Contact",
+    "ContactList",
+    "Delivery",
+    "ImportJob",
+    "ImportReject",
+    "InboundMessage",
+    "Instance",
+    "Lease",
+    "ListMember",
+    "StatusEvent",
+]

@@ -1,0 +1,106 @@
+"""Campaign-level bulk statements: delivery inserts, counts, cancel and retry updates.
+
+Every function takes a ``Connection`` and leaves the transaction to its caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Table, func, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from storage import states
+from storage.models import Delivery
+
+_d: Table = Delivery.__table__  # type: ignore[attr-defined]
+
+#: rows per executemany
+BATCH = 5000
+
+
+def _insert(conn: Connection, table: Table) -> Any:
+    """The dialect's INSERT (it has ``on_conflict_do_nothing``)."""
+    if conn.dialect.name == "postgresql":
+        return postgresql.insert(table)
+    if conn.dialect.name == "sqlite":
+        return sqlite.insert(table)
+    raise NotImplementedError(f"unsupported database: {conn.dialect.name}")
+
+
+def insert_deliveries(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Insert delivery rows; a row whose (campaign_id, target) exists is left alone."""
+    stmt = _insert(conn, _d).on_conflict_do_nothing(index_elements=["campaign_id", "target"])
+    for start in range(0, len(rows), BATCH):
+        batch = [dict(r) for r in rows[start : start + BATCH]]
+        if batch:
+            conn.execute(stmt, batch)
+
+
+def delivery_counts(conn: Connection, campaign_id: int) -> dict[str, int]:
+    """Rows per delivery state for one campaign (every state present, zeros included)."""
+    rows = conn.execute(
+        select(_d.c.state, func.count()).where(_d.c.campaign_id == campaign_id).group_by(_d.c.state)
+    ).all()
+    counts = dict.fromkeys(states.ALL, 0)
+    for state, n in rows:
+        counts[str(state)] = int(n)
+    return counts
+
+
+def delivery_counts_by_campaign(conn: Connection) -> dict[int, dict[str, int]]:
+    """Rows per delivery state for every campaign that has rows."""
+    out: dict[int, dict[str, int]] = {}
+    rows = conn.execute(
+        select(_d.c.campaign_id, _d.c.state, func.count()).group_by(_d.c.campaign_id, _d.c.state)
+    ).all()
+    for campaign_id, state, n in rows:
+        out.setdefault(int(campaign_id), dict.fromkeys(states.ALL, 0))[str(state)] = int(n)
+    return out
+
+
+def skip_queued(conn: Connection, campaign_id: int, reason: str, *, now: datetime) -> int:
+    """Mark the campaign's queued rows skipped with ``reason``; returns how many."""
+    result = conn.execute(
+        update(_d)
+        .where(_d.c.campaign_id == campaign_id, _d.c.state == states.QUEUED)
+        .values(state=states.SKIPPED, error=reason, due_at=None)
+    )
+    return int(result.rowcount)
+
+
+def requeue(
+    conn: Connection, campaign_id: int, from_states: Sequence[str], *, now: datetime
+) -> int:
+    """Put rows in ``from_states`` back in the queue, due now, attempts reset."""
+    result = conn.execute(
+        update(_d)
+        .where(_d.c.campaign_id == campaign_id, _d.c.state.in_(list(from_states)))
+        .values(
+            state=states.QUEUED,
+            attempts=0,
+            due_at=now,
+            lease_until=None,
+            message_id=None,
+            error=None,
+            error_code=None,
+            sent_at=None,
+            delivered_at=None,
+            read_at=None,
+            failed_at=None,
+            queued_at=now,
+        )
+    )
+    return int(result.rowcount)
+
+
+__all__ = [
+    "BATCH",
+    "delivery_counts",
+    "delivery_counts_by_campaign",
+    "insert_deliveries",
+    "requeue",
+    "skip_queued",
+]

@@ -1,0 +1,408 @@
+"""Contacts, lists and list membership: bulk Core statements for SQLite and PostgreSQL.
+
+Bulk upserts use ``INSERT ... ON CONFLICT`` (both dialects) through executemany in
+batches; lookups by phone fetch whole batches with one ``IN`` query. Every function
+takes a ``Connection`` and leaves the transaction to its caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Connection,
+    MetaData,
+    String,
+    Table,
+    Text,
+    case,
+    cast,
+    func,
+    literal,
+    select,
+    true,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.sql.elements import ColumnElement
+
+from storage.models import Contact, ContactList, ImportReject, ListMember
+from storage.types import UTCDateTime
+
+contacts: Table = Contact.__table__  # type: ignore[attr-defined]
+lists: Table = ContactList.__table__  # type: ignore[attr-defined]
+list_members: Table = ListMember.__table__  # type: ignore[attr-defined]
+import_rejects: Table = ImportReject.__table__  # type: ignore[attr-defined]
+
+#: rows per executemany / per IN (...) lookup
+BATCH = 5000
+
+
+class ContactState(NamedTuple):
+    """What an import needs to know about a contact that already exists."""
+
+    id: int
+    opted_out: bool
+
+
+def batched(items: Sequence[Any], size: int = BATCH) -> Iterator[Sequence[Any]]:
+    """Consecutive slices of ``items`` of at most ``size``."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _insert(conn: Connection, table: Table) -> Any:
+    """The dialect's INSERT (it has ``on_conflict_do_update`` / ``on_conflict_do_nothing``)."""
+    if conn.dialect.name == "postgresql":
+        return postgresql.insert(table)
+    if conn.dialect.name == "sqlite":
+        return sqlite.insert(table)
+    raise NotImplementedError(f"unsupported database: {conn.dialect.name}")
+
+
+def _merge_json(conn: Connection, old: Any, new: Any) -> ColumnElement[Any]:
+    """``old`` updated with the keys of ``new`` (JSON objects)."""
+    if conn.dialect.name == "postgresql":
+        merged: ColumnElement[Any] = old.op("||")(new)
+        return merged
+    return func.json_patch(old, new)
+
+
+def existing_contacts(conn: Connection, phones: Sequence[str]) -> dict[str, ContactState]:
+    """The contacts among ``phones`` (E.164) that already exist, by phone."""
+    found: dict[str, ContactState] = {}
+    for chunk in batched(phones):
+        rows = conn.execute(
+            select(contacts.c.phone, contacts.c.id, contacts.c.opted_out).where(
+                contacts.c.phone.in_(chunk)
+            )
+        )
+        for phone, cid, opted_out in rows:
+            found[phone] = ContactState(int(cid), bool(opted_out))
+    return found
+
+
+def contact_ids(conn: Connection, phones: Sequence[str]) -> dict[str, int]:
+    """Contact ids by phone for those of ``phones`` that exist."""
+    out: dict[str, int] = {}
+    for chunk in batched(phones):
+        rows = conn.execute(
+            select(contacts.c.phone, contacts.c.id).where(contacts.c.phone.in_(chunk))
+        )
+        out.update((phone, int(cid)) for phone, cid in rows)
+    return out
+
+
+def upsert_contacts(conn: Connection, rows: Sequence[Mapping[str, Any]], now: datetime) -> None:
+    """Insert or update contacts by phone, in batches.
+
+    Each row has ``phone`` (E.164), ``raw_phone``, ``name`` and ``attributes`` (a dict).
+    On conflict: ``raw_phone`` is replaced, ``name`` only by a non-empty name, and the
+    attributes are merged (new keys win). ``opted_out`` is never touched here.
+    """
+    if not rows:
+        return
+    ins = _insert(conn, contacts)
+    excluded = ins.excluded
+    stmt = ins.on_conflict_do_update(
+        index_elements=[contacts.c.phone],
+        set_={
+            "raw_phone": excluded.raw_phone,
+            "name": case((excluded.name != "", excluded.name), else_=contacts.c.name),
+            "attributes": _merge_json(conn, contacts.c.attributes, excluded.attributes),
+            "updated_at": excluded.updated_at,
+        },
+    )
+    for chunk in batched(rows):
+        params = [
+            {
+                "phone": r["phone"],
+                "raw_phone": r["raw_phone"],
+                "name": r["name"],
+                "attributes": r["attributes"],
+                "opted_out": False,
+                "created_at": now,
+                "updated_at": now,
+            }
+            for r in chunk
+        ]
+        conn.execute(stmt, params)
+
+
+def add_members(conn: Connection, list_id: int, ids: Iterable[int], now: datetime) -> None:
+    """Add contacts to a list (already-present members are left as they are)."""
+    stmt = _insert(conn, list_members).on_conflict_do_nothing(
+        index_elements=[list_members.c.list_id, list_members.c.contact_id]
+    )
+    rows = [{"list_id": list_id, "contact_id": cid, "added_at": now} for cid in ids]
+    for chunk in batched(rows):
+        conn.execute(stmt, chunk)
+
+
+def ensure_list(conn: Connection, name: str, now: datetime) -> tuple[int, bool]:
+    """The id of the list called ``name``, created if missing; and whether it was created."""
+    found = get_list_id(conn, name)
+    if found is not None:
+        return found, False
+    stmt = (
+        _insert(conn, lists)
+        .values(name=name, description="", created_at=now)
+        .on_conflict_do_nothing(index_elements=[lists.c.name])
+        .returning(lists.c.id)
+    )
+    inserted = conn.execute(stmt).scalar_one_or_none()
+    if inserted is not None:
+        return int(inserted), True
+    list_id = get_list_id(conn, name)  # created meanwhile by someone else
+    assert list_id is not None
+    return list_id, False
+
+
+def get_list_id(conn: Connection, name: str) -> int | None:
+    """The id of the list called ``name``, or None."""
+    value = conn.execute(select(lists.c.id).where(lists.c.name == name)).scalar_one_or_none()
+    return None if value is None else int(value)
+
+
+def list_summaries(conn: Connection) -> list[Any]:
+    """Every list with its member and opted-out member counts, by name."""
+    members = (
+        select(
+            list_members.c.list_id,
+            func.count().label("members"),
+            func.count(case((contacts.c.opted_out.is_(True), 1))).label("opted_out"),
+        )
+        .join(contacts, contacts.c.id == list_members.c.contact_id)
+        .group_by(list_members.c.list_id)
+        .subquery()
+    )
+    stmt = (
+        select(
+            lists.c.id,
+            lists.c.name,
+            lists.c.description,
+            lists.c.created_at,
+            func.coalesce(members.c.members, 0).label("members"),
+            func.coalesce(members.c.opted_out, 0).label("opted_out"),
+        )
+        .outerjoin(members, members.c.list_id == lists.c.id)
+        .order_by(lists.c.name)
+    )
+    return list(conn.execute(stmt))
+
+
+def list_member_phones(
+    conn: Connection, list_id: int, *, include_opted_out: bool = False
+) -> list[str]:
+    """The E.164 phones of a list's members (opted-out members left out by default)."""
+    stmt = (
+        select(contacts.c.phone)
+        .join(list_members, list_members.c.contact_id == contacts.c.id)
+        .where(list_members.c.list_id == list_id)
+        .order_by(contacts.c.id)
+    )
+    if not include_opted_out:
+        stmt = stmt.where(contacts.c.opted_out.is_(False))
+    return [str(p) for p in conn.execute(stmt).scalars()]
+
+
+def get_contact(conn: Connection, phone_e164: str) -> Any | None:
+    """The contact row for ``phone_e164`` (all columns), or None."""
+    return conn.execute(select(contacts).where(contacts.c.phone == phone_e164)).first()
+
+
+def contact_list_names(conn: Connection, contact_id: int) -> list[str]:
+    """The names of the lists a contact belongs to."""
+    stmt = (
+        select(lists.c.name)
+        .join(list_members, list_members.c.list_id == lists.c.id)
+        .where(list_members.c.contact_id == contact_id)
+        .order_by(lists.c.name)
+    )
+    return [str(n) for n in conn.execute(stmt).scalars()]
+
+
+def set_opt_out(
+    conn: Connection, phone_e164: str, opted_out: bool, reason: str | None, now: datetime
+) -> bool:
+    """Opt a contact out (or back in) with one UPDATE; False if no such contact."""
+    stmt = (
+        update(contacts)
+        .where(contacts.c.phone == phone_e164)
+        .values(
+            opted_out=opted_out,
+            opted_out_at=now if opted_out else None,
+            opt_out_reason=reason if opted_out else None,
+            updated_at=now,
+        )
+    )
+    return conn.execute(stmt).rowcount > 0
+
+
+def insert_rejects(conn: Connection, import_id: int, rejects: Sequence[Mapping[str, Any]]) -> None:
+    """Store rejected rows (``row_number``, ``column``, ``reason``, ``raw``) in bulk."""
+    if not rejects:
+        return
+    rows = [
+        {
+            "import_id": import_id,
+            "row_number": r["row_number"],
+            "column": r["column"],
+            "reason": r["reason"][:500],
+            "raw": r["raw"],
+        }
+        for r in rejects
+    ]
+    for chunk in batched(rows):
+        conn.execute(import_rejects.insert(), chunk)
+
+
+# --- staged bulk import: rows go to a temporary table, then set-based statements ------
+
+STAGE = "gatecast_contact_stage"
+_stage_meta = MetaData()
+contact_stage = Table(
+    STAGE,
+    _stage_meta,
+    Column("phone", String, nullable=False),  # distinct; no index, appends stay cheap
+    Column("raw_phone", String, nullable=False),
+    Column("name", String, nullable=False),
+    Column("attributes", Text, nullable=False),  # a JSON object, as text
+    prefixes=["TEMPORARY"],
+)
+
+
+#: SQLite page cache for a bulk import (KiB); the default 2 MB makes big upserts spill
+BULK_CACHE_KIB = 64 * 1024
+_DEFAULT_CACHE = -2000
+
+
+def create_stage(conn: Connection) -> None:
+    """Create the (empty) temporary staging table for this connection's transaction.
+
+    On SQLite this also enlarges the connection's page cache until :func:`drop_stage`.
+    """
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql(f"PRAGMA cache_size = -{BULK_CACHE_KIB}")
+    conn.exec_driver_sql(f"DROP TABLE IF EXISTS {STAGE}")
+    contact_stage.create(conn)
+
+
+def drop_stage(conn: Connection) -> None:
+    """Drop the staging table (and give SQLite its default page cache back)."""
+    conn.exec_driver_sql(f"DROP TABLE IF EXISTS {STAGE}")
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql(f"PRAGMA cache_size = {_DEFAULT_CACHE}")
+
+
+def stage_rows(conn: Connection, rows: Iterable[tuple[str, str, str, str]]) -> None:
+    """Append ``(phone, raw_phone, name, attributes_json)`` rows to the staging table.
+
+    PostgreSQL: ``COPY`` through the driver; SQLite: the driver's executemany. The phones
+    must be distinct; the attributes are JSON object text.
+    """
+    raw = conn.connection.driver_connection
+    assert raw is not None
+    if conn.dialect.name == "postgresql":
+        with (
+            raw.cursor() as cur,
+            cur.copy(f"COPY {STAGE} (phone, raw_phone, name, attributes) FROM STDIN") as copy,
+        ):
+            for row in rows:
+                copy.write_row(row)
+        return
+    raw.executemany(f"INSERT INTO {STAGE} VALUES (?, ?, ?, ?)", rows)
+
+
+def staged_existing(conn: Connection) -> tuple[int, int]:
+    """How many staged phones are already contacts, and how many of those opted out."""
+    stmt = select(
+        func.count(),
+        func.count(case((contacts.c.opted_out.is_(True), 1))),
+    ).select_from(contact_stage.join(contacts, contacts.c.phone == contact_stage.c.phone))
+    row = conn.execute(stmt).one()
+    return int(row[0]), int(row[1])
+
+
+def _staged_attributes(conn: Connection) -> ColumnElement[Any]:
+    """The staged attributes as a JSON value."""
+    if conn.dialect.name == "postgresql":
+        return cast(contact_stage.c.attributes, JSONB)
+    return contact_stage.c.attributes
+
+
+def upsert_staged(conn: Connection, now: datetime) -> None:
+    """Insert or update every staged contact in one statement (rules of ``upsert_contacts``)."""
+    ins = _insert(conn, contacts)
+    source = select(
+        contact_stage.c.phone,
+        contact_stage.c.raw_phone,
+        contact_stage.c.name,
+        _staged_attributes(conn),
+        literal(False),
+        literal(now, UTCDateTime()),
+        literal(now, UTCDateTime()),
+    ).where(true())  # SQLite needs a WHERE to parse INSERT ... SELECT ... ON CONFLICT
+    stmt = ins.from_select(
+        ["phone", "raw_phone", "name", "attributes", "opted_out", "created_at", "updated_at"],
+        source,
+    )
+    excluded = stmt.excluded
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[contacts.c.phone],
+        set_={
+            "raw_phone": excluded.raw_phone,
+            "name": case((excluded.name != "", excluded.name), else_=contacts.c.name),
+            "attributes": _merge_json(conn, contacts.c.attributes, excluded.attributes),
+            "updated_at": excluded.updated_at,
+        },
+    )
+    conn.execute(stmt)
+
+
+def add_staged_members(conn: Connection, list_id: int, now: datetime) -> None:
+    """Add every staged contact to a list (present members left as they are)."""
+    source = (
+        select(literal(list_id, BigInteger()), contacts.c.id, literal(now, UTCDateTime()))
+        .select_from(contact_stage.join(contacts, contacts.c.phone == contact_stage.c.phone))
+        .where(true())
+        .order_by(contacts.c.id)
+    )
+    stmt = (
+        _insert(conn, list_members)
+        .from_select(["list_id", "contact_id", "added_at"], source)
+        .on_conflict_do_nothing(index_elements=[list_members.c.list_id, list_members.c.contact_id])
+    )
+    conn.execute(stmt)
+
+
+__all__ = [
+    "BATCH",
+    "STAGE",
+    "ContactState",
+    "add_members",
+    "add_staged_members",
+    "batched",
+    "contact_ids",
+    "contact_list_names",
+    "contact_stage",
+    "create_stage",
+    "drop_stage",
+    "ensure_list",
+    "existing_contacts",
+    "get_contact",
+    "get_list_id",
+    "insert_rejects",
+    "list_member_phones",
+    "list_summaries",
+    "set_opt_out",
+    "stage_rows",
+    "staged_existing",
+    "upsert_contacts",
+    "upsert_staged",
+]

@@ -1,0 +1,320 @@
+"""Hot SQL for delivery rows: claim, bulk outcome recording, lease expiry, cap counts.
+
+The claim is one portable statement (DESIGN.md decision 2)::
+
+    UPDATE deliveries SET state='sending', lease_until=:lease, attempts=attempts+1
+    WHERE id IN (SELECT id FROM deliveries WHERE campaign_id=:c AND sender=:s
+                 AND state='queued' AND due_at <= :now ORDER BY due_at, id LIMIT :n
+                 [FOR UPDATE SKIP LOCKED  -- PostgreSQL only])
+    RETURNING id, target, target_kind, contact_id, sender, attempts, content
+
+Every writer here guards on ``state = 'sending'`` so that a row whose lease already
+expired (and became ``unknown``) is never overwritten by a late outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, and_, bindparam, exists, func, or_, select, update
+
+from storage import states
+from storage.models import Contact, Delivery, StatusEvent
+
+_d = Delivery.__table__  # type: ignore[attr-defined]
+_contacts = Contact.__table__  # type: ignore[attr-defined]
+_events = StatusEvent.__table__  # type: ignore[attr-defined]
+
+#: The error recorded on a row whose lease ran out while it was being sent.
+LEASE_EXPIRED_ERROR = "lease expired while sending: the process stopped mid-send"
+
+
+@dataclass(frozen=True)
+class ClaimedRow:
+    """A delivery row claimed for sending (state ``sending`` under a lease)."""
+
+    id: int
+    campaign_id: int
+    target: str
+    target_kind: str
+    contact_id: int | None
+    sender: str | None
+    attempts: int
+    content: dict[str, Any]
+
+
+def claim(
+    conn: Connection,
+    *,
+    campaign_id: int,
+    sender: str,
+    now: datetime,
+    lease_until: datetime,
+    limit: int,
+) -> list[ClaimedRow]:
+    """Claim up to ``limit`` due queued rows of one campaign and sender; one statement.
+
+    On PostgreSQL the subquery takes ``FOR UPDATE SKIP LOCKED`` so concurrent workers
+    never claim the same row; on SQLite the single writer lock gives the same guarantee.
+    """
+    if limit <= 0:
+        return []
+    sub = (
+        select(_d.c.id)
+        .where(
+            _d.c.campaign_id == campaign_id,
+            _d.c.sender == sender,
+            _d.c.state == states.QUEUED,
+            _d.c.due_at <= now,
+        )
+        .order_by(_d.c.due_at, _d.c.id)
+        .limit(limit)
+    )
+    if conn.dialect.name == "postgresql":
+        sub = sub.with_for_update(skip_locked=True)
+    stmt = (
+        update(_d)
+        .where(_d.c.id.in_(sub.scalar_subquery()))
+        .values(state=states.SENDING, lease_until=lease_until, attempts=_d.c.attempts + 1)
+        .returning(
+            _d.c.id,
+            _d.c.campaign_id,
+            _d.c.target,
+            _d.c.target_kind,
+            _d.c.contact_id,
+            _d.c.sender,
+            _d.c.attempts,
+            _d.c.content,
+        )
+    )
+    rows = conn.execute(stmt).all()
+    claimed = [
+        ClaimedRow(
+            id=r.id,
+            campaign_id=r.campaign_id,
+            target=r.target,
+            target_kind=r.target_kind,
+            contact_id=r.contact_id,
+            sender=r.sender,
+            attempts=r.attempts,
+            content=dict(r.content or {}),
+        )
+        for r in rows
+    ]
+    claimed.sort(key=lambda c: c.id)
+    return claimed
+
+
+def opted_out_contact_ids(conn: Connection, contact_ids: Sequence[int]) -> set[int]:
+    """Which of ``contact_ids`` have opted out (checked at send time)."""
+    if not contact_ids:
+        return set()
+    rows = conn.execute(
+        select(_contacts.c.id).where(
+            _contacts.c.id.in_(list(contact_ids)), _contacts.c.opted_out.is_(True)
+        )
+    )
+    return {int(r[0]) for r in rows}
+
+
+def _executemany(conn: Connection, stmt: Any, params: list[dict[str, Any]]) -> int:
+    if not params:
+        return 0
+    result = conn.execute(stmt, params)
+    return int(result.rowcount or 0)
+
+
+def record_sent(conn: Connection, rows: Sequence[tuple[int, str]], *, now: datetime) -> int:
+    """Bulk: rows ``(id, message_id)`` were accepted by the gateway -> ``sent``."""
+    stmt = (
+        update(_d)
+        .where(_d.c.id == bindparam("b_id"), _d.c.state == states.SENDING)
+        .values(
+            state=states.SENT,
+            message_id=bindparam("b_mid"),
+            sent_at=now,
+            lease_until=None,
+            error=None,
+            error_code=None,
+        )
+    )
+    return _executemany(conn, stmt, [{"b_id": i, "b_mid": m} for i, m in rows])
+
+
+def record_requeued(
+    conn: Connection,
+    rows: Sequence[tuple[int, datetime, str | None]],
+    *,
+    refund_attempt: bool = False,
+) -> int:
+    """Bulk: rows ``(id, due_at, error)`` provably not sent go back to ``queued``.
+
+    ``refund_attempt`` gives the attempt back (instance problems do not burn retries).
+    """
+    attempts = _d.c.attempts - 1 if refund_attempt else _d.c.attempts
+    stmt = (
+        update(_d)
+        .where(_d.c.id == bindparam("b_id"), _d.c.state == states.SENDING)
+        .values(
+            state=states.QUEUED,
+            due_at=bindparam("b_due"),
+            error=bindparam("b_err"),
+            lease_until=None,
+            attempts=attempts,
+        )
+    )
+    return _executemany(conn, stmt, [{"b_id": i, "b_due": d, "b_err": e} for i, d, e in rows])
+
+
+def record_terminal(
+    conn: Connection,
+    rows: Sequence[tuple[int, str | None, str | None]],
+    *,
+    state: str,
+    now: datetime,
+) -> int:
+    """Bulk: rows ``(id, error, error_code)`` end as ``failed``, ``unknown`` or ``skipped``."""
+    if state not in (states.FAILED, states.UNKNOWN, states.SKIPPED):
+        raise ValueError(f"not a terminal outcome state: {state!r}")
+    values: dict[str, Any] = {
+        "state": state,
+        "error": bindparam("b_err"),
+        "error_code": bindparam("b_code"),
+        "lease_until": None,
+    }
+    if state == states.FAILED:
+        values["failed_at"] = now
+    if state == states.SKIPPED:
+        # a skip at send time was never an attempt
+        values["attempts"] = _d.c.attempts - 1
+    stmt = update(_d).where(_d.c.id == bindparam("b_id"), _d.c.state == states.SENDING)
+    stmt = stmt.values(**values)
+    return _executemany(conn, stmt, [{"b_id": i, "b_err": e, "b_code": c} for i, e, c in rows])
+
+
+def expire_leases(conn: Connection, *, now: datetime, campaign_id: int | None = None) -> int:
+    """Rows still ``sending`` after their lease ran out become ``unknown``.
+
+    The process that claimed them died mid-send: the message may or may not have left,
+    so it is never resent automatically (``campaign retry --unknown`` re-queues them).
+    """
+    cond = [_d.c.state == states.SENDING, _d.c.lease_until < now]
+    if campaign_id is not None:
+        cond.append(_d.c.campaign_id == campaign_id)
+    result = conn.execute(
+        update(_d)
+        .where(*cond)
+        .values(state=states.UNKNOWN, error=LEASE_EXPIRED_ERROR, lease_until=None)
+    )
+    return int(result.rowcount or 0)
+
+
+def sends_since(conn: Connection, sender: str, since: datetime) -> int:
+    """How many messages ``sender`` sent (or is sending) since ``since``, all campaigns.
+
+    Used for the daily cap: ``since`` is the start of the local day.
+    """
+    stmt = select(func.count()).where(
+        _d.c.sender == sender,
+        or_(
+            _d.c.sent_at >= since,
+            and_(_d.c.state == states.SENDING, _d.c.sent_at.is_(None)),
+        ),
+    )
+    return int(conn.execute(stmt).scalar_one())
+
+
+def has_pending(conn: Connection, campaign_id: int) -> bool:
+    """True while the campaign has rows queued or being sent."""
+    stmt = select(
+        exists().where(
+            _d.c.campaign_id == campaign_id,
+            _d.c.state.in_((states.QUEUED, states.SENDING)),
+        )
+    )
+    return bool(conn.execute(stmt).scalar())
+
+
+def next_due_at(conn: Connection, campaign_id: int, senders: Sequence[str]) -> datetime | None:
+    """The earliest ``due_at`` of the campaign's queued rows for ``senders``."""
+    if not senders:
+        return None
+    stmt = select(func.min(_d.c.due_at)).where(
+        _d.c.campaign_id == campaign_id,
+        _d.c.state == states.QUEUED,
+        _d.c.sender.in_(list(senders)),
+    )
+    value = conn.execute(stmt).scalar()  # min() keeps the column type: aware UTC
+    return value if isinstance(value, datetime) else None
+
+
+def queued_senders(conn: Connection, campaign_id: int) -> list[str]:
+    """The distinct sender instances that still have queued rows in the campaign."""
+    stmt = (
+        select(_d.c.sender)
+        .where(_d.c.campaign_id == campaign_id, _d.c.state == states.QUEUED)
+        .group_by(_d.c.sender)
+    )
+    return [str(r[0]) for r in conn.execute(stmt) if r[0] is not None]
+
+
+def state_counts(conn: Connection, campaign_id: int) -> dict[str, int]:
+    """Number of the campaign's rows in each delivery state (all states present)."""
+    counts = dict.fromkeys(states.ALL, 0)
+    stmt = (
+        select(_d.c.state, func.count()).where(_d.c.campaign_id == campaign_id).group_by(_d.c.state)
+    )
+    for state, n in conn.execute(stmt):
+        counts[str(state)] = int(n)
+    return counts
+
+
+__all__ = [
+    "LEASE_EXPIRED_ERROR",
+    "ClaimedRow",
+    "claim",
+    "expire_leases",
+    "has_pending",
+    "next_due_at",
+    "opted_out_contact_ids",
+    "queued_senders",
+    "record_requeued",
+    "record_sent",
+    "record_terminal",
+    "sends_since",
+    "state_counts",
+]
+
+
+def reply_stats(conn: Connection, campaign_id: int) -> tuple[int, int]:
+    """``(replies, opted_out)``: rows with a reply, and rows whose contact opted out."""
+    replies = conn.execute(
+        select(func.count()).where(_d.c.campaign_id == campaign_id, _d.c.replied_at.is_not(None))
+    ).scalar_one()
+    opted = conn.execute(
+        select(func.count())
+        .select_from(_d.join(_contacts, _contacts.c.id == _d.c.contact_id))
+        .where(_d.c.campaign_id == campaign_id, _contacts.c.opted_out.is_(True))
+    ).scalar_one()
+    return int(replies), int(opted)
+
+
+def unapplied_known_message_ids(conn: Connection, *, limit: int = 1000) -> list[str]:
+    """Message ids with unapplied status events that a delivery row now carries.
+
+    On PostgreSQL an event can commit (unapplied) just after the dispatcher recorded
+    its message id and looked for pending events; a periodic sweep closes that gap.
+    """
+    stmt = (
+        select(_events.c.message_id)
+        .where(
+            _events.c.applied.is_(False),
+            exists().where(_d.c.message_id == _events.c.message_id),
+        )
+        .group_by(_events.c.message_id)
+        .limit(limit)
+    )
+    return [str(r[0]) for r in conn.execute(stmt)]

@@ -1,0 +1,293 @@
+"""Webhook event statements: status-event dedupe and application, inbound messages.
+
+Status events are stored once per (message_id, status) (``ON CONFLICT DO NOTHING``) and
+applied to deliveries by message id with guarded bulk UPDATEs, so a status only ever
+moves a row forward (DESIGN.md decision 4) whatever the order and however many
+duplicates arrive. Every function leaves the transaction to its caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import (
+    Connection,
+    Table,
+    and_,
+    bindparam,
+    case,
+    func,
+    literal_column,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.sql.elements import ColumnElement
+
+from storage import states
+from storage.models import Campaign, Contact, Delivery, InboundMessage, Instance, StatusEvent
+from storage.types import UTCDateTime
+
+_d: Table = Delivery.__table__  # type: ignore[attr-defined]
+_e: Table = StatusEvent.__table__  # type: ignore[attr-defined]
+_in: Table = InboundMessage.__table__  # type: ignore[attr-defined]
+_i: Table = Instance.__table__  # type: ignore[attr-defined]
+_c: Table = Contact.__table__  # type: ignore[attr-defined]
+_campaigns: Table = Campaign.__table__  # type: ignore[attr-defined]
+
+#: ids per IN (...) lookup
+BATCH = 1000
+#: replies are matched against the deliveries of this many most recent campaigns
+REPLY_CAMPAIGN_WINDOW = 50
+#: how far a gateway's message time may trail our clock: its stamps are whole seconds
+#: and its clock is not ours (a delivery sent later than reply time + this is not a match)
+REPLY_CLOCK_SKEW = timedelta(minutes=5)
+
+#: states a row may be in for each progress status to move it there
+_FORWARD_FROM: dict[str, tuple[str, ...]] = {
+    states.SENT: (states.QUEUED, states.SENDING, states.UNKNOWN),
+    states.DELIVERED: (states.QUEUED, states.SENDING, states.UNKNOWN, states.SENT),
+    states.READ: (states.QUEUED, states.SENDING, states.UNKNOWN, states.SENT, states.DELIVERED),
+}
+#: a failure only lands on a row that has not progressed past sent
+FAILED_FROM = (states.SENDING, states.SENT, states.UNKNOWN)
+#: paused_reason prefixes that a reconnect clears
+CONNECTION_PAUSE_REASONS = ("relogin_required", "not_activated", "disconnected")
+
+
+def _at() -> Any:
+    """The ``at`` parameter of the bulk updates, typed so SQLite stores it as UTC."""
+    return bindparam("at", type_=UTCDateTime())
+
+
+def _state_in(allowed: Sequence[str]) -> ColumnElement[bool]:
+    """``state IN (...)`` with inline constants (expanding IN cannot go in executemany)."""
+    return or_(*(_d.c.state == literal_column(f"'{s}'") for s in allowed))
+
+
+def _insert(conn: Connection, table: Table) -> Any:
+    if conn.dialect.name == "postgresql":
+        return postgresql.insert(table)
+    if conn.dialect.name == "sqlite":
+        return sqlite.insert(table)
+    raise NotImplementedError(f"unsupported database: {conn.dialect.name}")
+
+
+def _chunks(items: Sequence[Any], size: int = BATCH) -> list[Sequence[Any]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def insert_status_events(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Store status events; a (message_id, status) already stored is dropped."""
+    if not rows:
+        return
+    stmt = _insert(conn, _e).on_conflict_do_nothing(index_elements=["message_id", "status"])
+    conn.execute(stmt, [dict(r) for r in rows])
+
+
+def pending_for(conn: Connection, message_ids: Sequence[str]) -> list[Any]:
+    """Unapplied events for ``message_ids`` that match a delivery, with the delivery id."""
+    out: list[Any] = []
+    for chunk in _chunks(sorted(set(message_ids))):
+        out += conn.execute(
+            select(
+                _e.c.id,
+                _e.c.status,
+                _e.c.occurred_at,
+                _e.c.error_code,
+                _d.c.id.label("delivery_id"),
+            )
+            .join(_d, _d.c.message_id == _e.c.message_id)
+            .where(_e.c.applied.is_(False), _e.c.message_id.in_(chunk))
+        ).all()
+    return out
+
+
+def unapplied_matching(conn: Connection, *, since: datetime, limit: int) -> list[str]:
+    """Message ids of unapplied events received since ``since`` that now match a delivery."""
+    rows = conn.execute(
+        select(_e.c.message_id)
+        .join(_d, _d.c.message_id == _e.c.message_id)
+        .where(_e.c.applied.is_(False), _e.c.received_at >= since)
+        .distinct()
+        .limit(limit)
+    ).scalars()
+    return [str(m) for m in rows]
+
+
+def apply_progress(conn: Connection, status: str, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Move deliveries forward to ``status`` (sent, delivered or read), never backward.
+
+    ``rows`` holds ``did`` (delivery id) and ``at``; timestamps are set where missing, and
+    an earlier ``at`` corrects a later one (events arrive in any order).
+    """
+    if not rows:
+        return
+    values: dict[str, Any] = {
+        "state": status,
+        "sent_at": func.coalesce(_d.c.sent_at, _at()),
+    }
+    if status in (states.DELIVERED, states.READ):
+        values["delivered_at"] = func.coalesce(_d.c.delivered_at, _at())
+    if status == states.READ:
+        values["read_at"] = func.coalesce(_d.c.read_at, _at())
+    conn.execute(
+        update(_d)
+        .where(_d.c.id == bindparam("did"), _state_in(_FORWARD_FROM[status]))
+        .values(**values),
+        [dict(r) for r in rows],
+    )
+    column = {states.SENT: None, states.DELIVERED: "delivered_at", states.READ: "read_at"}[status]
+    if column is not None:
+        col = _d.c[column]
+        conn.execute(
+            update(_d)
+            .where(_d.c.id == bindparam("did"), col.is_not(None), col > _at())
+            .values({column: _at()}),
+            [dict(r) for r in rows],
+        )
+
+
+def apply_failed(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Mark deliveries failed (``did``, ``at``, ``code``, ``error``) if not past sent."""
+    if not rows:
+        return
+    conn.execute(
+        update(_d)
+        .where(_d.c.id == bindparam("did"), _state_in(FAILED_FROM))
+        .values(
+            state=states.FAILED,
+            failed_at=_at(),
+            error_code=bindparam("code"),
+            error=bindparam("error"),
+            lease_until=None,
+        ),
+        [dict(r) for r in rows],
+    )
+
+
+def mark_applied(conn: Connection, event_ids: Sequence[int]) -> None:
+    """Flag status events as applied."""
+    for chunk in _chunks(list(event_ids)):
+        conn.execute(update(_e).where(_e.c.id.in_(chunk)).values(applied=True))
+
+
+def existing_inbound(conn: Connection, message_ids: Sequence[str]) -> set[str]:
+    """The inbound message ids already stored among ``message_ids``."""
+    out: set[str] = set()
+    for chunk in _chunks(sorted(set(message_ids))):
+        out.update(
+            conn.execute(select(_in.c.message_id).where(_in.c.message_id.in_(chunk))).scalars()
+        )
+    return out
+
+
+def contact_ids_by_phone(conn: Connection, phones: Sequence[str]) -> dict[str, int]:
+    """Contact ids of the E.164 ``phones`` that are known."""
+    out: dict[str, int] = {}
+    for chunk in _chunks(sorted(set(phones))):
+        for phone, cid in conn.execute(select(_c.c.phone, _c.c.id).where(_c.c.phone.in_(chunk))):
+            out[str(phone)] = int(cid)
+    return out
+
+
+def insert_inbound(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Store inbound messages; an id already stored is dropped."""
+    if not rows:
+        return
+    stmt = _insert(conn, _in).on_conflict_do_nothing(index_elements=["message_id"])
+    conn.execute(stmt, [dict(r) for r in rows])
+
+
+def record_reply(
+    conn: Connection, phone: str, text: str, at: datetime, *, received_at: datetime
+) -> bool:
+    """Attach a reply to the newest delivery to ``phone`` that it can answer.
+
+    ``at`` is the gateway's time of the incoming message (whole seconds of the
+    gateway's clock), ``received_at`` when gatecast received it (our clock). Candidates
+    are deliveries sent no later than ``at + REPLY_CLOCK_SKEW`` (so a message sent after
+    the reply is never credited with it, while a stamp truncated to the second or a
+    gateway clock running behind ours still matches), and rows in flight (``sending``:
+    the reply beat the dispatcher recording the send), which count as the newest.
+    ``replied_at`` is ``at`` when it lies between the send and ``received_at``, else
+    ``received_at`` (a truncated or skewed stamp says nothing better). Only the most recent
+    campaigns are searched (the (campaign_id, target) index); returns False when no
+    delivery matches or it already has a reply.
+    """
+    recent = (
+        select(_campaigns.c.id)
+        .order_by(_campaigns.c.id.desc())
+        .limit(REPLY_CAMPAIGN_WINDOW)
+        .scalar_subquery()
+    )
+    latest = at + REPLY_CLOCK_SKEW
+    target = conn.execute(
+        select(_d.c.id, _d.c.sent_at)
+        .where(
+            _d.c.campaign_id.in_(recent),
+            _d.c.target == phone,
+            or_(
+                and_(_d.c.sent_at.is_not(None), _d.c.sent_at <= latest),
+                and_(_d.c.sent_at.is_(None), _d.c.state == states.SENDING),
+            ),
+        )
+        .order_by(
+            case((_d.c.sent_at.is_(None), 0), else_=1),
+            _d.c.sent_at.desc(),
+            _d.c.id.desc(),
+        )
+        .limit(1)
+    ).first()
+    if target is None:
+        return False
+    plausible = at <= received_at and (target.sent_at is None or target.sent_at <= at)
+    replied_at = at if plausible else received_at
+    result = conn.execute(
+        update(_d)
+        .where(_d.c.id == target.id, _d.c.replied_at.is_(None))
+        .values(replied_at=replied_at, reply_text=text[:4000])
+    )
+    return bool(result.rowcount)
+
+
+def set_instance_state(
+    conn: Connection, instance_id: str, state: str, *, phone: str | None, now: datetime
+) -> bool:
+    """Record an instance's connection state; "connected" clears a connection pause."""
+    values: dict[str, Any] = {"state": state[:32], "updated_at": now}
+    if phone:
+        values["phone"] = phone[:32]
+    result = conn.execute(update(_i).where(_i.c.instance_id == instance_id).values(**values))
+    if state == "connected":
+        conn.execute(
+            update(_i)
+            .where(
+                _i.c.instance_id == instance_id,
+                or_(*(_i.c.paused_reason.startswith(p) for p in CONNECTION_PAUSE_REASONS)),
+            )
+            .values(paused_reason=None, updated_at=now)
+        )
+    return bool(result.rowcount)
+
+
+__all__ = [
+    "CONNECTION_PAUSE_REASONS",
+    "FAILED_FROM",
+    "REPLY_CAMPAIGN_WINDOW",
+    "REPLY_CLOCK_SKEW",
+    "apply_failed",
+    "apply_progress",
+    "contact_ids_by_phone",
+    "existing_inbound",
+    "insert_inbound",
+    "insert_status_events",
+    "mark_applied",
+    "pending_for",
+    "record_reply",
+    "set_instance_state",
+    "unapplied_matching",
+]

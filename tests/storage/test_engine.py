@@ -1,0 +1,84 @@
+"""Engine and schema: upgrades are idempotent and datetimes stay UTC-aware."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+from sqlalchemy import Engine, insert, select
+from sqlalchemy.exc import IntegrityError, StatementError
+
+from storage.engine import current_revision, make_engine, normalise_url, upgrade
+from storage.models import Contact, ContactList, ListMember
+
+
+def test_upgrade_is_idempotent(engine: Engine) -> None:
+    upgrade(engine)
+    assert current_revision(engine) == "0001"
+
+
+def test_datetimes_round_trip_as_utc(engine: Engine) -> None:
+    t = Contact.__table__  # type: ignore[attr-defined]
+    berlin = timezone(timedelta(hours=1))
+    when = datetime(2026, 11, 28, 9, 0, tzinfo=berlin)
+    with engine.begin() as conn:
+        conn.execute(
+            insert(t).values(
+                phone="+4915112345678",
+                raw_phone="x",
+                name="A",
+                attributes={"city": "Köln"},
+                opted_out=False,
+                created_at=when,
+                updated_at=when,
+            )
+        )
+        row = conn.execute(select(t.c.created_at, t.c.attributes)).one()
+    assert row.created_at == when
+    assert row.created_at.tzinfo is not None
+    assert row.created_at.utcoffset() == timedelta(0)
+    assert row.attributes == {"city": "Köln"}
+
+
+def test_naive_datetime_is_refused(engine: Engine) -> None:
+    t = Contact.__table__  # type: ignore[attr-defined]
+    with pytest.raises(StatementError, match="naive datetime refused"), engine.begin() as conn:
+        conn.execute(
+            insert(t).values(
+                phone="+1",
+                raw_phone="",
+                name="",
+                attributes={},
+                opted_out=False,
+                created_at=datetime(2026, 1, 1),
+                updated_at=datetime.now(UTC),
+            )
+        )
+
+
+def test_foreign_keys_enforced(engine: Engine) -> None:
+    m = ListMember.__table__  # type: ignore[attr-defined]
+    with pytest.raises(IntegrityError), engine.begin() as conn:
+        conn.execute(insert(m).values(list_id=999, contact_id=999, added_at=datetime.now(UTC)))
+
+
+def test_list_names_unique(engine: Engine) -> None:
+    t = ContactList.__table__  # type: ignore[attr-defined]
+    now = datetime.now(UTC)
+    with engine.begin() as conn:
+        conn.execute(insert(t).values(name="customers", description="", created_at=now))
+    with pytest.raises(IntegrityError), engine.begin() as conn:
+        conn.execute(insert(t).values(name="customers", description="", created_at=now))
+
+
+def test_normalise_url() -> None:
+    assert normalise_url("postgres://u@h/db") == "postgresql+psycopg://u@h/db"
+    assert normalise_url("postgresql://u@h/db") == "postgresql+psycopg://u@h/db"
+    assert normalise_url("sqlite:///x.db") == "sqlite:///x.db"
+
+
+def test_sqlite_runs_in_wal_mode(sqlite_url: str) -> None:
+    eng = make_engine(sqlite_url)
+    with eng.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
