@@ -1,0 +1,2 @@
+"""The domain: contacts import, phone normalisation, audiences, message rendering,
+campaign lifecycle, webhook event application and reports."""

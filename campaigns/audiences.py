@@ -1,0 +1,99 @@
+"""Audiences: named contact lists, their members and counts."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Engine
+
+from storage.queries import contacts as q
+from storage.types import utcnow
+
+
+@dataclass(frozen=True)
+class ListSummary:
+    """A list with its member counts (``reachable`` = members not opted out)."""
+
+    id: int
+    name: str
+    description: str
+    members: int
+    opted_out: int
+    created_at: datetime
+
+    @property
+    def reachable(self) -> int:
+        """Members a campaign can send to."""
+        return self.members - self.opted_out
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly form."""
+        out = asdict(self)
+        out["created_at"] = self.created_at.isoformat()
+        out["reachable"] = self.reachable
+        return out
+
+
+def get_list_id(conn: Connection, name: str) -> int | None:
+    """The id of the list called ``name``, or None."""
+    return q.get_list_id(conn, name)
+
+
+def create_list(engine: Engine, name: str, *, now: datetime | None = None) -> int:
+    """The id of the list called ``name``, created if it does not exist yet."""
+    name = _clean_name(name)
+    with engine.begin() as conn:
+        list_id, _ = q.ensure_list(conn, name, now or utcnow())
+    return list_id
+
+
+def list_lists(engine: Engine) -> list[ListSummary]:
+    """Every list, by name, with member counts."""
+    with engine.connect() as conn:
+        rows = q.list_summaries(conn)
+    return [
+        ListSummary(
+            id=int(r.id),
+            name=str(r.name),
+            description=str(r.description),
+            members=int(r.members),
+            opted_out=int(r.opted_out),
+            created_at=r.created_at,
+        )
+        for r in rows
+    ]
+
+
+def get_list(engine: Engine, name: str) -> ListSummary | None:
+    """One list's summary by name, or None."""
+    return next((s for s in list_lists(engine) if s.name == name), None)
+
+
+def member_phones(engine: Engine, list_id: int, *, include_opted_out: bool = False) -> list[str]:
+    """The E.164 phones of a list's members, opted-out members left out by default."""
+    with engine.connect() as conn:
+        return q.list_member_phones(conn, list_id, include_opted_out=include_opted_out)
+
+
+def _clean_name(name: str) -> str:
+    cleaned = name.strip()
+    if not cleaned:
+        raise ValueError("a list name cannot be empty")
+    if len(cleaned) > 200:
+        raise ValueError(f"list name is {len(cleaned)} characters long; the limit is 200")
+    return cleaned
+
+
+clean_list_name = _clean_name
+
+__all__ = [
+    "ListSummary",
+    "clean_list_name",
+    "create_list",
+    "get_list",
+    "get_list_id",
+    "list_lists",
+    "member_phones",
+]

@@ -1,0 +1,529 @@
+"""The campaign file (TOML): pydantic models, validation with field paths, loading.
+
+Every problem is reported at once, each with the path of the field it concerns
+(``message.buttons[2].url: not a URL``). The validated spec is stored in
+``Campaign.spec`` as ``spec.model_dump(mode="json")`` and read back with
+``CampaignSpec.model_validate(campaign.spec)``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import re
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, time
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from jinja2 import TemplateSyntaxError
+from jinja2.sandbox import SandboxedEnvironment
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+MessageType = Literal["text", "media", "interactive", "template", "list"]
+ButtonKind = Literal["quick_reply", "cta_url", "cta_call", "cta_copy"]
+
+#: message types that can go to a group (the spec's send_group takes text and media)
+GROUP_MESSAGE_TYPES = ("text", "media")
+
+#: column sizes the stored campaign must fit
+MAX_NAME = 300
+MAX_TARGET = 64
+MAX_INSTANCE = 64
+_HOUR_MINUTE = re.compile(r"^([0-9]{1,2}):([0-9]{2})$")
+_GROUP_ID = re.compile(r"^[0-9A-Za-z\-]+@g\.us$")
+_PHONE_PLUS = re.compile(r"^\+[0-9]{6,15}$")
+_syntax_env = SandboxedEnvironment()
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One problem in a campaign file: the field path and what is wrong."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class CampaignFileError(ValueError):
+    """A campaign file that is not valid; ``errors`` lists every problem."""
+
+    def __init__(self, errors: Sequence[FieldError], source: str) -> None:
+        self.errors = list(errors)
+        self.source = source
+        lines = "\n".join(f"  {e}" for e in self.errors)
+        n = len(self.errors)
+        super().__init__(f"{source}: {n} problem{'s' if n != 1 else ''}\n{lines}")
+
+
+class _RuleErrors(ValueError):
+    """Several rule violations found by one model validator, with sub-paths."""
+
+    def __init__(self, errors: list[tuple[str, str]]) -> None:
+        self.rule_errors = errors
+        super().__init__("; ".join(f"{p}: {m}" if p else m for p, m in errors))
+
+
+def _is_url(value: str) -> bool:
+    parts = urlsplit(value)
+    return parts.scheme in ("http", "https") and bool(parts.netloc)
+
+
+def _template_error(value: str) -> str | None:
+    try:
+        _syntax_env.parse(value)
+    except TemplateSyntaxError as exc:
+        return f"template syntax error: {exc.message} (line {exc.lineno})"
+    return None
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ButtonSpec(_Model):
+    """A button of an interactive (or legacy template) message."""
+
+    kind: ButtonKind = "quick_reply"
+    display_text: str
+    id: str | None = None
+    url: str | None = None
+    phone_number: str | None = None
+    copy_code: str | None = None
+
+    def problems(self) -> list[tuple[str, str]]:
+        """(field, problem) pairs: the keys this button's kind needs, and their form."""
+        errors: list[tuple[str, str]] = []
+        if not self.display_text.strip():
+            errors.append(("display_text", "must not be empty"))
+        needed = {
+            "quick_reply": "id",
+            "cta_url": "url",
+            "cta_call": "phone_number",
+            "cta_copy": "copy_code",
+        }[self.kind]
+        for key in ("id", "url", "phone_number", "copy_code"):
+            value = getattr(self, key)
+            if key == needed:
+                if value is None or not str(value).strip():
+                    errors.append((key, f"required for a {self.kind} button"))
+            elif value is not None:
+                errors.append((key, f"not used by a {self.kind} button (it uses {needed})"))
+        if self.kind == "cta_url" and self.url and not _is_url(self.url):
+            errors.append(("url", "not a URL (expected http:// or https://...)"))
+        if (
+            self.kind == "cta_call"
+            and self.phone_number
+            and not _PHONE_PLUS.match(self.phone_number.replace(" ", ""))
+        ):
+            errors.append(("phone_number", "must start with '+' followed by 6 to 15 digits"))
+        return errors
+
+
+class ListRowSpec(_Model):
+    """A row of a list section."""
+
+    title: str
+    row_id: str
+    description: str = ""
+
+
+class SectionSpec(_Model):
+    """A section of a list message."""
+
+    title: str = ""
+    rows: builtins.list[ListRowSpec] = Field(default_factory=builtins.list)
+
+
+#: fields each message type uses (besides ``type``)
+_FIELDS_OF: dict[str, frozenset[str]] = {
+    "text": frozenset({"text"}),
+    "media": frozenset({"media_url", "caption", "text", "filename"}),
+    "interactive": frozenset({"text", "title", "subtitle", "footer", "buttons"}),
+    "template": frozenset({"text", "footer", "buttons"}),
+    "list": frozenset({"text", "title", "footer", "button_text", "sections"}),
+}
+_TEMPLATED = ("text", "caption", "title", "subtitle", "footer", "button_text")
+
+
+class MessageSpec(_Model):
+    """The message of a campaign; which fields apply depends on ``type``.
+
+    Text fields are Jinja2 templates over the contact's variables, with spintax.
+    For media, ``caption`` (or ``text``) is the caption.
+    """
+
+    type: MessageType
+    text: str = ""
+    caption: str = ""
+    media_url: str | None = None
+    filename: str | None = None
+    title: str = ""
+    subtitle: str = ""
+    footer: str = ""
+    button_text: str = ""
+    buttons: builtins.list[ButtonSpec] = Field(default_factory=builtins.list)
+    sections: builtins.list[SectionSpec] = Field(default_factory=builtins.list)
+
+    @property
+    def media_caption(self) -> str:
+        """The caption of a media message (``caption``, else ``text``)."""
+        return self.caption or self.text
+
+    @model_validator(mode="after")
+    def _rules_for_type(self) -> MessageSpec:
+        errors: list[tuple[str, str]] = []
+        used = _FIELDS_OF[self.type]
+        for name in sorted(set(type(self).model_fields) - used - {"type"}):
+            if getattr(self, name) not in (None, "", []):
+                errors.append((name, f"not used by a {self.type} message"))
+        if self.type == "media":
+            if not self.media_url:
+                errors.append(("media_url", "required for a media message"))
+            elif not _is_url(self.media_url):
+                errors.append(("media_url", "not a URL (expected http:// or https://...)"))
+            if self.caption and self.text:
+                errors.append(("caption", "give either caption or text, not both"))
+        elif not self.text.strip():
+            errors.append(("text", f"required for a {self.type} message"))
+        for i, b in enumerate(self.buttons):
+            errors.extend((f"buttons[{i}].{k}", m) for k, m in b.problems())
+        if self.type in ("interactive", "template") and not self.buttons:
+            errors.append(("buttons", f"a {self.type} message needs at least one button"))
+        if self.type == "template":
+            for i, b in enumerate(self.buttons):
+                if b.kind != "quick_reply":
+                    errors.append(
+                        (f"buttons[{i}].kind", "template messages only have quick_reply buttons")
+                    )
+        if self.type == "list":
+            if not self.button_text.strip():
+                errors.append(("button_text", "required for a list message"))
+            if not self.sections:
+                errors.append(("sections", "a list message needs at least one section"))
+            seen: set[str] = set()
+            for i, section in enumerate(self.sections):
+                if not section.rows:
+                    errors.append((f"sections[{i}].rows", "a section needs at least one row"))
+                for j, row in enumerate(section.rows):
+                    where = f"sections[{i}].rows[{j}]"
+                    if not row.title.strip():
+                        errors.append((f"{where}.title", "must not be empty"))
+                    if not row.row_id.strip():
+                        errors.append((f"{where}.row_id", "must not be empty"))
+                    elif row.row_id in seen:
+                        errors.append((f"{where}.row_id", f"duplicate row_id {row.row_id!r}"))
+                    seen.add(row.row_id)
+        for name, value in self._templates():
+            problem = _template_error(value)
+            if problem:
+                errors.append((name, problem))
+        if errors:
+            raise _RuleErrors(errors)
+        return self
+
+    def _templates(self) -> builtins.list[tuple[str, str]]:
+        out = [(n, getattr(self, n)) for n in _TEMPLATED if getattr(self, n)]
+        out += [(f"buttons[{i}].display_text", b.display_text) for i, b in enumerate(self.buttons)]
+        for i, s in enumerate(self.sections):
+            out.append((f"sections[{i}].title", s.title))
+            for j, r in enumerate(s.rows):
+                out.append((f"sections[{i}].rows[{j}].title", r.title))
+                out.append((f"sections[{i}].rows[{j}].description", r.description))
+        return out
+
+
+class ScheduleSpec(_Model):
+    """When to send: a start in a timezone, an optional daily window and recurrence.
+
+    ``window`` may wrap midnight (``["22:00", "06:00"]`` means from 22:00 to 06:00 the
+    next morning); start and end must differ.
+    """
+
+    start: datetime | None = None
+    timezone: str = "UTC"
+    window: tuple[time, time] | None = None
+    cron: str | None = None
+    missed_grace_minutes: int = Field(60, ge=0)
+
+    @field_validator("window", mode="before")
+    @classmethod
+    def _hours(cls, value: Any) -> Any:
+        """Accept "9:00" for "09:00", and "24:00" as the end of the day."""
+        if not isinstance(value, list | tuple):
+            return value
+        out: builtins.list[Any] = []
+        for item in value:
+            if isinstance(item, str):
+                m = _HOUR_MINUTE.match(item.strip())
+                if m is None:
+                    raise ValueError(f"{item!r} is not a time of day: expected HH:MM (24-hour)")
+                hour, minute = int(m.group(1)), int(m.group(2))
+                if (hour, minute) == (24, 0):
+                    hour = 0
+                item = f"{hour:02d}:{minute:02d}"
+            out.append(item)
+        return out
+
+    @model_validator(mode="after")
+    def _rules(self) -> ScheduleSpec:
+        errors: list[tuple[str, str]] = []
+        zone = ZoneInfo("UTC")
+        try:
+            zone = ZoneInfo(self.timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            errors.append(
+                (
+                    "timezone",
+                    f"unknown timezone {self.timezone!r} (use an IANA name like Europe/Berlin)",
+                )
+            )
+        if self.window is not None and self.window[0] == self.window[1]:
+            errors.append(("window", "start and end must differ"))
+        if self.cron is not None:
+            from apscheduler.triggers.cron import CronTrigger
+
+            try:
+                CronTrigger.from_crontab(self.cron, timezone=zone)
+            except ValueError as exc:
+                errors.append(("cron", f"not a valid crontab expression: {exc}"))
+        if errors:
+            raise _RuleErrors(errors)
+        return self
+
+    @property
+    def zone(self) -> ZoneInfo:
+        """The schedule's timezone."""
+        return ZoneInfo(self.timezone)
+
+    def start_at_utc(self) -> datetime | None:
+        """``start`` as a UTC-aware datetime (naive values are local to ``timezone``)."""
+        if self.start is None:
+            return None
+        start = self.start if self.start.tzinfo else self.start.replace(tzinfo=self.zone)
+        return start.astimezone(UTC)
+
+    def in_window(self, moment: datetime) -> bool:
+        """True when the aware ``moment`` falls inside the sending window (always if none)."""
+        if self.window is None:
+            return True
+        local = moment.astimezone(self.zone).time().replace(tzinfo=None)
+        begin, end = self.window
+        if begin < end:
+            return begin <= local < end
+        return local >= begin or local < end
+
+
+class PaceSpec(_Model):
+    """Pace per sender instance; ``per_minute = 0`` leaves only the delay and the cap."""
+
+    per_minute: float = 20
+    delay_seconds: tuple[float, float] = (5, 15)
+    daily_cap: int | None = 500
+
+    @model_validator(mode="after")
+    def _rules(self) -> PaceSpec:
+        errors: list[tuple[str, str]] = []
+        if self.per_minute < 0:
+            errors.append(("per_minute", "must not be negative (0: no per-minute limit)"))
+        if self.daily_cap is not None and self.daily_cap <= 0:
+            errors.append(("daily_cap", "must be greater than 0 (omit it for the default)"))
+        low, high = self.delay_seconds
+        if low < 0:
+            errors.append(("delay_seconds[0]", "must not be negative"))
+        if high < 0:
+            errors.append(("delay_seconds[1]", "must not be negative"))
+        if low > high:
+            errors.append(("delay_seconds", f"minimum {low:g} is above maximum {high:g}"))
+        if errors:
+            raise _RuleErrors(errors)
+        return self
+
+
+class RetrySpec(_Model):
+    """Durable retries of sends refused before sending."""
+
+    max_attempts: int = Field(4, ge=1)
+    backoff_seconds: float = Field(30, gt=0)
+
+
+class SafetySpec(_Model):
+    """Pause the campaign when too many sends fail."""
+
+    max_failure_rate: float = Field(0.5, gt=0, le=1)
+    min_sample: int = Field(20, ge=1)
+
+
+class CampaignSpec(_Model):
+    """A validated campaign file."""
+
+    name: str
+    list: str | None = None
+    groups: builtins.list[str] = Field(default_factory=builtins.list)
+    instances: builtins.list[str] = Field(default_factory=builtins.list)
+    message: MessageSpec
+    schedule: ScheduleSpec = Field(default_factory=ScheduleSpec)
+    pace: PaceSpec = Field(default_factory=PaceSpec)
+    retry: RetrySpec = Field(default_factory=RetrySpec)
+    safety: SafetySpec = Field(default_factory=SafetySpec)
+
+    @model_validator(mode="after")
+    def _rules(self) -> CampaignSpec:
+        errors = _cross_errors(self.model_dump())
+        if errors:
+            raise _RuleErrors([(e.path, e.message) for e in errors])
+        return self
+
+    def start_at_utc(self) -> datetime | None:
+        """The first start as a UTC-aware datetime, or None for "as soon as created"."""
+        return self.schedule.start_at_utc()
+
+    @property
+    def is_group_campaign(self) -> bool:
+        """True when the recipients are groups rather than a contact list."""
+        return bool(self.groups)
+
+
+def _cross_errors(data: Mapping[str, Any]) -> builtins.list[FieldError]:
+    """Rules across sections, checked on raw data so they show next to other errors."""
+    errors: builtins.list[FieldError] = []
+    name = data.get("name")
+    if isinstance(name, str) and not name.strip():
+        errors.append(FieldError("name", "must not be empty"))
+    elif isinstance(name, str) and len(name) > MAX_NAME:
+        errors.append(FieldError("name", f"longer than {MAX_NAME} characters"))
+    list_name = data.get("list")
+    groups = data.get("groups") or []
+    if list_name is not None and isinstance(list_name, str) and not list_name.strip():
+        errors.append(FieldError("list", "must not be empty"))
+    if list_name and groups:
+        errors.append(FieldError("groups", "give either list or groups, not both"))
+    elif not list_name and not groups:
+        errors.append(FieldError("list", "required: the contact list to send to (or groups)"))
+    if isinstance(groups, builtins.list):
+        seen: set[str] = set()
+        for i, g in enumerate(groups):
+            if isinstance(g, str) and (len(g) > MAX_TARGET or not _GROUP_ID.match(g)):
+                errors.append(FieldError(f"groups[{i}]", f"not a group id ending in @g.us: {g!r}"))
+            elif isinstance(g, str) and g in seen:
+                errors.append(FieldError(f"groups[{i}]", f"duplicate group {g!r}"))
+            if isinstance(g, str):
+                seen.add(g)
+        message = data.get("message")
+        mtype = message.get("type") if isinstance(message, Mapping) else None
+        if groups and isinstance(mtype, str) and mtype not in GROUP_MESSAGE_TYPES:
+            errors.append(
+                FieldError("message.type", f"groups receive only text or media, not {mtype}")
+            )
+    instances = data.get("instances") or []
+    if isinstance(instances, builtins.list):
+        for i, inst in enumerate(instances):
+            if isinstance(inst, str) and not inst.strip():
+                errors.append(FieldError(f"instances[{i}]", "must not be empty"))
+            elif isinstance(inst, str) and len(inst) > MAX_INSTANCE:
+                errors.append(
+                    FieldError(f"instances[{i}]", f"longer than {MAX_INSTANCE} characters")
+                )
+        dupes = {i for i in instances if isinstance(i, str) and instances.count(i) > 1}
+        if dupes:
+            errors.append(FieldError("instances", f"listed twice: {', '.join(sorted(dupes))}"))
+    return errors
+
+
+def _loc_path(loc: Sequence[int | str]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _join(prefix: str, sub: str) -> str:
+    if not sub:
+        return prefix
+    if not prefix:
+        return sub
+    return f"{prefix}{sub}" if sub.startswith("[") else f"{prefix}.{sub}"
+
+
+def _field_errors(exc: ValidationError) -> builtins.list[FieldError]:
+    out: builtins.list[FieldError] = []
+    for err in exc.errors():
+        # model validators of a submodel put the field name of the class into loc too
+        loc = [p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
+        path = _loc_path(loc)
+        original = (err.get("ctx") or {}).get("error")
+        if isinstance(original, _RuleErrors):
+            out.extend(FieldError(_join(path, p), m) for p, m in original.rule_errors)
+            continue
+        msg = err["msg"]
+        if isinstance(original, ValueError):
+            msg = str(original)
+        elif err["type"] == "extra_forbidden":
+            msg = "unknown field (check the spelling)"
+        elif err["type"] == "missing":
+            msg = "required"
+        out.append(FieldError(path, msg))
+    return out
+
+
+def parse_campaign(data: Mapping[str, Any], source: str = "<campaign>") -> CampaignSpec:
+    """Validate a parsed campaign file; raise :class:`CampaignFileError` listing every problem."""
+    try:
+        return CampaignSpec.model_validate(dict(data))
+    except ValidationError as exc:
+        errors = _field_errors(exc)
+    for cross in _cross_errors(data):
+        if cross not in errors:
+            errors.append(cross)
+    raise CampaignFileError(errors, source)
+
+
+def load_campaign_file(path: Path) -> CampaignSpec:
+    """Read and validate the TOML campaign file at ``path``."""
+    source = str(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise CampaignFileError(
+            [FieldError("", f"cannot read file: {exc.strerror}")], source
+        ) from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise CampaignFileError([FieldError("", "not UTF-8 text")], source) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise CampaignFileError([FieldError("", f"not valid TOML: {exc}")], source) from None
+    return parse_campaign(data, source)
+
+
+__all__ = [
+    "GROUP_MESSAGE_TYPES",
+    "ButtonSpec",
+    "CampaignFileError",
+    "CampaignSpec",
+    "FieldError",
+    "ListRowSpec",
+    "MessageSpec",
+    "PaceSpec",
+    "RetrySpec",
+    "SafetySpec",
+    "ScheduleSpec",
+    "SectionSpec",
+    "load_campaign_file",
+    "parse_campaign",
+]

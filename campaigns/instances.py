@@ -1,0 +1,337 @@
+"""Instance management: a gateway operation and the bookkeeping it means for our rows.
+
+The CLI (``gatecast instance``) and the API (``/api/v1/instances``) are thin callers of
+these functions. Each one calls the gateway first and records the result afterwards, in
+one transaction; gateway errors (:class:`gateway.errors.GatewayError`,
+:class:`gateway.errors.RequestValidationError`) propagate unchanged for the caller to
+present. Every function takes ``now`` so time stays injectable.
+
+Row bookkeeping per operation:
+
+* create -> a row (state ``created``) with the label;
+* QR code -> ``waiting_scan`` (from created, logged_out or disconnected), or
+  ``connected`` when the gateway says the instance is already logged in;
+* reboot -> ``waiting_scan``; logout -> ``logged_out``;
+* reconnect -> lifts a pause a connection problem caused (the state itself follows the
+  webhook's ConnectionStatus events);
+* reset -> the row takes the NEW id; deliveries still waiting (queued or sending) and
+  the ``instances`` lists of non-final campaigns follow it, in the same transaction;
+* webhook -> ``webhook_url_registered``;
+* resume -> clears ``paused_reason`` whatever paused the sender.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Engine, select, update
+
+from campaigns import lifecycle
+from gateway.client import GatewayClient
+from gateway.errors import GatewayError
+from storage.models import Campaign, Instance
+from storage.queries import instances as iq
+
+_i = Instance.__table__  # type: ignore[attr-defined]
+_c = Campaign.__table__  # type: ignore[attr-defined]
+
+#: what the gateway says when a QR code is asked for an instance that is already linked
+ALREADY_LINKED = "already logged in"
+#: campaign states whose spec may still start sending (their ``instances`` list matters)
+NON_FINAL = (lifecycle.DRAFT, lifecycle.SCHEDULED, lifecycle.RUNNING, lifecycle.PAUSED)
+#: states a QR code request moves to ``waiting_scan``
+_SCANNABLE = ("created", "logged_out", "disconnected")
+
+
+class UnknownInstance(LookupError):
+    """gatecast has no row for this instance id."""
+
+    def __init__(self, instance_id: str) -> None:
+        self.instance_id = instance_id
+        super().__init__(f"gatecast knows no instance {instance_id!r}")
+
+
+@dataclass(frozen=True)
+class InstanceRecord:
+    """The stored row of one instance."""
+
+    instance_id: str
+    label: str
+    state: str
+    paused_reason: str | None
+    paused_at: datetime | None
+    webhook_url_registered: bool
+    phone: str | None
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, row: Mapping[Any, Any]) -> InstanceRecord:
+        """From a row mapping of the ``instances`` table."""
+        return cls(
+            instance_id=str(row["instance_id"]),
+            label=str(row["label"] or ""),
+            state=str(row["state"]),
+            paused_reason=row["paused_reason"],
+            paused_at=row["paused_at"],
+            webhook_url_registered=bool(row["webhook_url_registered"]),
+            phone=row["phone"],
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
+        )
+
+
+@dataclass(frozen=True)
+class QrOutcome:
+    """What a QR code request found."""
+
+    instance_id: str
+    state: str  # waiting_scan, or connected when already linked
+    data_uri: str | None  # None: already linked, or the gateway posts it to the webhook
+    already_linked: bool = False
+    newly_connected: bool = False  # already linked, and the row did not say so before
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class OperationOutcome:
+    """What reboot, reconnect or logout did to the row."""
+
+    instance_id: str
+    operation: str
+    state: str
+    resumed_reason: str | None = None  # the pause reconnect lifted
+
+
+@dataclass(frozen=True)
+class ResetOutcome:
+    """What a reset did: the id the row now has and what followed it."""
+
+    old_id: str
+    new_id: str
+    kept_id: bool  # the gateway answered with the same id
+    merged: bool  # the new id already had a row: it was reset and the old row logged out
+    deliveries_moved: int = 0
+    campaigns_updated: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ResumeOutcome:
+    """What resume found: the reason cleared (None when the sender was not paused)."""
+
+    instance_id: str
+    cleared_reason: str | None
+
+
+def get(conn: Connection, instance_id: str) -> InstanceRecord | None:
+    """The stored row of ``instance_id``, or None."""
+    row = conn.execute(select(_i).where(_i.c.instance_id == instance_id)).mappings().first()
+    return InstanceRecord.of(row) if row else None
+
+
+def list_all(conn: Connection, instance_id: str | None = None) -> list[InstanceRecord]:
+    """Every stored instance (or just ``instance_id``), oldest first."""
+    query = select(_i).order_by(_i.c.id)
+    if instance_id is not None:
+        query = query.where(_i.c.instance_id == instance_id)
+    return [InstanceRecord.of(r) for r in conn.execute(query).mappings()]
+
+
+def require(engine: Engine, instance_id: str) -> InstanceRecord:
+    """The stored row of ``instance_id``; :class:`UnknownInstance` when there is none."""
+    with engine.connect() as conn:
+        record = get(conn, instance_id)
+    if record is None:
+        raise UnknownInstance(instance_id)
+    return record
+
+
+def _set(conn: Connection, which: str, now: datetime, **values: Any) -> None:
+    values["updated_at"] = now
+    conn.execute(update(_i).where(_i.c.instance_id == which).values(**values))
+
+
+def _remember(conn: Connection, instance_id: str, now: datetime) -> InstanceRecord:
+    """The row of ``instance_id``, created when gatecast did not know it yet."""
+    iq.ensure(conn, [instance_id], now=now)
+    record = get(conn, instance_id)
+    assert record is not None
+    return record
+
+
+def create(engine: Engine, client: GatewayClient, *, now: datetime, label: str = "") -> str:
+    """Create an instance at the gateway and record it; its id (the same while unscanned)."""
+    instance_id = client.create_instance()
+    with engine.begin() as conn:
+        _remember(conn, instance_id, now)
+        if label:
+            _set(conn, instance_id, now, label=label)
+    return instance_id
+
+
+def fetch_qr(
+    engine: Engine, client: GatewayClient, instance_id: str, *, now: datetime
+) -> QrOutcome:
+    """Ask for the login QR code and record ``waiting_scan`` (or ``connected`` when the
+    gateway says the instance is already logged in)."""
+    try:
+        qr = client.get_qrcode(instance_id)
+    except GatewayError as exc:
+        if ALREADY_LINKED not in exc.message.lower():
+            raise
+        with engine.begin() as conn:
+            before = _remember(conn, instance_id, now)
+            if before.state != "connected":
+                _set(conn, instance_id, now, state="connected")
+        return QrOutcome(
+            instance_id=instance_id,
+            state="connected",
+            data_uri=None,
+            already_linked=True,
+            newly_connected=before.state != "connected",
+            detail=exc.message,
+        )
+    with engine.begin() as conn:
+        before = _remember(conn, instance_id, now)
+        if before.state in _SCANNABLE:
+            _set(conn, instance_id, now, state="waiting_scan")
+    detail = "" if qr.data_uri else "the gateway sends the QR code through the webhook"
+    return QrOutcome(
+        instance_id=instance_id, state="waiting_scan", data_uri=qr.data_uri, detail=detail
+    )
+
+
+def set_webhook(
+    engine: Engine,
+    client: GatewayClient,
+    instance_id: str,
+    url: str,
+    *,
+    now: datetime,
+    enable: bool = True,
+) -> None:
+    """Register (or with ``enable=False`` turn off) the instance's webhook and record it."""
+    client.set_webhook(instance_id, url, enable)
+    with engine.begin() as conn:
+        _remember(conn, instance_id, now)
+        _set(conn, instance_id, now, webhook_url_registered=enable)
+
+
+_STATE_AFTER = {"reboot": "waiting_scan", "logout": "logged_out"}
+
+
+def operate(
+    engine: Engine, client: GatewayClient, instance_id: str, operation: str, *, now: datetime
+) -> OperationOutcome:
+    """Run ``reboot``, ``reconnect`` or ``logout`` at the gateway and record what it means.
+
+    A successful reconnect lifts a pause that a connection problem caused
+    (``relogin_required``, ``not_activated``, ``disconnected``); other pauses stay.
+    """
+    if operation not in ("reboot", "reconnect", "logout"):
+        raise ValueError(f"unknown instance operation {operation!r}")
+    getattr(client, operation)(instance_id)
+    resumed: str | None = None
+    with engine.begin() as conn:
+        record = _remember(conn, instance_id, now)
+        state = _STATE_AFTER.get(operation, record.state)
+        if operation in _STATE_AFTER:
+            _set(conn, instance_id, now, state=state)
+        if operation == "reconnect":
+            resumed = iq.resume_connection_pause(conn, instance_id, now=now)
+    return OperationOutcome(
+        instance_id=instance_id, operation=operation, state=state, resumed_reason=resumed
+    )
+
+
+def _replace_in_specs(conn: Connection, old_id: str, new_id: str, now: datetime) -> list[int]:
+    """Swap ``old_id`` for ``new_id`` in the ``instances`` list of non-final campaigns."""
+    rows = conn.execute(select(_c.c.id, _c.c.spec).where(_c.c.state.in_(NON_FINAL))).all()
+    changed: list[int] = []
+    for campaign_id, spec in rows:
+        listed = (spec or {}).get("instances") if isinstance(spec, dict) else None
+        if not isinstance(listed, list) or old_id not in listed:
+            continue
+        swapped = list(dict.fromkeys(new_id if i == old_id else i for i in listed))
+        conn.execute(
+            update(_c)
+            .where(_c.c.id == campaign_id)
+            .values(spec={**spec, "instances": swapped}, updated_at=now)
+        )
+        changed.append(int(campaign_id))
+    return changed
+
+
+_FRESH: dict[str, Any] = {
+    "state": "created",
+    "phone": None,
+    "webhook_url_registered": False,
+    "paused_reason": None,
+    "paused_at": None,
+}
+
+
+def reset(
+    engine: Engine, client: GatewayClient, instance_id: str, *, now: datetime
+) -> ResetOutcome:
+    """Reset the instance at the gateway (logout + a NEW id, old data deleted) and make
+    everything that named the old id follow the new one, in one transaction: the row,
+    the queued or sending deliveries, and the ``instances`` lists of non-final campaigns.
+    """
+    new_id = client.reset_instance(instance_id)
+    with engine.begin() as conn:
+        _remember(conn, instance_id, now)
+        if new_id == instance_id:
+            _set(conn, instance_id, now, **_FRESH)
+            return ResetOutcome(old_id=instance_id, new_id=new_id, kept_id=True, merged=False)
+        merged = get(conn, new_id) is not None
+        if merged:  # the gateway reused an id we know: reset that row, retire the old one
+            _set(conn, new_id, now, **_FRESH)
+            _set(conn, instance_id, now, state="logged_out")
+        else:
+            _set(conn, instance_id, now, instance_id=new_id, **_FRESH)
+        moved = iq.move_waiting_deliveries(conn, instance_id, new_id)
+        campaigns = _replace_in_specs(conn, instance_id, new_id, now)
+    return ResetOutcome(
+        old_id=instance_id,
+        new_id=new_id,
+        kept_id=False,
+        merged=merged,
+        deliveries_moved=moved,
+        campaigns_updated=campaigns,
+    )
+
+
+def resume(engine: Engine, instance_id: str, *, now: datetime) -> ResumeOutcome:
+    """Let a paused sender send again, whatever paused it (quota, error 463, a failure
+    burst, relogin). :class:`UnknownInstance` when gatecast has no such instance."""
+    with engine.begin() as conn:
+        record = get(conn, instance_id)
+        if record is None:
+            raise UnknownInstance(instance_id)
+        cleared = record.paused_reason if iq.resume(conn, instance_id, now=now) else None
+    return ResumeOutcome(instance_id=instance_id, cleared_reason=cleared)
+
+
+__all__ = [
+    "ALREADY_LINKED",
+    "NON_FINAL",
+    "InstanceRecord",
+    "OperationOutcome",
+    "QrOutcome",
+    "ResetOutcome",
+    "ResumeOutcome",
+    "UnknownInstance",
+    "create",
+    "fetch_qr",
+    "get",
+    "list_all",
+    "operate",
+    "require",
+    "reset",
+    "resume",
+    "set_webhook",
+]

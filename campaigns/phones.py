@@ -1,0 +1,415 @@
+"""Phone numbers to E.164, with a reason for every value that cannot be used.
+
+:func:`normalise_phone` gives the same answer as ``phonenumbers.parse`` +
+``is_valid_number`` + E.164 formatting (the tests compare them on many numbers), but
+most values take a fast path: a plain string of digits (with the usual separators and
+an optional ``+``) is validated against ``phonenumbers``' own metadata patterns,
+compiled once per country into one regular expression per number length. Anything
+unusual (national prefixes, international dialling prefixes, extensions, letters)
+goes through ``phonenumbers.parse`` itself.
+
+One rule goes beyond ``phonenumbers``: a value of 11 or more digits without ``+`` that
+is not valid in the default region but is valid read as ``+<digits>`` is accepted that
+way, because spreadsheets turn ``+447911123456`` into the number ``447911123456``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from typing import Any, NamedTuple
+
+import phonenumbers
+from phonenumbers import NumberParseException, PhoneMetadata, PhoneNumberFormat
+from phonenumbers.phonenumberutil import ValidationResult
+
+REASON_EMPTY = "empty"
+REASON_LETTERS = "contains letters"
+REASON_TOO_SHORT = "too short"
+REASON_TOO_LONG = "too long"
+REASON_INVALID = "invalid for its region"
+REASON_SCIENTIFIC = "digits lost to scientific notation"
+REASON_COUNTRY_CODE = "invalid country code"
+REASON_NOT_A_NUMBER = "not a phone number"
+
+_SCIENTIFIC = re.compile(r"^[+-]?\d+(?:[.,]\d+)?[eE][+-]?\d+$")
+_INTEGRAL_FLOAT = re.compile(r"^(\+?\d+)\.0+$")
+# digits with the separators people type; an optional leading '+'
+_SIMPLE = re.compile(r"^\s*(\+?)\s*([0-9\s\-.()/]+?)\s*$")
+_NON_DIGIT = re.compile(r"\D")
+_SEPARATORS = str.maketrans("", "", " \t-.()/\u00a0")
+_TYPES = (
+    "premium_rate",
+    "toll_free",
+    "shared_cost",
+    "voip",
+    "personal_number",
+    "pager",
+    "uan",
+    "voicemail",
+    "fixed_line",
+    "mobile",
+)
+_FALLBACK_MIN_DIGITS = 11
+
+
+class PhoneResult(NamedTuple):
+    """An E.164 number, or None and the reason the raw value was rejected."""
+
+    e164: str | None
+    reason: str | None
+
+
+class _RegionRules:
+    """One region's validity rules: a pattern per national number length, compiled at
+    first use (a country has up to a dozen lengths; an import meets one or two)."""
+
+    __slots__ = ("by_length", "leading_digits", "sources")
+
+    def __init__(self, metadata: Any) -> None:
+        self.leading_digits: re.Pattern[str] | None = (
+            re.compile(metadata.leading_digits) if metadata.leading_digits else None
+        )
+        general = metadata.general_desc
+        self.sources: dict[int, str] = {}
+        self.by_length: dict[int, re.Pattern[str]] = {}
+        if general is None or not general.national_number_pattern:
+            return
+        lengths: set[int] = set()
+        descs = [getattr(metadata, name) for name in _TYPES]
+        descs = [d for d in descs if d is not None and d.national_number_pattern]
+        for desc in (general, *descs):
+            lengths.update(n for n in desc.possible_length if n > 0)
+        for length in sorted(lengths):
+            if general.possible_length and length not in general.possible_length:
+                continue
+            alts = [
+                f"(?:{d.national_number_pattern})"
+                for d in descs
+                if not d.possible_length or length in d.possible_length
+            ]
+            if alts:
+                pattern = f"(?=(?:{general.national_number_pattern})\\Z)(?:{'|'.join(alts)})"
+                self.sources[length] = pattern
+
+    def matches_type(self, nsn: str) -> bool:
+        """Whether ``nsn`` is a number of some known type in this region."""
+        pattern = self.by_length.get(len(nsn))
+        if pattern is None:
+            source = self.sources.get(len(nsn))
+            if source is None:
+                return False
+            pattern = self.by_length[len(nsn)] = re.compile(source)
+        return pattern.fullmatch(nsn) is not None
+
+
+class _CountryRules:
+    """Validity of national numbers for one country calling code (all its regions)."""
+
+    __slots__ = ("lengths", "regions")
+
+    def __init__(self, country_code: int) -> None:
+        self.regions: list[_RegionRules] = []
+        for region in phonenumbers.COUNTRY_CODE_TO_REGION_CODE.get(country_code, ()):
+            metadata = PhoneMetadata.metadata_for_region(region, None)
+            if metadata is not None:
+                self.regions.append(_RegionRules(metadata))
+        # a length no region has a pattern for is never valid: decided without a regex
+        self.lengths = frozenset(n for rules in self.regions for n in rules.sources)
+
+    def is_valid(self, nsn: str) -> bool:
+        """Same answer as ``phonenumbers.is_valid_number`` for this country code."""
+        if len(nsn) not in self.lengths:
+            return False
+        # phonenumbers picks the region first (leading digits, else any known type),
+        # then validates against that region only.
+        for rules in self.regions:
+            if rules.leading_digits is not None:
+                if rules.leading_digits.match(nsn):
+                    return rules.matches_type(nsn)
+            elif rules.matches_type(nsn):
+                return True
+        return False
+
+
+@lru_cache(maxsize=512)
+def _country_rules(country_code: int) -> _CountryRules | None:
+    regions = phonenumbers.COUNTRY_CODE_TO_REGION_CODE.get(country_code)
+    if not regions or regions == ("001",):
+        return None  # non-geographic codes: leave them to phonenumbers
+    return _CountryRules(country_code)
+
+
+class _DefaultRegion(NamedTuple):
+    country_code: int
+    prefix_for_parsing: re.Pattern[str] | None
+    international_prefix: re.Pattern[str] | None
+
+
+@lru_cache(maxsize=64)
+def _default_region(region: str) -> _DefaultRegion | None:
+    metadata = PhoneMetadata.metadata_for_region(region.upper(), None)
+    if metadata is None or metadata.country_code is None:
+        return None
+    npfp = metadata.national_prefix_for_parsing or metadata.national_prefix
+    idd = metadata.international_prefix
+    return _DefaultRegion(
+        metadata.country_code,
+        re.compile(npfp) if npfp else None,
+        re.compile(idd) if idd else None,
+    )
+
+
+_INTERNATIONAL: dict[int, tuple[_CountryRules, re.Pattern[str] | None] | None] = {}
+
+
+def _international_rules(cc: int) -> tuple[_CountryRules, re.Pattern[str] | None] | None:
+    """The rules for calling code ``cc`` and its main region's national prefix pattern."""
+    try:
+        return _INTERNATIONAL[cc]
+    except KeyError:
+        pass
+    rules = _country_rules(cc)
+    region = _default_region(phonenumbers.region_code_for_country_code(cc))
+    found = None if rules is None or region is None else (rules, region.prefix_for_parsing)
+    _INTERNATIONAL[cc] = found
+    return found
+
+
+_CALLING_CODES = {str(cc): cc for cc in phonenumbers.COUNTRY_CODE_TO_REGION_CODE}
+
+
+def _fast_international(digits: str) -> str | None:
+    """E.164 for ``+<digits>`` when it is plainly valid, else None (use the slow path)."""
+    for cc_len in (1, 2, 3):
+        cc = _CALLING_CODES.get(digits[:cc_len])
+        if cc is not None:
+            nsn = digits[cc_len:]
+            found = _international_rules(cc)
+            if found is None or not nsn or nsn[0] == "0":
+                return None
+            rules, national_prefix = found
+            if national_prefix is not None and national_prefix.match(nsn):
+                return None  # phonenumbers may strip a national prefix: let it decide
+            return "+" + digits if rules.is_valid(nsn) else None
+    return None
+
+
+_MISSING: Any = object()
+# the first three digits decide the calling code: its length and rules, by those digits
+_BY_PREFIX: dict[str, tuple[int, tuple[_CountryRules, re.Pattern[str] | None] | None] | None] = {}
+
+
+def _calling_code_of(
+    prefix: str,
+) -> tuple[int, tuple[_CountryRules, re.Pattern[str] | None] | None] | None:
+    """For ``digits[:3]``: the calling code's length and :func:`_international_rules`."""
+    for cc_len in (1, 2, 3):
+        cc = _CALLING_CODES.get(prefix[:cc_len])
+        if cc is not None:
+            return cc_len, _international_rules(cc)
+    return None
+
+
+def _fast_international_cached(digits: str) -> str | None:
+    """:func:`_fast_international` with the calling code looked up by the first digits."""
+    prefix = digits[:3]
+    entry = _BY_PREFIX.get(prefix, _MISSING)
+    if entry is _MISSING:
+        entry = _BY_PREFIX[prefix] = _calling_code_of(prefix)
+    if entry is None:
+        return None
+    cc_len, found = entry
+    nsn = digits[cc_len:]
+    if found is None or not nsn or nsn[0] == "0":
+        return None
+    rules, national_prefix = found
+    if national_prefix is not None and national_prefix.match(nsn):
+        return None
+    return "+" + digits if rules.is_valid(nsn) else None
+
+
+def _plain_national(digits: str, region: str) -> int | None:
+    """The region's calling code when ``digits`` has no prefix phonenumbers would strip.
+
+    For such digits ``phonenumbers.parse`` keeps them as they are (or, when they start
+    with the calling code, reads them as ``+<digits>``): the fast paths may decide.
+    """
+    default = _default_region(region)
+    if default is None or digits[0] == "0":
+        return None
+    if default.prefix_for_parsing is not None and default.prefix_for_parsing.match(digits):
+        return None
+    if default.international_prefix is not None and default.international_prefix.match(digits):
+        return None
+    return default.country_code
+
+
+def _fast_national(digits: str, region: str) -> tuple[str | None, bool]:
+    """E.164 for national ``digits`` when plainly valid; and whether they were plain."""
+    country_code = _plain_national(digits, region)
+    if country_code is None:
+        return None, False
+    rules = _country_rules(country_code)
+    if rules is None:
+        return None, False
+    return (f"+{country_code}{digits}" if rules.is_valid(digits) else None), True
+
+
+def _slow(text: str, region: str) -> PhoneResult:
+    """``phonenumbers.parse`` with a reason for every failure."""
+    try:
+        number = phonenumbers.parse(text, region)
+    except NumberParseException as exc:
+        if exc.error_type == NumberParseException.INVALID_COUNTRY_CODE:
+            return PhoneResult(None, REASON_COUNTRY_CODE)
+        if exc.error_type in (
+            NumberParseException.TOO_SHORT_NSN,
+            NumberParseException.TOO_SHORT_AFTER_IDD,
+        ):
+            return PhoneResult(None, REASON_TOO_SHORT)
+        if exc.error_type == NumberParseException.TOO_LONG:
+            return PhoneResult(None, REASON_TOO_LONG)
+        return PhoneResult(None, REASON_NOT_A_NUMBER)
+    if phonenumbers.is_valid_number(number):
+        return PhoneResult(phonenumbers.format_number(number, PhoneNumberFormat.E164), None)
+    possible = phonenumbers.is_possible_number_with_reason(number)
+    if possible == ValidationResult.TOO_SHORT:
+        return PhoneResult(None, REASON_TOO_SHORT)
+    if possible == ValidationResult.TOO_LONG:
+        return PhoneResult(None, REASON_TOO_LONG)
+    return PhoneResult(None, REASON_INVALID)
+
+
+def _has_letters(text: str) -> bool:
+    return any(ch.isalpha() for ch in text)
+
+
+def normalise_phone(raw: str, region: str) -> PhoneResult:
+    """Normalise ``raw`` to E.164 using ``region`` (ISO 3166 code) for national numbers.
+
+    Rejections carry one of the ``REASON_*`` strings: empty, contains letters, too
+    short, too long, invalid for its region, digits lost to scientific notation,
+    invalid country code, not a phone number.
+    """
+    text = raw.strip()
+    if not text:
+        return PhoneResult(None, REASON_EMPTY)
+    if ("e" in text or "E" in text) and _SCIENTIFIC.match(text):
+        return PhoneResult(None, REASON_SCIENTIFIC)
+    if text[-1] == "0" and "." in text:
+        integral = _INTEGRAL_FLOAT.match(text)
+        if integral:  # 447911123456.0: a number cell written out by a spreadsheet tool
+            text = integral.group(1)
+    simple = _SIMPLE.match(text)
+    if simple is None and _has_letters(text):
+        return PhoneResult(None, REASON_LETTERS)
+    if simple:
+        plus, body = simple.groups()
+        digits = body.translate(_SEPARATORS)
+        if not digits.isdigit():
+            digits = _NON_DIGIT.sub("", body)
+        if not digits:
+            return PhoneResult(None, REASON_NOT_A_NUMBER)
+        if len(digits) > 17:
+            return PhoneResult(None, REASON_TOO_LONG)
+        if plus:
+            fast = _fast_international(digits)
+        else:
+            fast, plain = _fast_national(digits, region)
+            if fast is None and plain and len(digits) >= _FALLBACK_MIN_DIGITS:
+                fast = _fast_international(digits)  # the '+' rule, decided without parsing
+        if fast is not None:
+            return PhoneResult(fast, None)
+    result = _slow(text, region)
+    if result.e164 is None and simple and not simple.group(1):
+        digits = _NON_DIGIT.sub("", simple.group(2))
+        if len(digits) >= _FALLBACK_MIN_DIGITS and digits[0] != "0":
+            as_international = _fast_international(digits) or _slow("+" + digits, region).e164
+            if as_international == "+" + digits:  # only when no digit had to change
+                return PhoneResult(as_international, None)
+    return result
+
+
+_BATCH_SEP = "\x1f"  # joins a batch for one C-level translate; refused if a value holds it
+
+
+def normalise_batch(
+    values: Sequence[str], region: str
+) -> tuple[list[str | None], list[str | None]]:
+    """E.164 numbers and rejection reasons of ``values``, as :func:`normalise_phone` gives.
+
+    Built for many distinct values: the separators of the whole batch are removed by one
+    ``str.translate``, and values that are then plain digits (with a leading ``+`` only
+    where the value itself starts with one) take the fast paths with the region's rules
+    looked up once. Every other value goes through :func:`normalise_phone` itself.
+    """
+    n = len(values)
+    e164: list[str | None] = [None] * n
+    reasons: list[str | None] = [None] * n
+    if not n:
+        return e164, reasons
+    joined = _BATCH_SEP.join(values)
+    if joined.count(_BATCH_SEP) != n - 1:
+        for i, value in enumerate(values):
+            e164[i], reasons[i] = normalise_phone(value, region)
+        return e164, reasons
+    cleaned = joined.translate(_SEPARATORS).split(_BATCH_SEP)
+    del joined
+    default = _default_region(region)
+    national = None if default is None else _country_rules(default.country_code)
+    national_prefix = None if default is None else default.prefix_for_parsing
+    idd = None if default is None else default.international_prefix
+    prefix = "" if default is None else f"+{default.country_code}"
+    fast_international = _fast_international_cached
+    for i, s in enumerate(cleaned):
+        fast: str | None = None
+        if s.isascii() and len(s) <= 18:
+            value = values[i]
+            if "." in value and _INTEGRAL_FLOAT.match(value.strip()):
+                pass  # "447911123456.0": normalise_phone drops the ".0" first
+            elif s[:1] == "+":
+                digits = s[1:]
+                if digits.isdigit() and value.lstrip()[:1] == "+":
+                    fast = fast_international(digits)
+            elif s.isdigit() and len(s) <= 17 and national is not None and s[0] != "0":
+                plain = not (
+                    (national_prefix is not None and national_prefix.match(s))
+                    or (idd is not None and idd.match(s))
+                )
+                if plain:
+                    if national.is_valid(s):
+                        fast = prefix + s
+                    elif len(s) >= _FALLBACK_MIN_DIGITS:
+                        fast = fast_international(s)  # the lost-'+' rule
+        if fast is None:
+            e164[i], reasons[i] = normalise_phone(values[i], region)
+        else:
+            e164[i] = fast
+    return e164, reasons
+
+
+def normalise_many(values: Iterable[str], region: str) -> dict[str, PhoneResult]:
+    """Normalise each distinct value once; the result maps raw value to its result."""
+    out: dict[str, PhoneResult] = {}
+    for value in values:
+        if value not in out:
+            out[value] = normalise_phone(value, region)
+    return out
+
+
+__all__ = [
+    "REASON_COUNTRY_CODE",
+    "REASON_EMPTY",
+    "REASON_INVALID",
+    "REASON_LETTERS",
+    "REASON_NOT_A_NUMBER",
+    "REASON_SCIENTIFIC",
+    "REASON_TOO_LONG",
+    "REASON_TOO_SHORT",
+    "PhoneResult",
+    "normalise_batch",
+    "normalise_many",
+    "normalise_phone",
+]

@@ -1,0 +1,367 @@
+"""Per-recipient campaign reports (CSV, XLSX, JSON) and their summary.
+
+Rows are streamed from the database (``yield_per``: a server-side cursor on
+PostgreSQL), so a million-row report never sits in memory; the XLSX writer is
+openpyxl's write-only mode. Phone numbers stay text, and cells that a spreadsheet would
+read as a formula (starting with ``=``, ``+``, ``-``, ``@``, tab or CR) are prefixed with
+``'``, except E.164 phone numbers in the target column. A report is written to a
+temporary file and moved into place, so a failure leaves no half-written file.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+from array import array
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any
+
+from sqlalchemy import Connection, Engine, Table, func, select
+
+from storage import states
+from storage.models import Campaign, Contact, Delivery
+from storage.queries import reports as report_queries
+from storage.queries.campaigns import delivery_counts
+
+_d: Table = Delivery.__table__  # type: ignore[attr-defined]
+_c: Table = Contact.__table__  # type: ignore[attr-defined]
+_campaigns: Table = Campaign.__table__  # type: ignore[attr-defined]
+
+FORMATS = (".csv", ".xlsx", ".json")
+#: rows an Excel sheet holds, header included
+XLSX_MAX_ROWS = 1_048_576
+#: rows fetched per round trip while streaming
+YIELD_PER = 2000
+
+COLUMNS = (
+    "target",
+    "name",
+    "sender",
+    "state",
+    "attempts",
+    "message_id",
+    "error",
+    "queued_at",
+    "sent_at",
+    "delivered_at",
+    "read_at",
+    "failed_at",
+    "replied_at",
+    "reply",
+    "opted_out",
+)
+_TIMES = ("queued_at", "sent_at", "delivered_at", "read_at", "failed_at", "replied_at")
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_E164 = re.compile(r"^\+[1-9][0-9]{5,14}$")
+
+
+class ReportError(ValueError):
+    """A report that cannot be written as asked (unknown format, unknown campaign)."""
+
+
+@dataclass(frozen=True)
+class ReportSummary:
+    """Counts and rates of one campaign."""
+
+    campaign_id: int
+    name: str
+    state: str
+    total: int
+    counts: dict[str, int]
+    sent: int  # rows that left (sent_at set), whatever happened next
+    delivered: int
+    read: int
+    failed: int
+    replied: int
+    opted_out: int
+    delivery_rate: float | None  # delivered / sent
+    read_rate: float | None  # read / sent
+    median_seconds_to_delivery: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return asdict(self)
+
+
+def iso(value: datetime | None) -> str:
+    """ISO 8601 in UTC with a ``Z`` suffix, or "" for no time."""
+    if value is None:
+        return ""
+    return value.isoformat().replace("+00:00", "Z")
+
+
+def neutralise(value: str, *, phone_column: bool = False) -> str:
+    """Prefix ``'`` to text a spreadsheet would run as a formula (E.164 targets exempt)."""
+    if value.startswith(_FORMULA_START):
+        if phone_column and _E164.match(value):
+            return value
+        return "'" + value
+    return value
+
+
+def _campaign(conn: Connection, campaign_id: int) -> Any:
+    row = conn.execute(
+        select(
+            _campaigns.c.id, _campaigns.c.name, _campaigns.c.state, _campaigns.c.created_at
+        ).where(_campaigns.c.id == campaign_id)
+    ).one_or_none()
+    if row is None:
+        raise ReportError(f"campaign {campaign_id} does not exist")
+    return row
+
+
+def _rate(part: int, whole: int) -> float | None:
+    return round(part / whole, 4) if whole else None
+
+
+def _median(values: array[float]) -> float:
+    """Median of a float array without a Python float per value (``statistics.median``
+    sorts a list of float objects: 33 MB for 750k deliveries; numpy works on the buffer)."""
+    import numpy as np
+
+    return float(np.median(np.frombuffer(values, dtype=np.float64)))
+
+
+def _summary(conn: Connection, campaign_id: int) -> ReportSummary:
+    camp = _campaign(conn, campaign_id)
+    counts = delivery_counts(conn, campaign_id)
+    agg = conn.execute(
+        select(
+            func.count(_d.c.sent_at),
+            func.count(_d.c.delivered_at),
+            func.count(_d.c.read_at),
+            func.count(_d.c.replied_at),
+        ).where(_d.c.campaign_id == campaign_id)
+    ).one()
+    opted = conn.execute(
+        select(func.count())
+        .select_from(_d.join(_c, _c.c.id == _d.c.contact_id))
+        .where(_d.c.campaign_id == campaign_id, _c.c.opted_out.is_(True))
+    ).scalar_one()
+    durations = array("d")
+    stream = conn.execution_options(yield_per=YIELD_PER).execute(
+        select(_d.c.sent_at, _d.c.delivered_at).where(
+            _d.c.campaign_id == campaign_id,
+            _d.c.sent_at.is_not(None),
+            _d.c.delivered_at.is_not(None),
+        )
+    )
+    for sent_at, delivered_at in stream:
+        durations.append(max(0.0, (delivered_at - sent_at).total_seconds()))
+    sent, delivered, read, replied = (int(x) for x in agg)
+    return ReportSummary(
+        campaign_id=int(camp.id),
+        name=str(camp.name),
+        state=str(camp.state),
+        total=sum(counts.values()),
+        counts=counts,
+        sent=sent,
+        delivered=delivered,
+        read=read,
+        failed=counts.get(states.FAILED, 0),
+        replied=replied,
+        opted_out=int(opted),
+        delivery_rate=_rate(delivered, sent),
+        read_rate=_rate(read, sent),
+        median_seconds_to_delivery=round(_median(durations), 3) if durations else None,
+    )
+
+
+def report_summary(engine: Engine, campaign_id: int) -> ReportSummary:
+    """The summary of campaign ``campaign_id`` (counts, rates, median time to delivery)."""
+    with engine.connect() as conn:
+        return _summary(conn, campaign_id)
+
+
+def iter_report_rows(conn: Connection, campaign_id: int) -> Iterator[dict[str, Any]]:
+    """Every recipient of the campaign as a dict of :data:`COLUMNS`, streamed in id order."""
+    stmt = (
+        select(
+            _d.c.target,
+            func.coalesce(_c.c.name, "").label("name"),
+            _d.c.sender,
+            _d.c.state,
+            _d.c.attempts,
+            _d.c.message_id,
+            _d.c.error,
+            *(_d.c[t] for t in _TIMES),
+            _d.c.reply_text,
+            _c.c.opted_out,
+        )
+        .select_from(_d.outerjoin(_c, _c.c.id == _d.c.contact_id))
+        .where(_d.c.campaign_id == campaign_id)
+        .order_by(_d.c.id)
+    )
+    for r in conn.execution_options(yield_per=YIELD_PER).execute(stmt):
+        row: dict[str, Any] = {
+            "target": r.target,
+            "name": r.name or "",
+            "sender": r.sender or "",
+            "state": r.state,
+            "attempts": int(r.attempts),
+            "message_id": r.message_id or "",
+            "error": r.error or "",
+        }
+        for t in _TIMES:
+            row[t] = iso(getattr(r, t))
+        row["reply"] = r.reply_text or ""
+        row["opted_out"] = bool(r.opted_out)
+        yield row
+
+
+def _cells(row: dict[str, Any]) -> list[Any]:
+    out: list[Any] = []
+    for col in COLUMNS:
+        value = row[col]
+        if isinstance(value, str):
+            value = neutralise(value, phone_column=col == "target")
+        elif isinstance(value, bool):
+            value = "yes" if value else "no"
+        out.append(value)
+    return out
+
+
+def _write_csv_per_row(conn: Connection, campaign_id: int, fh: IO[str]) -> None:
+    """The CSV through :func:`iter_report_rows` and :func:`_cells` (one Python step per
+    row): the reference the fast path is tested against byte for byte."""
+    writer = csv.writer(fh)
+    writer.writerow(COLUMNS)
+    for row in iter_report_rows(conn, campaign_id):
+        writer.writerow(_cells(row))
+
+
+def _write_csv(conn: Connection, campaign_id: int, fh: IO[str]) -> None:
+    """The CSV with every cell rendered by the database (``storage.queries.reports``):
+    raw driver cursor, ``fetchmany`` + ``writerows``; same bytes as the per-row path.
+    PostgreSQL reads through a named (server-side) cursor, so memory stays flat."""
+    writer = csv.writer(fh)
+    writer.writerow(COLUMNS)
+    dbapi: Any = conn.connection.driver_connection
+    if conn.dialect.name == "postgresql":
+        cur = dbapi.cursor(name=f"gatecast_report_{campaign_id}")
+        cur.itersize = YIELD_PER
+        cur.execute(report_queries.CSV_ROWS_POSTGRESQL, (campaign_id,))
+    elif conn.dialect.name == "sqlite":
+        cur = dbapi.cursor()
+        cur.execute(report_queries.CSV_ROWS_SQLITE, (campaign_id,))
+    else:  # pragma: no cover - gatecast runs on SQLite and PostgreSQL only
+        _write_csv_per_row(conn, campaign_id, fh)
+        return
+    try:
+        while rows := cur.fetchmany(YIELD_PER):
+            writer.writerows(rows)
+    finally:
+        cur.close()
+
+
+def _write_json(conn: Connection, campaign_id: int, summary: ReportSummary, fh: IO[str]) -> None:
+    camp = _campaign(conn, campaign_id)
+    head = {"id": int(camp.id), "name": camp.name, "state": camp.state}
+    fh.write('{"campaign": ' + json.dumps(head, ensure_ascii=False))
+    fh.write(', "summary": ' + json.dumps(summary.as_dict(), ensure_ascii=False))
+    fh.write(', "deliveries": [')
+    first = True
+    for row in iter_report_rows(conn, campaign_id):
+        fh.write(("\n" if first else ",\n") + json.dumps(row, ensure_ascii=False))
+        first = False
+    fh.write("\n]}\n")
+
+
+def _write_xlsx(conn: Connection, campaign_id: int, summary: ReportSummary, target: Path) -> None:
+    from openpyxl import Workbook
+    from openpyxl.chart import BarChart, Reference
+
+    wb = Workbook(write_only=True)
+    ws = wb.create_sheet("Summary")
+    ws.append(["Campaign", neutralise(summary.name)])
+    ws.append(["Campaign id", summary.campaign_id])
+    ws.append(["State", summary.state])
+    ws.append(["Recipients", summary.total])
+    ws.append([])
+    ws.append(["Stage", "Recipients"])  # row 6: the funnel the chart draws
+    funnel_start = 7
+    for label, value in (
+        ("Sent", summary.sent),
+        ("Delivered", summary.delivered),
+        ("Read", summary.read),
+        ("Failed", summary.failed),
+    ):
+        ws.append([label, value])
+    ws.append([])
+    ws.append(["Delivery rate (of sent)", summary.delivery_rate])
+    ws.append(["Read rate (of sent)", summary.read_rate])
+    ws.append(["Median seconds to delivery", summary.median_seconds_to_delivery])
+    ws.append(["Replied", summary.replied])
+    ws.append(["Opted out", summary.opted_out])
+    ws.append([])
+    ws.append(["State", "Recipients"])
+    for state, n in summary.counts.items():
+        ws.append([state, n])
+    chart = BarChart()
+    chart.type = "bar"  # horizontal bars, top to bottom: a funnel
+    chart.title = "Funnel"
+    chart.y_axis.title = "Recipients"
+    chart.legend = None
+    data = Reference(ws, min_col=2, min_row=funnel_start - 1, max_row=funnel_start + 3)
+    labels = Reference(ws, min_col=1, min_row=funnel_start, max_row=funnel_start + 3)
+    chart.add_data(data, titles_from_data=True)
+    chart.set_categories(labels)
+    chart.x_axis.scaling.orientation = "maxMin"  # Sent on top
+    ws.add_chart(chart, "D2")
+    rows = wb.create_sheet("Deliveries")
+    rows.append(list(COLUMNS))
+    for row in iter_report_rows(conn, campaign_id):
+        rows.append(_cells(row))
+    wb.save(target)
+
+
+def write_report(engine: Engine, campaign_id: int, path: Path) -> Path:
+    """Write the report of ``campaign_id`` to ``path``; the format follows the extension."""
+    suffix = path.suffix.lower()
+    if suffix not in FORMATS:
+        raise ReportError(
+            f"{path.name}: unsupported report format {suffix or '(none)'!r} "
+            f"(use {', '.join(FORMATS)})"
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with engine.connect() as conn:
+            if suffix == ".csv":  # a CSV has no summary: only check that the campaign exists
+                _campaign(conn, campaign_id)
+                with tmp.open("w", newline="", encoding="utf-8-sig") as fh:
+                    _write_csv(conn, campaign_id, fh)
+            else:
+                summary = _summary(conn, campaign_id)
+                if suffix == ".xlsx" and summary.total >= XLSX_MAX_ROWS:
+                    raise ReportError(
+                        f"{path.name}: {summary.total:,} recipients do not fit in one Excel "
+                        f"sheet ({XLSX_MAX_ROWS - 1:,} rows at most): write .csv or .json instead"
+                    )
+                if suffix == ".json":
+                    with tmp.open("w", encoding="utf-8") as fh:
+                        _write_json(conn, campaign_id, summary, fh)
+                else:
+                    _write_xlsx(conn, campaign_id, summary, tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+__all__ = [
+    "COLUMNS",
+    "FORMATS",
+    "ReportError",
+    "ReportSummary",
+    "iso",
+    "iter_report_rows",
+    "neutralise",
+    "report_summary",
+    "write_report",
+]

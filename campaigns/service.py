@@ -1,0 +1,471 @@
+"""Campaign operations shared by the CLI and the HTTP API (each rule lives here once).
+
+State changes go through :func:`campaigns.lifecycle.transition`; refused actions raise
+:class:`campaigns.lifecycle.InvalidTransition`, unknown ids :class:`CampaignNotFound`.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Engine, Table, insert, select
+
+from campaigns import lifecycle
+from campaigns.campaign_file import CampaignSpec
+from campaigns.materialise import Recipient, group_recipients, list_recipients
+from campaigns.render import RenderError, recipient_rng, render_message
+from gateway.messages import message_to_dict
+from storage import states
+from storage.models import Campaign, ContactList
+from storage.queries import campaigns as q
+from storage.types import utcnow
+
+_campaigns: Table = Campaign.__table__  # type: ignore[attr-defined]
+_lists: Table = ContactList.__table__  # type: ignore[attr-defined]
+
+#: rendered messages shown by ``campaign create``
+PREVIEW_SIZE = 5
+#: unrenderable recipients listed by name (all are counted)
+UNRENDERABLE_LISTED = 1000
+
+#: recipients a preview checks (the first ones of the list)
+PREVIEW_SCAN = 5000
+#: the spintax seed of previews (the campaign id seeds the stored messages)
+PREVIEW_SEED = 0
+
+CANCELLED_ERROR = "campaign cancelled"
+
+
+class CampaignNotFound(LookupError):
+    """No campaign with that id."""
+
+    def __init__(self, campaign_id: int) -> None:
+        self.campaign_id = campaign_id
+        super().__init__(f"campaign {campaign_id} does not exist")
+
+
+class CampaignSetupError(ValueError):
+    """A campaign that cannot be created as asked (e.g. its list does not exist)."""
+
+
+class UnrenderableRecipients(CampaignSetupError):
+    """``--strict`` creation refused: some recipients' messages cannot render."""
+
+    def __init__(self, unrenderable: list[tuple[str, str]], total: int) -> None:
+        self.unrenderable = unrenderable
+        self.total = total
+        first = "; ".join(f"{t}: {r}" for t, r in unrenderable[:3])
+        super().__init__(
+            f"{total} recipient(s) cannot be rendered (strict mode refuses the campaign): {first}"
+        )
+
+
+@dataclass(frozen=True)
+class PreviewItem:
+    """One rendered message as it will be stored and sent."""
+
+    target: str
+    name: str
+    content: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CreatedCampaign:
+    """What ``create_campaign`` made."""
+
+    id: int
+    state: str
+    start_at: datetime
+    recipients: int
+    preview: list[PreviewItem]
+    unrenderable: list[tuple[str, str]]
+    unrenderable_count: int = 0
+    opted_out: int = 0
+
+
+@dataclass(frozen=True)
+class CampaignPreview:
+    """A campaign rendered for its first recipients; nothing stored.
+
+    ``spintax_varies``: the message has spintax, whose picks depend on the campaign id
+    given at creation, so the stored messages may use other variants than these.
+    """
+
+    name: str
+    message_type: str
+    start_at: datetime | None
+    timezone: str
+    list_name: str | None
+    recipients_checked: int
+    opted_out: int
+    preview: list[PreviewItem]
+    unrenderable: list[tuple[str, str]]
+    unrenderable_count: int
+    spintax_varies: bool
+
+
+@dataclass(frozen=True)
+class CampaignSummary:
+    """A campaign in a listing."""
+
+    id: int
+    name: str
+    state: str
+    message_type: str
+    list_name: str | None
+    start_at: datetime | None
+    cron: str | None
+    created_at: datetime
+    total: int
+    counts: dict[str, int]
+
+
+@dataclass(frozen=True)
+class CampaignDetail:
+    """One campaign with its spec, times and counts per delivery state."""
+
+    id: int
+    name: str
+    state: str
+    state_reason: str | None
+    message_type: str
+    list_name: str | None
+    timezone: str
+    start_at: datetime | None
+    cron: str | None
+    parent_id: int | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    spec: CampaignSpec
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        """All delivery rows."""
+        return sum(self.counts.values())
+
+
+def _list_id(conn: Connection, name: str) -> int | None:
+    value = conn.execute(select(_lists.c.id).where(_lists.c.name == name)).scalar_one_or_none()
+    return None if value is None else int(value)
+
+
+def _recipients(conn: Connection, spec: CampaignSpec, list_id: int | None) -> Any:
+    if spec.groups:
+        yield group_recipients(spec.groups)
+    elif list_id is not None:
+        yield from list_recipients(conn, list_id)
+
+
+class _SpinWatch(random.Random):
+    """An RNG that notes whether a render chose between different spintax options."""
+
+    varied = False
+
+    def choice(self, seq: Any) -> Any:
+        if len(set(seq)) > 1:
+            self.varied = True
+        return super().choice(seq)
+
+
+@dataclass
+class _Scan:
+    """One pass over a campaign's recipients: who renders, who does not, the first ones."""
+
+    list_id: int | None = None
+    total: int = 0
+    opted_out: int = 0
+    bad: int = 0
+    unrenderable: list[tuple[str, str]] = field(default_factory=list)
+    first: list[Recipient] = field(default_factory=list)
+    spintax_varies: bool = False
+
+
+def _scan(conn: Connection, spec: CampaignSpec, *, first: int, at_most: int | None = None) -> _Scan:
+    """Check every recipient (the first ``at_most``) renders; keep the first ``first``.
+
+    The one rule for what creation and preview report: opted-out recipients are skipped,
+    a recipient whose message cannot render is listed with the reason.
+    """
+    out = _Scan()
+    if spec.list is not None:
+        out.list_id = _list_id(conn, spec.list)
+        if out.list_id is None:
+            raise CampaignSetupError(
+                f"list {spec.list!r} does not exist (import contacts into it first)"
+            )
+    watch = _SpinWatch(0)  # whether a message renders does not depend on the spintax choices
+    chunk: list[Recipient]
+    for chunk in _recipients(conn, spec, out.list_id):
+        for rcp in chunk:
+            if at_most is not None and out.total >= at_most:
+                out.spintax_varies = watch.varied
+                return out
+            out.total += 1
+            if rcp.opted_out:
+                out.opted_out += 1
+                continue
+            try:
+                render_message(spec.message, rcp.contact, watch)
+            except RenderError as exc:
+                out.bad += 1
+                if len(out.unrenderable) < UNRENDERABLE_LISTED:
+                    out.unrenderable.append((rcp.target, exc.reason))
+                continue
+            if len(out.first) < first:
+                out.first.append(rcp)
+    out.spintax_varies = watch.varied
+    return out
+
+
+def _preview_items(spec: CampaignSpec, seed: int, recipients: list[Recipient]) -> list[PreviewItem]:
+    return [
+        PreviewItem(
+            rcp.target,
+            rcp.contact.name,
+            message_to_dict(
+                render_message(spec.message, rcp.contact, recipient_rng(seed, rcp.target))
+            ),
+        )
+        for rcp in recipients
+    ]
+
+
+def preview_campaign(
+    engine: Engine, spec: CampaignSpec, *, limit: int = PREVIEW_SIZE
+) -> CampaignPreview:
+    """Render the first ``limit`` recipients' messages without storing anything.
+
+    Checks the first :data:`PREVIEW_SCAN` recipients with the rules of
+    :func:`create_campaign`. Spintax picks are seeded by the campaign id, which exists
+    only once the campaign is created: when the message has spintax
+    (``spintax_varies``) the preview shows one possible variant per recipient and
+    ``campaign create`` shows the ones that will be sent.
+    """
+    with engine.connect() as conn:
+        scan = _scan(conn, spec, first=limit, at_most=PREVIEW_SCAN)
+    return CampaignPreview(
+        name=spec.name,
+        message_type=spec.message.type,
+        start_at=spec.start_at_utc(),
+        timezone=spec.schedule.timezone,
+        list_name=spec.list,
+        recipients_checked=scan.total,
+        opted_out=scan.opted_out,
+        preview=_preview_items(spec, PREVIEW_SEED, scan.first),
+        unrenderable=scan.unrenderable,
+        unrenderable_count=scan.bad,
+        spintax_varies=scan.spintax_varies,
+    )
+
+
+def create_campaign(
+    engine: Engine, spec: CampaignSpec, *, strict: bool = False, now: datetime | None = None
+) -> CreatedCampaign:
+    """Store a campaign in state ``scheduled`` (start: the file's, else ``now``).
+
+    Renders every recipient once to list those whose message cannot render (they will be
+    skipped with the reason); with ``strict`` any such recipient refuses the campaign and
+    nothing is stored. The preview shows the first messages exactly as they will be sent.
+    The render pass only reads, so a big list never holds the database's write lock.
+    """
+    now = now or utcnow()
+    start_at = spec.start_at_utc() or now
+    with engine.connect() as conn:
+        scan = _scan(conn, spec, first=PREVIEW_SIZE)
+    if strict and scan.bad:
+        raise UnrenderableRecipients(scan.unrenderable, scan.bad)
+    with engine.begin() as conn:
+        campaign_id = int(
+            conn.execute(
+                insert(_campaigns)
+                .values(
+                    name=spec.name,
+                    state=lifecycle.DRAFT,
+                    spec=spec.model_dump(mode="json"),
+                    message_type=spec.message.type,
+                    list_id=scan.list_id,
+                    timezone=spec.schedule.timezone,
+                    start_at=start_at,
+                    cron=spec.schedule.cron,
+                    created_at=now,
+                    updated_at=now,
+                )
+                .returning(_campaigns.c.id)
+            ).scalar_one()
+        )
+        lifecycle.transition(conn, campaign_id, lifecycle.SCHEDULED, now=now)
+    return CreatedCampaign(
+        id=campaign_id,
+        state=lifecycle.SCHEDULED,
+        start_at=start_at,
+        recipients=scan.total,
+        preview=_preview_items(spec, campaign_id, scan.first),
+        unrenderable=scan.unrenderable,
+        unrenderable_count=scan.bad,
+        opted_out=scan.opted_out,
+    )
+
+
+def _row(conn: Connection, campaign_id: int) -> Any:
+    row = conn.execute(
+        select(_campaigns, _lists.c.name.label("list_name"))
+        .select_from(_campaigns.outerjoin(_lists, _lists.c.id == _campaigns.c.list_id))
+        .where(_campaigns.c.id == campaign_id)
+    ).one_or_none()
+    if row is None:
+        raise CampaignNotFound(campaign_id)
+    return row
+
+
+def list_campaigns(engine: Engine) -> list[CampaignSummary]:
+    """Every campaign, newest first, with counts per delivery state."""
+    with engine.connect() as conn:
+        counts = q.delivery_counts_by_campaign(conn)
+        rows = conn.execute(
+            select(_campaigns, _lists.c.name.label("list_name"))
+            .select_from(_campaigns.outerjoin(_lists, _lists.c.id == _campaigns.c.list_id))
+            .order_by(_campaigns.c.id.desc())
+        ).all()
+    out = []
+    for r in rows:
+        c = counts.get(int(r.id), dict.fromkeys(states.ALL, 0))
+        out.append(
+            CampaignSummary(
+                id=int(r.id),
+                name=r.name,
+                state=r.state,
+                message_type=r.message_type,
+                list_name=r.list_name,
+                start_at=r.start_at,
+                cron=r.cron,
+                created_at=r.created_at,
+                total=sum(c.values()),
+                counts=c,
+            )
+        )
+    return out
+
+
+def get_campaign(engine: Engine, campaign_id: int) -> CampaignDetail:
+    """One campaign with its counts per delivery state; :class:`CampaignNotFound` if none."""
+    with engine.connect() as conn:
+        r = _row(conn, campaign_id)
+        counts = q.delivery_counts(conn, campaign_id)
+    return CampaignDetail(
+        id=int(r.id),
+        name=r.name,
+        state=r.state,
+        state_reason=r.state_reason,
+        message_type=r.message_type,
+        list_name=r.list_name,
+        timezone=r.timezone,
+        start_at=r.start_at,
+        cron=r.cron,
+        parent_id=r.parent_id,
+        created_at=r.created_at,
+        started_at=r.started_at,
+        finished_at=r.finished_at,
+        spec=CampaignSpec.model_validate(r.spec),
+        counts=counts,
+    )
+
+
+def campaign_counts(conn_or_engine: Connection | Engine, campaign_id: int) -> dict[str, int]:
+    """Rows per delivery state for one campaign."""
+    if isinstance(conn_or_engine, Connection):
+        return q.delivery_counts(conn_or_engine, campaign_id)
+    with conn_or_engine.connect() as conn:
+        return q.delivery_counts(conn, campaign_id)
+
+
+def _state(conn: Connection, campaign_id: int) -> str:
+    return str(_row(conn, campaign_id).state)
+
+
+def pause_campaign(
+    engine: Engine, campaign_id: int, reason: str = "paused by user", *, now: datetime | None = None
+) -> str:
+    """Pause a scheduled or running campaign; returns the new state."""
+    with engine.begin() as conn:
+        _state(conn, campaign_id)
+        lifecycle.transition(conn, campaign_id, lifecycle.PAUSED, reason=reason, now=now)
+    return lifecycle.PAUSED
+
+
+def resume_campaign(engine: Engine, campaign_id: int, *, now: datetime | None = None) -> str:
+    """Resume a paused campaign: running if it had started, else scheduled again."""
+    with engine.begin() as conn:
+        row = _row(conn, campaign_id)
+        target = lifecycle.RUNNING if row.started_at is not None else lifecycle.SCHEDULED
+        if row.state != lifecycle.PAUSED:
+            raise lifecycle.InvalidTransition(campaign_id, row.state, target)
+        lifecycle.transition(conn, campaign_id, target, reason="resumed by user", now=now)
+    return target
+
+
+def cancel_campaign(engine: Engine, campaign_id: int, *, now: datetime | None = None) -> int:
+    """Cancel a campaign; its queued rows become skipped ("campaign cancelled").
+
+    Returns how many rows were skipped. Rows being sent right now finish normally.
+    """
+    now = now or utcnow()
+    with engine.begin() as conn:
+        _state(conn, campaign_id)
+        lifecycle.transition(conn, campaign_id, lifecycle.CANCELLED, reason="cancelled", now=now)
+        return q.skip_queued(conn, campaign_id, CANCELLED_ERROR, now=now)
+
+
+def retry_campaign(
+    engine: Engine,
+    campaign_id: int,
+    *,
+    include_unknown: bool = False,
+    now: datetime | None = None,
+) -> int:
+    """Re-queue failed recipients (and ambiguous ``unknown`` ones if asked), due now.
+
+    Rows already sent, delivered or read are never touched. A completed, failed or
+    paused campaign becomes running again. Returns how many rows were re-queued.
+    """
+    now = now or utcnow()
+    from_states = [states.FAILED, states.UNKNOWN] if include_unknown else [states.FAILED]
+    with engine.begin() as conn:
+        current = _state(conn, campaign_id)
+        if current in (lifecycle.CANCELLED, lifecycle.DRAFT):
+            raise lifecycle.InvalidTransition(campaign_id, current, lifecycle.RUNNING)
+        n = q.requeue(conn, campaign_id, from_states, now=now)
+        if n and current in (lifecycle.COMPLETED, lifecycle.FAILED, lifecycle.PAUSED):
+            lifecycle.transition(
+                conn, campaign_id, lifecycle.RUNNING, reason=f"retrying {n} recipient(s)", now=now
+            )
+    return n
+
+
+__all__ = [
+    "CANCELLED_ERROR",
+    "PREVIEW_SCAN",
+    "PREVIEW_SEED",
+    "PREVIEW_SIZE",
+    "CampaignDetail",
+    "CampaignNotFound",
+    "CampaignPreview",
+    "CampaignSetupError",
+    "CampaignSummary",
+    "CreatedCampaign",
+    "PreviewItem",
+    "UnrenderableRecipients",
+    "campaign_counts",
+    "cancel_campaign",
+    "create_campaign",
+    "get_campaign",
+    "list_campaigns",
+    "pause_campaign",
+    "preview_campaign",
+    "resume_campaign",
+    "retry_campaign",
+]

@@ -1,0 +1,370 @@
+"""Reading CSV, XLSX, XLS and ODS files safely, every cell as text.
+
+- Every cell is text: no float phone numbers, "NA"/"None"/"null" stay as written, no
+  leading zero or "+" is dropped. Numbers stored as numbers in Excel cells become their
+  integer text when integral (``447911123456.0`` -> ``"447911123456"``).
+- CSV encodings: UTF-8 (with or without BOM), UTF-16 (BOM), else cp1252 (latin-1 for the
+  few bytes cp1252 leaves undefined). Delimiter sniffed among comma, semicolon, tab, pipe.
+- Limits before parsing: file size, and for the zip formats (XLSX, ODS) the sum of the
+  members' uncompressed sizes and their compression ratio (zip bombs).
+- Rows keep their spreadsheet row number (header is row 1, the first data row is row 2)
+  as the frame's index; rows whose cells are all empty are dropped.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import zipfile
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+DEFAULT_MAX_BYTES = 200 * 1024 * 1024
+DEFAULT_MAX_UNCOMPRESSED = 1024 * 1024 * 1024
+#: a zip member that expands more than this many times (and by more than 1 MB) is refused
+MAX_COMPRESSION_RATIO = 200
+_RATIO_MIN_BYTES = 1024 * 1024
+_DELIMITERS = (",", ";", "\t", "|")
+_EXCEL_SUFFIXES = {".xlsx", ".xlsm", ".xls", ".xlsb", ".ods"}
+_ZIP_SUFFIXES = {".xlsx", ".xlsm", ".xlsb", ".ods"}
+_TEXT_SUFFIXES = {".csv", ".tsv", ".txt", ""}
+_SNIFF_BYTES = 64 * 1024
+
+ExcelEngine = Literal["calamine", "openpyxl"]
+
+
+class SpreadsheetError(ValueError):
+    """A file that cannot be read; the message names the file and the problem."""
+
+
+@dataclass(frozen=True)
+class Table:
+    """A sheet read as text: ``frame`` columns are the headers, its index the row numbers."""
+
+    path: Path
+    frame: pd.DataFrame
+    sheet: str | None = None
+    encoding: str | None = None
+    delimiter: str | None = None
+
+    @property
+    def columns(self) -> list[str]:
+        """The header names, stripped, in file order."""
+        return [str(c) for c in self.frame.columns]
+
+
+def is_excel(path: Path) -> bool:
+    """Whether ``path`` is read as a workbook (by its suffix) rather than as CSV."""
+    return path.suffix.lower() in _EXCEL_SUFFIXES
+
+
+def check_size(path: Path, max_bytes: int) -> int:
+    """The file's size; :class:`SpreadsheetError` if it is missing or over ``max_bytes``."""
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise SpreadsheetError(f"{path}: cannot read file ({exc.strerror})") from None
+    if size > max_bytes:
+        raise SpreadsheetError(
+            f"{path}: file is {size:,} bytes, over the import limit of {max_bytes:,} bytes"
+        )
+    return size
+
+
+def check_zip_budget(
+    path: Path,
+    max_uncompressed: int = DEFAULT_MAX_UNCOMPRESSED,
+    max_ratio: int = MAX_COMPRESSION_RATIO,
+) -> int:
+    """Refuse a zip-based workbook that would expand too far; returns the expanded size.
+
+    Reads only the zip directory (``infolist``), never the members.
+    """
+    try:
+        with zipfile.ZipFile(path) as archive:
+            infos = archive.infolist()
+    except zipfile.BadZipFile:
+        raise SpreadsheetError(f"{path}: not a valid {path.suffix} file (bad zip)") from None
+    total = 0
+    for info in infos:
+        total += info.file_size
+        if info.file_size > _RATIO_MIN_BYTES:
+            ratio = info.file_size / max(info.compress_size, 1)
+            if ratio > max_ratio:
+                raise SpreadsheetError(
+                    f"{path}: member {info.filename} expands {ratio:.0f} times "
+                    f"(limit {max_ratio}): refusing a possible zip bomb"
+                )
+    if total > max_uncompressed:
+        raise SpreadsheetError(
+            f"{path}: expands to {total:,} bytes, over the limit of {max_uncompressed:,} bytes"
+        )
+    return total
+
+
+# --- CSV ---------------------------------------------------------------------------
+
+
+def detect_encoding(path: Path) -> str:
+    """UTF-8 (BOM or not), UTF-16 by BOM, else cp1252 (or latin-1 if cp1252 cannot)."""
+    with path.open("rb") as fh:
+        head = fh.read(4)
+        if head.startswith(codecs.BOM_UTF8):
+            return "utf-8-sig"
+        if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+            return "utf-16"
+        fh.seek(0)
+        for candidate in ("utf-8", "cp1252"):
+            decoder = codecs.getincrementaldecoder(candidate)("strict")
+            fh.seek(0)
+            try:
+                while chunk := fh.read(1 << 20):
+                    decoder.decode(chunk)
+                decoder.decode(b"", final=True)
+            except UnicodeDecodeError:
+                continue
+            return candidate
+    return "latin-1"
+
+
+def sniff_delimiter(sample: str) -> str:
+    """The delimiter among , ; tab | that splits the first lines most consistently."""
+    lines = [line for line in sample.splitlines()[:20] if line.strip()]
+    if not lines:
+        return ","
+    try:
+        dialect = csv.Sniffer().sniff("\n".join(lines), delimiters="".join(_DELIMITERS))
+        if dialect.delimiter in _DELIMITERS:
+            return str(dialect.delimiter)
+    except csv.Error:
+        pass
+    counts = {d: lines[0].count(d) for d in _DELIMITERS}
+    best = max(_DELIMITERS, key=lambda d: counts[d])
+    return best if counts[best] else ","
+
+
+def _read_sample(path: Path, encoding: str) -> str:
+    with path.open("r", encoding=encoding, errors="replace", newline="") as fh:
+        return fh.read(_SNIFF_BYTES)
+
+
+def read_csv(
+    path: Path,
+    *,
+    encoding: str | None = None,
+    delimiter: str | None = None,
+    nrows: int | None = None,
+) -> Table:
+    """Read a CSV file as text (see the module notes)."""
+    enc = encoding or detect_encoding(path)
+    sep = delimiter or sniff_delimiter(_read_sample(path, enc))
+    try:
+        frame = pd.read_csv(
+            path,
+            sep=sep,
+            dtype=str,
+            keep_default_na=False,
+            na_filter=False,
+            skip_blank_lines=False,
+            encoding=enc,
+            encoding_errors="strict",
+            nrows=nrows,
+            engine="c",
+        )
+    except pd.errors.EmptyDataError:
+        raise SpreadsheetError(f"{path}: the file is empty (no header row)") from None
+    except pd.errors.ParserError as exc:
+        raise SpreadsheetError(f"{path}: cannot parse as CSV ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise SpreadsheetError(f"{path}: not valid {enc} text ({exc.reason})") from None
+    return Table(path, _finish(path, frame), encoding=enc, delimiter=sep)
+
+
+# --- workbooks ---------------------------------------------------------------------
+
+
+def cell_text(value: Any) -> str:
+    """A workbook cell as text: integral floats without ``.0``, dates in ISO form."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, float):
+        if value.is_integer() and abs(value) < 1e17:
+            return str(int(value))
+        return repr(value)
+    if isinstance(value, datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, date | time):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return str(value)
+    return str(value)
+
+
+def _sheet_name(path: Path, names: list[str], sheet: str | int | None) -> str:
+    if not names:
+        raise SpreadsheetError(f"{path}: the workbook has no sheets")
+    if sheet is None:
+        return names[0]
+    if isinstance(sheet, int):
+        if 0 <= sheet < len(names):
+            return names[sheet]
+        raise SpreadsheetError(f"{path}: no sheet number {sheet + 1}; sheets: {', '.join(names)}")
+    if sheet in names:
+        return sheet
+    raise SpreadsheetError(f"{path}: no sheet named {sheet!r}; sheets: {', '.join(names)}")
+
+
+def _rows_calamine(
+    path: Path, sheet: str | int | None, nrows: int | None
+) -> tuple[str, list[list[Any]]]:
+    import python_calamine
+
+    try:
+        workbook = python_calamine.CalamineWorkbook.from_path(str(path))
+        name = _sheet_name(path, list(workbook.sheet_names), sheet)
+        limit = None if nrows is None else nrows + 1
+        rows = workbook.get_sheet_by_name(name).to_python(skip_empty_area=False, nrows=limit)
+    except SpreadsheetError:
+        raise
+    except Exception as exc:  # calamine raises its own error types for broken files
+        raise SpreadsheetError(
+            f"{path}: cannot read workbook ({type(exc).__name__}: {exc})"
+        ) from None
+    return name, rows
+
+
+def _rows_openpyxl(
+    path: Path, sheet: str | int | None, nrows: int | None
+) -> tuple[str, list[list[Any]]]:
+    import openpyxl
+
+    try:
+        workbook = openpyxl.load_workbook(path, read_only=True, data_only=True)
+    except Exception as exc:
+        raise SpreadsheetError(
+            f"{path}: cannot read workbook ({type(exc).__name__}: {exc})"
+        ) from None
+    try:
+        name = _sheet_name(path, list(workbook.sheetnames), sheet)
+        limit = None if nrows is None else nrows + 1
+        rows = [list(r) for r in workbook[name].iter_rows(values_only=True, max_row=limit)]
+    finally:
+        workbook.close()
+    return name, rows
+
+
+def read_workbook(
+    path: Path,
+    *,
+    sheet: str | int | None = None,
+    max_uncompressed: int = DEFAULT_MAX_UNCOMPRESSED,
+    engine: ExcelEngine = "calamine",
+    nrows: int | None = None,
+) -> Table:
+    """Read one sheet of an XLSX/XLS/ODS workbook as text (first sheet by default).
+
+    ``sheet`` is a sheet name or a 0-based position.
+    """
+    if path.suffix.lower() in _ZIP_SUFFIXES:
+        check_zip_budget(path, max_uncompressed)
+    if engine == "openpyxl":
+        name, rows = _rows_openpyxl(path, sheet, nrows)
+    else:
+        name, rows = _rows_calamine(path, sheet, nrows)
+    if not rows:
+        raise SpreadsheetError(f"{path}: sheet {name!r} is empty (no header row)")
+    width = max(len(r) for r in rows)
+    header = [cell_text(v) for v in rows[0]] + [""] * (width - len(rows[0]))
+    columns = _unique_headers(header)
+    body = rows[1:]
+    del rows
+    if any(len(r) != width for r in body):  # calamine's rows are already all as wide
+        body = [r if len(r) == width else [*r, *([None] * (width - len(r)))] for r in body]
+    data: dict[str, list[str]] = {}
+    for j, col in enumerate(columns):  # one column at a time: 4x faster than zip(*body)
+        values = [r[j] for r in body]
+        data[col] = [v if type(v) is str else cell_text(v) for v in values]
+    del body
+    frame = pd.DataFrame(data, dtype=str, columns=columns)
+    return Table(path, _finish(path, frame), sheet=name)
+
+
+def _unique_headers(header: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for i, raw in enumerate(header):
+        name = raw.strip() or f"column_{i + 1}"
+        if name in seen:
+            seen[name] += 1
+            name = f"{name}.{seen[name]}"
+        else:
+            seen[name] = 0
+        out.append(name)
+    return out
+
+
+def _finish(path: Path, frame: pd.DataFrame) -> pd.DataFrame:
+    """Strip headers, number rows as the spreadsheet does, drop all-empty rows."""
+    if len(frame.columns) == 0:
+        raise SpreadsheetError(f"{path}: no header row found")
+    frame.columns = pd.Index(_unique_headers([str(c) for c in frame.columns]))
+    frame.index = pd.RangeIndex(2, len(frame) + 2)
+    if len(frame):
+        non_empty = np.zeros(len(frame), dtype=bool)
+        for i in range(len(frame.columns)):  # numpy compares object arrays ~4x faster
+            non_empty |= frame.iloc[:, i].to_numpy(dtype=object) != ""
+        if not bool(non_empty.all()):
+            frame = frame[non_empty]
+    return frame
+
+
+def read_table(
+    path: Path,
+    *,
+    sheet: str | int | None = None,
+    encoding: str | None = None,
+    delimiter: str | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_uncompressed: int = DEFAULT_MAX_UNCOMPRESSED,
+    engine: ExcelEngine = "calamine",
+    nrows: int | None = None,
+) -> Table:
+    """Read a CSV or workbook file as text, after the size and zip-bomb checks."""
+    check_size(path, max_bytes)
+    suffix = path.suffix.lower()
+    if suffix not in _EXCEL_SUFFIXES and suffix not in _TEXT_SUFFIXES:
+        known = ", ".join(sorted(_EXCEL_SUFFIXES | _TEXT_SUFFIXES - {""}))
+        raise SpreadsheetError(f"{path}: unsupported file type {suffix!r} (use one of {known})")
+    if is_excel(path):
+        return read_workbook(
+            path, sheet=sheet, max_uncompressed=max_uncompressed, engine=engine, nrows=nrows
+        )
+    return read_csv(path, encoding=encoding, delimiter=delimiter, nrows=nrows)
+
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_UNCOMPRESSED",
+    "MAX_COMPRESSION_RATIO",
+    "ExcelEngine",
+    "SpreadsheetError",
+    "Table",
+    "cell_text",
+    "check_size",
+    "check_zip_budget",
+    "detect_encoding",
+    "is_excel",
+    "read_csv",
+    "read_table",
+    "read_workbook",
+    "sniff_delimiter",
+]

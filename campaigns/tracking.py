@@ -1,0 +1,251 @@
+"""Webhook event application: statuses, replies, opt-outs, instance connection states.
+
+``record_events`` takes a batch of parsed events and applies it in one transaction:
+
+* status events are stored once per (message id, status) and applied to the delivery
+  with that message id, forward only (queued < sending/unknown < sent < delivered <
+  read; failed only from sending, sent or unknown; played counts as read). Events for a
+  message id no delivery carries yet stay unapplied; the dispatcher calls
+  :func:`apply_pending` right after it records message ids.
+* incoming messages are stored once per message id; the newest delivery to that phone
+  sent before the reply (allowing for the gateway's clock, see
+  :func:`storage.queries.events.record_reply`) gets the reply; a message that is only
+  an opt-out keyword (trimmed, case-insensitive, accents folded) opts the contact out.
+* connection states update the instance; "connected" lifts a pause that a connection
+  problem caused (relogin_required, not_activated, disconnected).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, Engine
+
+from gateway.events import (
+    ConnectionStatus,
+    DeliveryStatus,
+    Event,
+    IncomingMessage,
+    MessageStatus,
+)
+from storage import states
+from storage.queries import events as q
+from storage.queries.contacts import set_opt_out
+
+#: gateway statuses -> the delivery state they move a row to (pending moves nothing)
+STATUS_TO_STATE: dict[DeliveryStatus, str] = {
+    DeliveryStatus.SENT: states.SENT,
+    DeliveryStatus.DELIVERED: states.DELIVERED,
+    DeliveryStatus.READ: states.READ,
+    DeliveryStatus.PLAYED: states.READ,
+    DeliveryStatus.FAILED: states.FAILED,
+}
+
+OPT_OUT_REASON = "replied with an opt-out keyword"
+
+
+@dataclass
+class ApplyStats:
+    """What one batch did."""
+
+    status_events: int = 0  # status events in the batch (after dropping "pending")
+    applied: int = 0  # stored events applied to a delivery now (this batch or earlier)
+    inbound: int = 0  # new incoming messages stored
+    duplicates_inbound: int = 0
+    replies: int = 0  # incoming messages attached to a delivery as its reply
+    opt_outs: int = 0  # contacts opted out
+    connection_updates: int = 0
+    ignored: int = 0  # presence, QR codes, unknown events
+
+    def add(self, other: ApplyStats) -> None:
+        """Accumulate ``other`` into this one."""
+        for name in vars(self):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+def fold_keyword(text: str) -> str:
+    """Trimmed, case-folded, accent-free, single-spaced form used for opt-out matching."""
+    decomposed = unicodedata.normalize("NFKD", text.strip())
+    bare = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    return " ".join(bare.casefold().split())
+
+
+def is_opt_out(text: str, keywords: Iterable[str]) -> bool:
+    """True when the whole message is one of ``keywords`` (see :func:`fold_keyword`)."""
+    folded = fold_keyword(text)
+    return bool(folded) and folded in {fold_keyword(k) for k in keywords}
+
+
+def _aware(at: datetime | None, now: datetime) -> datetime:
+    if at is None:
+        return now
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
+def _e164(digits: str | None) -> str | None:
+    if not digits:
+        return None
+    clean = "".join(ch for ch in digits if ch.isdigit())
+    return f"+{clean}" if clean else None
+
+
+def apply_pending(conn: Connection, message_ids: Sequence[str], *, now: datetime) -> int:
+    """Apply stored, unapplied status events of ``message_ids`` to their deliveries.
+
+    Runs in the caller's transaction; returns how many events were applied.
+    """
+    if not message_ids:
+        return 0
+    pending = q.pending_for(conn, message_ids)
+    if not pending:
+        return 0
+    progress: dict[str, list[dict[str, Any]]] = {
+        s: [] for s in (states.SENT, states.DELIVERED, states.READ)
+    }
+    failed: list[dict[str, Any]] = []
+    for ev in pending:
+        at = ev.occurred_at or now
+        if ev.status == states.FAILED:
+            code = ev.error_code
+            error = f"failed by the gateway (code {code})" if code else "failed by the gateway"
+            failed.append({"did": ev.delivery_id, "at": at, "code": code, "error": error})
+        elif ev.status in progress:
+            progress[ev.status].append({"did": ev.delivery_id, "at": at})
+    # progress first, in rank order: a delivered/read event beats a failed one
+    for status in (states.SENT, states.DELIVERED, states.READ):
+        q.apply_progress(conn, status, progress[status])
+    q.apply_failed(conn, failed)
+    q.mark_applied(conn, [ev.id for ev in pending])
+    return len(pending)
+
+
+def apply_recent_pending(
+    engine: Engine,
+    *,
+    now: datetime,
+    within: timedelta = timedelta(minutes=10),
+    limit: int = 5000,
+) -> int:
+    """Apply recently received events that were stored unmatched but match a delivery now.
+
+    Closes a race on PostgreSQL: a webhook batch and the dispatcher's transaction that
+    records the same message id can each commit without seeing the other's rows. The
+    webhook batcher runs this when it falls idle. Returns how many events were applied.
+    """
+    with engine.begin() as conn:
+        ids = q.unapplied_matching(conn, since=now - within, limit=limit)
+        return apply_pending(conn, ids, now=now)
+
+
+def _record_statuses(
+    conn: Connection, events: Sequence[MessageStatus], now: datetime, stats: ApplyStats
+) -> None:
+    rows: list[dict[str, Any]] = []
+    for ev in events:
+        state = STATUS_TO_STATE.get(ev.status)
+        if state is None:
+            stats.ignored += 1
+            continue
+        rows.append(
+            {
+                "message_id": ev.message_id[:128],
+                "instance_id": ev.instance_id,
+                "status": state,
+                "error_code": (ev.error_code or None) and str(ev.error_code)[:32],
+                "occurred_at": _aware(ev.at, now),
+                "received_at": now,
+                "applied": False,
+            }
+        )
+    # one row per (message_id, status) within the batch too
+    unique = list({(r["message_id"], r["status"]): r for r in rows}.values())
+    stats.status_events += len(rows)
+    q.insert_status_events(conn, unique)
+    stats.applied += apply_pending(conn, [r["message_id"] for r in unique], now=now)
+
+
+def _record_inbound(
+    conn: Connection,
+    events: Sequence[IncomingMessage],
+    keywords: Sequence[str],
+    now: datetime,
+    stats: ApplyStats,
+) -> None:
+    unique = list({ev.message_id: ev for ev in events}.values())
+    stats.duplicates_inbound += len(events) - len(unique)
+    known = q.existing_inbound(conn, [ev.message_id for ev in unique])
+    new = [ev for ev in unique if ev.message_id not in known]
+    stats.duplicates_inbound += len(unique) - len(new)
+    if not new:
+        return
+    phones = {ev.message_id: _e164(ev.sender_phone) for ev in new if not ev.is_group}
+    ids = q.contact_ids_by_phone(conn, [p for p in phones.values() if p])
+    folded = {fold_keyword(k) for k in keywords}
+    rows: list[dict[str, Any]] = []
+    for ev in new:
+        phone = phones.get(ev.message_id)
+        opt_out = phone is not None and fold_keyword(ev.text) in folded
+        rows.append(
+            {
+                "message_id": ev.message_id[:128],
+                "instance_id": ev.instance_id,
+                "chat": ev.chat[:128],
+                "sender_phone": phone,
+                "contact_id": ids.get(phone) if phone else None,
+                "text": ev.text[:4000],
+                "is_opt_out": opt_out,
+                "received_at": _aware(ev.at, now),
+            }
+        )
+    q.insert_inbound(conn, rows)
+    stats.inbound += len(rows)
+    for row in sorted(rows, key=lambda r: r["received_at"]):
+        sender: str | None = row["sender_phone"]
+        if sender is None:
+            continue
+        if q.record_reply(conn, sender, row["text"], row["received_at"], received_at=now):
+            stats.replies += 1
+        if row["is_opt_out"] and set_opt_out(conn, sender, True, OPT_OUT_REASON, now):
+            stats.opt_outs += 1
+
+
+def record_events(
+    engine: Engine,
+    events: Sequence[Event],
+    *,
+    opt_out_keywords: Sequence[str],
+    now: datetime,
+) -> ApplyStats:
+    """Apply a batch of webhook events in one transaction (idempotent; any order)."""
+    stats = ApplyStats()
+    statuses = [e for e in events if isinstance(e, MessageStatus)]
+    incoming = [e for e in events if isinstance(e, IncomingMessage)]
+    connections = [e for e in events if isinstance(e, ConnectionStatus)]
+    stats.ignored += len(events) - len(statuses) - len(incoming) - len(connections)
+    with engine.begin() as conn:
+        if statuses:
+            _record_statuses(conn, statuses, now, stats)
+        if incoming:
+            _record_inbound(conn, incoming, opt_out_keywords, now, stats)
+        for ev in connections:
+            if ev.instance_id and q.set_instance_state(
+                conn, ev.instance_id, ev.state, phone=ev.phone, now=now
+            ):
+                stats.connection_updates += 1
+    return stats
+
+
+__all__ = [
+    "OPT_OUT_REASON",
+    "STATUS_TO_STATE",
+    "ApplyStats",
+    "apply_pending",
+    "apply_recent_pending",
+    "fold_keyword",
+    "is_opt_out",
+    "record_events",
+]

@@ -1,0 +1,80 @@
+"""Helpers for campaign tests: contacts, lists and campaigns written with plain Core."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Engine, insert, select
+
+from campaigns.campaign_file import CampaignSpec, parse_campaign
+from storage.models import Contact, ContactList, ListMember
+
+NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+
+contacts = Contact.__table__  # type: ignore[attr-defined]
+lists = ContactList.__table__  # type: ignore[attr-defined]
+members = ListMember.__table__  # type: ignore[attr-defined]
+
+
+def phone(i: int) -> str:
+    """A distinct E.164 number for index ``i``."""
+    return f"+1415{i:07d}"
+
+
+def make_list(
+    engine: Engine,
+    name: str,
+    people: Sequence[dict[str, Any]],
+) -> int:
+    """A list with contacts (dicts with phone, name, attributes, opted_out)."""
+    with engine.begin() as conn:
+        list_id = int(
+            conn.execute(
+                insert(lists)
+                .values(name=name, description="", created_at=NOW)
+                .returning(lists.c.id)
+            ).scalar_one()
+        )
+        rows = [
+            {
+                "phone": p["phone"],
+                "raw_phone": p["phone"],
+                "name": p.get("name", ""),
+                "attributes": p.get("attributes", {}),
+                "opted_out": p.get("opted_out", False),
+                "created_at": NOW,
+                "updated_at": NOW,
+            }
+            for p in people
+        ]
+        if rows:
+            conn.execute(insert(contacts), rows)
+            ids = conn.execute(
+                select(contacts.c.id).where(contacts.c.phone.in_([p["phone"] for p in people]))
+            ).scalars()
+            conn.execute(
+                insert(members),
+                [{"list_id": list_id, "contact_id": i, "added_at": NOW} for i in ids],
+            )
+    return list_id
+
+
+def people(n: int, *, start: int = 0, city: bool = True) -> list[dict[str, Any]]:
+    """``n`` contacts named P<i>, with a city attribute unless ``city`` is False."""
+    return [
+        {"phone": phone(i), "name": f"P{i}", "attributes": {"city": f"C{i}"} if city else {}}
+        for i in range(start, start + n)
+    ]
+
+
+def spec(**overrides: Any) -> CampaignSpec:
+    """A text campaign to list "customers" (overrides replace top-level keys)."""
+    data: dict[str, Any] = {
+        "name": "promo",
+        "list": "customers",
+        "message": {"type": "text", "text": "{Hi|Hello} {{ name }} in {{ city }}"},
+    }
+    data.update(overrides)
+    return parse_campaign(data)

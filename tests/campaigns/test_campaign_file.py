@@ -1,0 +1,288 @@
+"""The campaign file: parsing, defaults, every rule with its field path, round trip."""
+
+from __future__ import annotations
+
+import tomllib
+from datetime import UTC, datetime, time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from campaigns.campaign_file import (
+    CampaignFileError,
+    CampaignSpec,
+    FieldError,
+    load_campaign_file,
+    parse_campaign,
+)
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+
+
+def _errors(data: dict[str, Any]) -> dict[str, str]:
+    with pytest.raises(CampaignFileError) as info:
+        parse_campaign(data, "test.toml")
+    return {e.path: e.message for e in info.value.errors}
+
+
+def _base(**message: Any) -> dict[str, Any]:
+    return {"name": "n", "list": "customers", "message": {"type": "text", "text": "hi", **message}}
+
+
+def test_issue_example_parses_with_defaults() -> None:
+    data = tomllib.loads(
+        """
+name = "November promo"
+list = "customers"
+instances = ["6501A9176BD17"]
+[message]
+type = "text"
+text = "{Hi|Hello} {{ name }}, our November offer is here."
+[schedule]
+start = "2026-11-28T09:00"
+timezone = "Europe/Berlin"
+window = ["09:00", "20:00"]
+[pace]
+per_minute = 20
+delay_seconds = [5, 15]
+daily_cap = 500
+[retry]
+max_attempts = 4
+"""
+    )
+    spec = parse_campaign(data)
+    assert spec.list == "customers"
+    assert spec.schedule.window == (time(9), time(20))
+    # 09:00 in Berlin in November (CET, UTC+1) is 08:00 UTC
+    assert spec.start_at_utc() == datetime(2026, 11, 28, 8, 0, tzinfo=UTC)
+    assert spec.retry.backoff_seconds == 30
+    assert spec.safety.max_failure_rate == 0.5
+    assert spec.schedule.missed_grace_minutes == 60
+
+
+def test_round_trip_through_json() -> None:
+    spec = parse_campaign(_base())
+    again = CampaignSpec.model_validate(spec.model_dump(mode="json"))
+    assert again == spec
+
+
+def test_start_omitted_means_none() -> None:
+    assert parse_campaign(_base()).start_at_utc() is None
+
+
+def test_every_error_reported_at_once_with_paths() -> None:
+    data = {
+        "name": "",
+        "list": "x",
+        "groups": ["abc"],
+        "instnces": ["a"],
+        "message": {
+            "type": "interactive",
+            "text": "{{ name ",
+            "buttons": [
+                {"kind": "cta_url", "display_text": "Go", "url": "ftp:/x"},
+                {"kind": "cta_call", "display_text": "Call", "phone_number": "123", "id": "x"},
+                {"kind": "quick_reply", "display_text": "ok"},
+                {"kind": "cta_copy", "display_text": "code"},
+            ],
+        },
+        "schedule": {"timezone": "Mars/Base", "window": ["10:00", "10:00"]},
+        "pace": {"per_minute": -1, "delay_seconds": [20, 10]},
+    }
+    errs = _errors(data)
+    assert errs["message.buttons[0].url"].startswith("not a URL")
+    assert "not used" in errs["message.buttons[1].id"]
+    assert "'+'" in errs["message.buttons[1].phone_number"]
+    assert "required" in errs["message.buttons[2].id"]
+    assert "required" in errs["message.buttons[3].copy_code"]
+    assert "template syntax error" in errs["message.text"]
+    assert "unknown timezone" in errs["schedule.timezone"]
+    assert "differ" in errs["schedule.window"]
+    assert "negative" in errs["pace.per_minute"]
+    assert "above maximum" in errs["pace.delay_seconds"]
+    assert "unknown field" in errs["instnces"]
+    assert errs["name"] == "must not be empty"
+    assert "not both" in errs["groups"]
+    assert "@g.us" in errs["groups[0]"]
+    assert "text or media" in errs["message.type"]
+
+
+def test_str_lists_each_error_with_its_path() -> None:
+    with pytest.raises(CampaignFileError) as info:
+        parse_campaign(_base(type="media"), "promo.toml")
+    text = str(info.value)
+    assert text.startswith("promo.toml: ")
+    assert "message.media_url: required for a media message" in text
+
+
+@pytest.mark.parametrize(
+    ("message", "path", "fragment"),
+    [
+        ({"type": "text", "text": "  "}, "message.text", "required"),
+        ({"type": "media", "media_url": "not a url"}, "message.media_url", "not a URL"),
+        ({"type": "interactive", "text": "t"}, "message.buttons", "at least one button"),
+        (
+            {
+                "type": "template",
+                "text": "t",
+                "buttons": [{"kind": "cta_url", "display_text": "a", "url": "https://e.x"}],
+            },
+            "message.buttons[0].kind",
+            "quick_reply",
+        ),
+        ({"type": "list", "text": "t", "button_text": "b"}, "message.sections", "at least one"),
+        (
+            {"type": "list", "text": "t", "button_text": "b", "sections": [{"title": "s"}]},
+            "message.sections[0].rows",
+            "at least one row",
+        ),
+        (
+            {
+                "type": "list",
+                "text": "t",
+                "button_text": "b",
+                "sections": [
+                    {"rows": [{"title": "a", "row_id": "r"}, {"title": "b", "row_id": "r"}]}
+                ],
+            },
+            "message.sections[0].rows[1].row_id",
+            "duplicate",
+        ),
+        (
+            {
+                "type": "list",
+                "text": "t",
+                "button_text": "b",
+                "sections": [{"rows": [{"title": "a"}]}],
+            },
+            "message.sections[0].rows[0].row_id",
+            "required",
+        ),
+        (
+            {"type": "text", "text": "t", "media_url": "https://x.y/a"},
+            "message.media_url",
+            "not used",
+        ),
+        ({"type": "fax", "text": "t"}, "message.type", "'text'"),
+    ],
+)
+def test_message_rules(message: dict[str, Any], path: str, fragment: str) -> None:
+    errs = _errors({"name": "n", "list": "l", "message": message})
+    assert path in errs, errs
+    assert fragment in errs[path]
+
+
+def test_list_or_groups_required() -> None:
+    errs = _errors({"name": "n", "message": {"type": "text", "text": "t"}})
+    assert "required" in errs["list"]
+
+
+def test_groups_with_media_is_fine() -> None:
+    spec = parse_campaign(
+        {
+            "name": "g",
+            "groups": ["120363041234567890@g.us"],
+            "message": {"type": "media", "media_url": "https://e.x/menu.pdf", "caption": "Menu"},
+        }
+    )
+    assert spec.is_group_campaign
+    assert spec.message.media_caption == "Menu"
+
+
+def test_cron_validated() -> None:
+    errs = _errors({**_base(), "schedule": {"cron": "61 * * * *"}})
+    assert "crontab" in errs["schedule.cron"]
+    spec = parse_campaign(
+        {**_base(), "schedule": {"cron": "0 9 * * MON", "timezone": "Asia/Tokyo"}}
+    )
+    assert spec.schedule.cron == "0 9 * * MON"
+
+
+def test_overnight_window() -> None:
+    spec = parse_campaign(
+        {**_base(), "schedule": {"window": ["22:00", "06:00"], "timezone": "Europe/Berlin"}}
+    )
+    # 22:30 Berlin (21:30 UTC in winter) is inside, 12:00 Berlin is outside
+    assert spec.schedule.in_window(datetime(2026, 11, 28, 21, 30, tzinfo=UTC))
+    assert spec.schedule.in_window(datetime(2026, 11, 28, 4, 0, tzinfo=UTC))
+    assert not spec.schedule.in_window(datetime(2026, 11, 28, 11, 0, tzinfo=UTC))
+
+
+def test_day_window() -> None:
+    spec = parse_campaign({**_base(), "schedule": {"window": ["09:00", "20:00"]}})
+    assert spec.schedule.in_window(datetime(2026, 1, 1, 9, 0, tzinfo=UTC))
+    assert not spec.schedule.in_window(datetime(2026, 1, 1, 20, 0, tzinfo=UTC))
+
+
+def test_numbers_validated() -> None:
+    errs = _errors(
+        {
+            **_base(),
+            "pace": {"delay_seconds": [-1, 5], "daily_cap": 0},
+            "retry": {"max_attempts": 0, "backoff_seconds": 0},
+            "safety": {"max_failure_rate": 1.5, "min_sample": 0},
+        }
+    )
+    assert "negative" in errs["pace.delay_seconds[0]"]
+    assert "greater than 0" in errs["pace.daily_cap"]
+    for path in (
+        "retry.max_attempts",
+        "retry.backoff_seconds",
+        "safety.max_failure_rate",
+        "safety.min_sample",
+    ):
+        assert path in errs
+
+
+def test_load_file_errors(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.toml"
+    with pytest.raises(CampaignFileError) as info:
+        load_campaign_file(missing)
+    assert "cannot read file" in str(info.value)
+    broken = tmp_path / "broken.toml"
+    broken.write_text('name = "x\n')
+    with pytest.raises(CampaignFileError) as info:
+        load_campaign_file(broken)
+    assert "not valid TOML" in str(info.value)
+    assert info.value.errors == [info.value.errors[0]]
+    assert isinstance(info.value.errors[0], FieldError)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["campaign.toml", "campaign-interactive.toml", "campaign-list.toml", "campaign-group.toml"],
+)
+def test_samples_are_valid(name: str) -> None:
+    spec = load_campaign_file(SAMPLES / name)
+    assert spec.name
+
+
+def test_lengths_fit_the_columns() -> None:
+    errs = _errors(
+        {
+            "name": "n" * 301,
+            "groups": ["1" * 70 + "@g.us"],
+            "instances": ["I" * 65],
+            "message": {"type": "text", "text": "t"},
+        }
+    )
+    assert "300" in errs["name"]
+    assert "@g.us" in errs["groups[0]"]
+    assert "64" in errs["instances[0]"]
+
+
+def test_per_minute_zero_means_no_rate_limit() -> None:
+    spec = parse_campaign({**_base(), "pace": {"per_minute": 0, "delay_seconds": [0, 0]}})
+    assert spec.pace.per_minute == 0
+
+
+def test_window_hours_are_lenient_but_checked() -> None:
+    spec = parse_campaign({**_base(), "schedule": {"window": ["9:00", "24:00"]}})
+    assert spec.schedule.window == (time(9), time(0))
+    assert spec.schedule.in_window(datetime(2026, 1, 1, 23, 59, tzinfo=UTC))
+    assert not spec.schedule.in_window(datetime(2026, 1, 1, 8, 59, tzinfo=UTC))
+    errs = _errors({**_base(), "schedule": {"window": ["nine", "10:00"]}})
+    assert "HH:MM" in errs["schedule.window"]
+    errs = _errors({**_base(), "schedule": {"window": ["09:00"]}})
+    assert errs["schedule.window[1]"] == "required"

@@ -1,0 +1,93 @@
+"""Imports left ``running`` by a dead process are told apart from live ones and failed."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy import Engine
+
+from campaigns.import_runs import (
+    INTERRUPTED,
+    mark_interrupted_imports,
+    runner_alive,
+    runner_id,
+)
+from campaigns.importer import ImportOptions, import_file
+from storage.models import ImportJob
+
+_jobs = ImportJob.__table__  # type: ignore[attr-defined]
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def _job(engine: Engine, runner: str | None, started_at: datetime) -> int:
+    with engine.begin() as conn:
+        key = conn.execute(
+            sa.insert(_jobs).values(
+                filename="x.csv", status="running", runner=runner, started_at=started_at
+            )
+        ).inserted_primary_key
+    assert key is not None
+    return int(key[0])
+
+
+def _status(engine: Engine) -> dict[int, tuple[str, str | None]]:
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(_jobs.c.id, _jobs.c.status, _jobs.c.error)).all()
+    return {int(r.id): (r.status, r.error) for r in rows}
+
+
+def test_runner_alive_tells_live_dead_and_foreign_processes() -> None:
+    assert runner_alive(runner_id()) is True
+    assert runner_alive(runner_id(_dead_pid())) is False
+    host, pid, boot, ticks = runner_id().rsplit(":", 3)
+    assert runner_alive(f"{host}:{pid}:{boot}:{int(ticks) + 1}") is False  # pid reused
+    assert runner_alive(f"{host}:{pid}:another-boot:{ticks}") is False  # machine restarted
+    assert runner_alive(f"not-{socket.gethostname()}:{pid}:{boot}:{ticks}") is None
+    assert runner_alive(None) is None
+    assert runner_alive("garbage") is None
+
+
+def test_only_dead_or_stale_foreign_runs_are_marked(engine: Engine) -> None:
+    live = _job(engine, runner_id(), NOW - timedelta(days=3))  # alive: never marked
+    dead = _job(engine, runner_id(_dead_pid()), NOW)
+    foreign_new = _job(engine, "elsewhere:1:b:2", NOW - timedelta(minutes=5))
+    foreign_old = _job(engine, "elsewhere:1:b:2", NOW - timedelta(hours=2))
+    unknown_old = _job(engine, None, NOW - timedelta(hours=2))
+    with engine.begin() as conn:
+        conn.execute(sa.update(_jobs).values(status="completed").where(_jobs.c.id == live))
+    still = _job(engine, runner_id(), NOW - timedelta(days=3))
+
+    marked = mark_interrupted_imports(engine, now=NOW)
+
+    assert sorted(marked) == sorted([dead, foreign_old, unknown_old])
+    status = _status(engine)
+    assert status[live] == ("completed", None)
+    assert status[still] == ("running", None)
+    assert status[foreign_new] == ("running", None)
+    for job in marked:
+        assert status[job] == ("failed", INTERRUPTED)
+    assert mark_interrupted_imports(engine, now=NOW) == []  # nothing left to mark
+
+
+def test_on_start_gets_the_job_id_while_the_row_is_running(engine: Engine, tmp_path: Path) -> None:
+    path = tmp_path / "c.csv"
+    path.write_text("phone\n+1 202 555 0100\n", encoding="utf-8")
+    seen: list[tuple[int, str]] = []
+
+    def on_start(job_id: int) -> None:
+        seen.append((job_id, _status(engine)[job_id][0]))
+
+    report = import_file(engine, path, ImportOptions("l"), on_start=on_start, now=NOW)
+    assert seen == [(report.import_id, "running")]
+    assert _status(engine)[report.import_id] == ("completed", None)

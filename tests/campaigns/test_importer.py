@@ -1,0 +1,389 @@
+"""The import pipeline on real SQLite files and a real PostgreSQL database."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy import Engine
+
+from campaigns.importer import (
+    ImportFailed,
+    ImportOptions,
+    attribute_key,
+    import_file,
+    preview_file,
+)
+from campaigns.spreadsheets import read_table
+from storage.queries import contacts as q
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def _contacts(engine: Engine) -> dict[str, Any]:
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(q.contacts)).all()
+    return {r.phone: r for r in rows}
+
+
+def _members(engine: Engine, list_name: str) -> set[str]:
+    with engine.connect() as conn:
+        list_id = q.get_list_id(conn, list_name)
+        if list_id is None:
+            return set()
+        return set(q.list_member_phones(conn, list_id, include_opted_out=True))
+
+
+def _jobs(engine: Engine) -> list[Any]:
+    from campaigns.importer import imports
+
+    with engine.connect() as conn:
+        return list(conn.execute(sa.select(imports).order_by(imports.c.id)))
+
+
+@pytest.mark.parametrize(
+    ("sample", "region", "counts"),
+    [
+        ("contacts.csv", "US", (50, 44, 0, 2, 4, 0)),
+        ("contacts.xlsx", "US", (50, 44, 0, 2, 4, 0)),
+        ("messy-contacts.csv", "GB", (14, 8, 0, 1, 5, 0)),
+    ],
+)
+def test_samples_import_with_the_documented_counts(
+    engine: Engine, sample: str, region: str, counts: tuple[int, ...]
+) -> None:
+    report = import_file(
+        engine, SAMPLES / sample, ImportOptions(list_name="customers", region=region), now=NOW
+    )
+    got = (
+        report.rows_read,
+        report.imported,
+        report.updated,
+        report.duplicates,
+        report.invalid,
+        report.skipped_opted_out,
+    )
+    assert got == counts
+    assert len(_members(engine, "customers")) == report.imported
+    job = _jobs(engine)[-1]
+    assert (job.status, job.rows_read, job.imported, job.invalid) == (
+        "completed",
+        counts[0],
+        counts[1],
+        counts[4],
+    )
+    with engine.connect() as conn:
+        stored = conn.execute(
+            sa.select(q.import_rejects.c.row_number, q.import_rejects.c.reason).order_by(
+                q.import_rejects.c.row_number
+            )
+        ).all()
+    assert [(r.row_number, r.reason) for r in report.rejects] == [tuple(r) for r in stored]
+
+
+def test_csv_sample_rejects_every_kind_and_merges_duplicates(sqlite_engine: Engine) -> None:
+    report = import_file(sqlite_engine, SAMPLES / "contacts.csv", ImportOptions("customers"))
+    assert [(r.row_number, r.column, r.reason) for r in report.rejects] == [
+        (12, "Phone", "empty"),
+        (24, "Phone", "contains letters"),
+        (37, "Phone", "too short"),
+        (47, "Phone", "invalid for its region"),
+    ]
+    assert report.rejects[1].raw == {
+        "Name": "Daniel Young",
+        "Phone": "call me",
+        "City": "Chicago",
+        "Plan": "trial",
+    }
+    people = _contacts(sqlite_engine)
+    olivia = people["+12025550143"]
+    # the duplicate row's city wins; its empty plan does not blank the earlier one
+    assert olivia.attributes == {"city": "Washington DC", "plan": "pro"}
+    assert olivia.raw_phone == "+1 202-555-0143"
+    amelia = people["+447911123456"]
+    assert (amelia.name, amelia.attributes) == (
+        "Amelia Thomas",
+        {"city": "London", "plan": "premium"},
+    )
+
+
+def test_messy_sample(sqlite_engine: Engine) -> None:
+    report = import_file(
+        sqlite_engine, SAMPLES / "messy-contacts.csv", ImportOptions("m", region="GB")
+    )
+    assert report.phone_column == "Teléfono"
+    assert report.attribute_keys == {"Ciudad": "ciudad", "Plan Type": "plan_type"}
+    reasons = {r.row_number: r.reason for r in report.rejects}
+    assert reasons == {
+        8: "invalid for its region",
+        9: "digits lost to scientific notation",
+        11: "contains letters",
+        12: "empty",
+        13: "invalid for its region",
+    }
+    people = _contacts(sqlite_engine)
+    assert people["+447400123457"].name == "NA"  # "NA" is a name, not a missing value
+    assert people["+447911123457"].name == "None"  # last non-empty name of the duplicate
+    assert people["+442079460959"].attributes == {"ciudad": "London", "plan_type": "NA"}
+
+
+def test_rejects_file_round_trips(tmp_path: Path, sqlite_engine: Engine) -> None:
+    report = import_file(
+        sqlite_engine, SAMPLES / "messy-contacts.csv", ImportOptions("m", region="GB")
+    )
+    out = tmp_path / "rejects.csv"
+    assert report.write_rejects(out) == 5
+    table = read_table(out)
+    assert table.columns[:3] == ["row_number", "column", "reason"]
+    assert table.columns[3:] == report.columns
+    for (_, row), reject in zip(table.frame.iterrows(), report.rejects, strict=True):
+        assert int(row["row_number"]) == reject.row_number
+        assert row["reason"] == reject.reason
+        assert {c: row[c] for c in report.columns} == reject.raw  # spaces, "NA" and all
+
+
+def test_reimport_updates_and_keeps_opt_outs(engine: Engine, tmp_path: Path) -> None:
+    first = tmp_path / "a.csv"
+    first.write_text("phone,name,city\n+44 7911 123456,Amy,Leeds\n+1 202 555 0143,Bob,DC\n")
+    import_file(engine, first, ImportOptions("one"), now=NOW)
+    with engine.begin() as conn:
+        assert q.set_opt_out(conn, "+12025550143", True, "STOP", NOW)
+    second = tmp_path / "b.csv"
+    second.write_text(
+        "mobile,name,plan\n07911123456,,gold\n(202) 555-0143,Robert,silver\n0161 496 0123,Cy,\n"
+    )
+    report = import_file(engine, second, ImportOptions("two", region="GB"), now=NOW)
+    # (202) 555-0143 read as a British number is invalid; Amy is updated, Cy is new
+    assert (report.imported, report.updated, report.skipped_opted_out, report.invalid) == (
+        1,
+        1,
+        0,
+        1,
+    )
+    people = _contacts(engine)
+    assert people["+12025550143"].opted_out is True
+    third = tmp_path / "c.csv"
+    third.write_text("phone,name,plan\n+447911123456,,gold\n+12025550143,Robert,silver\n")
+    report = import_file(engine, third, ImportOptions("three"), now=NOW)
+    assert (report.imported, report.updated, report.skipped_opted_out) == (0, 1, 1)
+    people = _contacts(engine)
+    amy = people["+447911123456"]
+    assert amy.name == "Amy"  # an empty name never replaces a stored one
+    assert amy.attributes == {"city": "Leeds", "plan": "gold"}  # merged
+    bob = people["+12025550143"]
+    assert (bob.opted_out, bob.opt_out_reason, bob.name) == (True, "STOP", "Robert")
+    assert _members(engine, "three") == {"+447911123456", "+12025550143"}
+    assert _members(engine, "one") == {"+447911123456", "+12025550143"}
+
+
+def _install_failing_trigger(engine: Engine, phone: str) -> None:
+    with engine.begin() as conn:
+        if engine.dialect.name == "sqlite":
+            conn.exec_driver_sql(
+                "CREATE TRIGGER boom BEFORE INSERT ON contacts "
+                f"WHEN NEW.phone = '{phone}' BEGIN SELECT RAISE(ABORT, 'boom'); END"
+            )
+        else:
+            conn.exec_driver_sql(
+                "CREATE FUNCTION boom() RETURNS trigger AS $$ BEGIN "
+                f"IF NEW.phone = '{phone}' THEN RAISE EXCEPTION 'boom'; END IF; "
+                "RETURN NEW; END $$ LANGUAGE plpgsql"
+            )
+            conn.exec_driver_sql(
+                "CREATE TRIGGER boom BEFORE INSERT ON contacts FOR EACH ROW EXECUTE FUNCTION boom()"
+            )
+
+
+def _snapshot(engine: Engine) -> tuple[Any, ...]:
+    with engine.connect() as conn:
+        return (
+            sorted(
+                tuple(r)
+                for r in conn.execute(
+                    sa.select(q.contacts.c.phone, q.contacts.c.name, q.contacts.c.attributes)
+                )
+            ),
+            sorted(tuple(r) for r in conn.execute(sa.select(q.lists.c.name))),
+            sorted(
+                tuple(r)
+                for r in conn.execute(
+                    sa.select(q.list_members.c.list_id, q.list_members.c.contact_id)
+                )
+            ),
+        )
+
+
+def _big_file(path: Path, n: int) -> list[str]:
+    phones = [f"+1 202 555 {i:04d}" for i in range(n)]
+    path.write_text(
+        "phone,name,city\n" + "".join(f"{p},P{i},Town{i}\n" for i, p in enumerate(phones))
+    )
+    return phones
+
+
+def test_database_error_midway_leaves_nothing_half_written(engine: Engine, tmp_path: Path) -> None:
+    path = tmp_path / "big.csv"
+    _big_file(path, 300)
+    import_file(engine, path, ImportOptions("before"), now=NOW)  # existing state
+    again = tmp_path / "again.csv"
+    again.write_text(
+        "phone,name,city\n"
+        + "".join(f"+1 202 555 {i:04d},New{i},Elsewhere\n" for i in range(250))
+        + "".join(f"+1 212 555 {i:04d},Fresh{i},NYC\n" for i in range(250))
+    )
+    _install_failing_trigger(engine, "+12125550200")  # in the fifth batch of 50
+    before = _snapshot(engine)
+    with pytest.raises(
+        ImportFailed, match=r"again.csv: import failed, nothing was written.*boom"
+    ) as failed:
+        import_file(engine, again, ImportOptions("after"), now=NOW, batch_size=50)
+    assert "\n" not in str(failed.value)  # one line: no SQL text, no parameters
+    assert _snapshot(engine) == before
+    job = _jobs(engine)[-1]
+    assert job.status == "failed"
+    assert "boom" in job.error
+    assert job.list_id is None
+
+
+def test_interrupted_import_leaves_nothing_half_written(engine: Engine, tmp_path: Path) -> None:
+    path = tmp_path / "big.csv"
+    _big_file(path, 400)
+    calls = []
+
+    def interrupt(done: int, total: int) -> None:
+        calls.append(done)
+        if done > 500:  # inside the write phase, after some batches went to the database
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        import_file(engine, path, ImportOptions("x"), progress=interrupt, batch_size=50)
+    assert max(calls) > 500
+    assert _snapshot(engine) == ([], [], [])
+    assert _jobs(engine)[-1].status == "failed"
+
+
+def test_no_phone_column_lists_the_headers(sqlite_engine: Engine, tmp_path: Path) -> None:
+    path = tmp_path / "people.csv"
+    path.write_text("Name,Email\nAnn,a@example.com\n")
+    with pytest.raises(
+        ImportFailed, match=r"people.csv: no phone column found among the headers: Name, Email"
+    ):
+        import_file(sqlite_engine, path, ImportOptions("x"))
+    assert _jobs(sqlite_engine)[-1].status == "failed"
+    with pytest.raises(
+        ImportFailed, match=r"no column named 'Tel' for the phone number; columns: Name, Email"
+    ):
+        import_file(sqlite_engine, path, ImportOptions("x", phone_column="Tel"))
+
+
+@pytest.mark.parametrize(
+    ("header", "found"),
+    [
+        ("Teléfono", True),
+        ("TELEFONE", True),
+        ("Téléphone", True),
+        ("WhatsApp Number", True),
+        ("Handy", True),
+        ("Número", True),
+        ("Mobile Phone", True),
+        ("Contact Number", True),
+        ("MSISDN", True),
+        ("e-mail", False),
+    ],
+)
+def test_phone_header_found_in_common_languages(tmp_path: Path, header: str, found: bool) -> None:
+    path = tmp_path / "h.csv"
+    path.write_text(f"Nombre,{header}\nAna,+44 7911 123456\n", encoding="utf-8")
+    preview = preview_file(path, ImportOptions("x"))
+    assert (preview.phone_column == header) is found
+    if found:
+        assert preview.name_column == "Nombre"
+        assert preview.phones[0].e164 == "+447911123456"
+    else:
+        assert preview.problem is not None and "no phone column found" in preview.problem
+
+
+def test_first_and_last_name_columns_are_joined(sqlite_engine: Engine, tmp_path: Path) -> None:
+    path = tmp_path / "n.csv"
+    path.write_text(
+        "First Name,Last Name,Cell,Plan Type,2fa\nAna, Lima ,+55 11 91234-5678,gold,yes\n"
+    )
+    report = import_file(sqlite_engine, path, ImportOptions("x"))
+    assert report.name_column == "First Name + Last Name"
+    contact = _contacts(sqlite_engine)["+5511912345678"]
+    assert contact.name == "Ana Lima"
+    assert contact.attributes == {
+        "first_name": "Ana",
+        "last_name": "Lima",
+        "plan_type": "gold",
+        "col_2fa": "yes",
+    }
+
+
+def test_too_long_name_is_rejected_with_its_column(sqlite_engine: Engine, tmp_path: Path) -> None:
+    path = tmp_path / "n.csv"
+    path.write_text(f"name,phone\n{'x' * 301},+44 7911 123456\nok,+44 7911 123457\n")
+    report = import_file(sqlite_engine, path, ImportOptions("x"))
+    assert [(r.row_number, r.column, r.reason) for r in report.rejects] == [
+        (2, "name", "name longer than 300 characters")
+    ]
+    assert report.imported == 1
+
+
+def test_attribute_key() -> None:
+    assert attribute_key(" Plan Type ") == "plan_type"
+    assert attribute_key("Ciudad/Región") == "ciudad_región"
+    assert attribute_key("1st") == "col_1st"
+    assert attribute_key("!!") == "column"
+
+
+def test_empty_list_name_refused(sqlite_engine: Engine) -> None:
+    with pytest.raises(ImportFailed, match=r"list name cannot be empty"):
+        import_file(sqlite_engine, SAMPLES / "contacts.csv", ImportOptions("  "))
+
+
+def test_progress_reaches_its_total(sqlite_engine: Engine) -> None:
+    seen: list[tuple[int, int]] = []
+    import_file(
+        sqlite_engine,
+        SAMPLES / "contacts.csv",
+        ImportOptions("x"),
+        progress=lambda d, t: seen.append((d, t)),
+        batch_size=10,
+    )
+    assert seen[-1][0] == seen[-1][1]
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+
+
+def test_header_only_file_creates_an_empty_list(sqlite_engine: Engine, tmp_path: Path) -> None:
+    path = tmp_path / "empty.csv"
+    path.write_bytes(b"\xef\xbb\xbfphone,name\n")
+    report = import_file(sqlite_engine, path, ImportOptions("nobody"))
+    assert (report.rows_read, report.imported, report.invalid) == (0, 0, 0)
+    assert _members(sqlite_engine, "nobody") == set()
+    assert _jobs(sqlite_engine)[-1].status == "completed"
+
+
+def test_phone_column_named_case_insensitively(sqlite_engine: Engine, tmp_path: Path) -> None:
+    path = tmp_path / "c.csv"
+    path.write_text("Name,Work Line,Home\nAnn,+44 7911 123456,+1 202 555 0143\n")
+    report = import_file(
+        sqlite_engine, path, ImportOptions("x", phone_column="work line", name_column="NAME")
+    )
+    assert (report.phone_column, report.name_column) == ("Work Line", "Name")
+    assert _contacts(sqlite_engine)["+447911123456"].attributes == {"home": "+1 202 555 0143"}
+
+
+def test_region_is_checked_and_case_insensitive(sqlite_engine: Engine) -> None:
+    with pytest.raises(ImportFailed, match=r"unknown region 'XX': use a two-letter ISO 3166 code"):
+        import_file(sqlite_engine, SAMPLES / "contacts.csv", ImportOptions("x", region="XX"))
+    with pytest.raises(ImportFailed, match=r"unknown region 'XX'"):
+        preview_file(SAMPLES / "contacts.csv", ImportOptions("x", region="XX"))
+    report = import_file(
+        sqlite_engine, SAMPLES / "messy-contacts.csv", ImportOptions("x", region=" gb ")
+    )
+    assert (report.region, report.imported) == ("GB", 8)

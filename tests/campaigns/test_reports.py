@@ -1,0 +1,162 @@
+"""Reports: CSV/XLSX/JSON per recipient, summary, formula neutralisation, streaming."""
+
+from __future__ import annotations
+
+import csv
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from openpyxl import load_workbook
+from sqlalchemy import Engine, update
+
+from campaigns import lifecycle, reports, service
+from campaigns.materialise import materialise
+from storage.models import Delivery
+from tests.campaigns.campaign_fixtures import NOW, make_list, people, phone, spec
+
+deliveries = Delivery.__table__  # type: ignore[attr-defined]
+
+
+def _campaign(engine: Engine) -> int:
+    crowd = people(6)
+    crowd[0]["name"] = '=HYPERLINK("http://evil")'
+    crowd[1]["name"] = "@cmd"
+    crowd[5]["opted_out"] = True
+    make_list(engine, "customers", crowd)
+    cid = service.create_campaign(engine, spec(name="+promo"), now=NOW).id
+    with engine.begin() as conn:
+        lifecycle.transition(conn, cid, lifecycle.RUNNING, now=NOW)
+        materialise(conn, cid, now=NOW, instances=["A"])
+        t = NOW + timedelta(seconds=10)
+
+        def set_(i: int, **values: object) -> None:
+            conn.execute(update(deliveries).where(deliveries.c.target == phone(i)).values(**values))
+
+        set_(
+            0,
+            state="read",
+            message_id="m0",
+            sent_at=NOW,
+            delivered_at=NOW + timedelta(seconds=4),
+            read_at=t,
+            attempts=1,
+            reply_text="-1 thanks",
+            replied_at=t,
+        )
+        set_(
+            1,
+            state="delivered",
+            message_id="m1",
+            sent_at=NOW,
+            delivered_at=NOW + timedelta(seconds=6),
+            attempts=1,
+        )
+        set_(
+            2,
+            state="delivered",
+            message_id="m2",
+            sent_at=NOW,
+            delivered_at=NOW + timedelta(seconds=20),
+            attempts=2,
+        )
+        set_(3, state="failed", attempts=4, error="\tbad", failed_at=t)
+        set_(4, state="sent", message_id="m4", sent_at=NOW, attempts=1)
+    return cid
+
+
+def test_summary(engine: Engine) -> None:
+    cid = _campaign(engine)
+    s = reports.report_summary(engine, cid)
+    assert s.total == 6 and s.name == "+promo"
+    assert (s.sent, s.delivered, s.read, s.failed, s.replied, s.opted_out) == (4, 3, 1, 1, 1, 1)
+    assert s.counts["skipped"] == 1 and s.counts["delivered"] == 2
+    assert s.delivery_rate == 0.75 and s.read_rate == 0.25
+    assert s.median_seconds_to_delivery == 6.0
+
+
+def test_csv(engine: Engine, tmp_path: Path) -> None:
+    cid = _campaign(engine)
+    out = reports.write_report(engine, cid, tmp_path / "r.csv")
+    with out.open(encoding="utf-8-sig", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert list(rows[0]) == list(reports.COLUMNS)
+    assert len(rows) == 6
+    first = rows[0]
+    assert first["target"] == phone(0)  # an E.164 target stays as it is
+    assert first["name"] == '\'=HYPERLINK("http://evil")'
+    assert first["reply"] == "'-1 thanks"
+    assert first["sent_at"] == "2026-11-21T12:00:00Z"
+    assert first["delivered_at"] == "2026-11-21T12:00:04Z"
+    assert (first["state"], first["sender"], first["message_id"]) == ("read", "A", "m0")
+    assert rows[1]["name"] == "'@cmd"
+    assert rows[3]["error"] == "'\tbad"
+    assert rows[5]["opted_out"] == "yes" and rows[5]["state"] == "skipped"
+    assert not list(tmp_path.glob(".*tmp"))
+
+
+def test_json(engine: Engine, tmp_path: Path) -> None:
+    cid = _campaign(engine)
+    doc = json.loads(reports.write_report(engine, cid, tmp_path / "r.json").read_text())
+    assert doc["campaign"]["id"] == cid
+    assert doc["summary"]["delivery_rate"] == 0.75
+    assert len(doc["deliveries"]) == 6
+    assert doc["deliveries"][0]["opted_out"] is False
+    assert doc["deliveries"][0]["attempts"] == 1
+
+
+def test_xlsx(engine: Engine, tmp_path: Path) -> None:
+    cid = _campaign(engine)
+    out = reports.write_report(engine, cid, tmp_path / "sub" / "r.xlsx")
+    wb = load_workbook(out)
+    assert wb.sheetnames == ["Summary", "Deliveries"]
+    summary = {r[0]: r[1] for r in wb["Summary"].iter_rows(values_only=True) if r and r[0]}
+    assert summary["Campaign"] == "'+promo"
+    assert summary["Sent"] == 4 and summary["Delivered"] == 3 and summary["Read"] == 1
+    assert summary["Failed"] == 1
+    assert summary["Delivery rate (of sent)"] == 0.75
+    assert len(wb["Summary"]._charts) == 1  # type: ignore[attr-defined]  # private, not in types-openpyxl
+    data = list(wb["Deliveries"].iter_rows(values_only=True))
+    assert data[0] == reports.COLUMNS
+    assert data[1][0] == phone(0) and isinstance(data[1][0], str)
+    assert data[1][1] == '\'=HYPERLINK("http://evil")'
+
+
+def test_errors(engine: Engine, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    with pytest.raises(reports.ReportError, match=r"unsupported report format '\.pdf'"):
+        reports.write_report(engine, 1, out / "r.pdf")
+    with pytest.raises(reports.ReportError, match="campaign 99 does not exist"):
+        reports.write_report(engine, 99, out / "r.csv")
+    assert list(out.iterdir()) == []
+
+
+def test_neutralise() -> None:
+    assert reports.neutralise("+14155550100", phone_column=True) == "+14155550100"
+    assert reports.neutralise("+14155550100") == "'+14155550100"
+    assert reports.neutralise("+1 (415) =x", phone_column=True) == "'+1 (415) =x"
+    assert reports.neutralise("\rx") == "'\rx"
+    assert reports.neutralise("ok = fine") == "ok = fine"
+
+
+def test_streams_many_rows(
+    sqlite_engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reports, "YIELD_PER", 7)
+    make_list(sqlite_engine, "customers", people(50))
+    cid = service.create_campaign(sqlite_engine, spec(), now=NOW).id
+    with sqlite_engine.begin() as conn:
+        materialise(conn, cid, now=NOW, instances=["A"])
+    out = reports.write_report(sqlite_engine, cid, tmp_path / "r.csv")
+    assert len(out.read_text(encoding="utf-8-sig").splitlines()) == 51
+
+
+def test_xlsx_row_limit(
+    sqlite_engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reports, "XLSX_MAX_ROWS", 6)
+    cid = _campaign(sqlite_engine)
+    with pytest.raises(reports.ReportError, match="do not fit in one Excel sheet"):
+        reports.write_report(sqlite_engine, cid, tmp_path / "r.xlsx")
+    assert not (tmp_path / "r.xlsx").exists()

@@ -1,0 +1,166 @@
+"""The CSV fast path (cells rendered by the database) writes the same bytes as the
+per-row Python path, on SQLite and PostgreSQL, for data built to trip it up."""
+
+from __future__ import annotations
+
+import io
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, insert, select, update
+
+from campaigns import lifecycle, reports, service
+from campaigns.materialise import materialise
+from storage import states
+from storage.models import Delivery
+from tests.campaigns.campaign_fixtures import NOW, make_list, people, phone, spec
+
+deliveries = Delivery.__table__  # type: ignore[attr-defined]
+
+#: names, replies, errors... that a spreadsheet or a CSV reader could trip on
+TRICKY = [
+    '=HYPERLINK("http://evil")',
+    "+1 (415) call me",
+    "-2+3",
+    "@SUM(A1)",
+    "\tindented",
+    "\rcarriage",
+    "\r\nline then break",
+    'say "hi", then go',
+    "comma, separated",
+    "multi\nline\nreply",
+    "emoji 🎉 and ünïcödé — ok",
+    "🎉=starts with emoji",
+    " =space first",
+    "'already quoted",
+    '"',
+    ",",
+    "=",
+    "",
+]
+
+#: targets around the E.164 exemption (only the target column has it)
+TARGETS = [
+    "+14155550100",  # E.164: stays
+    "+1234567",  # shortest E.164 (7 chars)
+    "+123456789012345",  # longest E.164 (16 chars)
+    "+123456",  # too short: neutralised
+    "+1234567890123456",  # too long: neutralised
+    "+0123456789",  # leading 0: neutralised
+    "+1415555\n",  # Python's $ matches before a final newline: stays
+    "+1415555\n\n",  # two newlines: neutralised
+    "+1415 5550",  # space: neutralised
+    "+１２３４５６７８",  # full-width digits are not [0-9]: neutralised
+    "=1+1",
+    "-12345678",
+    "@x",
+    "\t+14155550100",
+    "120363000000000001@g.us",  # group targets
+    "=evil@g.us",
+    "+14155550101@g.us",
+    "emoji🎉@g.us",
+]
+
+
+def _campaign(engine: Engine) -> int:
+    crowd = people(len(TRICKY))
+    for i, person in enumerate(crowd):
+        person["name"] = TRICKY[i]
+        person["opted_out"] = i % 3 == 0
+    make_list(engine, "customers", crowd)
+    cid = service.create_campaign(engine, spec(name="=tricky"), now=NOW).id
+    with engine.begin() as conn:
+        lifecycle.transition(conn, cid, lifecycle.RUNNING, now=NOW)
+        materialise(conn, cid, now=NOW, instances=["A", "@B"])
+        extra: list[dict[str, Any]] = [
+            {
+                "campaign_id": cid,
+                "target": target,
+                "target_kind": "group" if target.endswith("@g.us") else "phone",
+                "contact_id": None,
+                "sender": None,
+                "state": states.QUEUED,
+                "attempts": 0,
+                "content": {"type": "text", "text": "x"},
+                "queued_at": NOW,
+                "due_at": NOW,
+            }
+            for target in TARGETS
+        ]
+        conn.execute(insert(deliveries), extra)
+        ids = list(
+            conn.execute(
+                select(deliveries.c.id)
+                .where(deliveries.c.campaign_id == cid)
+                .order_by(deliveries.c.id)
+            ).scalars()
+        )
+        assert len(ids) == len(TRICKY) + len(TARGETS)
+        micro = (0, 1, 123456, 500000, 999999)
+        for n, row_id in enumerate(ids):
+            state = states.ALL[n % len(states.ALL)]
+            text = TRICKY[(n * 7) % len(TRICKY)]
+            t = NOW + timedelta(seconds=n, microseconds=micro[n % len(micro)])
+            values: dict[str, Any] = {
+                "state": state,
+                "attempts": n % 5,
+                "sender": None if n % 4 == 0 else TRICKY[n % len(TRICKY)] or "A",
+                "message_id": None if n % 3 == 0 else f"={n}" if n % 2 else f"m{n}",
+                "error": None if n % 2 else text,
+                "queued_at": t - timedelta(days=400, microseconds=micro[(n + 1) % len(micro)]),
+                "sent_at": None if n % 6 == 0 else t,
+                "delivered_at": None if n % 3 == 1 else t + timedelta(seconds=3),
+                "read_at": None if n % 2 else t + timedelta(hours=25, microseconds=7),
+                "failed_at": t if state == states.FAILED else None,
+                "replied_at": None if n % 5 == 0 else t + timedelta(minutes=1),
+                "reply_text": None if n % 5 == 0 else TRICKY[(n * 3) % len(TRICKY)],
+            }
+            conn.execute(update(deliveries).where(deliveries.c.id == row_id).values(**values))
+        # the smallest and largest years of four digits, on a contact-less row
+        conn.execute(
+            update(deliveries)
+            .where(deliveries.c.id == ids[-1])
+            .values(sent_at=NOW.replace(year=1000, microsecond=10), read_at=NOW.replace(year=9999))
+        )
+    return cid
+
+
+def _per_row(engine: Engine, cid: int) -> bytes:
+    buf = io.BytesIO()
+    with engine.connect() as conn:
+        fh = io.TextIOWrapper(buf, encoding="utf-8-sig", newline="", write_through=True)
+        reports._write_csv_per_row(conn, cid, fh)
+        fh.flush()
+        data = buf.getvalue()
+        fh.detach()
+    return data
+
+
+def test_fast_csv_is_byte_identical(engine: Engine, tmp_path: Path) -> None:
+    cid = _campaign(engine)
+    expected = _per_row(engine, cid)
+    out = reports.write_report(engine, cid, tmp_path / "r.csv")
+    got = out.read_bytes()
+    assert got.startswith(b"\xef\xbb\xbftarget,name,")
+    assert got.count(b"'=") > 5 and b"\r\n" in got and "🎉".encode() in got
+    if got != expected:  # show the first differing line, not two blobs
+        for a, b in zip(got.split(b"\r\n"), expected.split(b"\r\n"), strict=False):
+            assert a == b
+    assert got == expected
+
+
+def test_fast_csv_empty_campaign(engine: Engine, tmp_path: Path) -> None:
+    make_list(engine, "customers", [])
+    cid = service.create_campaign(engine, spec(), now=NOW).id
+    out = reports.write_report(engine, cid, tmp_path / "empty.csv")
+    assert out.read_bytes() == _per_row(engine, cid)
+    assert (
+        out.read_bytes()
+        == "\ufefftarget,name,sender,state,attempts,message_id,error,".encode("utf-8")
+        + b"queued_at,sent_at,delivered_at,read_at,failed_at,replied_at,reply,opted_out\r\n"
+    )
+
+
+def test_phone_fixture_is_e164() -> None:
+    assert reports.neutralise(phone(3), phone_column=True) == phone(3)

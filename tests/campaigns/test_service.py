@@ -1,0 +1,168 @@
+"""Campaign service: create with preview and strict mode, list/show, pause/resume/cancel/retry."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import Engine, select, update
+
+from campaigns import lifecycle, service
+from campaigns.materialise import materialise
+from storage.models import Campaign, Delivery
+from tests.campaigns.campaign_fixtures import NOW, make_list, people, phone, spec
+
+deliveries = Delivery.__table__  # type: ignore[attr-defined]
+campaigns = Campaign.__table__  # type: ignore[attr-defined]
+
+
+def test_create_scheduled_with_preview_and_unrenderable(engine: Engine) -> None:
+    crowd = people(8)
+    crowd[3]["attributes"] = {}
+    crowd[4]["opted_out"] = True
+    make_list(engine, "customers", crowd)
+    created = service.create_campaign(engine, spec(), now=NOW)
+    assert created.state == "scheduled"
+    assert created.start_at == NOW
+    assert created.recipients == 8 and created.opted_out == 1
+    assert created.unrenderable == [(phone(3), "missing variable 'city'")]
+    assert len(created.preview) == service.PREVIEW_SIZE
+    assert created.preview[0].name == "P0"
+    assert created.preview[0].content["text"] in ("Hi P0 in C0", "Hello P0 in C0")
+    detail = service.get_campaign(engine, created.id)
+    assert detail.state == "scheduled" and detail.list_name == "customers"
+    assert detail.spec == spec()
+    assert detail.total == 0  # rows are materialised at start
+
+
+def test_preview_checks_like_create_and_stores_nothing(engine: Engine) -> None:
+    crowd = people(8)
+    crowd[3]["attributes"] = {}
+    crowd[4]["opted_out"] = True
+    make_list(engine, "customers", crowd)
+    preview = service.preview_campaign(engine, spec(), limit=3)
+    assert service.list_campaigns(engine) == []  # nothing stored
+    assert (preview.recipients_checked, preview.opted_out) == (8, 1)
+    assert preview.unrenderable == [(phone(3), "missing variable 'city'")]
+    assert preview.unrenderable_count == 1
+    assert [p.target for p in preview.preview] == [phone(0), phone(1), phone(2)]
+    assert preview.spintax_varies  # "{Hi|Hello}": the stored variant is picked at creation
+    created = service.create_campaign(engine, spec(), now=NOW)
+    assert (created.recipients, created.opted_out) == (8, 1)
+    assert created.unrenderable == preview.unrenderable
+    assert [p.target for p in created.preview[:3]] == [p.target for p in preview.preview]
+
+
+def test_preview_without_spintax_is_exactly_what_is_stored(engine: Engine) -> None:
+    make_list(engine, "customers", people(4))
+    plain = spec(message={"type": "text", "text": "Hi {{ name }} in {{ city }} {not spintax}"})
+    preview = service.preview_campaign(engine, plain)
+    assert not preview.spintax_varies
+    created = service.create_campaign(engine, plain, now=NOW)
+    assert [p.content for p in preview.preview] == [p.content for p in created.preview]
+    assert preview.preview[0].content["text"] == "Hi P0 in C0 {not spintax}"
+    with pytest.raises(service.CampaignSetupError, match="'other' does not exist"):
+        service.preview_campaign(engine, spec(list="other"))
+
+
+def test_start_from_file_in_timezone(engine: Engine) -> None:
+    make_list(engine, "customers", people(1))
+    s = spec(schedule={"start": "2026-11-28T09:00", "timezone": "Asia/Tokyo"})
+    created = service.create_campaign(engine, s, now=NOW)
+    assert created.start_at == datetime(2026, 11, 28, 0, 0, tzinfo=UTC)
+
+
+def test_strict_refuses_and_stores_nothing(engine: Engine) -> None:
+    crowd = people(3)
+    crowd[1]["attributes"] = {}
+    make_list(engine, "customers", crowd)
+    with pytest.raises(service.UnrenderableRecipients) as info:
+        service.create_campaign(engine, spec(), strict=True, now=NOW)
+    assert phone(1) in str(info.value) and "city" in str(info.value)
+    assert service.list_campaigns(engine) == []
+
+
+def test_unknown_list_named(engine: Engine) -> None:
+    with pytest.raises(service.CampaignSetupError, match="'customers' does not exist"):
+        service.create_campaign(engine, spec(), now=NOW)
+
+
+def test_not_found(engine: Engine) -> None:
+    with pytest.raises(service.CampaignNotFound, match="campaign 42 does not exist"):
+        service.get_campaign(engine, 42)
+    with pytest.raises(service.CampaignNotFound):
+        service.pause_campaign(engine, 42)
+
+
+def test_pause_resume_cancel(engine: Engine) -> None:
+    make_list(engine, "customers", people(5))
+    cid = service.create_campaign(engine, spec(), now=NOW).id
+    assert service.pause_campaign(engine, cid) == "paused"
+    assert service.get_campaign(engine, cid).state_reason == "paused by user"
+    # never started: back to scheduled
+    assert service.resume_campaign(engine, cid) == "scheduled"
+    with pytest.raises(lifecycle.InvalidTransition):
+        service.resume_campaign(engine, cid)
+    with engine.begin() as conn:
+        lifecycle.transition(conn, cid, lifecycle.RUNNING, now=NOW)
+        materialise(conn, cid, now=NOW, instances=["A"])
+        conn.execute(
+            update(deliveries)
+            .where(deliveries.c.target == phone(0))
+            .values(state="sent", message_id="m0", sent_at=NOW)
+        )
+    service.pause_campaign(engine, cid, "too many failures")
+    assert service.resume_campaign(engine, cid) == "running"
+    assert service.cancel_campaign(engine, cid) == 4
+    detail = service.get_campaign(engine, cid)
+    assert detail.state == "cancelled"
+    assert detail.counts["skipped"] == 4 and detail.counts["sent"] == 1
+    with engine.connect() as conn:
+        errors = set(
+            conn.execute(
+                select(deliveries.c.error).where(deliveries.c.state == "skipped")
+            ).scalars()
+        )
+    assert errors == {"campaign cancelled"}
+    with pytest.raises(lifecycle.InvalidTransition):
+        service.pause_campaign(engine, cid)
+    with pytest.raises(lifecycle.InvalidTransition):
+        service.retry_campaign(engine, cid)
+
+
+def test_retry_failed_and_unknown(engine: Engine) -> None:
+    make_list(engine, "customers", people(4))
+    cid = service.create_campaign(engine, spec(), now=NOW).id
+    with engine.begin() as conn:
+        lifecycle.transition(conn, cid, lifecycle.RUNNING, now=NOW)
+        materialise(conn, cid, now=NOW, instances=["A"])
+        for i, state in enumerate(["failed", "unknown", "read", "failed"]):
+            conn.execute(
+                update(deliveries)
+                .where(deliveries.c.target == phone(i))
+                .values(state=state, attempts=4, error="boom", message_id=f"m{i}")
+            )
+        lifecycle.transition(conn, cid, lifecycle.COMPLETED, now=NOW)
+    later = NOW + timedelta(hours=1)
+    assert service.retry_campaign(engine, cid, now=later) == 2
+    detail = service.get_campaign(engine, cid)
+    assert detail.state == "running"
+    assert detail.counts["queued"] == 2 and detail.counts["unknown"] == 1
+    assert detail.counts["read"] == 1
+    with engine.connect() as conn:
+        row = conn.execute(select(deliveries).where(deliveries.c.target == phone(0))).one()
+    assert (row.attempts, row.error, row.message_id, row.due_at) == (0, None, None, later)
+    assert service.retry_campaign(engine, cid, include_unknown=True, now=later) == 1
+    assert service.campaign_counts(engine, cid)["queued"] == 3
+
+
+def test_list_campaigns_with_counts(engine: Engine) -> None:
+    make_list(engine, "customers", people(3))
+    a = service.create_campaign(engine, spec(name="a"), now=NOW).id
+    b = service.create_campaign(engine, spec(name="b"), now=NOW).id
+    with engine.begin() as conn:
+        materialise(conn, a, now=NOW, instances=["A"])
+    listed = service.list_campaigns(engine)
+    assert [c.id for c in listed] == [b, a]
+    assert listed[1].total == 3 and listed[1].counts["queued"] == 3
+    assert listed[0].total == 0

@@ -1,0 +1,305 @@
+"""Webhook event application: dedupe, forward-only, late matching, replies, opt-outs."""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import Engine, insert, select, update
+
+from campaigns import lifecycle, service, tracking
+from campaigns.materialise import materialise
+from gatecast.settings import DEFAULT_OPT_OUT_KEYWORDS
+from gateway.events import (
+    ConnectionStatus,
+    DeliveryStatus,
+    Event,
+    IncomingMessage,
+    MessageStatus,
+    Presence,
+)
+from storage.models import Contact, Delivery, InboundMessage, Instance, StatusEvent
+from storage.queries import events as q_events
+from tests.campaigns.campaign_fixtures import NOW, make_list, people, phone, spec
+
+deliveries = Delivery.__table__  # type: ignore[attr-defined]
+status_events = StatusEvent.__table__  # type: ignore[attr-defined]
+inbound = InboundMessage.__table__  # type: ignore[attr-defined]
+contacts = Contact.__table__  # type: ignore[attr-defined]
+instances = Instance.__table__  # type: ignore[attr-defined]
+
+T1 = NOW + timedelta(minutes=1)
+T2 = NOW + timedelta(minutes=2)
+T3 = NOW + timedelta(minutes=3)
+
+
+def _campaign(engine: Engine, n: int, *, sent: int) -> int:
+    """A running campaign of ``n`` rows; the first ``sent`` are sent with ids m0, m1, ..."""
+    make_list(engine, "customers", people(n))
+    cid = service.create_campaign(engine, spec(), now=NOW).id
+    with engine.begin() as conn:
+        lifecycle.transition(conn, cid, lifecycle.RUNNING, now=NOW)
+        materialise(conn, cid, now=NOW, instances=["A"])
+        for i in range(sent):
+            conn.execute(
+                update(deliveries)
+                .where(deliveries.c.target == phone(i))
+                .values(state="sent", message_id=f"m{i}", sent_at=NOW, attempts=1)
+            )
+    return cid
+
+
+def _row(engine: Engine, i: int) -> Any:
+    with engine.connect() as conn:
+        return conn.execute(select(deliveries).where(deliveries.c.target == phone(i))).one()
+
+
+def _record(engine: Engine, events: list[Event]) -> tracking.ApplyStats:
+    return tracking.record_events(engine, events, opt_out_keywords=DEFAULT_OPT_OUT_KEYWORDS, now=T3)
+
+
+def st(i: int, status: DeliveryStatus, at: Any = None, code: str | None = None) -> MessageStatus:
+    return MessageStatus("A", f"m{i}", status, error_code=code, at=at)
+
+
+def test_forward_only_any_order_and_duplicates(engine: Engine) -> None:
+    _campaign(engine, 3, sent=3)
+    stats = _record(
+        engine,
+        [
+            st(0, DeliveryStatus.READ, T2),
+            st(0, DeliveryStatus.DELIVERED, T1),
+            st(0, DeliveryStatus.DELIVERED, T1),
+            st(1, DeliveryStatus.DELIVERED, T1),
+            st(2, DeliveryStatus.PENDING),
+        ],
+    )
+    assert stats.applied == 3 and stats.ignored == 1
+    r0 = _row(engine, 0)
+    assert (r0.state, r0.delivered_at, r0.read_at) == ("read", T1, T2)
+    # a late "sent" and a failure after delivery change nothing
+    _record(engine, [st(1, DeliveryStatus.SENT, T1), st(1, DeliveryStatus.FAILED, T2, "463")])
+    assert _row(engine, 1).state == "delivered"
+    # duplicates are stored once
+    _record(engine, [st(0, DeliveryStatus.READ, T2)] * 3)
+    with engine.connect() as conn:
+        n = conn.execute(select(status_events.c.id).where(status_events.c.message_id == "m0")).all()
+    assert len(n) == 2
+
+
+def test_read_without_delivered_sets_both_and_played_is_read(engine: Engine) -> None:
+    _campaign(engine, 2, sent=2)
+    _record(engine, [st(0, DeliveryStatus.PLAYED, T2), st(1, DeliveryStatus.READ, T2)])
+    for i in (0, 1):
+        r = _row(engine, i)
+        assert (r.state, r.delivered_at, r.read_at) == ("read", T2, T2)
+    # a delivered event arriving later corrects delivered_at to the earlier time
+    _record(engine, [st(1, DeliveryStatus.DELIVERED, T1)])
+    assert _row(engine, 1).delivered_at == T1
+
+
+def test_failed_from_sent_with_code(engine: Engine) -> None:
+    _campaign(engine, 1, sent=1)
+    _record(engine, [st(0, DeliveryStatus.FAILED, T1, "463")])
+    r = _row(engine, 0)
+    assert (r.state, r.error_code, r.failed_at) == ("failed", "463", T1)
+    assert "463" in r.error
+    # failed is terminal: a later delivered does not resurrect it
+    _record(engine, [st(0, DeliveryStatus.DELIVERED, T2)])
+    assert _row(engine, 0).state == "failed"
+
+
+def test_unknown_rows_reconciled(engine: Engine) -> None:
+    _campaign(engine, 1, sent=0)
+    with engine.begin() as conn:
+        conn.execute(update(deliveries).values(state="unknown", message_id="m0", sent_at=None))
+    _record(engine, [st(0, DeliveryStatus.DELIVERED, T1)])
+    r = _row(engine, 0)
+    assert (r.state, r.sent_at, r.delivered_at) == ("delivered", T1, T1)
+
+
+def test_events_before_the_send_is_recorded_apply_later(engine: Engine) -> None:
+    _campaign(engine, 1, sent=0)
+    stats = _record(engine, [st(0, DeliveryStatus.DELIVERED, T1)])
+    assert stats.applied == 0
+    with engine.connect() as conn:
+        assert conn.execute(select(status_events.c.applied)).scalar_one() is False
+    # the dispatcher records the id, then applies what is pending, in one transaction
+    with engine.begin() as conn:
+        conn.execute(update(deliveries).values(state="sent", message_id="m0", sent_at=NOW))
+        assert tracking.apply_pending(conn, ["m0"], now=T3) == 1
+    assert _row(engine, 0).state == "delivered"
+    with engine.connect() as conn:
+        assert conn.execute(select(status_events.c.applied)).scalar_one() is True
+
+
+def test_random_orders_and_duplicates_converge(engine: Engine) -> None:
+    _campaign(engine, 20, sent=20)
+    rng = random.Random(5)
+    final: dict[int, str] = {}
+    events: list[Event] = []
+    for i in range(20):
+        path = rng.choice(
+            [["sent"], ["sent", "delivered"], ["sent", "delivered", "read"], ["sent", "failed"]]
+        )
+        final[i] = path[-1]
+        for k, status in enumerate(path):
+            events += [st(i, DeliveryStatus(status), NOW + timedelta(seconds=k + 1))] * rng.randint(
+                1, 3
+            )
+    rng.shuffle(events)
+    for start in range(0, len(events), 7):
+        _record(engine, events[start : start + 7])
+    for i in range(20):
+        assert _row(engine, i).state == final[i], i
+
+
+def test_replies_and_opt_out(engine: Engine) -> None:
+    _campaign(engine, 3, sent=2)
+    digits = phone(0)[1:]
+    stats = _record(
+        engine,
+        [
+            IncomingMessage("A", "in1", f"{digits}@s.whatsapp.net", "Thanks!", digits, at=T1),
+            IncomingMessage("A", "in1", f"{digits}@s.whatsapp.net", "Thanks!", digits, at=T1),
+            IncomingMessage("A", "in2", f"{phone(1)[1:]}@c.us", "  arrêt ", phone(1)[1:], at=T2),
+            IncomingMessage("A", "in3", "x@lid", "STOP", None, at=T2),
+            IncomingMessage("A", "in4", "1@g.us", "stop", None, is_group=True, at=T2),
+        ],
+    )
+    assert stats.inbound == 4 and stats.duplicates_inbound == 1
+    assert stats.replies == 2 and stats.opt_outs == 1
+    r0 = _row(engine, 0)
+    assert (r0.replied_at, r0.reply_text) == (T1, "Thanks!")
+    assert _row(engine, 1).reply_text == "  arrêt "
+    with engine.connect() as conn:
+        opted: dict[str, bool] = dict(
+            conn.execute(select(contacts.c.phone, contacts.c.opted_out)).all()
+        )
+        stored = conn.execute(select(inbound.c.message_id, inbound.c.is_opt_out)).all()
+    assert opted[phone(1)] is True and opted[phone(0)] is False
+    assert dict(stored) == {"in1": False, "in2": True, "in3": False, "in4": False}
+    # the same reply again changes nothing
+    again = _record(
+        engine, [IncomingMessage("A", "in1", f"{digits}@s.whatsapp.net", "Thanks!", digits)]
+    )
+    assert again.inbound == 0 and again.duplicates_inbound == 1
+
+
+def test_reply_matching_allows_for_the_gateway_clock(engine: Engine) -> None:
+    _campaign(engine, 3, sent=0)
+    sent_at = NOW + timedelta(microseconds=400_000)  # our clock, after the gateway's stamp
+    late = NOW + timedelta(minutes=10)  # sent long after the reply was written
+    with engine.begin() as conn:
+        for i, values in enumerate(
+            [
+                {"state": "sent", "message_id": "m0", "sent_at": sent_at},
+                {"state": "sending", "attempts": 1},  # in flight: the dispatcher is recording
+                {"state": "sent", "message_id": "m2", "sent_at": late},
+            ]
+        ):
+            conn.execute(update(deliveries).where(deliveries.c.target == phone(i)).values(values))
+
+    def reply(i: int) -> IncomingMessage:
+        digits = phone(i)[1:]
+        return IncomingMessage("A", f"in{i}", f"{digits}@c.us", f"hi {i}", digits, at=NOW)
+
+    stats = _record(engine, [reply(0), reply(1), reply(2)])
+    assert stats.replies == 2
+    r0, r1, r2 = (_row(engine, i) for i in range(3))
+    assert (r0.reply_text, r0.replied_at) == ("hi 0", T3)  # stamp before the send: receipt
+    assert (r1.reply_text, r1.replied_at) == ("hi 1", NOW)
+    assert (r2.reply_text, r2.replied_at) == (None, None)
+    assert late - NOW > q_events.REPLY_CLOCK_SKEW
+
+
+def test_opt_out_matching() -> None:
+    kw = DEFAULT_OPT_OUT_KEYWORDS
+    assert tracking.is_opt_out(" Stop ", kw)
+    assert tracking.is_opt_out("ARRÊT", kw) and tracking.is_opt_out("arret", kw)
+    assert tracking.is_opt_out("opt   out", kw)
+    assert not tracking.is_opt_out("please stop", kw)
+    assert not tracking.is_opt_out("", kw)
+
+
+def test_connection_status_clears_connection_pause(engine: Engine) -> None:
+    with engine.begin() as conn:
+        conn.execute(
+            insert(instances),
+            [
+                {
+                    "instance_id": "A",
+                    "label": "",
+                    "state": "disconnected",
+                    "paused_reason": "relogin_required: relogin",
+                    "created_at": NOW,
+                    "updated_at": NOW,
+                    "webhook_url_registered": False,
+                },
+                {
+                    "instance_id": "B",
+                    "label": "",
+                    "state": "connected",
+                    "paused_reason": "restricted: error 463",
+                    "created_at": NOW,
+                    "updated_at": NOW,
+                    "webhook_url_registered": False,
+                },
+            ],
+        )
+    stats = _record(
+        engine,
+        [
+            ConnectionStatus("A", "connected", phone="14155550000"),
+            ConnectionStatus("B", "connected"),
+            ConnectionStatus("Z", "connected"),
+            Presence("A", "x@s.whatsapp.net", "available"),
+        ],
+    )
+    assert stats.connection_updates == 2 and stats.ignored == 1
+    with engine.connect() as conn:
+        rows = {r.instance_id: r for r in conn.execute(select(instances)).all()}
+    assert rows["A"].state == "connected" and rows["A"].paused_reason is None
+    assert rows["A"].phone == "14155550000"
+    assert rows["B"].paused_reason == "restricted: error 463"
+
+
+def test_race_between_webhook_and_dispatcher_is_closed(pg_url: str) -> None:
+    """On PostgreSQL both transactions can commit without seeing each other's rows."""
+    from storage.engine import make_engine, upgrade
+
+    engine = make_engine(pg_url)
+    upgrade(engine)
+    try:
+        _campaign(engine, 1, sent=0)
+        webhook_conn = engine.connect()
+        dispatcher_conn = engine.connect()
+        with webhook_conn.begin():
+            tracking._record_statuses(
+                webhook_conn, [st(0, DeliveryStatus.DELIVERED, T1)], T3, tracking.ApplyStats()
+            )
+            with dispatcher_conn.begin():
+                dispatcher_conn.execute(
+                    update(deliveries).values(state="sent", message_id="m0", sent_at=NOW)
+                )
+                assert tracking.apply_pending(dispatcher_conn, ["m0"], now=T3) == 0
+        webhook_conn.close()
+        dispatcher_conn.close()
+        assert _row(engine, 0).state == "sent"  # the event was lost between the two
+        assert tracking.apply_recent_pending(engine, now=T3) == 1
+        assert _row(engine, 0).state == "delivered"
+        # old unmatched events are left alone
+        assert tracking.apply_recent_pending(engine, now=T3 + timedelta(hours=1)) == 0
+    finally:
+        engine.dispose()
+
+
+def test_apply_recent_pending_window(engine: Engine) -> None:
+    _campaign(engine, 1, sent=0)
+    _record(engine, [st(0, DeliveryStatus.READ, T1)])
+    with engine.begin() as conn:
+        conn.execute(update(deliveries).values(state="sent", message_id="m0", sent_at=NOW))
+    assert tracking.apply_recent_pending(engine, now=T3 + timedelta(hours=1)) == 0
+    assert tracking.apply_recent_pending(engine, now=T3) == 1
+    assert _row(engine, 0).state == "read"
