@@ -1,0 +1,227 @@
+"""Claims, leases, bursts and the failure-rate brake on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import Engine, select
+
+from campaigns import lifecycle
+from gateway.outcomes import OutcomeKind, SendOutcome
+from scheduler.clock import FakeClock, SystemClock
+from scheduler.dispatcher import Dispatcher
+from storage.models import Campaign, Delivery, Instance
+from storage.queries import deliveries as dq
+from storage.types import utcnow
+from tests.scheduler.helpers import (
+    RecordingSender,
+    add_instances,
+    add_running_campaign,
+    spec,
+    states_of,
+)
+
+T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+
+
+def no_events(conn: object, ids: object, now: object) -> int:
+    return 0
+
+
+def test_claims_never_overlap_between_connections(engine: Engine) -> None:
+    add_instances(engine, ["A"], T0)
+    cid = add_running_campaign(engine, spec(), recipients=200, senders=["A"], now=T0)
+    got: list[list[int]] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        mine: list[int] = []
+        while True:
+            with engine.begin() as conn:
+                rows = dq.claim(
+                    conn,
+                    campaign_id=cid,
+                    sender="A",
+                    now=T0,
+                    lease_until=T0 + timedelta(minutes=1),
+                    limit=7,
+                )
+            if not rows:
+                break
+            mine.extend(r.id for r in rows)
+        with lock:
+            got.append(mine)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    every = [i for ids in got for i in ids]
+    assert len(every) == 200 and len(set(every)) == 200
+    assert set(states_of(engine, cid).values()) == {"sending"}
+
+
+def test_expired_lease_marks_unknown_and_is_never_resent(engine: Engine) -> None:
+    clock = FakeClock(T0)
+    add_instances(engine, ["A"], T0)
+    cid = add_running_campaign(engine, spec(), recipients=3, senders=["A"], now=T0)
+    with engine.begin() as conn:  # a process claims and dies mid-send
+        dq.claim(
+            conn,
+            campaign_id=cid,
+            sender="A",
+            now=T0,
+            lease_until=T0 + timedelta(seconds=30),
+            limit=2,
+        )
+    sender = RecordingSender(clock)
+    with Dispatcher(engine, lambda: sender, clock=clock, apply_pending=no_events, workers=1) as d:
+        d.tick()
+        assert len(sender.sent) == 1  # only the unclaimed row; the leased ones wait
+        clock.advance(31)
+        res = d.tick()
+        assert res.expired == 2
+        d.run(until_done=True, max_ticks=10)
+    assert Counter(states_of(engine, cid).values()) == {"unknown": 2, "sent": 1}
+    with engine.connect() as conn:
+        state = conn.execute(
+            select(Campaign.__table__.c.state)  # type: ignore[attr-defined]
+        ).scalar_one()
+    assert state == lifecycle.COMPLETED
+    assert len(sender.sent) == 1
+
+
+def test_a_burst_of_failures_pauses_the_sender(engine: Engine) -> None:
+    clock = FakeClock(T0)
+    add_instances(engine, ["A"], T0)
+    cid = add_running_campaign(
+        engine,
+        spec(safety={"max_failure_rate": 1.0, "min_sample": 1}),
+        recipients=8,
+        senders=["A"],
+        now=T0,
+    )
+    refused = SendOutcome(OutcomeKind.PERMANENT, reason="blocked", error_code="403")
+    sender = RecordingSender(clock, script={f"+1555000000{i}": [refused] for i in range(8)})
+    with Dispatcher(
+        engine,
+        lambda: sender,
+        clock=clock,
+        apply_pending=no_events,
+        workers=1,
+        batch_size=1,
+        failure_burst=5,
+    ) as d:
+        for _ in range(8):
+            d.tick()
+    got = Counter(states_of(engine, cid).values())
+    assert got == {"failed": 5, "queued": 3}
+    with engine.connect() as conn:
+        reason = conn.execute(
+            select(Instance.__table__.c.paused_reason)  # type: ignore[attr-defined]
+        ).scalar_one()
+    assert reason == "burst of 5 consecutive failures"
+
+
+def test_failure_rate_pauses_the_campaign_with_the_reason(engine: Engine) -> None:
+    clock = FakeClock(T0)
+    add_instances(engine, ["A"], T0)
+    cid = add_running_campaign(
+        engine,
+        spec(safety={"max_failure_rate": 0.3, "min_sample": 10}),
+        recipients=40,
+        senders=["A"],
+        now=T0,
+    )
+    refused = SendOutcome(OutcomeKind.PERMANENT, reason="not on the app", error_code="404")
+    script = {f"+{15550000000 + i}": [refused] for i in range(40) if i % 2 == 0}
+    sender = RecordingSender(clock, script=script)
+    with Dispatcher(
+        engine,
+        lambda: sender,
+        clock=clock,
+        apply_pending=no_events,
+        workers=1,
+        batch_size=4,
+        failure_burst=0,
+    ) as d:
+        d.run(until_done=True, max_ticks=50)
+    c = Campaign.__table__  # type: ignore[attr-defined]
+    with engine.connect() as conn:
+        state, reason = conn.execute(select(c.c.state, c.c.state_reason)).one()
+    assert state == lifecycle.PAUSED
+    assert "failure rate" in reason and "30%" in reason
+    assert Counter(states_of(engine, cid).values())["queued"] > 0
+
+
+def test_two_dispatchers_on_one_campaign_never_double_send(engine: Engine) -> None:
+    clock = SystemClock()
+    now = utcnow()
+    add_instances(engine, ["A", "B"], now)
+    cid = add_running_campaign(engine, spec(), recipients=300, senders=["A", "B"], now=now)
+    sender = RecordingSender(clock)
+    ds = [
+        Dispatcher(
+            engine,
+            lambda: sender,
+            clock=clock,
+            apply_pending=no_events,
+            workers=2,
+            batch_size=20,
+            rng=random.Random(i),
+        )
+        for i in range(2)
+    ]
+    threads = [threading.Thread(target=d.run, kwargs={"until_done": True}) for d in ds]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    for d in ds:
+        d.close()
+    per = Counter(to for _, to, _ in sender.sent)
+    assert len(per) == 300 and set(per.values()) == {1}
+    assert set(states_of(engine, cid).values()) == {"sent"}
+    d_t = Delivery.__table__  # type: ignore[attr-defined]
+    with engine.connect() as conn:
+        assert set(conn.execute(select(d_t.c.attempts)).scalars()) == {1}
+
+
+def test_an_error_463_status_event_pauses_the_sender(engine: Engine) -> None:
+    from sqlalchemy import insert
+
+    from storage.models import StatusEvent
+
+    clock = FakeClock(T0)
+    add_instances(engine, ["A", "B"], T0)
+    cid = add_running_campaign(engine, spec(), recipients=6, senders=["A", "B"], now=T0)
+    with engine.begin() as conn:
+        conn.execute(
+            insert(StatusEvent.__table__).values(  # type: ignore[attr-defined]
+                message_id="X1",
+                instance_id="A",
+                status="failed",
+                error_code="463",
+                occurred_at=T0,
+                received_at=T0,
+                applied=False,
+            )
+        )
+    sender = RecordingSender(clock)
+    with Dispatcher(engine, lambda: sender, clock=clock, apply_pending=no_events, workers=1) as d:
+        d.run(until_done=True, max_ticks=5)
+        assert "A" in d.paused_senders
+    assert {i for i, _, _ in sender.sent} == {"B"}
+    got = Counter(states_of(engine, cid).values())
+    assert got == {"sent": 3, "queued": 3}
+    with engine.connect() as conn:
+        reason = conn.execute(
+            select(Instance.__table__.c.paused_reason).where(  # type: ignore[attr-defined]
+                Instance.__table__.c.instance_id == "A"  # type: ignore[attr-defined]
+            )
+        ).scalar_one()
+    assert "463" in reason
