@@ -1,0 +1,326 @@
+"""``gatecast campaign ...`` and ``gatecast report``: create, inspect and steer campaigns.
+
+Every command prints a Rich table (or JSON with ``--json``); errors print one red line
+naming the problem and exit 1, without a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from campaigns import lifecycle, reports, service
+from campaigns.campaign_file import CampaignFileError, load_campaign_file
+from gatecast.commands import campaign_run
+from gatecast.commands.common import fail, open_engine_or_fail
+
+console = Console()
+err = Console(stderr=True)
+campaign_app = typer.Typer(
+    help="Campaigns: create from a campaign file, list, show, pause, resume, cancel, retry.",
+    no_args_is_help=True,
+)
+
+_STATE_ORDER = ("queued", "sending", "sent", "delivered", "read", "failed", "unknown", "skipped")
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """Turn the domain's errors into one red line and exit code 1."""
+    try:
+        yield
+    except (
+        service.CampaignNotFound,
+        service.CampaignSetupError,
+        lifecycle.InvalidTransition,
+        reports.ReportError,
+    ) as exc:
+        fail(str(exc))
+    except CampaignFileError as exc:
+        err.print(f"[red]error:[/] {escape(exc.source)}: the campaign file is not valid")
+        for e in exc.errors:
+            err.print(
+                f"  [red]{escape(e.path or '(file)')}[/]: {escape(e.message)}", soft_wrap=True
+            )
+        raise typer.Exit(1) from None
+    except OSError as exc:
+        fail(f"{exc.filename or 'file'}: {exc.strerror or exc}")
+    except SQLAlchemyError as exc:
+        first = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+        fail(f"database error: {first}")
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def _print_json(data: Any) -> None:
+    typer.echo(json.dumps(data, default=_json_default, ensure_ascii=False, indent=2))
+
+
+def _when(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d %H:%M UTC") if value else "-"
+
+
+def _counts_text(counts: dict[str, int]) -> str:
+    return ", ".join(f"{s} {counts[s]:,}" for s in _STATE_ORDER if counts.get(s)) or "-"
+
+
+def _preview_text(content: dict[str, Any]) -> str:
+    kind = content.get("type", "")
+    text = str(content.get("text") or content.get("caption") or "")
+    extra = ""
+    if kind == "media":
+        extra = f" [{content.get('media_url')}]"
+    elif kind in ("interactive", "template"):
+        labels = ", ".join(b.get("display_text", "") for b in content.get("buttons", []))
+        extra = f" [buttons: {labels}]"
+    elif kind == "list":
+        rows = sum(len(s.get("rows", [])) for s in content.get("sections", []))
+        extra = f" [list '{content.get('button_text')}': {rows} rows]"
+    return text + extra
+
+
+@campaign_app.command("create")
+def create_cmd(
+    file: Annotated[Path, typer.Argument(help="The campaign file (TOML).")],
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    strict: bool = typer.Option(
+        False, "--strict", help="Refuse the campaign if any recipient's message cannot render."
+    ),
+) -> None:
+    """Validate a campaign file, preview its messages and schedule it."""
+    with _errors():
+        spec = load_campaign_file(file)
+        created = service.create_campaign(open_engine_or_fail(), spec, strict=strict)
+    if as_json:
+        _print_json(asdict(created))
+        return
+    console.print(
+        f"campaign [bold]{created.id}[/] [green]{escape(spec.name)}[/] is {created.state}, "
+        f"starts {_when(created.start_at)}; {created.recipients:,} recipient(s)"
+        + (f", {created.opted_out:,} opted out (skipped)" if created.opted_out else "")
+    )
+    if created.recipients == 0:
+        err.print("[yellow]warning:[/] the campaign has no recipients yet (the list is empty)")
+    if created.preview:
+        table = Table(title="Preview (first messages, exactly as they will be sent)")
+        table.add_column("to")
+        table.add_column("name")
+        table.add_column("message", overflow="fold")
+        for item in created.preview:
+            table.add_row(
+                escape(item.target), escape(item.name), escape(_preview_text(item.content))
+            )
+        console.print(table)
+    if created.unrenderable_count:
+        table = Table(
+            title=f"{created.unrenderable_count:,} recipient(s) cannot render and will be skipped",
+            title_style="yellow",
+        )
+        table.add_column("to")
+        table.add_column("reason")
+        for target, reason in created.unrenderable[:20]:
+            table.add_row(escape(target), escape(reason))
+        console.print(table)
+        if created.unrenderable_count > 20:
+            console.print(f"... and {created.unrenderable_count - 20:,} more")
+
+
+@campaign_app.command("list")
+def list_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """List campaigns, newest first, with delivery counts."""
+    with _errors():
+        rows = service.list_campaigns(open_engine_or_fail())
+    if as_json:
+        _print_json([asdict(r) for r in rows])
+        return
+    if not rows:
+        console.print("no campaigns yet: create one with `gatecast campaign create FILE`")
+        return
+    table = Table(title="Campaigns")
+    for col in ("id", "name", "state", "type", "audience", "start", "recipients", "progress"):
+        table.add_column(col, justify="right" if col in ("id", "recipients") else "left")
+    for r in rows:
+        audience = r.list_name or "groups"
+        start = f"cron {r.cron}" if r.cron else _when(r.start_at)
+        table.add_row(
+            str(r.id),
+            escape(r.name),
+            r.state,
+            r.message_type,
+            escape(audience),
+            escape(start),
+            f"{r.total:,}" if r.total else "at start",
+            _counts_text(r.counts),
+        )
+    console.print(table)
+
+
+@campaign_app.command("show")
+def show_cmd(
+    campaign_id: int = typer.Argument(..., help="Campaign id."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Show one campaign: state, schedule, pace and delivery counts."""
+    with _errors():
+        d = service.get_campaign(open_engine_or_fail(), campaign_id)
+    if as_json:
+        data = asdict(d)
+        data["spec"] = d.spec.model_dump(mode="json")
+        data["total"] = d.total
+        _print_json(data)
+        return
+    table = Table(title=f"Campaign {d.id}: {escape(d.name)}", show_header=False)
+    table.add_column("field")
+    table.add_column("value", overflow="fold")
+    sched = d.spec.schedule
+    window = f"{sched.window[0]:%H:%M}-{sched.window[1]:%H:%M}" if sched.window else "any time"
+    pace = d.spec.pace
+    for label, value in (
+        ("state", d.state + (f" ({d.state_reason})" if d.state_reason else "")),
+        ("message", d.message_type),
+        ("audience", d.list_name or ", ".join(d.spec.groups)),
+        ("instances", ", ".join(d.spec.instances) or "all connected"),
+        ("start", _when(d.start_at)),
+        ("recurrence", d.cron or "-"),
+        ("timezone / window", f"{d.timezone} / {window}"),
+        (
+            "pace",
+            f"{pace.per_minute:g}/min, "
+            f"{pace.delay_seconds[0]:g}-{pace.delay_seconds[1]:g} s apart, "
+            f"cap {pace.daily_cap or 'none'}/day",
+        ),
+        ("started / finished", f"{_when(d.started_at)} / {_when(d.finished_at)}"),
+        ("recipients", f"{d.total:,}"),
+    ):
+        table.add_row(label, escape(str(value)))
+    for state in _STATE_ORDER:
+        if d.counts.get(state):
+            table.add_row(f"  {state}", f"{d.counts[state]:,}")
+    console.print(table)
+
+
+def _simple(
+    name: str, action: Callable[[Engine, int], Any], describe: Callable[[int, Any], str]
+) -> None:
+    @campaign_app.command(name)
+    def command(
+        campaign_id: int = typer.Argument(..., help="Campaign id."),
+        as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    ) -> None:
+        with _errors():
+            engine = open_engine_or_fail()
+            result = action(engine, campaign_id)
+            state = service.get_campaign(engine, campaign_id).state
+        if as_json:
+            _print_json({"id": campaign_id, "state": state, "result": result})
+        else:
+            console.print(describe(campaign_id, result))
+
+    command.__doc__ = {
+        "pause": "Pause a scheduled or running campaign.",
+        "resume": "Resume a paused campaign.",
+        "cancel": "Cancel a campaign; its queued recipients are skipped.",
+    }[name]
+
+
+_simple("pause", service.pause_campaign, lambda cid, _: f"campaign {cid} paused")
+_simple("resume", service.resume_campaign, lambda cid, state: f"campaign {cid} is {state} again")
+_simple(
+    "cancel",
+    service.cancel_campaign,
+    lambda cid, n: f"campaign {cid} cancelled; {n:,} queued recipient(s) skipped",
+)
+
+
+@campaign_app.command("retry")
+def retry_cmd(
+    campaign_id: int = typer.Argument(..., help="Campaign id."),
+    unknown: bool = typer.Option(
+        False,
+        "--unknown",
+        help="Also resend recipients whose send was ambiguous (they may get the message twice).",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Re-queue failed recipients (never those already sent)."""
+    with _errors():
+        n = service.retry_campaign(open_engine_or_fail(), campaign_id, include_unknown=unknown)
+        state = service.get_campaign(open_engine_or_fail(), campaign_id).state
+    if as_json:
+        _print_json({"id": campaign_id, "state": state, "requeued": n})
+        return
+    console.print(f"campaign {campaign_id}: {n:,} recipient(s) queued again; it is {state}")
+
+
+def report_cmd(
+    campaign_id: Annotated[int, typer.Argument(help="Campaign id.")],
+    output: Annotated[
+        Path,
+        typer.Option("--output", "-o", help="Where to write: FILE.csv, FILE.xlsx or FILE.json."),
+    ],
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Write a per-recipient report and print its summary."""
+    with _errors():
+        engine = open_engine_or_fail()
+        path = reports.write_report(engine, campaign_id, output)
+        summary = reports.report_summary(engine, campaign_id)
+    if as_json:
+        _print_json({"report": str(path), "summary": summary.as_dict()})
+        return
+    print_summary(summary)
+    console.print(f"report written to {escape(str(path))}")
+
+
+def print_summary(summary: reports.ReportSummary) -> None:
+    """A Rich table of a report summary (also used by the demo)."""
+
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{x:.1%}"
+
+    table = Table(title=f"Campaign {summary.campaign_id}: {escape(summary.name)} ({summary.state})")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    median = summary.median_seconds_to_delivery
+    for label, value in (
+        ("recipients", f"{summary.total:,}"),
+        ("sent", f"{summary.sent:,}"),
+        ("delivered", f"{summary.delivered:,}"),
+        ("read", f"{summary.read:,}"),
+        ("failed", f"{summary.failed:,}"),
+        ("replied", f"{summary.replied:,}"),
+        ("opted out", f"{summary.opted_out:,}"),
+        ("delivery rate (of sent)", pct(summary.delivery_rate)),
+        ("read rate (of sent)", pct(summary.read_rate)),
+        ("median time to delivery", "-" if median is None else f"{median:.1f} s"),
+    ):
+        table.add_row(label, value)
+    for state in _STATE_ORDER:
+        if summary.counts.get(state):
+            table.add_row(f"  state {state}", f"{summary.counts[state]:,}")
+    console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``gatecast campaign ...`` (with ``run``) and ``gatecast report`` to the root app."""
+    campaign_run.register_run(campaign_app)
+    app.add_typer(campaign_app, name="campaign")
+    app.command("report")(report_cmd)

@@ -1,0 +1,315 @@
+"""``gatecast campaign run ID``: run one campaign in the foreground to its end.
+
+Starts the campaign now if it is still scheduled, then dispatches only its rows with a
+live progress bar until nothing is left to send (or it is paused). Statuses (delivered,
+read) arrive through the webhook: run ``gatecast serve`` beside it, or pass
+``--webhook`` to receive them in this process (the gateway must reach this machine).
+Killing it at any moment is safe: see docs/scheduling-and-pacing.md, "Crash semantics".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from sqlalchemy import Engine, select
+
+from campaigns import lifecycle
+from gatecast.runtime import GatewayNotConfigured, make_gateway_client, open_engine
+from gatecast.settings import Settings, get_settings
+from scheduler.dispatcher import Dispatcher, SupportsSend, TickResult
+from scheduler.starts import start_campaign
+from storage.models import Campaign
+from storage.queries import deliveries as dq
+from storage.types import utcnow
+
+_campaigns = Campaign.__table__  # type: ignore[attr-defined]
+
+#: Delivery states that still need the dispatcher.
+_PENDING = ("queued", "sending")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Tuning of a foreground run."""
+
+    workers: int = 4
+    batch_size: int = 256
+    lease_seconds: float = 120.0
+    progress: bool = True
+    webhook: bool = False
+    settle_seconds: float = 15.0
+
+
+def campaign_state(engine: Engine, campaign_id: int) -> tuple[str, str | None] | None:
+    """``(state, reason)`` of a campaign, or None when it does not exist."""
+    with engine.connect() as conn:
+        row = conn.execute(
+            select(_campaigns.c.state, _campaigns.c.state_reason).where(
+                _campaigns.c.id == campaign_id
+            )
+        ).first()
+    return None if row is None else (str(row[0]), row[1])
+
+
+def run_campaign(
+    engine: Engine,
+    campaign_id: int,
+    client_factory: Callable[[], SupportsSend],
+    *,
+    options: RunOptions | None = None,
+    console: Console | None = None,
+    on_tick: Callable[[TickResult], None] | None = None,
+) -> dict[str, int]:
+    """Start (if scheduled) and dispatch one campaign until nothing is left to send.
+
+    Returns the final counts per delivery state. Raises ``LookupError`` for an unknown
+    campaign and ``lifecycle.InvalidTransition`` when it cannot run (cancelled...).
+    """
+    options = options or RunOptions()
+    console = console or Console(stderr=True)
+    found = campaign_state(engine, campaign_id)
+    if found is None:
+        raise LookupError(f"campaign {campaign_id} does not exist")
+    state, _ = found
+    if state in (lifecycle.SCHEDULED, lifecycle.DRAFT):
+        if state == lifecycle.DRAFT:
+            with engine.begin() as conn:
+                lifecycle.transition(conn, campaign_id, lifecycle.SCHEDULED, now=utcnow())
+        result = start_campaign(engine, campaign_id, now=utcnow(), enforce_grace=False)
+        if result.outcome != "started":
+            raise lifecycle.InvalidTransition(campaign_id, result.detail, lifecycle.RUNNING)
+        console.print(
+            f"campaign {campaign_id} started: {result.queued} queued, {result.skipped} skipped"
+        )
+    elif state != lifecycle.RUNNING:
+        raise lifecycle.InvalidTransition(campaign_id, state, lifecycle.RUNNING)
+
+    with Dispatcher(
+        engine,
+        client_factory,
+        workers=options.workers,
+        batch_size=options.batch_size,
+        lease_seconds=options.lease_seconds,
+        campaign_ids=[campaign_id],
+        poll_seconds=0.5,
+    ) as dispatcher:
+        if not options.progress:
+            dispatcher.run(until_done=True, on_tick=on_tick)
+        else:
+            _run_with_progress(engine, campaign_id, dispatcher, console, on_tick)
+    with engine.connect() as conn:
+        return dq.state_counts(conn, campaign_id)
+
+
+def _run_with_progress(
+    engine: Engine,
+    campaign_id: int,
+    dispatcher: Dispatcher,
+    console: Console,
+    on_tick: Callable[[TickResult], None] | None,
+) -> None:
+    with engine.connect() as conn:
+        counts = dq.state_counts(conn, campaign_id)
+    total = sum(counts.values())
+    columns = (
+        TextColumn("[bold]campaign {task.fields[cid]}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[detail]}"),
+        TimeElapsedColumn(),
+    )
+    last = 0.0
+    with Progress(*columns, console=console, transient=False) as bar:
+        task = bar.add_task("send", total=total, cid=campaign_id, detail="")
+
+        def update(result: TickResult) -> None:
+            nonlocal last
+            if on_tick is not None:
+                on_tick(result)
+            now = time.monotonic()
+            if now - last < 0.25 and not result.completed:
+                return
+            last = now
+            with engine.connect() as conn:
+                c = dq.state_counts(conn, campaign_id)
+            done = sum(v for k, v in c.items() if k not in _PENDING)
+            detail = ", ".join(f"{k} {v}" for k, v in c.items() if v and k not in _PENDING)
+            if dispatcher.paused_senders:
+                detail += " | paused senders: " + ", ".join(
+                    f"{k} ({v})" for k, v in dispatcher.paused_senders.items()
+                )
+            bar.update(task, completed=done, detail=detail)
+
+        dispatcher.run(until_done=True, on_tick=update)
+        with engine.connect() as conn:
+            c = dq.state_counts(conn, campaign_id)
+        bar.update(task, completed=sum(v for k, v in c.items() if k not in _PENDING))
+
+
+def _receive_webhooks(
+    stack: contextlib.ExitStack,
+    engine: Engine,
+    campaign_id: int,
+    settings: Settings,
+    console: Console,
+) -> Settings:
+    """Serve the HTTP app in this process and register its webhook for the senders."""
+    from gatecast.commands.serve import register_webhooks, with_webhook_secret
+    from gatecast.web.app import create_app
+    from gatecast.web.context import AppContext
+    from gatecast.web.webhook import install_log_redaction
+    from scheduler.policy import policy_from_spec
+    from scheduler.service import AsgiServer
+    from storage.queries import instances as iq
+
+    settings, _ = with_webhook_secret(settings)
+    install_log_redaction()
+    port = settings.port if settings.public_url else 0
+    app = create_app(AppContext(settings=settings, engine=engine))
+    server = stack.enter_context(AsgiServer(app, host=settings.host, port=port))
+    with engine.connect() as conn:
+        spec = conn.execute(
+            select(_campaigns.c.spec, _campaigns.c.timezone).where(_campaigns.c.id == campaign_id)
+        ).first()
+        named = list(policy_from_spec(spec[0] or {}, timezone=spec[1]).instances) if spec else []
+        ids = named or iq.connected_ids(conn)
+    with make_gateway_client(settings) as client:
+        register_webhooks(
+            engine,
+            client,
+            settings.public_url or server.url,
+            settings.webhook_secret,
+            ids,
+            out=console,
+        )
+    return settings
+
+
+def _settle(engine: Engine, campaign_id: int, timeout: float) -> dict[str, int]:
+    """Wait until the campaign's counts stop moving for 2 s (or ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    last: dict[str, int] = {}
+    stable_since = time.monotonic()
+    while True:
+        with engine.connect() as conn:
+            counts = dq.state_counts(conn, campaign_id)
+        if counts != last:
+            last, stable_since = counts, time.monotonic()
+        if time.monotonic() - stable_since >= 2.0 or time.monotonic() > deadline:
+            return counts
+        time.sleep(0.25)
+
+
+def run_command(
+    campaign_id: int,
+    *,
+    settings: Settings,
+    options: RunOptions,
+    console: Console,
+) -> int:
+    """The CLI body: returns the process exit code (0 when the campaign completed)."""
+    try:
+        engine = open_engine(settings)
+        make_gateway_client(settings).close()  # fail fast, naming the missing variable
+    except GatewayNotConfigured as exc:
+        console.print(f"[red]error:[/] {exc}")
+        return 2
+    with contextlib.ExitStack() as stack:
+        if options.webhook:
+            settings = _receive_webhooks(stack, engine, campaign_id, settings, console)
+        try:
+            counts = run_campaign(
+                engine,
+                campaign_id,
+                lambda: make_gateway_client(settings),
+                options=options,
+                console=console,
+            )
+        except LookupError as exc:
+            console.print(f"[red]error:[/] {exc}")
+            return 1
+        except lifecycle.InvalidTransition as exc:
+            console.print(f"[red]error:[/] cannot run: {exc}")
+            return 1
+        if options.webhook:
+            console.print("waiting for delivery statuses…")
+            counts = _settle(engine, campaign_id, options.settle_seconds)
+    final = campaign_state(engine, campaign_id)
+    state, reason = final if final else ("?", None)
+    summary = ", ".join(f"{k} {v}" for k, v in counts.items() if v)
+    console.print(f"campaign {campaign_id} is {state}{f' ({reason})' if reason else ''}: {summary}")
+    if counts.get("unknown"):
+        console.print(
+            f"[yellow]{counts['unknown']} recipient(s) are 'unknown'[/] (the gateway did not say "
+            f"whether the message left); `gatecast campaign retry {campaign_id} --unknown` "
+            "resends them"
+        )
+    return 0 if state == lifecycle.COMPLETED else 1
+
+
+def register_run(campaign_app: typer.Typer) -> None:
+    """Add ``run`` to the ``campaign`` command group."""
+
+    @campaign_app.command("run")
+    def run_cmd(
+        campaign_id: int = typer.Argument(..., help="The campaign to run."),
+        workers: int = typer.Option(4, min=1, max=64, help="Parallel sends (unpaced mode)."),
+        batch_size: int = typer.Option(256, min=1, max=5000, help="Rows claimed per batch."),
+        lease_seconds: float = typer.Option(
+            120.0,
+            min=1.0,
+            envvar="GATECAST_DISPATCH_LEASE_SECONDS",
+            help="How long a claimed row may stay 'sending' before it counts as lost "
+            "(becomes 'unknown'). Keep it above the HTTP timeout.",
+        ),
+        progress: bool = typer.Option(True, help="Show a live progress bar."),
+        webhook: bool = typer.Option(
+            False,
+            help="Receive delivery statuses in this process: serve the webhook on "
+            "GATECAST_HOST (a free port, or GATECAST_PORT with GATECAST_PUBLIC_URL) and "
+            "register it for the campaign's senders. Without it, run `gatecast serve`.",
+        ),
+        settle: float = typer.Option(
+            15.0, min=0.0, help="With --webhook: how long to wait for statuses at the end."
+        ),
+    ) -> None:
+        """Run campaign ID in the foreground until nothing is left to send."""
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+        code = run_command(
+            campaign_id,
+            settings=get_settings(),
+            options=RunOptions(
+                workers=workers,
+                batch_size=batch_size,
+                lease_seconds=lease_seconds,
+                progress=progress,
+                webhook=webhook,
+                settle_seconds=settle,
+            ),
+            console=Console(stderr=True),
+        )
+        raise typer.Exit(code)
+
+
+def main() -> None:
+    """``python -m gatecast.commands.campaign_run ID ...`` (same as ``gatecast campaign run``)."""
+    app = typer.Typer(add_completion=False)
+
+    @app.callback()
+    def _root() -> None:
+        """gatecast campaign"""
+
+    register_run(app)
+    app(args=["run", *sys.argv[1:]])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,231 @@
+"""``gatecast contacts``: import spreadsheets, list audiences, show and opt contacts out/in."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from campaigns.audiences import list_lists
+from campaigns.importer import ImportFailed, ImportOptions, ImportReport, import_file
+from campaigns.phones import normalise_phone
+from gatecast.commands.common import fail, open_engine_or_fail
+from gatecast.settings import get_settings
+from storage.queries import contacts as q
+from storage.types import utcnow
+
+console = Console()
+err = Console(stderr=True)
+contacts_app = typer.Typer(
+    help="Contacts: import spreadsheets, lists, opt-outs.", no_args_is_help=True
+)
+
+#: files at least this big get a progress bar
+PROGRESS_MIN_BYTES = 1024 * 1024
+
+
+def _sheet(value: str | None) -> str | int | None:
+    """A sheet name, or a 1-based sheet number given as digits."""
+    if value is None:
+        return None
+    return int(value) - 1 if value.isdigit() and int(value) > 0 else value
+
+
+def _print_report(report: ImportReport, rejects_path: Path | None) -> None:
+    table = Table(title=f"Import into list {escape(report.list_name)!s}", show_header=False)
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    for label, value in (
+        ("rows read", report.rows_read),
+        ("imported (new)", report.imported),
+        ("updated", report.updated),
+        ("duplicates merged", report.duplicates),
+        ("invalid (rejected)", report.invalid),
+        ("skipped (opted out)", report.skipped_opted_out),
+    ):
+        table.add_row(label, f"{value:,}")
+    console.print(table)
+    mapping = f"phone column: {report.phone_column!r}, name column: {report.name_column!r}"
+    console.print(escape(mapping))
+    if report.attribute_keys:
+        attrs = ", ".join(f"{k} -> {{{{ {v} }}}}" for k, v in report.attribute_keys.items())
+        console.print(f"attributes: {escape(attrs)}")
+    for r in report.rejects[:10]:
+        console.print(
+            f"  [yellow]row {r.row_number}[/] {escape(r.column or '')}: {escape(r.reason)}"
+        )
+    if len(report.rejects) > 10:
+        console.print(f"  ... and {len(report.rejects) - 10:,} more rejected rows")
+    if rejects_path is not None:
+        console.print(f"rejected rows written to {escape(str(rejects_path))}")
+
+
+@contacts_app.command("import")
+def import_cmd(
+    file: Annotated[Path, typer.Argument(help="CSV, XLSX, XLS or ODS file")],
+    list_name: Annotated[str, typer.Option("--list", help="the list to import into")],
+    phone_column: Annotated[str | None, typer.Option(help="header of the phone column")] = None,
+    name_column: Annotated[str | None, typer.Option(help="header of the name column")] = None,
+    region: Annotated[
+        str | None, typer.Option(help="default region for national numbers, e.g. GB")
+    ] = None,
+    sheet: Annotated[str | None, typer.Option(help="sheet name or 1-based number")] = None,
+    rejects: Annotated[
+        Path | None, typer.Option(help="write the rejected rows to this CSV file")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
+) -> None:
+    """Import contacts from a spreadsheet into a list (created if missing)."""
+    settings = get_settings()
+    opts = ImportOptions(
+        list_name=list_name,
+        phone_column=phone_column,
+        name_column=name_column,
+        region=(region or settings.default_region).upper(),
+        sheet=_sheet(sheet),
+        max_bytes=settings.import_max_bytes,
+        xlsx_max_uncompressed_bytes=settings.xlsx_max_uncompressed_bytes,
+    )
+    if not file.is_file():
+        fail(f"{file}: no such file")
+    engine = open_engine_or_fail()
+    show_bar = not as_json and file.stat().st_size >= PROGRESS_MIN_BYTES
+    try:
+        if show_bar:
+            with Progress(
+                TextColumn("importing"),
+                BarColumn(),
+                TaskProgressColumn(),
+                TimeElapsedColumn(),
+                console=err,
+                transient=True,
+            ) as bar:
+                task = bar.add_task("import", total=None)
+                report = import_file(
+                    engine, file, opts, progress=lambda d, t: bar.update(task, completed=d, total=t)
+                )
+        else:
+            report = import_file(engine, file, opts)
+    except ImportFailed as exc:
+        fail(str(exc))
+    finally:
+        engine.dispose()
+    if rejects is not None:
+        try:
+            report.write_rejects(rejects)
+        except OSError as exc:
+            fail(f"{rejects}: cannot write the rejects file ({exc.strerror})")
+    if as_json:
+        out = report.to_dict(include_rejects=False)
+        out["rejects_file"] = str(rejects) if rejects is not None else None
+        print(json.dumps(out))
+    else:
+        _print_report(report, rejects)
+
+
+@contacts_app.command("lists")
+def lists_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="print as JSON")] = False,
+) -> None:
+    """The lists with their member counts."""
+    engine = open_engine_or_fail()
+    try:
+        summaries = list_lists(engine)
+    finally:
+        engine.dispose()
+    if as_json:
+        print(json.dumps([s.to_dict() for s in summaries]))
+        return
+    table = Table(title="Lists")
+    for col in ("name", "members", "opted out", "reachable", "created"):
+        table.add_column(col, justify="right" if col not in ("name", "created") else "left")
+    for s in summaries:
+        table.add_row(
+            escape(s.name),
+            f"{s.members:,}",
+            f"{s.opted_out:,}",
+            f"{s.reachable:,}",
+            s.created_at.strftime("%Y-%m-%d %H:%M UTC"),
+        )
+    console.print(table)
+
+
+def _e164(phone: str) -> str:
+    result = normalise_phone(phone, get_settings().default_region)
+    if result.e164 is None:
+        fail(f"{phone!r} is not a usable phone number: {result.reason}")
+    return result.e164
+
+
+@contacts_app.command("show")
+def show_cmd(
+    phone: Annotated[str, typer.Argument(help="the phone number (any format)")],
+    as_json: Annotated[bool, typer.Option("--json", help="print as JSON")] = False,
+) -> None:
+    """Show one contact: name, attributes, opt-out state and lists."""
+    e164 = _e164(phone)
+    engine = open_engine_or_fail()
+    try:
+        with engine.connect() as conn:
+            row = q.get_contact(conn, e164)
+            names = q.contact_list_names(conn, int(row.id)) if row is not None else []
+    finally:
+        engine.dispose()
+    if row is None:
+        fail(f"no contact with phone {e164}")
+    data = {
+        "phone": row.phone,
+        "raw_phone": row.raw_phone,
+        "name": row.name,
+        "attributes": row.attributes,
+        "opted_out": bool(row.opted_out),
+        "opted_out_at": row.opted_out_at.isoformat() if row.opted_out_at else None,
+        "opt_out_reason": row.opt_out_reason,
+        "lists": names,
+        "created_at": row.created_at.isoformat(),
+        "updated_at": row.updated_at.isoformat(),
+    }
+    if as_json:
+        print(json.dumps(data))
+        return
+    for key, value in data.items():
+        console.print(f"[bold]{key}[/]: {escape(str(value))}")
+
+
+def _set_opt_out(phone: str, opted_out: bool, reason: str | None) -> None:
+    e164 = _e164(phone)
+    engine = open_engine_or_fail()
+    try:
+        with engine.begin() as conn:
+            found = q.set_opt_out(conn, e164, opted_out, reason, utcnow())
+    finally:
+        engine.dispose()
+    if not found:
+        fail(f"no contact with phone {e164}")
+    console.print(f"{e164} {'opted out' if opted_out else 'opted back in'}")
+
+
+@contacts_app.command("optout")
+def optout_cmd(
+    phone: Annotated[str, typer.Argument(help="the phone number (any format)")],
+    reason: Annotated[str, typer.Option(help="why (kept with the contact)")] = "manual",
+) -> None:
+    """Opt a contact out: no campaign will message them."""
+    _set_opt_out(phone, True, reason)
+
+
+@contacts_app.command("optin")
+def optin_cmd(phone: Annotated[str, typer.Argument(help="the phone number (any format)")]) -> None:
+    """Opt a contact back in."""
+    _set_opt_out(phone, False, None)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``gatecast contacts`` to the root app."""
+    app.add_typer(contacts_app, name="contacts")

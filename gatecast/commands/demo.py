@@ -1,0 +1,39 @@
+"""``gatecast demo`` (what ``make demo`` runs): sandbox, import, campaign, report."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from gatecast.demo import DemoOptions, run_demo
+from gatecast.settings import get_settings
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``gatecast demo`` to the root app."""
+
+    @app.command("demo")
+    def demo_cmd(
+        database: str | None = typer.Option(
+            None, "--database", help="Database URL (default GATECAST_DATABASE_URL)."
+        ),
+        reports_dir: Annotated[
+            Path | None,
+            typer.Option("--reports-dir", help="Where reports go (default GATECAST_REPORTS_DIR)."),
+        ] = None,
+        serve: bool = typer.Option(
+            False, "--serve", help="Keep serving the dashboard and API afterwards."
+        ),
+    ) -> None:
+        """Run the whole product once against an embedded sandbox gateway."""
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+        code = run_demo(
+            get_settings(),
+            DemoOptions(database_url=database, reports_dir=reports_dir, keep_serving=serve),
+            Console(),
+        )
+        raise typer.Exit(code)

@@ -1,0 +1,311 @@
+"""``gatecast instance``: thin commands over the gateway client for instance management.
+
+Instances created or reset here are recorded in the ``instances`` table; ``status``
+shows what gatecast knows (the gateway has no status endpoint: connection changes
+arrive through the webhook).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, NoReturn, TypeVar
+from urllib.parse import quote
+
+import segno
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from campaigns import instances as domain
+from gatecast.commands.common import configured_secrets, fail, open_engine_or_fail
+from gatecast.runtime import GatewayNotConfigured, make_gateway_client
+from gatecast.settings import Settings, get_settings
+from gateway.client import GatewayClient
+from gateway.errors import GatewayError, RequestValidationError, redact
+from storage.types import utcnow
+
+console = Console()
+err_console = Console(stderr=True)
+instance_app = typer.Typer(
+    help="Gateway instances: create, link by QR code, webhook, reboot, reset, logout, resume.",
+    no_args_is_help=True,
+)
+
+T = TypeVar("T")
+
+InstanceArg = Annotated[str, typer.Argument(help="The gateway's instance id.")]
+
+
+@contextmanager
+def _client(settings: Settings) -> Iterator[GatewayClient]:
+    try:
+        client = make_gateway_client(settings)
+    except GatewayNotConfigured as exc:
+        fail(str(exc), 2)
+    with client:
+        yield client
+
+
+def _gateway_failed(exc: GatewayError) -> NoReturn:
+    problem = f", {exc.problem.value}" if exc.problem else ""
+    fail(f"the gateway operation failed ({exc.kind.value}{problem}): {exc.message}")
+
+
+def _call(fn: Callable[[], T]) -> T:
+    try:
+        return fn()
+    except RequestValidationError as exc:
+        fail(str(exc), 2)
+    except GatewayError as exc:
+        _gateway_failed(exc)
+
+
+def _default_webhook_url(settings: Settings) -> str | None:
+    """``GATECAST_PUBLIC_URL`` + the webhook route + the secret (None without both)."""
+    from gatecast.web.webhook import PATH_PREFIX
+
+    base = settings.public_url.strip().rstrip("/")
+    secret = settings.webhook_secret.get_secret_value()
+    if not base or not secret:
+        return None
+    return f"{base}{PATH_PREFIX}{quote(secret, safe='')}"
+
+
+@instance_app.command("create")
+def create_cmd(
+    label: Annotated[str, typer.Option(help="A name for it, shown in gatecast.")] = "",
+) -> None:
+    """Create an instance at the gateway and record it (the same id while one is unscanned)."""
+    settings = get_settings()
+    engine = open_engine_or_fail(settings)
+    with _client(settings) as client:
+        instance_id = _call(lambda: domain.create(engine, client, now=utcnow(), label=label))
+    console.print(f"instance [bold]{instance_id}[/] created")
+    console.print(f"next: [bold]gatecast instance qr {instance_id}[/] and scan it with the phone")
+
+
+def _png_of(data_uri: str) -> bytes:
+    header, sep, payload = data_uri.partition(",")
+    if not sep or ";base64" not in header:
+        fail("the gateway's QR code is not a base64 data URI")
+    try:
+        return base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        fail("the gateway's QR code is not valid base64")
+
+
+def qr_text_of(png: bytes) -> str | None:
+    """The text inside a QR code image, or None when it cannot be decoded here."""
+    try:
+        import io
+
+        import zxingcpp
+        from PIL import Image
+    except ImportError:  # decoding is optional: zxing-cpp and Pillow are dev extras
+        return None
+    try:
+        with Image.open(io.BytesIO(png)) as image:
+            results = zxingcpp.read_barcodes(image.convert("L"))
+    except Exception:  # an undecodable image is not an error: the PNG is still saved
+        return None
+    for result in results:
+        text = getattr(result, "text", "")
+        if text:
+            return str(text)
+    return None
+
+
+@instance_app.command("qr")
+def qr_cmd(
+    instance_id: InstanceArg,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="PNG file (default qr-<instance>.png).")
+    ] = None,
+    show: Annotated[bool, typer.Option(help="Print the QR code in the terminal.")] = True,
+) -> None:
+    """Fetch the login QR code: save the PNG and print it in the terminal (it rotates ~20 s)."""
+    settings = get_settings()
+    engine = open_engine_or_fail(settings)
+    with _client(settings) as client:
+        qr = _call(lambda: domain.fetch_qr(engine, client, instance_id, now=utcnow()))
+    if qr.already_linked:
+        console.print(f"instance [bold]{instance_id}[/] is already linked (connected)")
+        return
+    if qr.data_uri is None:
+        console.print(
+            "the gateway delivers this QR code through the webhook "
+            "(register one with `gatecast instance webhook`)"
+        )
+        return
+    png = _png_of(qr.data_uri)
+    path = output or Path(f"qr-{instance_id}.png")
+    path.write_bytes(png)
+    text = qr_text_of(png) if show else None
+    if text is not None:
+        segno.make(text, error="l").terminal(compact=True)
+    console.print(f"QR code saved to [bold]{path}[/]; scan it within ~20 s (it rotates)")
+
+
+@instance_app.command("status")
+def status_cmd(
+    instance_id: Annotated[str | None, typer.Argument(help="One instance (default: all).")] = None,
+) -> None:
+    """What gatecast knows about its instances, paused senders with their reason
+    (updated by the webhook and the dispatcher; not a live query)."""
+    settings = get_settings()
+    engine = open_engine_or_fail(settings)
+    with engine.connect() as conn:
+        records = domain.list_all(conn, instance_id)
+    if not records:
+        if instance_id:
+            fail(f"gatecast knows no instance {instance_id!r}")
+        console.print("no instances yet: `gatecast instance create`")
+        return
+    table = Table(title="instances (as gatecast last heard from the gateway)")
+    table.add_column("instance", no_wrap=True, min_width=max(len(r.instance_id) for r in records))
+    table.add_column("label", overflow="fold", min_width=5)
+    table.add_column("state", no_wrap=True)
+    table.add_column("paused", overflow="fold", min_width=6)
+    table.add_column("hook", no_wrap=True)
+    table.add_column("phone", overflow="fold")
+    table.add_column("updated (UTC)")
+    for r in records:
+        pause = ""
+        if r.paused_reason:
+            since = f" (since {r.paused_at:%Y-%m-%d %H:%M})" if r.paused_at else ""
+            pause = f"{r.paused_reason}{since}"
+        table.add_row(
+            escape(r.instance_id),
+            escape(r.label),
+            r.state,
+            escape(pause),
+            "yes" if r.webhook_url_registered else "no",
+            r.phone or "",
+            r.updated_at.strftime("%Y-%m-%d %H:%M"),
+        )
+    console.print(table)
+    paused = [r for r in records if r.paused_reason]
+    if paused:
+        console.print(
+            f"{len(paused)} paused sender(s) send nothing until resumed:", highlight=False
+        )
+        for r in paused:
+            console.print(
+                f"  {escape(r.instance_id)}: {escape(r.paused_reason or '')}", highlight=False
+            )
+        console.print("fix the cause, then `gatecast instance resume ID`", highlight=False)
+
+
+def _operation(operation: str, done: str) -> Callable[[str], None]:
+    def command(instance_id: InstanceArg) -> None:
+        settings = get_settings()
+        engine = open_engine_or_fail(settings)
+        with _client(settings) as client:
+            result = _call(
+                lambda: domain.operate(engine, client, instance_id, operation, now=utcnow())
+            )
+        console.print(f"instance [bold]{escape(instance_id)}[/]: {done}")
+        if result.resumed_reason:
+            console.print(
+                f"its pause ({escape(result.resumed_reason)}) is lifted: it sends again",
+                highlight=False,
+            )
+
+    return command
+
+
+instance_app.command("reboot", help="Log the instance out of the web client and start a new scan.")(
+    _operation("reboot", "rebooted; scan a new QR code (`gatecast instance qr`)")
+)
+instance_app.command(
+    "reconnect",
+    help="Restart the connection after a connection loss (lifts a connection pause).",
+)(_operation("reconnect", "reconnect requested"))
+instance_app.command("logout", help="Log the instance out of the web client.")(
+    _operation("logout", "logged out")
+)
+
+
+@instance_app.command("reset")
+def reset_cmd(instance_id: InstanceArg) -> None:
+    """Log out, get a NEW instance id and delete the old one's data at the gateway.
+
+    Queued deliveries and the instance lists of unfinished campaigns follow the new id.
+    """
+    settings = get_settings()
+    engine = open_engine_or_fail(settings)
+    with _client(settings) as client:
+        result = _call(lambda: domain.reset(engine, client, instance_id, now=utcnow()))
+    if result.kept_id:
+        console.print(f"instance [bold]{instance_id}[/] reset (the gateway kept the id)")
+        return
+    console.print(f"instance [bold]{instance_id}[/] reset: its new id is [bold]{result.new_id}[/]")
+    if result.deliveries_moved or result.campaigns_updated:
+        console.print(
+            f"{result.deliveries_moved} waiting deliveries and "
+            f"{len(result.campaigns_updated)} campaign(s) now use {result.new_id}",
+            highlight=False,
+        )
+
+
+@instance_app.command("resume")
+def resume_cmd(instance_id: InstanceArg) -> None:
+    """Let a paused sender send again (paused for quota, error 463, a failure burst or
+    relogin). Fix the cause first: the dispatcher pauses it again if it persists."""
+    settings = get_settings()
+    engine = open_engine_or_fail(settings)
+    try:
+        result = domain.resume(engine, instance_id, now=utcnow())
+    except domain.UnknownInstance as exc:
+        fail(str(exc))
+    if result.cleared_reason is None:
+        console.print(f"instance [bold]{escape(instance_id)}[/] was not paused")
+    else:
+        console.print(
+            f"instance [bold]{escape(instance_id)}[/] resumed "
+            f"(it was paused: {escape(result.cleared_reason)})",
+            highlight=False,
+        )
+
+
+@instance_app.command("webhook")
+def webhook_cmd(
+    instance_id: InstanceArg,
+    url: Annotated[
+        str | None,
+        typer.Option(help="Where the gateway posts events (default: from GATECAST_PUBLIC_URL)."),
+    ] = None,
+    disable: Annotated[bool, typer.Option("--disable", help="Turn the webhook off.")] = False,
+) -> None:
+    """Register (or with --disable, turn off) the instance's webhook."""
+    settings = get_settings()
+    target = url or _default_webhook_url(settings)
+    if not target:
+        fail(
+            "no webhook address: pass --url, or set GATECAST_PUBLIC_URL and "
+            "GATECAST_WEBHOOK_SECRET",
+            2,
+        )
+    engine = open_engine_or_fail(settings)
+    with _client(settings) as client:
+        _call(
+            lambda: domain.set_webhook(
+                engine, client, instance_id, target, now=utcnow(), enable=not disable
+            )
+        )
+    shown = redact(target, configured_secrets())  # the URL carries the webhook secret
+    console.print(
+        f"instance [bold]{instance_id}[/]: webhook "
+        + ("disabled" if disable else "set to " + escape(shown)),
+        highlight=False,
+    )
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``gatecast instance`` to the root app."""
+    app.add_typer(instance_app, name="instance")

@@ -1,0 +1,82 @@
+"""Builds the long-lived objects (engine, gateway client) from :class:`Settings`."""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine
+from sqlalchemy.engine import make_url
+
+from gatecast.settings import Settings
+from gateway.client import GatewayClient
+from gateway.errors import RequestValidationError
+from storage.engine import current_revision, make_engine, normalise_url, upgrade
+
+HEAD_REVISION = "0001"
+
+
+class SchemaOutOfDate(RuntimeError):
+    """The database schema is behind this version of gatecast."""
+
+
+class GatewayNotConfigured(ValueError):
+    """The gateway settings are missing or unusable; the message names the variable."""
+
+
+def open_engine(settings: Settings, *, auto_upgrade: bool | None = None) -> Engine:
+    """The engine for ``settings.database_url``, with its schema at head.
+
+    SQLite (the embedded default) upgrades itself; PostgreSQL is upgraded with
+    ``gatecast db upgrade`` so that several workers never race on a migration, and an
+    out-of-date schema raises :class:`SchemaOutOfDate` naming that command.
+    """
+    url = normalise_url(settings.database_url)
+    engine = make_engine(url)
+    if auto_upgrade is None:
+        auto_upgrade = make_url(url).get_backend_name() == "sqlite"
+    if auto_upgrade:
+        upgrade(engine)
+    else:
+        rev = current_revision(engine)
+        if rev != HEAD_REVISION:
+            raise SchemaOutOfDate(
+                f"database schema is at {rev or 'nothing'}, gatecast needs {HEAD_REVISION}: "
+                "run `gatecast db upgrade`"
+            )
+    return engine
+
+
+def describe_url(url: str) -> str:
+    """The database URL with any password hidden, for messages and logs."""
+    return make_url(normalise_url(url)).render_as_string(hide_password=True)
+
+
+def make_gateway_client(settings: Settings) -> GatewayClient:
+    """A :class:`GatewayClient` for ``GATECAST_GATEWAY_URL`` / ``_PREFIX`` / ``_ACCESS_TOKEN``.
+
+    Raises :class:`GatewayNotConfigured` naming the variable that is unset or unusable
+    (never showing the token). Use the client as a context manager so it is closed.
+    """
+    if not settings.gateway_url.strip():
+        raise GatewayNotConfigured(
+            "GATECAST_GATEWAY_URL is not set (the gateway's base URL, e.g. https://gw.example)"
+        )
+    token = settings.access_token.get_secret_value()
+    if not token.strip():
+        raise GatewayNotConfigured("GATECAST_ACCESS_TOKEN is not set")
+    variables = {
+        "base_url": "GATECAST_GATEWAY_URL",
+        "prefix": "GATECAST_GATEWAY_PREFIX",
+        "send_method": "GATECAST_SEND_METHOD",
+        "timeout": "GATECAST_HTTP_TIMEOUT_SECONDS",
+        "access_token": "GATECAST_ACCESS_TOKEN",
+    }
+    try:
+        return GatewayClient(
+            settings.gateway_url,
+            token,
+            prefix=settings.gateway_prefix,
+            send_method=settings.send_method,
+            timeout=settings.http_timeout_seconds,
+        )
+    except RequestValidationError as exc:
+        name = variables.get(exc.field, exc.field)
+        raise GatewayNotConfigured(f"{name}: {exc.problem}") from None

@@ -1,0 +1,68 @@
+"""Configuration from environment variables (prefix ``GATECAST_``) and a ``.env`` file.
+
+Secrets are :class:`pydantic.SecretStr`: their ``repr`` and ``str`` print ``**********``,
+so they never reach logs or error messages by accident. Call ``.get_secret_value()``
+only where the value goes on the wire.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_OPT_OUT_KEYWORDS = (
+    "STOP",
+    "STOPALL",
+    "UNSUBSCRIBE",
+    "CANCEL",
+    "END",
+    "QUIT",
+    "OPTOUT",
+    "OPT OUT",
+    "PARAR",
+    "SAIR",
+    "CANCELAR",
+    "BAJA",
+    "ARRET",
+    "ARRÊT",
+    "STOPP",
+    "ABMELDEN",
+    "DISISCRIVI",
+    "BASTA",
+    "ALTO",
+)
+
+
+class Settings(BaseSettings):
+    """Everything gatecast reads from its environment."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="GATECAST_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+    )
+
+    gateway_url: str = Field("", description="The gateway's base URL, e.g. https://gw.example")
+    gateway_prefix: Literal["api", "messenger_api"] = "api"
+    access_token: SecretStr = SecretStr("")
+    database_url: str = "sqlite:///gatecast.db"
+    public_url: str = Field("", description="Where the gateway can reach our webhook")
+    webhook_secret: SecretStr = SecretStr("")
+    api_key: SecretStr = SecretStr("")
+    default_region: str = "US"
+    opt_out_keywords: tuple[str, ...] = DEFAULT_OPT_OUT_KEYWORDS
+    import_max_bytes: int = 200 * 1024 * 1024
+    xlsx_max_uncompressed_bytes: int = 1024 * 1024 * 1024
+    http_timeout_seconds: float = 30.0
+    send_method: Literal["get", "post"] = "get"
+    host: str = "127.0.0.1"
+    port: int = 8080
+    reports_dir: str = "reports"
+    log_level: str = "INFO"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings (read once; tests build ``Settings(...)`` directly)."""
+    return Settings()

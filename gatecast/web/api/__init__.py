@@ -1,0 +1,30 @@
+"""The REST API under ``/api/v1``: every route needs the API key (see ``web.auth``)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+from fastapi.routing import APIRoute
+
+from gatecast.web.api import (
+    campaigns,
+    contacts,
+    deliveries,
+    imports,
+    instances,
+    lists,
+    reports,
+)
+from gatecast.web.api.common import ERROR_RESPONSES
+from gatecast.web.auth import require_api_key
+
+router = APIRouter(
+    prefix="/api/v1", dependencies=[Depends(require_api_key)], responses=ERROR_RESPONSES
+)
+for _module in (campaigns, reports, deliveries, contacts, lists, imports, instances):
+    for _route in _module.router.routes:
+        # the OpenAPI summary of each operation: the first line of its docstring
+        if isinstance(_route, APIRoute) and _route.summary is None and _route.description:
+            _route.summary = _route.description.strip().splitlines()[0].rstrip(".")
+    router.include_router(_module.router)
+
+__all__ = ["router"]

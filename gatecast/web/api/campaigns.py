@@ -1,0 +1,401 @@
+"""Campaigns: create (JSON or a TOML upload), preview, list, progress, lifecycle actions.
+
+Every rule is ``campaigns.service``'s (the CLI's functions); this module only maps HTTP
+to them. Errors: 404 unknown id, 409 refused lifecycle action, 422 with field paths.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from datetime import datetime, timedelta
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, File, HTTPException, Query, UploadFile, status
+from pydantic import BaseModel, Field
+from sqlalchemy import and_, case, func, select
+
+from campaigns import service
+from campaigns.campaign_file import CampaignFileError, CampaignSpec, FieldError, parse_campaign
+from campaigns.service import (
+    CampaignDetail,
+    CampaignSummary,
+    CreatedCampaign,
+    cancel_campaign,
+    create_campaign,
+    get_campaign,
+    list_campaigns,
+    pause_campaign,
+    resume_campaign,
+    retry_campaign,
+)
+from gatecast.web.context import AppContext, get_ctx
+from storage.models import Delivery
+
+router = APIRouter(tags=["campaigns"])
+Ctx = Annotated[AppContext, Depends(get_ctx)]
+
+_d = Delivery.__table__  # type: ignore[attr-defined]
+
+#: largest TOML campaign file accepted
+MAX_TOML_BYTES = 1024 * 1024
+CAMPAIGN_EXAMPLE: dict[str, Any] = {
+    "name": "Spring sale",
+    "list": "customers",
+    "message": {"type": "text", "text": "{Hi|Hello} {{ name }}, 20% off this week!"},
+    "schedule": {"start": "2030-04-01T09:00:00", "timezone": "Europe/Berlin"},
+    "pace": {"per_minute": 20, "delay_seconds": [5, 15], "daily_cap": 500},
+}
+
+
+class PreviewMessage(BaseModel):
+    """One rendered message exactly as it will be sent."""
+
+    target: str
+    name: str
+    content: dict[str, Any]
+
+
+class Unrenderable(BaseModel):
+    """A recipient whose message cannot be rendered (it will be skipped)."""
+
+    target: str
+    reason: str
+
+
+class CampaignCreated(BaseModel):
+    """What creating a campaign did."""
+
+    id: int
+    state: str
+    start_at: datetime
+    recipients: int
+    opted_out: int
+    preview: list[PreviewMessage]
+    unrenderable: list[Unrenderable]
+    unrenderable_count: int
+
+
+class CampaignPreview(BaseModel):
+    """A campaign rendered for its first recipients, without storing anything.
+
+    The same checks as creation (``campaigns.service.preview_campaign``)."""
+
+    name: str
+    message_type: str
+    start_at: datetime | None
+    timezone: str
+    list_name: str | None
+    recipients_checked: int = Field(description="Recipients checked (the first 5000 at most)")
+    opted_out: int
+    preview: list[PreviewMessage]
+    unrenderable: list[Unrenderable]
+    unrenderable_count: int
+    spintax_varies: bool = Field(
+        description="The message has spintax: the variant of each recipient is picked when "
+        "the campaign is created (its id seeds the choice), so it may differ from this preview"
+    )
+
+
+class CampaignPublic(BaseModel):
+    """A campaign in a listing, with counts per delivery state."""
+
+    id: int
+    name: str
+    state: str
+    message_type: str
+    list_name: str | None
+    start_at: datetime | None
+    cron: str | None
+    created_at: datetime
+    total: int
+    counts: dict[str, int]
+
+
+class CampaignDetailPublic(CampaignPublic):
+    """One campaign: its validated file, times and counts."""
+
+    state_reason: str | None
+    timezone: str
+    parent_id: int | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    spec: dict[str, Any]
+
+
+class ProgressPoint(BaseModel):
+    """Cumulative counts at one moment."""
+
+    at: datetime
+    sent: int
+    delivered: int
+    read: int
+    failed: int
+
+
+class CampaignProgress(BaseModel):
+    """Live progress: counts per state and a cumulative timeline for the chart."""
+
+    id: int
+    state: str
+    state_reason: str | None
+    total: int
+    counts: dict[str, int]
+    done: bool
+    timeline: list[ProgressPoint]
+
+
+class ActionResult(BaseModel):
+    """What a lifecycle action did."""
+
+    id: int
+    state: str
+    detail: str
+    rows: int | None = Field(None, description="Rows skipped (cancel) or re-queued (retry)")
+
+
+class RetryRequest(BaseModel):
+    """Which recipients to send again."""
+
+    include_unknown: bool = Field(
+        False,
+        description="Also resend 'unknown' rows (may have left: the person may get it twice)",
+    )
+
+
+def _summary(s: CampaignSummary) -> CampaignPublic:
+    return CampaignPublic(
+        id=s.id,
+        name=s.name,
+        state=s.state,
+        message_type=s.message_type,
+        list_name=s.list_name,
+        start_at=s.start_at,
+        cron=s.cron,
+        created_at=s.created_at,
+        total=s.total,
+        counts=s.counts,
+    )
+
+
+def detail_public(d: CampaignDetail) -> CampaignDetailPublic:
+    """The API form of a campaign."""
+    return CampaignDetailPublic(
+        id=d.id,
+        name=d.name,
+        state=d.state,
+        message_type=d.message_type,
+        list_name=d.list_name,
+        start_at=d.start_at,
+        cron=d.cron,
+        created_at=d.created_at,
+        total=d.total,
+        counts=d.counts,
+        state_reason=d.state_reason,
+        timezone=d.timezone,
+        parent_id=d.parent_id,
+        started_at=d.started_at,
+        finished_at=d.finished_at,
+        spec=d.spec.model_dump(mode="json"),
+    )
+
+
+def created_public(c: CreatedCampaign) -> CampaignCreated:
+    """The API form of a created campaign."""
+    return CampaignCreated(
+        id=c.id,
+        state=c.state,
+        start_at=c.start_at,
+        recipients=c.recipients,
+        opted_out=c.opted_out,
+        preview=[
+            PreviewMessage(target=p.target, name=p.name, content=p.content) for p in c.preview
+        ],
+        unrenderable=[Unrenderable(target=t, reason=r) for t, r in c.unrenderable],
+        unrenderable_count=c.unrenderable_count,
+    )
+
+
+def parse_toml_upload(raw: bytes, filename: str) -> CampaignSpec:
+    """A TOML campaign file's bytes -> a validated spec (CampaignFileError otherwise)."""
+    source = filename or "upload.toml"
+    if len(raw) > MAX_TOML_BYTES:
+        raise HTTPException(
+            status.HTTP_413_CONTENT_TOO_LARGE,
+            detail=f"{source}: a campaign file may hold at most {MAX_TOML_BYTES} bytes",
+        )
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise CampaignFileError([FieldError("", "file is not UTF-8 text")], source) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise CampaignFileError([FieldError("", f"not valid TOML: {exc}")], source) from None
+    return parse_campaign(data, source)
+
+
+def preview_public(p: service.CampaignPreview) -> CampaignPreview:
+    """The API form of a preview."""
+    return CampaignPreview(
+        name=p.name,
+        message_type=p.message_type,
+        start_at=p.start_at,
+        timezone=p.timezone,
+        list_name=p.list_name,
+        recipients_checked=p.recipients_checked,
+        opted_out=p.opted_out,
+        preview=[
+            PreviewMessage(target=i.target, name=i.name, content=i.content) for i in p.preview
+        ],
+        unrenderable=[Unrenderable(target=t, reason=r) for t, r in p.unrenderable[:100]],
+        unrenderable_count=p.unrenderable_count,
+        spintax_varies=p.spintax_varies,
+    )
+
+
+def campaign_progress(ctx: AppContext, campaign_id: int, points: int = 30) -> CampaignProgress:
+    """Counts per state and a cumulative sent/delivered/read/failed timeline."""
+    detail = get_campaign(ctx.engine, campaign_id)
+    cols = {
+        "sent": _d.c.sent_at,
+        "delivered": _d.c.delivered_at,
+        "read": _d.c.read_at,
+        "failed": _d.c.failed_at,
+    }
+    mine = _d.c.campaign_id == campaign_id
+    timeline: list[ProgressPoint] = []
+    with ctx.engine.connect() as conn:
+        bounds = conn.execute(
+            select(
+                func.min(func.coalesce(_d.c.sent_at, _d.c.failed_at)),
+                func.max(_d.c.sent_at),
+                func.max(_d.c.delivered_at),
+                func.max(_d.c.read_at),
+                func.max(_d.c.failed_at),
+            ).where(mine)
+        ).one()
+        first = bounds[0]
+        last = max((b for b in bounds[1:] if b is not None), default=None)
+        if first is not None and last is not None:
+            span = max(last - first, timedelta(seconds=1))
+            moments = [first + span * i / (points - 1) for i in range(points)]
+            exprs = [
+                func.sum(case((and_(col.is_not(None), col <= at), 1), else_=0))
+                for at in moments
+                for col in cols.values()
+            ]
+            row = conn.execute(select(*exprs).where(mine)).one()
+            for i, at in enumerate(moments):
+                vals = [int(row[i * 4 + k] or 0) for k in range(4)]
+                timeline.append(
+                    ProgressPoint(
+                        at=at, sent=vals[0], delivered=vals[1], read=vals[2], failed=vals[3]
+                    )
+                )
+    open_rows = sum(detail.counts.get(s, 0) for s in ("queued", "sending"))
+    return CampaignProgress(
+        id=detail.id,
+        state=detail.state,
+        state_reason=detail.state_reason,
+        total=detail.total,
+        counts=detail.counts,
+        done=detail.state in ("completed", "cancelled", "failed") and open_rows == 0,
+        timeline=timeline,
+    )
+
+
+@router.get("/campaigns", response_model=list[CampaignPublic])
+def get_campaigns(
+    ctx: Ctx, state: Annotated[str | None, Query(description="Only this state")] = None
+) -> list[CampaignPublic]:
+    """Every campaign, newest first, with counts per delivery state."""
+    return [_summary(s) for s in list_campaigns(ctx.engine) if state is None or s.state == state]
+
+
+@router.post("/campaigns", response_model=CampaignCreated, status_code=201)
+def post_campaign(
+    ctx: Ctx,
+    body: Annotated[dict[str, Any], Body(examples=[CAMPAIGN_EXAMPLE])],
+    strict: Annotated[bool, Query(description="Refuse if any message cannot render")] = False,
+) -> CampaignCreated:
+    """Create a campaign from the campaign file's fields as JSON (scheduled at its start)."""
+    spec = parse_campaign(body, "request body")
+    return created_public(create_campaign(ctx.engine, spec, strict=strict, now=ctx.clock()))
+
+
+@router.post("/campaigns/toml", response_model=CampaignCreated, status_code=201)
+def post_campaign_toml(
+    ctx: Ctx,
+    file: Annotated[UploadFile, File(description="A TOML campaign file")],
+    strict: bool = False,
+) -> CampaignCreated:
+    """Create a campaign from an uploaded TOML campaign file."""
+    spec = parse_toml_upload(file.file.read(MAX_TOML_BYTES + 1), file.filename or "")
+    return created_public(create_campaign(ctx.engine, spec, strict=strict, now=ctx.clock()))
+
+
+@router.post("/campaigns/preview", response_model=CampaignPreview)
+def post_preview(
+    ctx: Ctx, body: Annotated[dict[str, Any], Body(examples=[CAMPAIGN_EXAMPLE])]
+) -> CampaignPreview:
+    """Validate and render a campaign for its first recipients, storing nothing."""
+    return preview_public(
+        service.preview_campaign(ctx.engine, parse_campaign(body, "request body"))
+    )
+
+
+@router.post("/campaigns/preview/toml", response_model=CampaignPreview)
+def post_preview_toml(
+    ctx: Ctx, file: Annotated[UploadFile, File(description="A TOML campaign file")]
+) -> CampaignPreview:
+    """Validate and render an uploaded TOML campaign file, storing nothing."""
+    spec = parse_toml_upload(file.file.read(MAX_TOML_BYTES + 1), file.filename or "")
+    return preview_public(service.preview_campaign(ctx.engine, spec))
+
+
+@router.get("/campaigns/{campaign_id}", response_model=CampaignDetailPublic)
+def get_one(campaign_id: int, ctx: Ctx) -> CampaignDetailPublic:
+    """One campaign with its file, times and counts."""
+    return detail_public(get_campaign(ctx.engine, campaign_id))
+
+
+@router.get("/campaigns/{campaign_id}/progress", response_model=CampaignProgress)
+def get_progress(
+    campaign_id: int, ctx: Ctx, points: Annotated[int, Query(ge=2, le=200)] = 30
+) -> CampaignProgress:
+    """Counts per state and a cumulative timeline of sent, delivered, read and failed."""
+    return campaign_progress(ctx, campaign_id, points)
+
+
+@router.post("/campaigns/{campaign_id}/pause", response_model=ActionResult)
+def post_pause(campaign_id: int, ctx: Ctx) -> ActionResult:
+    """Pause a scheduled or running campaign (409 otherwise)."""
+    new = pause_campaign(ctx.engine, campaign_id, now=ctx.clock())
+    return ActionResult(id=campaign_id, state=new, detail="paused")
+
+
+@router.post("/campaigns/{campaign_id}/resume", response_model=ActionResult)
+def post_resume(campaign_id: int, ctx: Ctx) -> ActionResult:
+    """Resume a paused campaign (409 otherwise)."""
+    new = resume_campaign(ctx.engine, campaign_id, now=ctx.clock())
+    return ActionResult(id=campaign_id, state=new, detail="resumed")
+
+
+@router.post("/campaigns/{campaign_id}/cancel", response_model=ActionResult)
+def post_cancel(campaign_id: int, ctx: Ctx) -> ActionResult:
+    """Cancel a campaign; its queued recipients are skipped (409 when already final)."""
+    skipped = cancel_campaign(ctx.engine, campaign_id, now=ctx.clock())
+    return ActionResult(
+        id=campaign_id, state="cancelled", detail=f"{skipped} queued row(s) skipped", rows=skipped
+    )
+
+
+@router.post("/campaigns/{campaign_id}/retry", response_model=ActionResult)
+def post_retry(campaign_id: int, ctx: Ctx, body: RetryRequest | None = None) -> ActionResult:
+    """Send failed recipients again (and 'unknown' ones when asked)."""
+    n = retry_campaign(
+        ctx.engine,
+        campaign_id,
+        include_unknown=(body or RetryRequest()).include_unknown,
+        now=ctx.clock(),
+    )
+    state = get_campaign(ctx.engine, campaign_id).state
+    return ActionResult(id=campaign_id, state=state, detail=f"{n} row(s) re-queued", rows=n)

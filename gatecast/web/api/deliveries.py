@@ -1,0 +1,131 @@
+"""Deliveries: one row per recipient of a campaign, paginated and filtered by state."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query
+from pydantic import BaseModel
+from sqlalchemy import func, select
+
+from gatecast.web.api.common import Limit, Offset, Page, not_found
+from gatecast.web.context import AppContext, get_ctx
+from storage import states
+from storage.models import Campaign, Delivery
+
+router = APIRouter(tags=["deliveries"])
+
+_d = Delivery.__table__  # type: ignore[attr-defined]
+_c = Campaign.__table__  # type: ignore[attr-defined]
+
+
+class DeliveryPublic(BaseModel):
+    """A delivery as the API shows it (no lease or rendered payload internals)."""
+
+    id: int
+    campaign_id: int
+    target: str
+    target_kind: str
+    contact_id: int | None
+    sender: str | None
+    state: str
+    attempts: int
+    message_id: str | None
+    error: str | None
+    error_code: str | None
+    due_at: datetime | None
+    queued_at: datetime
+    sent_at: datetime | None
+    delivered_at: datetime | None
+    read_at: datetime | None
+    failed_at: datetime | None
+    replied_at: datetime | None
+    reply_text: str | None
+
+
+_COLUMNS = [_d.c[name] for name in DeliveryPublic.model_fields]
+
+StateFilter = Annotated[
+    list[str] | None,
+    Query(description=f"Only these states (repeatable): {', '.join(states.ALL)}"),
+]
+
+
+def _check_states(state: list[str] | None) -> None:
+    from fastapi.exceptions import RequestValidationError
+
+    bad = [s for s in state or [] if s not in states.ALL]
+    if bad:
+        raise RequestValidationError(
+            [
+                {
+                    "type": "enum",
+                    "loc": ("query", "state"),
+                    "msg": f"unknown delivery state {b!r}; one of: {', '.join(states.ALL)}",
+                    "input": b,
+                }
+                for b in bad
+            ]
+        )
+
+
+def list_deliveries(
+    ctx: AppContext,
+    *,
+    campaign_id: int | None,
+    state: list[str] | None,
+    target: str | None,
+    limit: int,
+    offset: int,
+) -> Page[DeliveryPublic]:
+    """Deliveries matching the filter, newest first (one page)."""
+    _check_states(state)
+    conds: list[Any] = []
+    if campaign_id is not None:
+        conds.append(_d.c.campaign_id == campaign_id)
+    if state:
+        conds.append(_d.c.state.in_(state))
+    if target:
+        conds.append(_d.c.target.contains(target, autoescape=True))
+    with ctx.engine.connect() as conn:
+        if campaign_id is not None:
+            exists = conn.execute(select(_c.c.id).where(_c.c.id == campaign_id)).first()
+            if exists is None:
+                raise not_found("campaign", campaign_id)
+        total = conn.execute(select(func.count()).select_from(_d).where(*conds)).scalar_one()
+        rows = conn.execute(
+            select(*_COLUMNS).where(*conds).order_by(_d.c.id).limit(limit).offset(offset)
+        ).mappings()
+        items = [DeliveryPublic.model_validate(dict(r)) for r in rows]
+    return Page[DeliveryPublic](items=items, total=total, limit=limit, offset=offset)
+
+
+@router.get("/deliveries", response_model=Page[DeliveryPublic])
+def get_deliveries(
+    ctx: Annotated[AppContext, Depends(get_ctx)],
+    state: StateFilter = None,
+    campaign_id: int | None = None,
+    target: Annotated[str | None, Query(description="Substring of the phone/group")] = None,
+    limit: Limit = 100,
+    offset: Offset = 0,
+) -> Page[DeliveryPublic]:
+    """Deliveries of every campaign, filtered by state, campaign and target."""
+    return list_deliveries(
+        ctx, campaign_id=campaign_id, state=state, target=target, limit=limit, offset=offset
+    )
+
+
+@router.get("/campaigns/{campaign_id}/deliveries", response_model=Page[DeliveryPublic])
+def get_campaign_deliveries(
+    campaign_id: int,
+    ctx: Annotated[AppContext, Depends(get_ctx)],
+    state: StateFilter = None,
+    target: Annotated[str | None, Query(description="Substring of the phone/group")] = None,
+    limit: Limit = 100,
+    offset: Offset = 0,
+) -> Page[DeliveryPublic]:
+    """Deliveries of one campaign (404 for an unknown campaign)."""
+    return list_deliveries(
+        ctx, campaign_id=campaign_id, state=state, target=target, limit=limit, offset=offset
+    )

@@ -1,0 +1,346 @@
+"""Contact imports: preview the detected mapping, upload to import in the background,
+read progress, counts and rejected rows.
+
+The upload is copied to a private temporary file (413 past ``import_max_bytes``), then
+``campaigns.importer.import_file`` (the CLI's function) runs in a thread; its ``on_start``
+callback hands back the job id. The job row in the ``imports`` table is the durable
+status; progress while it runs is kept in memory. Reading imports first marks rows left
+``running`` by a killed process as failed (:mod:`campaigns.import_runs`).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, BinaryIO
+
+from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, UploadFile, status
+from pydantic import BaseModel, Field
+from sqlalchemy import func, select
+
+from campaigns.import_runs import mark_interrupted_imports
+from campaigns.importer import ImportFailed, ImportOptions, import_file, preview_file
+from gatecast.web.api.common import Limit, Offset, Page, field_error, not_found
+from gatecast.web.context import AppContext, get_ctx
+from storage.models import ContactList, ImportJob, ImportReject
+
+router = APIRouter(tags=["imports"])
+Ctx = Annotated[AppContext, Depends(get_ctx)]
+
+_jobs = ImportJob.__table__  # type: ignore[attr-defined]
+_rejects = ImportReject.__table__  # type: ignore[attr-defined]
+_lists = ContactList.__table__  # type: ignore[attr-defined]
+
+#: multipart overhead tolerated on top of the file itself before refusing on Content-Length
+MULTIPART_SLACK = 64 * 1024
+_COPY_CHUNK = 1024 * 1024
+#: how long POST /imports waits for the job row before answering
+_START_WAIT_SECONDS = 30.0
+
+
+@dataclass
+class _Running:
+    done: int = 0
+    total: int = 0
+
+
+_progress: dict[int, _Running] = {}
+_progress_lock = threading.Lock()
+
+
+class RejectPublic(BaseModel):
+    """A rejected row: its spreadsheet row number, column, reason and cells as they were."""
+
+    row_number: int
+    column: str | None
+    reason: str
+    raw: dict[str, Any]
+
+
+class ImportPublic(BaseModel):
+    """An import job: status (running, completed, failed), counts and progress."""
+
+    id: int
+    status: str
+    filename: str
+    list_id: int | None
+    list_name: str | None
+    phone_column: str | None
+    name_column: str | None
+    region: str
+    rows_read: int
+    imported: int
+    updated: int
+    duplicates: int
+    invalid: int
+    skipped_opted_out: int
+    error: str | None
+    started_at: datetime
+    finished_at: datetime | None
+    progress_done: int | None = Field(None, description="Rows processed so far (while running)")
+    progress_total: int | None = None
+    rejects_total: int = 0
+    rejects: list[RejectPublic] = Field(
+        default_factory=list, description="The first rejected rows (all: /imports/{id}/rejects)"
+    )
+
+
+class PreviewPublic(BaseModel):
+    """The detected mapping and the first rows of a file; nothing is written."""
+
+    filename: str
+    columns: list[str]
+    phone_column: str | None
+    name_column: str | None
+    attribute_columns: list[str]
+    attribute_keys: dict[str, str]
+    rows: list[dict[str, str]]
+    phones: list[dict[str, str | None]]
+    sheet: str | None
+    encoding: str | None
+    delimiter: str | None
+    problem: str | None
+
+
+def _too_large(limit: int) -> HTTPException:
+    return HTTPException(
+        status.HTTP_413_CONTENT_TOO_LARGE,
+        detail=f"the upload is larger than the import limit of {limit} bytes "
+        "(GATECAST_IMPORT_MAX_BYTES)",
+    )
+
+
+def _check_declared_size(request: Request, limit: int) -> None:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit + MULTIPART_SLACK:
+        raise _too_large(limit)
+
+
+def save_upload(upload: UploadFile, limit: int) -> Path:
+    """Copy an upload into a private temporary directory; 413 past ``limit`` bytes."""
+    name = Path(upload.filename or "upload").name or "upload"
+    folder = Path(tempfile.mkdtemp(prefix="gatecast-upload-"))
+    target = folder / name
+    written = 0
+    source: BinaryIO = upload.file
+    try:
+        with target.open("wb") as out:
+            while chunk := source.read(_COPY_CHUNK):
+                written += len(chunk)
+                if written > limit:
+                    raise _too_large(limit)
+                out.write(chunk)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return target
+
+
+def _options(
+    ctx: AppContext,
+    list_name: str,
+    phone_column: str | None,
+    name_column: str | None,
+    region: str | None,
+    sheet: str | None,
+) -> ImportOptions:
+    sheet_value: str | int | None = sheet or None
+    if sheet and sheet.isdigit():
+        sheet_value = int(sheet)
+    return ImportOptions(
+        list_name=list_name,
+        phone_column=phone_column or None,
+        name_column=name_column or None,
+        region=(region or ctx.settings.default_region).upper(),
+        sheet=sheet_value,
+        max_bytes=ctx.settings.import_max_bytes,
+        xlsx_max_uncompressed_bytes=ctx.settings.xlsx_max_uncompressed_bytes,
+    )
+
+
+def load_import(ctx: AppContext, import_id: int, rejects: int = 100) -> ImportPublic:
+    """One import job with its first ``rejects`` rejected rows, or a 404."""
+    with ctx.engine.connect() as conn:
+        row = (
+            conn.execute(
+                select(_jobs, _lists.c.name.label("list_name"))
+                .select_from(_jobs.outerjoin(_lists, _lists.c.id == _jobs.c.list_id))
+                .where(_jobs.c.id == import_id)
+            )
+            .mappings()
+            .first()
+        )
+        if row is None:
+            raise not_found("import", import_id)
+        total = conn.execute(
+            select(func.count()).where(_rejects.c.import_id == import_id)
+        ).scalar_one()
+        first = conn.execute(
+            select(_rejects.c.row_number, _rejects.c.column, _rejects.c.reason, _rejects.c.raw)
+            .where(_rejects.c.import_id == import_id)
+            .order_by(_rejects.c.row_number, _rejects.c.id)
+            .limit(rejects)
+        ).mappings()
+        reject_rows = [RejectPublic.model_validate(dict(r)) for r in first]
+    with _progress_lock:
+        running = _progress.get(import_id)
+    data = dict(row)
+    return ImportPublic.model_validate(
+        {
+            **data,
+            "progress_done": running.done if running and data["status"] == "running" else None,
+            "progress_total": running.total if running and data["status"] == "running" else None,
+            "rejects_total": total,
+            "rejects": reject_rows,
+        }
+    )
+
+
+def start_import(ctx: AppContext, path: Path, opts: ImportOptions, original_filename: str) -> int:
+    """Run ``import_file`` in a thread; the job id as soon as its row exists.
+
+    An import refused before its job row exists (e.g. an empty list name) raises
+    :class:`ImportFailed` here.
+    """
+    started = ctx.clock()
+    outcome: dict[str, BaseException] = {}
+    learnt: dict[str, int] = {}
+    ready = threading.Event()
+    state = _Running()
+
+    def progress(done: int, total: int) -> None:
+        state.done, state.total = done, total
+
+    def on_start(job_id: int) -> None:
+        learnt["id"] = job_id
+        with _progress_lock:
+            _progress[job_id] = state
+        ready.set()
+
+    def run() -> None:
+        try:
+            import_file(
+                ctx.engine,
+                path,
+                opts,
+                progress=progress,
+                original_filename=original_filename,
+                now=started,
+                on_start=on_start,
+            )
+        except BaseException as exc:  # reported through the job row or to the caller
+            outcome["error"] = exc
+        finally:
+            shutil.rmtree(path.parent, ignore_errors=True)
+            job = learnt.get("id")
+            if job is not None:
+                with _progress_lock:
+                    _progress.pop(job, None)
+            ready.set()
+
+    thread = threading.Thread(target=run, name="gatecast-import", daemon=True)
+    thread.start()
+    if not ready.wait(_START_WAIT_SECONDS):
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, "the import did not start")
+    job_id = learnt.get("id")
+    if job_id is not None:
+        return job_id
+    error = outcome.get("error")
+    if isinstance(error, ImportFailed):
+        raise error
+    raise RuntimeError(f"the import stopped before it started: {error!r}")
+
+
+@router.post("/imports/preview", response_model=PreviewPublic)
+def post_preview(
+    request: Request,
+    ctx: Ctx,
+    file: Annotated[UploadFile, File(description="CSV, XLSX, XLS or ODS")],
+    phone_column: Annotated[str | None, Form()] = None,
+    name_column: Annotated[str | None, Form()] = None,
+    region: Annotated[str | None, Form()] = None,
+    sheet: Annotated[str | None, Form()] = None,
+) -> PreviewPublic:
+    """The detected phone/name columns and the first rows, before importing."""
+    limit = ctx.settings.import_max_bytes
+    _check_declared_size(request, limit)
+    path = save_upload(file, limit)
+    try:
+        opts = _options(ctx, "preview", phone_column, name_column, region, sheet)
+        try:
+            preview = preview_file(path, opts, rows=5)
+        except ImportFailed as exc:
+            raise field_error(("body", "file"), str(exc)) from None
+        return PreviewPublic.model_validate(preview.to_dict())
+    finally:
+        shutil.rmtree(path.parent, ignore_errors=True)
+
+
+@router.post("/imports", response_model=ImportPublic, status_code=202)
+def post_import(
+    request: Request,
+    ctx: Ctx,
+    file: Annotated[UploadFile, File(description="CSV, XLSX, XLS or ODS")],
+    list_name: Annotated[str, Form(description="The list to import into (created if new)")],
+    phone_column: Annotated[str | None, Form()] = None,
+    name_column: Annotated[str | None, Form()] = None,
+    region: Annotated[str | None, Form(description="Region for numbers without +")] = None,
+    sheet: Annotated[str | None, Form(description="Sheet name or 0-based index")] = None,
+) -> ImportPublic:
+    """Start importing a spreadsheet in the background; poll GET /imports/{id}."""
+    limit = ctx.settings.import_max_bytes
+    _check_declared_size(request, limit)
+    if not list_name.strip():
+        raise field_error(("body", "list_name"), "a list name cannot be empty")
+    path = save_upload(file, limit)
+    opts = _options(ctx, list_name, phone_column, name_column, region, sheet)
+    try:
+        import_id = start_import(ctx, path, opts, Path(file.filename or "upload").name)
+    except ImportFailed as exc:
+        raise field_error(("body", "list_name"), str(exc)) from None
+    return load_import(ctx, import_id)
+
+
+@router.get("/imports", response_model=list[ImportPublic])
+def get_imports(ctx: Ctx, limit: Limit = 50) -> list[ImportPublic]:
+    """The latest imports, newest first (without their rejected rows).
+
+    Imports left ``running`` by a process that died are marked failed first.
+    """
+    mark_interrupted_imports(ctx.engine, now=ctx.clock())
+    with ctx.engine.connect() as conn:
+        ids = conn.execute(select(_jobs.c.id).order_by(_jobs.c.id.desc()).limit(limit)).scalars()
+        wanted = [int(i) for i in ids]
+    return [load_import(ctx, i, rejects=0) for i in wanted]
+
+
+@router.get("/imports/{import_id}", response_model=ImportPublic)
+def get_import(import_id: int, ctx: Ctx) -> ImportPublic:
+    """An import's status, progress, counts and first 100 rejected rows."""
+    mark_interrupted_imports(ctx.engine, now=ctx.clock())
+    return load_import(ctx, import_id)
+
+
+@router.get("/imports/{import_id}/rejects", response_model=Page[RejectPublic])
+def get_rejects(
+    import_id: int, ctx: Ctx, limit: Limit = 100, offset: Offset = 0
+) -> Page[RejectPublic]:
+    """Every rejected row of an import, paginated, by row number."""
+    load_import(ctx, import_id, rejects=0)
+    with ctx.engine.connect() as conn:
+        total = conn.execute(
+            select(func.count()).where(_rejects.c.import_id == import_id)
+        ).scalar_one()
+        rows = conn.execute(
+            select(_rejects.c.row_number, _rejects.c.column, _rejects.c.reason, _rejects.c.raw)
+            .where(_rejects.c.import_id == import_id)
+            .order_by(_rejects.c.row_number, _rejects.c.id)
+            .limit(limit)
+            .offset(offset)
+        ).mappings()
+        items = [RejectPublic.model_validate(dict(r)) for r in rows]
+    return Page[RejectPublic](items=items, total=total, limit=limit, offset=offset)

@@ -1,0 +1,351 @@
+"""Instances: the gateway sessions gatecast sends through (rows + gateway operations)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, time
+from typing import Annotated, Any, TypeVar
+from urllib.parse import quote
+
+from fastapi import APIRouter, Depends, HTTPException, Request, status
+from pydantic import BaseModel, Field
+from sqlalchemy import Connection, func, select
+
+from campaigns import instances as domain
+from gatecast.web.api.common import field_error, not_found
+from gatecast.web.context import AppContext, get_ctx
+from gateway.errors import GatewayError
+from gateway.errors import RequestValidationError as GatewayRequestError
+from scheduler.policy import policy_from_spec
+from storage.models import Campaign, Delivery, Instance
+
+router = APIRouter(tags=["instances"])
+T = TypeVar("T")
+
+_i = Instance.__table__  # type: ignore[attr-defined]
+_d = Delivery.__table__  # type: ignore[attr-defined]
+_c = Campaign.__table__  # type: ignore[attr-defined]
+
+
+_ROW_FIELDS = (
+    "instance_id",
+    "label",
+    "state",
+    "paused_reason",
+    "paused_at",
+    "webhook_url_registered",
+    "phone",
+    "created_at",
+    "updated_at",
+)
+
+
+class InstancePublic(BaseModel):
+    """An instance as the API shows it."""
+
+    instance_id: str
+    label: str
+    state: str
+    paused_reason: str | None
+    paused_at: datetime | None
+    webhook_url_registered: bool
+    phone: str | None
+    created_at: datetime
+    updated_at: datetime
+    sends_today: int = Field(0, description="Messages sent through it since 00:00 UTC")
+    daily_cap: int | None = Field(
+        None, description="Smallest daily cap of the active campaigns sending through it"
+    )
+
+
+_COLUMNS = [_i.c[name] for name in _ROW_FIELDS]
+
+
+def _sends_today(conn: Connection, now: datetime, ids: list[str]) -> dict[str, int]:
+    midnight = datetime.combine(now.date(), time(0), tzinfo=now.tzinfo)
+    rows = conn.execute(
+        select(_d.c.sender, func.count())
+        .where(_d.c.sender.in_(ids), _d.c.sent_at >= midnight)
+        .group_by(_d.c.sender)
+    )
+    return {str(sender): int(count) for sender, count in rows}
+
+
+def _daily_caps(conn: Connection, ids: list[str]) -> dict[str, int]:
+    """The cap in force per instance: the smallest daily cap of the active campaigns that
+    send through it (a campaign without ``instances`` uses every connected instance)."""
+    rows = conn.execute(
+        select(_c.c.spec, _c.c.timezone).where(_c.c.state.in_(("scheduled", "running")))
+    )
+    caps: dict[str, int] = {}
+    for spec, tz in rows:
+        try:
+            policy = policy_from_spec(spec or {}, timezone=tz)
+        except ValueError:
+            continue
+        cap = policy.pace.daily_cap
+        if cap is None:
+            continue
+        for instance_id in policy.instances or ids:
+            if instance_id in ids:
+                caps[instance_id] = min(cap, caps.get(instance_id, cap))
+    return caps
+
+
+def _public(rows: list[Any], today: dict[str, int], caps: dict[str, int]) -> list[InstancePublic]:
+    return [
+        InstancePublic.model_validate(
+            {
+                **dict(r),
+                "sends_today": today.get(r["instance_id"], 0),
+                "daily_cap": caps.get(r["instance_id"]),
+            }
+        )
+        for r in rows
+    ]
+
+
+def list_instance_rows(ctx: AppContext) -> list[InstancePublic]:
+    """Every known instance, oldest first, with what it sent today."""
+    with ctx.engine.connect() as conn:
+        rows = list(conn.execute(select(*_COLUMNS).order_by(_i.c.id)).mappings())
+        ids = [str(r["instance_id"]) for r in rows]
+        today = _sends_today(conn, ctx.clock(), ids)
+        caps = _daily_caps(conn, ids)
+    return _public(rows, today, caps)
+
+
+def get_instance_row(ctx: AppContext, instance_id: str) -> InstancePublic:
+    """One instance, or a 404."""
+    with ctx.engine.connect() as conn:
+        rows = list(
+            conn.execute(select(*_COLUMNS).where(_i.c.instance_id == instance_id)).mappings()
+        )
+        if not rows:
+            raise not_found("instance", instance_id)
+        today = _sends_today(conn, ctx.clock(), [instance_id])
+        caps = _daily_caps(conn, [instance_id])
+    return _public(rows, today, caps)[0]
+
+
+@router.get("/instances", response_model=list[InstancePublic])
+def get_instances(ctx: Annotated[AppContext, Depends(get_ctx)]) -> list[InstancePublic]:
+    """Every instance with its connection state."""
+    return list_instance_rows(ctx)
+
+
+@router.get("/instances/{instance_id}", response_model=InstancePublic)
+def get_instance(instance_id: str, ctx: Annotated[AppContext, Depends(get_ctx)]) -> InstancePublic:
+    """One instance with its connection state."""
+    return get_instance_row(ctx, instance_id)
+
+
+class InstanceCreate(BaseModel):
+    """A new instance: the gateway names it; the label is ours."""
+
+    label: str = Field("", max_length=200)
+
+
+class QrCodePublic(BaseModel):
+    """The login QR code (None when the gateway only delivers it through the webhook)."""
+
+    instance_id: str
+    state: str
+    data_uri: str | None
+    detail: str = ""
+
+
+class WebhookRequest(BaseModel):
+    """Where the gateway should post events (default: this server's webhook address)."""
+
+    url: str | None = Field(None, description="Override the address derived from settings")
+
+
+class OperationResult(BaseModel):
+    """What an instance operation did."""
+
+    instance_id: str
+    detail: str
+    new_instance_id: str | None = None
+    resumed_reason: str | None = Field(
+        None, description="The pause this operation lifted (resume, or reconnect)"
+    )
+    deliveries_moved: int = Field(0, description="reset: waiting deliveries now on the new id")
+    campaigns_updated: list[int] = Field(
+        default_factory=list, description="reset: unfinished campaigns whose instance list changed"
+    )
+
+
+Ctx = Annotated[AppContext, Depends(get_ctx)]
+
+
+def _gateway_failure(exc: GatewayError) -> HTTPException:
+    return HTTPException(status.HTTP_502_BAD_GATEWAY, detail=f"gateway: {exc.message}")
+
+
+def _gateway_call(fn: Callable[[], T], field: tuple[str, ...] = ("path", "instance_id")) -> T:
+    """Run a domain call; a gateway failure is a 502, a request it refuses a 422 on ``field``."""
+    try:
+        return fn()
+    except GatewayRequestError as exc:
+        raise field_error(field, exc.problem) from None
+    except GatewayError as exc:
+        raise _gateway_failure(exc) from None
+
+
+def webhook_address(ctx: AppContext, fallback_base: str = "") -> str | None:
+    """This server's webhook address for the gateway: ``public_url`` (else the address
+    the caller reached us at) + the secret path; None without a webhook secret."""
+    from gatecast.web.webhook import PATH_PREFIX
+
+    base = (ctx.settings.public_url.strip() or fallback_base).rstrip("/")
+    secret = ctx.settings.webhook_secret.get_secret_value()
+    if not base or not secret:
+        return None
+    return f"{base}{PATH_PREFIX}{quote(secret, safe='')}"
+
+
+def create_instance(ctx: AppContext, label: str, base: str = "") -> InstancePublic:
+    """Create an instance at the gateway and remember it (same id while one is unscanned)."""
+    with ctx.gateway() as client:
+        instance_id = _gateway_call(
+            lambda: domain.create(ctx.engine, client, now=ctx.clock(), label=label)
+        )
+    address = webhook_address(ctx, base)
+    if address:  # the spec dialect accepts it now; the reference one only after the scan
+        register_webhook(ctx, instance_id, address, quiet=True)
+    return get_instance_row(ctx, instance_id)
+
+
+def fetch_qr(ctx: AppContext, instance_id: str, base: str = "") -> QrCodePublic:
+    """Ask the gateway for the current QR code; an already-linked instance becomes connected."""
+    row = get_instance_row(ctx, instance_id)
+    with ctx.gateway() as client:
+        qr = _gateway_call(
+            lambda: domain.fetch_qr(ctx.engine, client, instance_id, now=ctx.clock())
+        )
+    if qr.newly_connected:
+        address = webhook_address(ctx, base)
+        if address and not row.webhook_url_registered:
+            register_webhook(ctx, instance_id, address, quiet=True)
+    return QrCodePublic(
+        instance_id=instance_id, state=qr.state, data_uri=qr.data_uri, detail=qr.detail
+    )
+
+
+def register_webhook(
+    ctx: AppContext, instance_id: str, url: str, *, quiet: bool = False
+) -> OperationResult:
+    """Point the instance's events at ``url``; ``quiet`` swallows a refusal (not linked yet)."""
+    with ctx.gateway() as client:
+        try:
+            domain.set_webhook(ctx.engine, client, instance_id, url, now=ctx.clock())
+        except GatewayRequestError as exc:
+            raise field_error(("body", "url"), exc.problem) from None
+        except GatewayError as exc:
+            if quiet:
+                return OperationResult(instance_id=instance_id, detail=exc.message)
+            raise _gateway_failure(exc) from None
+    return OperationResult(instance_id=instance_id, detail="webhook registered")
+
+
+def run_operation(ctx: AppContext, instance_id: str, operation: str) -> OperationResult:
+    """reboot, reconnect, logout or reset, then record what it means for the row."""
+    get_instance_row(ctx, instance_id)
+    with ctx.gateway() as client:
+        if operation == "reset":
+            reset = _gateway_call(
+                lambda: domain.reset(ctx.engine, client, instance_id, now=ctx.clock())
+            )
+        else:
+            done = _gateway_call(
+                lambda: domain.operate(ctx.engine, client, instance_id, operation, now=ctx.clock())
+            )
+            return OperationResult(
+                instance_id=instance_id,
+                detail=f"{operation}: done"
+                + (f"; pause lifted ({done.resumed_reason})" if done.resumed_reason else ""),
+                resumed_reason=done.resumed_reason,
+            )
+    detail = "reset: the gateway kept the id" if reset.kept_id else f"reset: new id {reset.new_id}"
+    return OperationResult(
+        instance_id=instance_id,
+        detail=detail,
+        new_instance_id=reset.new_id,
+        deliveries_moved=reset.deliveries_moved,
+        campaigns_updated=reset.campaigns_updated,
+    )
+
+
+def resume_sender(ctx: AppContext, instance_id: str) -> OperationResult:
+    """Clear the instance's pause (whatever caused it) so the dispatcher sends through it."""
+    try:
+        result = domain.resume(ctx.engine, instance_id, now=ctx.clock())
+    except domain.UnknownInstance:
+        raise not_found("instance", instance_id) from None
+    if result.cleared_reason is None:
+        return OperationResult(instance_id=instance_id, detail="resume: it was not paused")
+    return OperationResult(
+        instance_id=instance_id,
+        detail=f"resumed (it was paused: {result.cleared_reason})",
+        resumed_reason=result.cleared_reason,
+    )
+
+
+@router.post("/instances", response_model=InstancePublic, status_code=201)
+def post_instance(body: InstanceCreate, ctx: Ctx, request: Request) -> InstancePublic:
+    """Create an instance at the gateway (then fetch its QR code and scan it).
+
+    Its webhook is registered at once when the gateway allows it (else after the scan).
+    """
+    return create_instance(ctx, body.label, str(request.base_url))
+
+
+@router.get("/instances/{instance_id}/qr", response_model=QrCodePublic)
+def get_qr(instance_id: str, ctx: Ctx, request: Request) -> QrCodePublic:
+    """The current login QR code as a data URI (it rotates: poll every few seconds)."""
+    return fetch_qr(ctx, instance_id, str(request.base_url))
+
+
+@router.post("/instances/{instance_id}/webhook", response_model=OperationResult)
+def post_webhook(
+    instance_id: str, ctx: Ctx, request: Request, body: WebhookRequest | None = None
+) -> OperationResult:
+    """Register this server's webhook (or ``url``) for the instance's events."""
+    get_instance_row(ctx, instance_id)
+    url = (body.url if body else None) or webhook_address(ctx, str(request.base_url))
+    if not url:
+        raise field_error(
+            ("body", "url"), "no webhook address: set GATECAST_PUBLIC_URL or pass url"
+        )
+    return register_webhook(ctx, instance_id, url)
+
+
+def _operation_route(operation: str, doc: str) -> None:
+    def handler(instance_id: str, ctx: Ctx) -> OperationResult:
+        return run_operation(ctx, instance_id, operation)
+
+    handler.__doc__ = doc
+    handler.__name__ = f"post_{operation}"
+    router.add_api_route(
+        f"/instances/{{instance_id}}/{operation}",
+        handler,
+        methods=["POST"],
+        response_model=OperationResult,
+        name=f"instance_{operation}",
+    )
+
+
+_operation_route("reboot", "Log the instance out of the web client and start a new scan.")
+_operation_route(
+    "reconnect", "Restart the connection after a connection loss (lifts a connection pause)."
+)
+_operation_route("logout", "Log the instance out of the web client.")
+_operation_route("reset", "Log out and get a NEW instance id (old data is deleted).")
+
+
+@router.post("/instances/{instance_id}/resume", response_model=OperationResult)
+def post_resume(instance_id: str, ctx: Ctx) -> OperationResult:
+    """Let a paused sender send again (paused for quota, error 463, a failure burst or
+    relogin); ``resumed_reason`` is the pause it lifted (null: it was not paused)."""
+    return resume_sender(ctx, instance_id)

@@ -1,0 +1,86 @@
+"""Contact lists (audiences) with member counts, and their members."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, Field
+
+from campaigns.audiences import ListSummary, clean_list_name, create_list, list_lists
+from gatecast.web.api.common import Limit, Offset, Page, field_error, not_found
+from gatecast.web.api.contacts import ContactPublic, search_contacts
+from gatecast.web.context import AppContext, get_ctx
+
+router = APIRouter(tags=["lists"])
+Ctx = Annotated[AppContext, Depends(get_ctx)]
+
+
+class ListPublic(BaseModel):
+    """A list with its member counts (``reachable``: members not opted out)."""
+
+    id: int
+    name: str
+    description: str
+    members: int
+    opted_out: int
+    reachable: int
+    created_at: datetime
+
+
+class ListCreate(BaseModel):
+    """A new, empty list (imports create lists too)."""
+
+    name: str = Field(min_length=1, max_length=200)
+
+
+def _public(s: ListSummary) -> ListPublic:
+    return ListPublic(
+        id=s.id,
+        name=s.name,
+        description=s.description,
+        members=s.members,
+        opted_out=s.opted_out,
+        reachable=s.reachable,
+        created_at=s.created_at,
+    )
+
+
+def find_list(ctx: AppContext, list_id: int) -> ListPublic:
+    """One list by id, or a 404."""
+    found = next((s for s in list_lists(ctx.engine) if s.id == list_id), None)
+    if found is None:
+        raise not_found("list", list_id)
+    return _public(found)
+
+
+@router.get("/lists", response_model=list[ListPublic])
+def get_lists(ctx: Ctx) -> list[ListPublic]:
+    """Every list, by name, with member counts."""
+    return [_public(s) for s in list_lists(ctx.engine)]
+
+
+@router.post("/lists", response_model=ListPublic, status_code=201)
+def post_list(body: ListCreate, ctx: Ctx) -> ListPublic:
+    """Create an empty list (or return the existing one of that name)."""
+    try:
+        name = clean_list_name(body.name)
+    except ValueError as exc:
+        raise field_error(("body", "name"), str(exc)) from None
+    return find_list(ctx, create_list(ctx.engine, name, now=ctx.clock()))
+
+
+@router.get("/lists/{list_id}", response_model=ListPublic)
+def get_list(list_id: int, ctx: Ctx) -> ListPublic:
+    """One list with its member counts."""
+    return find_list(ctx, list_id)
+
+
+@router.get("/lists/{list_id}/contacts", response_model=Page[ContactPublic])
+def get_list_contacts(
+    list_id: int, ctx: Ctx, q: str | None = None, limit: Limit = 50, offset: Offset = 0
+) -> Page[ContactPublic]:
+    """The members of one list, searchable by phone or name."""
+    find_list(ctx, list_id)
+    return search_contacts(ctx, q=q, list_id=list_id, opted_out=None, limit=limit, offset=offset)

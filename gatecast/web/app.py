@@ -1,0 +1,100 @@
+"""The FastAPI application factory: API, webhook, dashboard, metrics, health."""
+
+from __future__ import annotations
+
+from fastapi import Depends, FastAPI, Request, status
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
+from starlette.middleware.sessions import SessionMiddleware
+
+from gatecast.web import auth, metrics, webhook
+from gatecast.web.api import router as api_router
+from gatecast.web.api.errors import install_error_handlers
+from gatecast.web.api.imports import MULTIPART_SLACK
+from gatecast.web.context import AppContext
+from gatecast.web.dashboard import install_dashboard
+
+DESCRIPTION = """\
+gatecast's REST API. Authenticate every call with `Authorization: Bearer <GATECAST_API_KEY>`
+(the dashboard's session cookie works too). Only `/healthz` and the gateway webhook are open.
+"""
+
+
+def create_app(ctx: AppContext) -> FastAPI:
+    """The whole HTTP app (API, webhook, dashboard) for ``ctx``.
+
+    The API key is ``ctx.api_key`` when given, else :func:`gatecast.web.auth.ensure_api_key`
+    (environment, or the generated key file). Call ``ensure_api_key`` yourself first if
+    you want to print a newly generated key.
+    """
+    key = ctx.api_key or auth.ensure_api_key(ctx.settings).value
+    app = FastAPI(
+        # no request body may exceed the import limit (plus multipart overhead): bigger
+        # uploads, chunked ones too, are refused with 413 while they stream in
+        max_body_size=ctx.settings.import_max_bytes + MULTIPART_SLACK,
+        title="gatecast",
+        version="0.1.0",
+        description=DESCRIPTION,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+    app.state.ctx = ctx
+    app.state.api_key = key
+    app.add_middleware(
+        SessionMiddleware,
+        secret_key=auth.session_secret(key),
+        session_cookie="gatecast_session",
+        max_age=12 * 3600,
+        same_site="lax",
+    )
+    install_error_handlers(app)
+    app.include_router(webhook.router)
+    app.include_router(api_router)
+
+    @app.get("/healthz", tags=["ops"], summary="Health check (no authentication)")
+    def healthz() -> JSONResponse:
+        """200 when the database answers, else 503 (the error's type only, no details)."""
+        try:
+            with ctx.engine.connect() as conn:
+                conn.execute(text("SELECT 1"))
+        except SQLAlchemyError as exc:
+            return JSONResponse(
+                {"status": "error", "database": type(exc).__name__},
+                status.HTTP_503_SERVICE_UNAVAILABLE,
+            )
+        return JSONResponse({"status": "ok"})
+
+    guarded = [Depends(auth.require_api_key)]
+
+    @app.get("/openapi.json", include_in_schema=False, dependencies=guarded)
+    def openapi_document() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    @app.get("/docs", include_in_schema=False, dependencies=guarded)
+    def interactive_docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title="gatecast API",
+            swagger_js_url="/static/vendor/swagger-ui-bundle.js",
+            swagger_css_url="/static/vendor/swagger-ui.css",
+            swagger_favicon_url="/static/favicon.svg",
+        )
+
+    registry = metrics.build_registry(ctx)
+
+    @app.get(
+        "/metrics",
+        tags=["ops"],
+        dependencies=guarded,
+        response_class=Response,
+        summary="Prometheus metrics, read from the database at scrape time",
+    )
+    def prometheus_metrics(request: Request) -> Response:
+        body, content_type = metrics.render(registry, request.headers.get("accept"))
+        return Response(body, media_type=content_type)
+
+    install_dashboard(app)
+    return app

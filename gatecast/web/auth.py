@@ -1,0 +1,180 @@
+"""API-key authentication for the REST API, /metrics and the dashboard.
+
+The key comes from ``GATECAST_API_KEY``. When that is unset, :func:`ensure_api_key`
+generates one on first start and keeps it in a file (``.gatecast-api-key`` beside the
+SQLite database, or in the working directory for PostgreSQL), readable by the owner
+only; later starts read the same file. The caller prints a newly generated key once.
+
+Clients authenticate with ``Authorization: Bearer <key>``; the dashboard signs in with
+the same key and then carries a signed session cookie. Keys are compared in constant
+time and never appear in responses, logs or reprs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request, status
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import SecretStr
+from sqlalchemy.engine import make_url
+
+from gatecast.settings import Settings
+from storage.engine import normalise_url
+
+KEY_FILE_NAME = ".gatecast-api-key"
+SESSION_FLAG = "signed_in"
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """The API key in force, where it came from, and whether it was just generated."""
+
+    value: SecretStr
+    source: str  # "environment" | "file"
+    path: Path | None = None
+    created: bool = False
+
+
+def key_file_path(settings: Settings) -> Path:
+    """Where a generated key is kept: beside the SQLite file, else the working directory."""
+    url = make_url(normalise_url(settings.database_url))
+    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+        return Path(str(url.database)).resolve().parent / KEY_FILE_NAME
+    return Path.cwd() / KEY_FILE_NAME
+
+
+def ensure_api_key(settings: Settings, *, key_file: Path | None = None) -> ApiKey:
+    """The API key: from settings, else read from (or generated into) the key file."""
+    configured = settings.api_key.get_secret_value()
+    if configured:
+        return ApiKey(SecretStr(configured), "environment")
+    path = key_file or key_file_path(settings)
+    if path.exists():
+        stored = path.read_text(encoding="utf-8").strip()
+        if stored:
+            return ApiKey(SecretStr(stored), "file", path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    value = secrets.token_urlsafe(32)
+    # create with owner-only permissions from the start; O_EXCL: never clobber a racer's key
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return ApiKey(SecretStr(path.read_text(encoding="utf-8").strip()), "file", path)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(value + "\n")
+    return ApiKey(SecretStr(value), "file", path, created=True)
+
+
+def api_key_notice(key: ApiKey) -> str | None:
+    """The one message that shows a newly generated key (print it once); None otherwise."""
+    if not key.created:
+        return None
+    return (
+        f"generated an API key (kept in {key.path}; set GATECAST_API_KEY to choose one):\n"
+        f"  {key.value.get_secret_value()}\n"
+        "use it to sign in to the dashboard and as 'Authorization: Bearer <key>' for the API"
+    )
+
+
+def dashboard_addresses(base_url: str) -> str:
+    """Where the dashboard, the API and its docs are, for the start-up banner."""
+    base = base_url.rstrip("/")
+    return f"dashboard {base}/   API {base}/api/v1   docs {base}/docs"
+
+
+def key_matches(expected: SecretStr, presented: str | None) -> bool:
+    """Constant-time comparison of a presented key with the expected one."""
+    if not presented:
+        return False
+    want = expected.get_secret_value().encode("utf-8")
+    return bool(want) and hmac.compare_digest(want, presented.encode("utf-8"))
+
+
+def session_secret(key: SecretStr) -> str:
+    """The cookie-signing secret, derived from the API key (rotating the key signs out)."""
+    return hmac.new(
+        key.get_secret_value().encode("utf-8"), b"gatecast-dashboard-session", hashlib.sha256
+    ).hexdigest()
+
+
+def bearer_token(request: Request) -> str | None:
+    """The token of an ``Authorization: Bearer`` header, if any."""
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return token.strip() or None
+
+
+def _expected(request: Request) -> SecretStr:
+    key = request.app.state.api_key
+    assert isinstance(key, SecretStr)
+    return key
+
+
+def is_authenticated(request: Request) -> bool:
+    """True for a valid bearer key or a signed-in dashboard session."""
+    if key_matches(_expected(request), bearer_token(request)):
+        return True
+    session = request.scope.get("session")
+    return bool(session and session.get(SESSION_FLAG) is True)
+
+
+#: declares the scheme in the OpenAPI document (the /docs "Authorize" button); the check
+#: itself is :func:`require_api_key`, which also accepts the dashboard's session
+bearer_scheme = HTTPBearer(
+    auto_error=False,
+    scheme_name="apiKey",
+    description="The API key: GATECAST_API_KEY, or the key `gatecast serve` generated",
+)
+
+
+def require_api_key(
+    request: Request,
+    _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)] = None,
+) -> None:
+    """FastAPI dependency: 401 unless the request carries the key (or a session)."""
+    if not is_authenticated(request):
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED,
+            detail="missing or wrong API key: send 'Authorization: Bearer <GATECAST_API_KEY>'",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+
+
+def sign_in(request: Request, presented: str) -> bool:
+    """Start a dashboard session when ``presented`` is the key; False otherwise."""
+    if not key_matches(_expected(request), presented):
+        return False
+    request.session.clear()
+    request.session[SESSION_FLAG] = True
+    return True
+
+
+def sign_out(request: Request) -> None:
+    """End the dashboard session."""
+    request.session.clear()
+
+
+__all__ = [
+    "KEY_FILE_NAME",
+    "ApiKey",
+    "api_key_notice",
+    "bearer_token",
+    "dashboard_addresses",
+    "ensure_api_key",
+    "is_authenticated",
+    "key_file_path",
+    "key_matches",
+    "require_api_key",
+    "session_secret",
+    "sign_in",
+    "sign_out",
+]

@@ -1,0 +1,127 @@
+"""Dashboard pages. Reads come from the same functions as the API; actions call the API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Form, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+
+from gatecast.web.auth import sign_in, sign_out
+from gatecast.web.context import AppContext, get_ctx
+from gatecast.web.dashboard.session import require_session, safe_next
+
+templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
+
+router = APIRouter(include_in_schema=False)
+page = APIRouter(include_in_schema=False, dependencies=[Depends(require_session)])
+
+Ctx = Annotated[AppContext, Depends(get_ctx)]
+
+
+def render(request: Request, name: str, **context: Any) -> HTMLResponse:
+    """Render ``name`` with the common layout variables."""
+    return templates.TemplateResponse(request, name, {"active": name.split(".")[0], **context})
+
+
+@router.get("/login")
+def login_form(request: Request, next: str = "/") -> HTMLResponse:
+    """The sign-in page."""
+    return render(request, "login.html", next=safe_next(next), error=None)
+
+
+@router.post("/login", response_model=None)
+def login(
+    request: Request,
+    api_key: Annotated[str, Form()] = "",
+    next: Annotated[str, Form()] = "/",
+) -> Response:
+    """Sign in with the API key; a wrong key shows the form again (401)."""
+    if sign_in(request, api_key.strip()):
+        return RedirectResponse(safe_next(next), status_code=303)
+    response = render(request, "login.html", next=safe_next(next), error="That key is not right.")
+    response.status_code = 401
+    return response
+
+
+@router.post("/logout")
+def logout(request: Request) -> RedirectResponse:
+    """Sign out."""
+    sign_out(request)
+    return RedirectResponse("/login", status_code=303)
+
+
+@page.get("/")
+def home() -> RedirectResponse:
+    """The dashboard starts on the campaigns page."""
+    return RedirectResponse("/campaigns", status_code=303)
+
+
+@page.get("/instances")
+def instances_page(request: Request, ctx: Ctx) -> HTMLResponse:
+    """Instances: state, live QR, operations, sends today against the cap."""
+    from gatecast.web.api.instances import list_instance_rows
+
+    return render(request, "instances.html", instances=list_instance_rows(ctx))
+
+
+@page.get("/contacts")
+def contacts_page(
+    request: Request, ctx: Ctx, q: str = "", list_id: int | None = None
+) -> HTMLResponse:
+    """Contacts: upload with a mapping preview, import results, lists, search, opt-out."""
+    from gatecast.web.api.contacts import search_contacts
+    from gatecast.web.api.lists import get_lists
+
+    found = search_contacts(ctx, q=q or None, list_id=list_id, opted_out=None, limit=50, offset=0)
+    return render(
+        request,
+        "contacts.html",
+        lists=get_lists(ctx),
+        contacts=found,
+        q=q,
+        list_id=list_id,
+        default_region=ctx.settings.default_region,
+    )
+
+
+@page.get("/campaigns")
+def campaigns_page(request: Request, ctx: Ctx) -> HTMLResponse:
+    """Every campaign with its state and progress."""
+    from gatecast.web.api.campaigns import get_campaigns
+
+    return render(request, "campaigns.html", campaigns=get_campaigns(ctx))
+
+
+@page.get("/campaigns/new")
+def new_campaign_page(request: Request, ctx: Ctx) -> HTMLResponse:
+    """Create a campaign from a form or a TOML file, with a preview first."""
+    from gatecast.web.api.instances import list_instance_rows
+    from gatecast.web.api.lists import get_lists
+
+    return render(
+        request,
+        "campaign_new.html",
+        lists=get_lists(ctx),
+        instances=list_instance_rows(ctx),
+    )
+
+
+@page.get("/campaigns/{campaign_id}")
+def campaign_page(request: Request, campaign_id: int, ctx: Ctx) -> HTMLResponse:
+    """One campaign: live progress, chart, actions, deliveries, report downloads."""
+    from campaigns.service import CampaignNotFound, get_campaign
+    from gatecast.web.api.campaigns import detail_public
+
+    try:
+        detail = detail_public(get_campaign(ctx.engine, campaign_id))
+    except CampaignNotFound:
+        response = render(request, "not_found.html", what=f"campaign {campaign_id}")
+        response.status_code = 404
+        return response
+    return render(request, "campaign.html", campaign=detail)
+
+
+router.include_router(page)

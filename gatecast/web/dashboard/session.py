@@ -1,0 +1,31 @@
+"""Dashboard sign-in: pages need a signed session cookie, else they redirect to /login."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+from fastapi import Request
+
+from gatecast.web.auth import is_authenticated
+
+
+class LoginRequired(Exception):
+    """Raised by :func:`require_session`; the app turns it into a redirect to /login."""
+
+    def __init__(self, next_path: str) -> None:
+        super().__init__("sign-in required")
+        self.next_path = next_path
+
+
+def safe_next(path: str | None) -> str:
+    """Only local paths are followed after sign-in (no open redirects)."""
+    if not path or not path.startswith("/") or path.startswith("//"):
+        return "/"
+    return path
+
+
+def require_session(request: Request) -> None:
+    """FastAPI dependency for pages: redirect to /login unless signed in."""
+    if not is_authenticated(request):
+        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        raise LoginRequired(quote(target, safe=""))

@@ -1,0 +1,46 @@
+// gatecast dashboard helpers: JSON calls to /api/v1 with the session cookie.
+"use strict";
+
+async function gcApi(method, path, body) {
+  const opts = { method: method, headers: { "Accept": "application/json" }, credentials: "same-origin" };
+  if (body instanceof FormData) {
+    opts.body = body;
+  } else if (body !== undefined) {
+    opts.headers["Content-Type"] = "application/json";
+    opts.body = JSON.stringify(body);
+  }
+  const res = await fetch("/api/v1" + path, opts);
+  let data = null;
+  const text = await res.text();
+  try { data = text ? JSON.parse(text) : null; } catch (e) { data = { detail: text }; }
+  if (!res.ok) {
+    const err = new Error(gcErrorText(res.status, data));
+    err.status = res.status;
+    err.data = data;
+    throw err;
+  }
+  return data;
+}
+
+function gcErrorText(status, data) {
+  if (data && Array.isArray(data.detail)) {
+    return data.detail.map(function (e) {
+      const loc = (e.loc || []).filter(function (p) { return p !== "body"; }).join(".");
+      return (loc ? loc + ": " : "") + e.msg;
+    }).join("\n");
+  }
+  if (data && data.detail) { return String(data.detail); }
+  return "HTTP " + status;
+}
+
+function gcShow(el, text, isError) {
+  if (typeof el === "string") { el = document.getElementById(el); }
+  if (!el) { return; }
+  el.textContent = text;
+  el.className = isError ? "error" : "ok";
+}
+
+function gcEsc(s) {
+  return String(s === null || s === undefined ? "" : s)
+    .replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
+}

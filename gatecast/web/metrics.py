@@ -1,0 +1,166 @@
+"""Prometheus metrics, computed from the database at scrape time.
+
+Everything durable lives in the database, so the figures are read from it when
+Prometheus scrapes: several gatecast processes report the same truth, and a restart
+loses nothing. The families:
+
+- ``gatecast_queue_depth`` (queued deliveries) and ``gatecast_queue_due`` (queued and due);
+- ``gatecast_deliveries{state}``: deliveries by state;
+- ``gatecast_sends_total{outcome}``: sends by outcome: ``accepted`` (a message id came
+  back), ``ambiguous`` (state unknown), ``failed``;
+- ``gatecast_webhook_events_total{kind}``: status events by status and incoming messages,
+  as stored by the webhook;
+- ``gatecast_instance_sends_today{instance}``: per sender instance, messages sent since
+  00:00 UTC; ``gatecast_instance_paused{instance}`` (1 when gatecast paused it);
+- ``gatecast_campaigns{state}``.
+
+``observe_send`` is an in-process hook for callers that want an exact per-attempt count
+(``gatecast_send_attempts_total{outcome}``); scheduler/ must not import this module, so
+the application layer passes it to the dispatcher as a plain callback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from datetime import datetime, time
+
+from prometheus_client import CollectorRegistry, Counter
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from sqlalchemy import Engine, func, select
+
+from gatecast.web.context import AppContext
+from storage import states
+from storage.models import Campaign, Delivery, InboundMessage, Instance, StatusEvent
+
+_d = Delivery.__table__  # type: ignore[attr-defined]
+_c = Campaign.__table__  # type: ignore[attr-defined]
+_i = Instance.__table__  # type: ignore[attr-defined]
+_se = StatusEvent.__table__  # type: ignore[attr-defined]
+_in = InboundMessage.__table__  # type: ignore[attr-defined]
+
+_ATTEMPTS_REGISTRY = CollectorRegistry(auto_describe=True)
+_SEND_ATTEMPTS = Counter(
+    "gatecast_send_attempts",
+    "Send attempts seen by this process, by outcome kind",
+    ["outcome"],
+    registry=_ATTEMPTS_REGISTRY,
+)
+
+
+def observe_send(outcome_kind: str) -> None:
+    """Count one send attempt of ``outcome_kind`` (accepted, retryable, ambiguous, ...)."""
+    _SEND_ATTEMPTS.labels(outcome=str(outcome_kind)).inc()
+
+
+class DatabaseCollector(Collector):
+    """Reads the figures from the database on every scrape."""
+
+    def __init__(self, ctx: AppContext) -> None:
+        self._engine: Engine = ctx.engine
+        self._clock = ctx.clock
+
+    def collect(self) -> Iterable[Metric]:
+        """Yield every metric family (one short read transaction)."""
+        return list(self._families(self._clock()))
+
+    def _families(self, now: datetime) -> Iterator[Metric]:
+        midnight = datetime.combine(now.date(), time(0), tzinfo=now.tzinfo)
+        with self._engine.connect() as conn:
+            by_state: dict[str, int] = dict(
+                conn.execute(select(_d.c.state, func.count()).group_by(_d.c.state)).all()
+            )
+            due = conn.execute(
+                select(func.count()).where(_d.c.state == states.QUEUED, _d.c.due_at <= now)
+            ).scalar_one()
+            accepted = conn.execute(
+                select(func.count()).where(_d.c.sent_at.is_not(None))
+            ).scalar_one()
+            events = conn.execute(select(_se.c.status, func.count()).group_by(_se.c.status))
+            event_counts = {str(k): int(v) for k, v in events.all()}
+            inbound = conn.execute(select(func.count()).select_from(_in)).scalar_one()
+            today: dict[str, int] = dict(
+                conn.execute(
+                    select(_d.c.sender, func.count())
+                    .where(_d.c.sender.is_not(None), _d.c.sent_at >= midnight)
+                    .group_by(_d.c.sender)
+                ).all()
+            )
+            instances = conn.execute(select(_i.c.instance_id, _i.c.paused_reason)).all()
+            campaigns: dict[str, int] = dict(
+                conn.execute(select(_c.c.state, func.count()).group_by(_c.c.state)).all()
+            )
+
+        depth = GaugeMetricFamily("gatecast_queue_depth", "Deliveries waiting to be sent")
+        depth.add_metric([], by_state.get(states.QUEUED, 0))
+        yield depth
+        due_family = GaugeMetricFamily("gatecast_queue_due", "Queued deliveries that are due")
+        due_family.add_metric([], due)
+        yield due_family
+
+        deliveries = GaugeMetricFamily(
+            "gatecast_deliveries", "Deliveries by state", labels=["state"]
+        )
+        for state in states.ALL:
+            deliveries.add_metric([state], by_state.get(state, 0))
+        yield deliveries
+
+        sends = GaugeMetricFamily(
+            "gatecast_sends_total", "Sends by outcome, from the deliveries", labels=["outcome"]
+        )
+        sends.add_metric(["accepted"], accepted)
+        sends.add_metric(["ambiguous"], by_state.get(states.UNKNOWN, 0))
+        sends.add_metric(["failed"], by_state.get(states.FAILED, 0))
+        yield sends
+
+        hooks = GaugeMetricFamily(
+            "gatecast_webhook_events_total", "Webhook events stored, by kind", labels=["kind"]
+        )
+        for status in ("sent", "delivered", "read", "failed"):
+            hooks.add_metric([f"status_{status}"], event_counts.get(status, 0))
+        hooks.add_metric(["message"], inbound)
+        yield hooks
+
+        per_instance = GaugeMetricFamily(
+            "gatecast_instance_sends_today",
+            "Messages sent since 00:00 UTC, per sender instance",
+            labels=["instance"],
+        )
+        paused = GaugeMetricFamily(
+            "gatecast_instance_paused",
+            "1 when gatecast stopped sending through the instance",
+            labels=["instance"],
+        )
+        known = {str(row.instance_id) for row in instances}
+        for instance_id in sorted(known | {str(s) for s in today}):
+            per_instance.add_metric([instance_id], today.get(instance_id, 0))
+        for row in instances:
+            paused.add_metric([str(row.instance_id)], 1 if row.paused_reason else 0)
+        yield per_instance
+        yield paused
+
+        by_campaign_state = GaugeMetricFamily(
+            "gatecast_campaigns", "Campaigns by state", labels=["state"]
+        )
+        for state, count in sorted(campaigns.items()):
+            by_campaign_state.add_metric([str(state)], count)
+        yield by_campaign_state
+
+        yield from _ATTEMPTS_REGISTRY.collect()
+
+
+def build_registry(ctx: AppContext) -> CollectorRegistry:
+    """A registry for one app, reading ``ctx.engine`` at scrape time."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(DatabaseCollector(ctx))
+    return registry
+
+
+def render(registry: CollectorRegistry, accept: str | None) -> tuple[bytes, str]:
+    """The exposition body and content type for the client's ``Accept`` header."""
+    encoder, content_type = choose_encoder(accept or "")
+    return encoder(registry), content_type
+
+
+__all__ = ["DatabaseCollector", "build_registry", "observe_send", "render"]
