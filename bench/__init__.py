@@ -1,0 +1,1 @@
+"""Benchmarks (not tests): each prints one JSON line per figure and a readable table."""

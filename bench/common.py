@@ -1,0 +1,88 @@
+"""Shared benchmark helpers: figures as JSON lines, peak RSS, timing, a results table."""
+
+from __future__ import annotations
+
+import json
+import platform
+import resource
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process so far, in MB.
+
+    Reads ``VmHWM`` from ``/proc/self/status`` on Linux: ``ru_maxrss`` survives
+    ``fork`` + ``exec``, so a child started by a big parent would report the parent's
+    peak. Elsewhere falls back to ``ru_maxrss`` (KiB on Linux).
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def current_rss_mb() -> float:
+    """Current resident set size of this process, in MB."""
+    return float(psutil.Process().memory_info().rss) / (1024 * 1024)
+
+
+def machine() -> dict[str, Any]:
+    """A short description of the machine, for the record."""
+    return {
+        "python": platform.python_version(),
+        "cpus": psutil.cpu_count(),
+        "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+        "platform": platform.platform(terse=True),
+    }
+
+
+@dataclass
+class Figures:
+    """Collects figures of one benchmark and prints each as a JSON line at once."""
+
+    bench: str
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, name: str, value: float, unit: str, **extra: Any) -> None:
+        """Record and print one figure."""
+        row = {"bench": self.bench, "figure": name, "value": round(value, 3), "unit": unit}
+        row.update(extra)
+        self.rows.append(row)
+        print(json.dumps(row), flush=True)
+
+    def ratio(self, name: str, numerator: float, denominator: float, goal: str) -> None:
+        """Record a ratio figure with the goal it is judged against."""
+        value = numerator / denominator if denominator else float("nan")
+        self.add(name, value, "x", goal=goal)
+
+    def table(self) -> None:
+        """Print the figures as an aligned table on stderr (stdout stays JSON lines)."""
+        width = max((len(r["figure"]) for r in self.rows), default=10)
+        print(f"\n{self.bench}", file=sys.stderr)
+        for r in self.rows:
+            goal = f"   goal {r['goal']}" if "goal" in r else ""
+            print(
+                f"  {r['figure']:<{width}}  {r['value']:>14,.3f} {r['unit']}{goal}", file=sys.stderr
+            )
+
+
+@contextmanager
+def stopwatch() -> Iterator[list[float]]:
+    """``with stopwatch() as t: ...`` then ``t[0]`` is the elapsed seconds."""
+    box: list[float] = [0.0]
+    start = time.perf_counter()
+    try:
+        yield box
+    finally:
+        box[0] = time.perf_counter() - start

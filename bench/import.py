@@ -1,0 +1,270 @@
+"""Contact import speed and memory: ``python -m bench.import [--rows N] [--full] [--pg]``.
+
+Generates a CSV (mostly distinct numbers: 60 % international in 12 countries, 40 %
+national US formats, about 1 % duplicates and 0.5 % bad rows) and an XLSX (a third of
+the phones stored as numbers, as exports do) in a temp dir, then measures, each in a
+fresh process so peak RSS is its own:
+
+- reading only (CSV; XLSX with calamine and with openpyxl: the engine choice);
+- phone normalisation of the distinct values, one process vs a 2-process pool;
+- the whole import (read, normalise, dedupe, upsert, list membership) into SQLite,
+  and PostgreSQL with ``--pg``.
+
+Each rate is printed twice: rows per wall-clock second (with the 1-minute load average
+when it was taken) and rows per CPU-second of the measuring process, which tells the
+code's cost apart from a busy machine's.
+
+Default sizes (200k CSV rows, 20k XLSX rows) finish in well under two minutes;
+``--full`` is the issue's 1,000,000-row CSV and 100,000-row XLSX.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from bench.common import Figures, machine, peak_rss_mb
+
+PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+# (calling code, national prefix digits of a valid mobile/landline, digits to add)
+COUNTRIES = [
+    ("44", "7400", 6),
+    ("49", "15123", 6),
+    ("33", "612", 6),
+    ("34", "612", 6),
+    ("39", "312", 7),
+    ("55", "1191", 7),
+    ("91", "98765", 5),
+    ("234", "803", 7),
+    ("61", "412", 6),
+    ("52", "55", 8),
+    ("81", "901", 7),
+    ("27", "82", 7),
+]
+US_AREAS = ["202", "212", "305", "312", "415", "512", "617", "646", "713", "206"]
+CITIES = ["London", "Berlin", "Paris", "Madrid", "Rome", "São Paulo", "Mumbai", "Lagos"]
+PLANS = ["basic", "pro", "trial", "premium"]
+
+
+def _phone(rng: random.Random, i: int) -> tuple[str, bool]:
+    """A phone value (mostly distinct, by ``i``) and whether it is stored international."""
+    roll = rng.random()
+    if roll < 0.005:
+        return rng.choice(["", "n/a", "123", "4.47E+11", "call me"]), False
+    if roll < 0.6:
+        cc, prefix, extra = COUNTRIES[i % len(COUNTRIES)]
+        tail = f"{(i * 7919) % 10**extra:0{extra}d}"
+        return f"+{cc} {prefix} {tail}", True
+    area = US_AREAS[i % len(US_AREAS)]
+    n = (i * 104729) % 10**7
+    exchange = 200 + n // 10**4 % 800
+    line = n % 10**4
+    fmt = rng.choice(
+        ["({a}) {e}-{l:04d}", "{a}-{e}-{l:04d}", "{a}{e}{l:04d}", "+1 {a} {e} {l:04d}"]
+    )
+    return fmt.format(a=area, e=exchange, l=line), False
+
+
+def make_csv(path: Path, rows: int, seed: int = 1) -> None:
+    """Write the benchmark CSV."""
+    rng = random.Random(seed)
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        fh.write("name,phone,city,plan\n")
+        last = ""
+        for i in range(rows):
+            phone, _ = _phone(rng, i)
+            if last and rng.random() < 0.01:
+                phone = last  # a duplicate
+            last = phone
+            city = CITIES[i % len(CITIES)]
+            fh.write(f"Person {i},{phone},{city},{PLANS[i % 4]}\n")
+
+
+def make_xlsx(path: Path, rows: int, seed: int = 2) -> None:
+    """Write the benchmark XLSX (openpyxl write-only mode)."""
+    import openpyxl
+
+    rng = random.Random(seed)
+    wb = openpyxl.Workbook(write_only=True)
+    ws = wb.create_sheet("Contacts")
+    ws.append(["name", "phone", "city", "plan"])
+    for i in range(rows):
+        phone, international = _phone(rng, i)
+        value: Any = phone
+        if international and i % 3 == 0:
+            value = float(phone.replace("+", "").replace(" ", ""))  # a number cell
+        ws.append([f"Person {i}", value, CITIES[i % len(CITIES)], PLANS[i % 4]])
+    wb.save(path)
+
+
+# --- scenarios: each runs in its own process and prints one JSON object ----------------
+
+
+def _scenario_read(path: Path, engine: str) -> dict[str, Any]:
+    from campaigns.spreadsheets import read_table
+
+    start, cpu = time.perf_counter(), time.process_time()
+    table = read_table(path, engine=engine)  # type: ignore[arg-type]
+    took, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return {"rows": len(table.frame), "seconds": took, "cpu_seconds": cpu}
+
+
+def _normalise_chunk(args: tuple[list[str], str]) -> int:
+    from campaigns.phones import normalise_batch
+
+    values, region = args
+    e164, _ = normalise_batch(values, region)  # what the importer calls
+    return sum(1 for e in e164 if e)
+
+
+def _scenario_phones(path: Path, workers: int) -> dict[str, Any]:
+    import pandas as pd
+
+    from campaigns.spreadsheets import read_table
+
+    values = list(pd.unique(read_table(path).frame["phone"]))
+    start = time.perf_counter()
+    if workers <= 1:
+        valid = _normalise_chunk((values, "US"))
+    else:
+        size = max(1, len(values) // (workers * 8))
+        chunks = [(values[i : i + size], "US") for i in range(0, len(values), size)]
+        with ProcessPoolExecutor(workers) as pool:
+            valid = sum(pool.map(_normalise_chunk, chunks))
+    took = time.perf_counter() - start
+    return {"rows": len(values), "valid": valid, "seconds": took}
+
+
+def _scenario_import(path: Path, url: str, engine: str) -> dict[str, Any]:
+    from campaigns.importer import ImportOptions, import_file
+    from storage.engine import make_engine, upgrade
+
+    db = make_engine(url)
+    upgrade(db)
+    start, cpu = time.perf_counter(), time.process_time()
+    report = import_file(db, path, ImportOptions("bench", excel_engine=engine))  # type: ignore[arg-type]
+    took, cpu = time.perf_counter() - start, time.process_time() - cpu
+    db.dispose()
+    counts = report.to_dict(include_rejects=False)
+    keep = ("rows_read", "imported", "duplicates", "invalid")
+    return {"rows": report.rows_read, "seconds": took, "cpu_seconds": cpu} | {
+        k: counts[k] for k in keep
+    }
+
+
+def _child(args: argparse.Namespace) -> None:
+    path = Path(args.file)
+    if args.scenario == "read":
+        result = _scenario_read(path, args.engine)
+    elif args.scenario == "phones":
+        result = _scenario_phones(path, args.workers)
+    else:
+        result = _scenario_import(path, args.url, args.engine)
+    result["peak_rss_mb"] = peak_rss_mb()
+    print(json.dumps(result))
+
+
+def _run(*extra: str) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "bench.import", "--child", *extra]
+    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
+    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
+def _pg_database() -> tuple[str, str]:
+    import sqlalchemy as sa
+
+    name = f"gatecast_bench_{uuid.uuid4().hex[:8]}"
+    eng = sa.create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+    with eng.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    eng.dispose()
+    return name, sa.engine.make_url(PG_ADMIN).set(database=name).render_as_string(False)
+
+
+def _pg_drop(name: str) -> None:
+    import sqlalchemy as sa
+
+    eng = sa.create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+    with eng.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    eng.dispose()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", type=int, default=200_000, help="CSV rows")
+    parser.add_argument("--xlsx-rows", type=int, default=20_000, help="XLSX rows")
+    parser.add_argument("--full", action="store_true", help="1,000,000 CSV and 100,000 XLSX rows")
+    parser.add_argument("--pg", action="store_true", help="also import into PostgreSQL")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--scenario", default="import", help=argparse.SUPPRESS)
+    parser.add_argument("--file", help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--engine", default="calamine", help=argparse.SUPPRESS)
+    parser.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        _child(args)
+        return
+    csv_rows, xlsx_rows = (1_000_000, 100_000) if args.full else (args.rows, args.xlsx_rows)
+    figures = Figures("import")
+    print(json.dumps({"bench": "import", "machine": machine()}), file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="gatecast-bench-") as tmp:
+        d = Path(tmp)
+        csv_path, xlsx_path = d / "contacts.csv", d / "contacts.xlsx"
+        make_csv(csv_path, csv_rows)
+        make_xlsx(xlsx_path, xlsx_rows)
+
+        def rate(name: str, r: dict[str, Any], goal: str | None = None) -> None:
+            extra = {"goal": goal} if goal else {}
+            load = round(os.getloadavg()[0], 2)
+            figures.add(
+                f"{name} rows/s",
+                r["rows"] / r["seconds"],
+                "rows/s",
+                rows=r["rows"],
+                load_average=load,
+                **extra,
+            )
+            # rows per CPU-second of the importing process: what the code costs, apart
+            # from the machine's load (a PostgreSQL server's own CPU is not in it)
+            figures.add(f"{name} rows/cpu-s", r["rows"] / max(r["cpu_seconds"], 1e-9), "rows/s")
+            figures.add(
+                f"{name} peak RSS", r["peak_rss_mb"], "MB", **({"goal": "< 500"} if goal else {})
+            )
+
+        rate("csv read", _run("--scenario", "read", "--file", str(csv_path)))
+        one = _run("--scenario", "phones", "--file", str(csv_path), "--workers", "1")
+        two = _run("--scenario", "phones", "--file", str(csv_path), "--workers", "2")
+        figures.add("phones/s distinct, 1 process", one["rows"] / one["seconds"], "phones/s")
+        figures.add("phones/s distinct, 2-process pool", two["rows"] / two["seconds"], "phones/s")
+        figures.ratio("pool speed-up", one["seconds"], two["seconds"], goal="> 1.3 to be worth it")
+        sqlite = f"sqlite:///{d / 'bench.db'}"
+        rate("csv import sqlite", _run("--file", str(csv_path), "--url", sqlite), ">= 100k")
+        if args.pg:
+            name, url = _pg_database()
+            try:
+                rate("csv import postgres", _run("--file", str(csv_path), "--url", url), ">= 100k")
+            finally:
+                _pg_drop(name)
+        for engine in ("calamine", "openpyxl"):
+            r = _run("--scenario", "read", "--file", str(xlsx_path), "--engine", engine)
+            rate(f"xlsx read {engine}", r)
+        sqlite2 = f"sqlite:///{d / 'bench2.db'}"
+        rate("xlsx import sqlite", _run("--file", str(xlsx_path), "--url", sqlite2), ">= 50k")
+    figures.table()
+
+
+if __name__ == "__main__":
+    main()
