@@ -1,0 +1,60 @@
+"""``gatecast demo`` end to end in a subprocess (what ``make demo`` runs), twice."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _demo(tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    gatecast = Path(sys.executable).with_name("gatecast")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GATECAST_")}
+    env["COLUMNS"] = "120"
+    return subprocess.run(
+        [
+            str(gatecast),
+            "demo",
+            "--database",
+            f"sqlite:///{tmp_path / 'demo.db'}",
+            "--reports-dir",
+            str(tmp_path / "reports"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.slow
+def test_demo_exits_0_writes_reports_and_runs_again(tmp_path: Path) -> None:
+    first = _demo(tmp_path)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    out = first.stdout
+    assert "rejected rows" in out and "report written" in out
+    csv_path = tmp_path / "reports" / "november-promo.csv"
+    assert csv_path.exists() and (tmp_path / "reports" / "november-promo.xlsx").exists()
+    assert (tmp_path / "reports" / "demo-qr.png").read_bytes()[:4] == b"\x89PNG"
+    with csv_path.open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) >= 40
+    states = {r.get("state") for r in rows}
+    assert states & {"delivered", "read"}, states  # statuses came back through the webhook
+    assert "failed" in states  # the sandbox's not-on-app numbers
+    secret = (tmp_path / ".gatecast-webhook-secret").read_text().strip()
+    assert secret not in out + first.stderr  # never printed in full
+
+    second = _demo(tmp_path)  # a second `make demo` on the same database works too
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    with csv_path.open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert {r.get("state") for r in rows} & {"delivered", "read"}

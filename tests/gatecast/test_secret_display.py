@@ -1,0 +1,29 @@
+"""Secrets are never shown, not even in part."""
+
+from __future__ import annotations
+
+from pydantic import SecretStr
+
+from gatecast.commands.serve import hint, webhook_url
+from gatecast.settings import Settings
+
+
+def test_hint_shows_no_character_of_the_secret() -> None:
+    secret = SecretStr("Zq9xW2abcdef")
+    assert hint(secret) == "***"
+    assert "Zq9x" not in hint(secret)
+
+
+def test_webhook_url_carries_the_secret_for_the_gateway_only() -> None:
+    assert webhook_url("http://h:1/", SecretStr("s3cr3t")).endswith("/webhooks/gateway/s3cr3t")
+
+
+def test_settings_repr_hides_secrets() -> None:
+    s = Settings(
+        access_token=SecretStr("tok-123"),
+        webhook_secret=SecretStr("wh-456"),
+        api_key=SecretStr("key-789"),
+    )
+    text = repr(s) + str(s) + str(s.model_dump())
+    for secret in ("tok-123", "wh-456", "key-789"):
+        assert secret not in text

@@ -1,0 +1,336 @@
+"""The webhook receiver: secret, malformed bodies, durable group commit, burst, log redaction."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from fastapi import FastAPI
+from pydantic import SecretStr
+from sqlalchemy import Engine, func, literal, select, update
+
+from campaigns import lifecycle, service
+from campaigns.materialise import materialise
+from gatecast.settings import Settings
+from gatecast.web import webhook
+from gatecast.web.context import AppContext
+from storage.models import Delivery, InboundMessage, StatusEvent
+from tests.campaigns.campaign_fixtures import NOW, make_list, people, phone, spec
+
+SECRET = "s3cr3t-webhook-path"
+deliveries = Delivery.__table__  # type: ignore[attr-defined]
+status_events = StatusEvent.__table__  # type: ignore[attr-defined]
+inbound = InboundMessage.__table__  # type: ignore[attr-defined]
+
+
+def _app(engine: Engine, secret: str = SECRET) -> FastAPI:
+    app = FastAPI(lifespan=None)
+    settings = Settings(webhook_secret=SecretStr(secret), database_url="sqlite://")
+    app.state.ctx = AppContext(settings=settings, engine=engine, clock=lambda: NOW)
+    app.include_router(webhook.router)
+    return app
+
+
+def _campaign(engine: Engine, n: int) -> int:
+    make_list(engine, "customers", people(n))
+    cid = service.create_campaign(engine, spec(), now=NOW).id
+    with engine.begin() as conn:
+        lifecycle.transition(conn, cid, lifecycle.RUNNING, now=NOW)
+        materialise(conn, cid, now=NOW, instances=["A"])
+        conn.execute(
+            update(deliveries).values(
+                state="sent",
+                sent_at=NOW,
+                message_id=literal("m") + func.substr(deliveries.c.target, 6),
+            )
+        )
+    return cid
+
+
+def _status(i: int, status: str) -> dict[str, Any]:
+    return {
+        "event": "message_status",
+        "instance_id": "A",
+        "data": {"id": f"m{i:07d}", "status": status, "timestamp": 1795000000},
+    }
+
+
+def _counts(engine: Engine) -> tuple[int, int]:
+    with engine.connect() as conn:
+        return (
+            conn.execute(select(func.count()).select_from(status_events)).scalar_one(),
+            conn.execute(select(func.count()).select_from(inbound)).scalar_one(),
+        )
+
+
+async def _post_all(app: FastAPI, bodies: list[Any], *, concurrency: int = 100) -> list[int]:
+    codes: list[int] = []
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
+            sem = asyncio.Semaphore(concurrency)
+
+            async def one(body: Any) -> None:
+                async with sem:
+                    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+                    r = await client.post(f"/webhooks/gateway/{SECRET}", content=raw)
+                    codes.append(r.status_code)
+
+            await asyncio.gather(*(one(b) for b in bodies))
+    return codes
+
+
+def test_status_events_applied_both_dialects(engine: Engine) -> None:
+    _campaign(engine, 3)
+    app = _app(engine)
+    codes = asyncio.run(
+        _post_all(app, [_status(0, "delivered"), _status(1, "read"), _status(0, "read")])
+    )
+    assert codes == [200, 200, 200]
+    with engine.connect() as conn:
+        states: dict[str, str] = dict(
+            conn.execute(select(deliveries.c.target, deliveries.c.state)).all()
+        )
+    assert states == {phone(0): "read", phone(1): "read", phone(2): "sent"}
+
+
+def test_wrong_or_unset_secret_is_404_and_changes_nothing(sqlite_engine: Engine) -> None:
+    _campaign(sqlite_engine, 1)
+
+    async def go(app: FastAPI, path: str) -> httpx.Response:
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://gw") as c:
+                return await c.post(path, json=_status(0, "read"))
+
+    for app, path in [
+        (_app(sqlite_engine), "/webhooks/gateway/wrong"),
+        (_app(sqlite_engine), f"/webhooks/gateway/{SECRET}x"),
+        (_app(sqlite_engine, secret=""), "/webhooks/gateway/"),
+        (_app(sqlite_engine, secret=""), "/webhooks/gateway/anything"),
+    ]:
+        r = asyncio.run(go(app, path))
+        assert r.status_code == 404, path
+        assert SECRET not in r.text
+    assert _counts(sqlite_engine) == (0, 0)
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        (b"not json", "not JSON"),
+        (b"", "empty"),
+        (b'{"event": "message_status", "data": {"status": "read"}}', "id: missing"),
+        (b'{"nothing": 1}', "no event name"),
+        (b"\xff\xfe", "UTF-8"),
+    ],
+)
+def test_malformed_is_400_with_reason(sqlite_engine: Engine, body: bytes, fragment: str) -> None:
+    app = _app(sqlite_engine)
+
+    async def go() -> httpx.Response:
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://gw") as c:
+                return await c.post(f"/webhooks/gateway/{SECRET}", content=body)
+
+    r = asyncio.run(go())
+    assert r.status_code == 400
+    assert fragment in r.json()["detail"]
+    assert _counts(sqlite_engine) == (0, 0)
+
+
+def test_burst_of_10000_events_applied_completely(sqlite_engine: Engine) -> None:
+    n = 2500
+    _campaign(sqlite_engine, n)
+    bodies: list[Any] = []
+    for i in range(n):
+        bodies += [_status(i, "sent"), _status(i, "delivered"), _status(i, "read")]
+        bodies.append(_status(i, "read"))  # a duplicate
+    assert len(bodies) == 10_000
+    import random
+
+    random.Random(3).shuffle(bodies)
+    app = _app(sqlite_engine)
+    codes = asyncio.run(_post_all(app, bodies, concurrency=200))
+    assert codes.count(200) == 10_000
+    batcher = app.state.webhook_batcher
+    assert batcher.events == 10_000
+    assert batcher.batches < 10_000 / 5  # group commit really groups
+    with sqlite_engine.connect() as conn:
+        states = conn.execute(
+            select(deliveries.c.state, func.count()).group_by(deliveries.c.state)
+        ).all()
+        unapplied = conn.execute(
+            select(func.count())
+            .select_from(status_events)
+            .where(status_events.c.applied.is_(False))
+        ).scalar_one()
+    assert states == [("read", n)]
+    assert unapplied == 0
+    assert _counts(sqlite_engine)[0] == 3 * n
+
+
+def test_incoming_reply_through_http(sqlite_engine: Engine) -> None:
+    _campaign(sqlite_engine, 2)
+    digits = phone(1)[1:]
+    body = {
+        "event": "message",
+        "instance_id": "A",
+        "data": {"id": "in-1", "chat": f"{digits}@s.whatsapp.net", "text": "STOP"},
+    }
+    codes = asyncio.run(_post_all(_app(sqlite_engine), [body, body]))
+    assert codes == [200, 200]
+    with sqlite_engine.connect() as conn:
+        row = conn.execute(select(deliveries).where(deliveries.c.target == phone(1))).one()
+    assert row.reply_text == "STOP"
+    assert _counts(sqlite_engine) == (0, 1)
+
+
+def test_batcher_reports_failure_per_request() -> None:
+    calls: list[int] = []
+
+    def apply(events: list[Any]) -> Any:
+        calls.append(len(events))
+        if "bad" in events:
+            raise ValueError("boom")
+        return None
+
+    async def go() -> list[str]:
+        batcher = webhook.EventBatcher(apply, max_wait=0.05)
+        await batcher.start()
+        results = await asyncio.gather(
+            batcher.submit(["ok1"]),  # type: ignore[list-item]
+            batcher.submit(["bad"]),  # type: ignore[list-item]
+            batcher.submit(["ok2"]),  # type: ignore[list-item]
+            return_exceptions=True,
+        )
+        await batcher.stop()
+        return ["error" if isinstance(r, Exception) else "ok" for r in results]
+
+    assert asyncio.run(go()) == ["ok", "error", "ok"]
+    assert calls[0] == 3  # one grouped attempt first
+
+
+def test_redaction_filter(caplog: pytest.LogCaptureFixture) -> None:
+    webhook.install_log_redaction()
+    webhook.install_log_redaction()  # idempotent
+    assert len(logging.getLogger("uvicorn.access").filters) == 1
+    with caplog.at_level(logging.INFO):
+        logging.getLogger("uvicorn.access").info(
+            '%s - "%s %s HTTP/%s" %d',
+            "127.0.0.1:1",
+            "POST",
+            f"/webhooks/gateway/{SECRET}",
+            "1.1",
+            200,
+        )
+        logging.getLogger("uvicorn.error").warning(
+            f"Invalid request to /webhooks/gateway/{SECRET}?x=1"
+        )
+        logging.getLogger("httpx").info(
+            'HTTP Request: %s %s "%s %d %s"',
+            "POST",
+            httpx.URL(f"http://127.0.0.1:1/webhooks/gateway/{SECRET}"),
+            "HTTP/1.1",
+            200,
+            "OK",
+        )
+    assert SECRET not in caplog.text
+    assert "/webhooks/gateway/***" in caplog.text
+    assert 'HTTP Request: POST http://127.0.0.1:1/webhooks/gateway/*** "HTTP/1.1 200 OK"' in (
+        caplog.text
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def server(sqlite_engine: Engine) -> Iterator[str]:
+    _campaign(sqlite_engine, 1)
+    port = _free_port()
+    config = uvicorn.Config(
+        _app(sqlite_engine), host="127.0.0.1", port=port, log_config=None, access_log=True
+    )
+    srv = uvicorn.Server(config)
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    for _ in range(500):
+        if srv.started:
+            break
+        time.sleep(0.01)
+    yield f"http://127.0.0.1:{port}"
+    srv.should_exit = True
+    thread.join(10)
+
+
+def test_real_server_access_log_is_redacted(
+    server: str, sqlite_engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    webhook.install_log_redaction()
+    with caplog.at_level(logging.INFO, logger="uvicorn.access"):
+        r = httpx.post(f"{server}/webhooks/gateway/{SECRET}", json=_status(0, "delivered"))
+        bad = httpx.post(f"{server}/webhooks/gateway/guess", json=_status(0, "read"))
+    assert (r.status_code, bad.status_code) == (200, 404)
+    assert "webhooks/gateway/***" in caplog.text
+    assert SECRET not in caplog.text and "guess" not in caplog.text
+    with sqlite_engine.connect() as conn:
+        assert conn.execute(select(deliveries.c.state)).scalar_one() == "delivered"
+
+
+def test_full_app_starts_the_batcher_and_needs_no_api_key(sqlite_engine: Engine) -> None:
+    from gatecast.web.app import create_app
+
+    _campaign(sqlite_engine, 1)
+    settings = Settings(webhook_secret=SecretStr(SECRET), database_url="sqlite://")
+    ctx = AppContext(
+        settings=settings, engine=sqlite_engine, clock=lambda: NOW, api_key=SecretStr("k" * 32)
+    )
+    app = create_app(ctx)
+
+    async def go() -> int:
+        async with app.router.lifespan_context(app):
+            assert app.state.webhook_batcher.running
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://gw") as c:
+                r = await c.post(f"/webhooks/gateway/{SECRET}", json=_status(0, "read"))
+        assert not app.state.webhook_batcher.running
+        return r.status_code
+
+    assert asyncio.run(go()) == 200
+    with sqlite_engine.connect() as conn:
+        assert conn.execute(select(deliveries.c.state)).scalar_one() == "read"
+
+
+def test_batcher_sweeps_when_idle_after_activity() -> None:
+    sweeps: list[int] = []
+
+    async def go() -> None:
+        batcher = webhook.EventBatcher(
+            lambda events: None,  # type: ignore[arg-type,return-value]
+            max_wait=0.001,
+            sweep=lambda: sweeps.append(1) or 0,  # type: ignore[func-returns-value]
+            sweep_after=0.01,
+        )
+        await batcher.start()
+        await asyncio.sleep(0.1)
+        assert sweeps == []  # nothing happened yet: no polling
+        await batcher.submit(["x"])  # type: ignore[list-item]
+        await asyncio.sleep(0.3)
+        await batcher.stop()
+
+    asyncio.run(go())
+    assert len(sweeps) == webhook.SWEEPS_AFTER_ACTIVITY

@@ -1,0 +1,290 @@
+"""Instance routes against the real sandbox over HTTP: create, QR, scan, operations."""
+
+from __future__ import annotations
+
+import base64
+import io
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import pytest
+import zxingcpp
+from PIL import Image
+from sqlalchemy import Engine
+
+from tests.web.conftest import API_KEY, LiveApp, gateway_factory_for
+
+
+@contextmanager
+def _signed_in(live: LiveApp) -> Iterator[httpx.Client]:
+    with live.client(key=None, follow_redirects=False) as browser:
+        res = browser.post("/login", data={"api_key": API_KEY, "next": "/"})
+        assert res.status_code == 303
+        yield browser
+
+
+def _decode_qr(data_uri: str) -> str:
+    assert data_uri.startswith("data:image/png;base64,")
+    png = base64.b64decode(data_uri.split(",", 1)[1])
+    results = zxingcpp.read_barcodes(Image.open(io.BytesIO(png)))
+    assert results, "no QR code found in the image"
+    return str(results[0].text)
+
+
+def test_link_an_instance_by_its_qr(
+    make_live: Callable[..., LiveApp], engine: Engine, sandbox: Any
+) -> None:
+    live = make_live(engine, gateway_factory=gateway_factory_for(sandbox))
+    with live.client() as api:
+        res = api.post("/api/v1/instances", json={"label": "shop phone"})
+        assert res.status_code == 201, res.text
+        inst = res.json()
+        iid = inst["instance_id"]
+        assert inst["label"] == "shop phone"
+        assert inst["state"] == "created"
+        assert "access_token" not in res.text
+
+        qr = api.get(f"/api/v1/instances/{iid}/qr").json()
+        assert qr["state"] == "waiting_scan"
+        content = _decode_qr(qr["data_uri"])
+        assert api.get(f"/api/v1/instances/{iid}").json()["state"] == "waiting_scan"
+
+        # the phone scans the code it was shown
+        scan = httpx.post(f"{sandbox.url}/sandbox/instances/{iid}/scan", json={"code": content})
+        assert scan.status_code == 200, scan.text
+
+        qr = api.get(f"/api/v1/instances/{iid}/qr").json()
+        assert qr["state"] == "connected"
+        assert qr["data_uri"] is None
+        listed = api.get("/api/v1/instances").json()
+        assert [(i["instance_id"], i["state"]) for i in listed] == [(iid, "connected")]
+        assert listed[0]["sends_today"] == 0
+
+
+def test_operations_and_reset_follow_the_new_id(live_sqlite: LiveApp, sandbox: Any) -> None:
+    live_sqlite.ctx.gateway_factory = gateway_factory_for(sandbox)
+    with live_sqlite.client() as api:
+        iid = api.post("/api/v1/instances", json={}).json()["instance_id"]
+        api.get(f"/api/v1/instances/{iid}/qr")
+        sandbox.scan(iid)
+        assert api.post(f"/api/v1/instances/{iid}/reconnect").status_code == 200
+        res = api.post(f"/api/v1/instances/{iid}/logout")
+        assert res.status_code == 200
+        assert api.get(f"/api/v1/instances/{iid}").json()["state"] == "logged_out"
+        # a logged-out instance cannot reconnect: the gateway's refusal is a 502 with its text
+        res = api.post(f"/api/v1/instances/{iid}/reconnect")
+        assert res.status_code == 502
+        assert "gateway" in res.json()["detail"]
+        assert sandbox.access_token not in res.text
+        res = api.post(f"/api/v1/instances/{iid}/reboot")
+        assert res.status_code == 200
+        assert api.get(f"/api/v1/instances/{iid}").json()["state"] == "waiting_scan"
+        res = api.post(f"/api/v1/instances/{iid}/reset")
+        assert res.status_code == 200
+        new_id = res.json()["new_instance_id"]
+        assert new_id and new_id != iid
+        assert api.get(f"/api/v1/instances/{iid}").status_code == 404
+        assert api.get(f"/api/v1/instances/{new_id}").json()["state"] == "created"
+
+
+def test_webhook_registration(live_sqlite: LiveApp, sandbox: Any) -> None:
+    live_sqlite.ctx.gateway_factory = gateway_factory_for(sandbox)
+    with live_sqlite.client() as api:
+        iid = api.post("/api/v1/instances", json={}).json()["instance_id"]
+        res = api.post(f"/api/v1/instances/{iid}/webhook", json={"url": "http://127.0.0.1:9/hook"})
+        assert res.status_code == 200, res.text
+        assert api.get(f"/api/v1/instances/{iid}").json()["webhook_url_registered"] is True
+        res = api.post(f"/api/v1/instances/{iid}/webhook", json={"url": "ftp://nope"})
+        assert res.status_code == 422
+        assert res.json()["detail"][0]["loc"] == ["body", "url"]
+        # no public URL configured and none given: 422 naming the field
+        res = api.post(f"/api/v1/instances/{iid}/webhook")
+        assert res.status_code == 422
+        assert res.json()["detail"][0]["loc"] == ["body", "url"]
+
+
+def test_unknown_instance_is_404_everywhere(live_sqlite: LiveApp, sandbox: Any) -> None:
+    live_sqlite.ctx.gateway_factory = gateway_factory_for(sandbox)
+    with live_sqlite.client() as api:
+        assert api.get("/api/v1/instances/NOPE").status_code == 404
+        assert api.get("/api/v1/instances/NOPE/qr").status_code == 404
+        for op in ("reboot", "reconnect", "logout", "reset", "webhook"):
+            res = api.post(f"/api/v1/instances/NOPE/{op}", json={"url": "http://x/y"})
+            assert res.status_code == 404, op
+            assert res.json()["detail"] == "instance NOPE not found"
+
+
+def test_bad_body_is_422_with_field_path(live_sqlite: LiveApp) -> None:
+    with live_sqlite.client() as api:
+        res = api.post("/api/v1/instances", json={"label": "x" * 500})
+        assert res.status_code == 422
+        assert res.json()["detail"][0]["loc"] == ["body", "label"]
+
+
+def test_gateway_unreachable_is_502(live_sqlite: LiveApp) -> None:
+    from gateway.client import GatewayClient
+
+    live_sqlite.ctx.gateway_factory = lambda: GatewayClient(
+        "http://127.0.0.1:9", "secret-token-xyz", timeout=2, connect_retries=0
+    )
+    with live_sqlite.client() as api:
+        res = api.post("/api/v1/instances", json={})
+        assert res.status_code == 502
+        assert "secret-token-xyz" not in res.text
+
+
+def test_scan_reaches_us_through_the_registered_webhook(
+    make_live: Callable[..., LiveApp], sqlite_engine: Engine, sandbox: Any
+) -> None:
+    live = make_live(
+        sqlite_engine,
+        gateway_factory=gateway_factory_for(sandbox),
+        settings_overrides={"public_url": "self", "webhook_secret": "hook-secret-123"},
+    )
+    with live.client() as api:
+        inst = api.post("/api/v1/instances", json={}).json()
+        iid = inst["instance_id"]
+        assert inst["webhook_url_registered"] is True  # the spec dialect takes it at once
+        registered = sandbox.state.instances[iid].webhook_url
+        assert registered == f"{live.url}/webhooks/gateway/hook-secret-123"
+        api.get(f"/api/v1/instances/{iid}/qr")
+        sandbox.scan(iid, phone="15550001111")
+        assert sandbox.wait_idle(10)
+        deadline = time.monotonic() + 10
+        while api.get(f"/api/v1/instances/{iid}").json()["state"] != "connected":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert api.get(f"/api/v1/instances/{iid}").json()["phone"]
+        listed = api.get("/api/v1/instances").text
+        assert "hook-secret-123" not in listed
+
+
+def test_resume_and_reconnect_lift_pauses(
+    make_live: Callable[..., LiveApp], engine: Engine, sandbox: Any
+) -> None:
+    from storage.queries import instances as iq
+    from storage.types import utcnow
+
+    live = make_live(engine, gateway_factory=gateway_factory_for(sandbox))
+    iid = sandbox.create_linked_instance()
+    with engine.begin() as conn:
+        iq.mark_state(conn, iid, "connected", now=utcnow())
+        iq.pause(conn, iid, "quota_exhausted", now=utcnow())
+    with live.client() as api, _signed_in(live) as browser:
+        inst = api.get(f"/api/v1/instances/{iid}").json()
+        assert inst["paused_reason"] == "quota_exhausted" and inst["paused_at"]
+        page = browser.get("/instances").text
+        assert '<span data-role="paused-reason">quota_exhausted</span>' in page
+        assert 'class="error " data-role="paused"' in page  # shown
+
+        # reconnect does not lift a quota pause
+        res = api.post(f"/api/v1/instances/{iid}/reconnect")
+        assert res.status_code == 200 and res.json()["resumed_reason"] is None
+        assert api.get(f"/api/v1/instances/{iid}").json()["paused_reason"] == "quota_exhausted"
+
+        res = api.post(f"/api/v1/instances/{iid}/resume")
+        assert res.status_code == 200, res.text
+        assert res.json()["resumed_reason"] == "quota_exhausted"
+        assert api.get(f"/api/v1/instances/{iid}").json()["paused_reason"] is None
+        assert 'class="error hidden" data-role="paused"' in browser.get("/instances").text
+        res = api.post(f"/api/v1/instances/{iid}/resume")
+        assert res.status_code == 200 and res.json()["resumed_reason"] is None
+        assert "not paused" in res.json()["detail"]
+
+        # a connection pause is lifted by a successful reconnect
+        with engine.begin() as conn:
+            iq.pause(conn, iid, "relogin_required", now=utcnow())
+        res = api.post(f"/api/v1/instances/{iid}/reconnect")
+        assert res.status_code == 200 and res.json()["resumed_reason"] == "relogin_required"
+        assert api.get(f"/api/v1/instances/{iid}").json()["paused_reason"] is None
+
+        res = api.post("/api/v1/instances/NOPE/resume")
+        assert res.status_code == 404 and res.json()["detail"] == "instance NOPE not found"
+
+
+def test_reset_reports_what_followed_the_new_id(
+    live_sqlite: LiveApp, sqlite_engine: Engine, sandbox: Any
+) -> None:
+    from sqlalchemy import insert, select
+
+    from storage.models import Campaign, Delivery
+    from storage.types import utcnow
+
+    c, d = Campaign.__table__, Delivery.__table__  # type: ignore[attr-defined]
+    live_sqlite.ctx.gateway_factory = gateway_factory_for(sandbox)
+    with live_sqlite.client() as api:
+        iid = api.post("/api/v1/instances", json={}).json()["instance_id"]
+        now = utcnow()
+        with sqlite_engine.begin() as conn:
+            cid = conn.execute(
+                insert(c)
+                .values(
+                    name="x",
+                    state="paused",
+                    spec={"instances": [iid]},
+                    message_type="text",
+                    created_at=now,
+                    updated_at=now,
+                )
+                .returning(c.c.id)
+            ).scalar_one()
+            conn.execute(
+                insert(d).values(
+                    campaign_id=cid,
+                    target="+14155550001",
+                    sender=iid,
+                    content={"type": "text", "text": "hi"},
+                    queued_at=now,
+                )
+            )
+        res = api.post(f"/api/v1/instances/{iid}/reset")
+        assert res.status_code == 200, res.text
+        body = res.json()
+        new_id = body["new_instance_id"]
+        assert (body["deliveries_moved"], body["campaigns_updated"]) == (1, [cid])
+        with sqlite_engine.connect() as conn:
+            assert conn.execute(select(d.c.sender)).scalar_one() == new_id
+            assert conn.execute(select(c.c.spec)).scalar_one()["instances"] == [new_id]
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_resume_button_in_the_browser(
+    make_live: Callable[..., LiveApp], sqlite_engine: Engine, sandbox: Any
+) -> None:
+    """The dashboard's Resume sending button lifts the pause and the card updates in place."""
+    from tests.web import test_browser as tb
+
+    tb._require_chromium()
+    from playwright.sync_api import expect, sync_playwright
+
+    from storage.queries import instances as iq
+    from storage.types import utcnow
+
+    live = make_live(sqlite_engine, gateway_factory=gateway_factory_for(sandbox))
+    iid = sandbox.create_linked_instance()
+    with sqlite_engine.begin() as conn:
+        iq.mark_state(conn, iid, "connected", now=utcnow())
+        iq.pause(conn, iid, "error 463 reported by the gateway", now=utcnow())
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(tb.CHROMIUM), args=tb.CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(20_000)
+            page.goto(f"{live.url}/login?next=/instances")
+            page.fill("#api_key", API_KEY)
+            page.click("#sign-in")
+            card = page.locator(f'.instance[data-instance="{iid}"]')
+            paused = card.locator("[data-role=paused]")
+            expect(paused).to_be_visible()
+            expect(paused).to_contain_text("error 463")
+            card.locator("button[data-op=resume]").click()
+            expect(card.locator("[data-role=msg]")).to_contain_text("resumed")
+            expect(paused).to_be_hidden()
+        finally:
+            browser.close()
+    with sqlite_engine.connect() as conn:
+        assert iq.pause_state(conn, [iid]) == {iid: None}
