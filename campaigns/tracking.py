@@ -96,31 +96,12 @@ def _e164(digits: str | None) -> str | None:
 def apply_pending(conn: Connection, message_ids: Sequence[str], *, now: datetime) -> int:
     """Apply stored, unapplied status events of ``message_ids`` to their deliveries.
 
-    Runs in the caller's transaction; returns how many events were applied.
+    Runs in the caller's transaction (see :func:`storage.queries.events.apply_unapplied`:
+    set-based, forward only); returns how many events were applied. ``now`` is accepted
+    for the dispatcher's hook signature: every stored event carries its own time.
     """
-    if not message_ids:
-        return 0
-    pending = q.pending_for(conn, message_ids)
-    if not pending:
-        return 0
-    progress: dict[str, list[dict[str, Any]]] = {
-        s: [] for s in (states.SENT, states.DELIVERED, states.READ)
-    }
-    failed: list[dict[str, Any]] = []
-    for ev in pending:
-        at = ev.occurred_at or now
-        if ev.status == states.FAILED:
-            code = ev.error_code
-            error = f"failed by the gateway (code {code})" if code else "failed by the gateway"
-            failed.append({"did": ev.delivery_id, "at": at, "code": code, "error": error})
-        elif ev.status in progress:
-            progress[ev.status].append({"did": ev.delivery_id, "at": at})
-    # progress first, in rank order: a delivered/read event beats a failed one
-    for status in (states.SENT, states.DELIVERED, states.READ):
-        q.apply_progress(conn, status, progress[status])
-    q.apply_failed(conn, failed)
-    q.mark_applied(conn, [ev.id for ev in pending])
-    return len(pending)
+    del now
+    return q.apply_unapplied(conn, message_ids)
 
 
 def apply_recent_pending(
@@ -221,21 +202,32 @@ def record_events(
     now: datetime,
 ) -> ApplyStats:
     """Apply a batch of webhook events in one transaction (idempotent; any order)."""
+    with engine.begin() as conn:
+        return record_events_in(conn, events, opt_out_keywords=opt_out_keywords, now=now)
+
+
+def record_events_in(
+    conn: Connection,
+    events: Sequence[Event],
+    *,
+    opt_out_keywords: Sequence[str],
+    now: datetime,
+) -> ApplyStats:
+    """:func:`record_events` in the caller's transaction."""
     stats = ApplyStats()
     statuses = [e for e in events if isinstance(e, MessageStatus)]
     incoming = [e for e in events if isinstance(e, IncomingMessage)]
     connections = [e for e in events if isinstance(e, ConnectionStatus)]
     stats.ignored += len(events) - len(statuses) - len(incoming) - len(connections)
-    with engine.begin() as conn:
-        if statuses:
-            _record_statuses(conn, statuses, now, stats)
-        if incoming:
-            _record_inbound(conn, incoming, opt_out_keywords, now, stats)
-        for ev in connections:
-            if ev.instance_id and q.set_instance_state(
-                conn, ev.instance_id, ev.state, phone=ev.phone, now=now
-            ):
-                stats.connection_updates += 1
+    if statuses:
+        _record_statuses(conn, statuses, now, stats)
+    if incoming:
+        _record_inbound(conn, incoming, opt_out_keywords, now, stats)
+    for ev in connections:
+        if ev.instance_id and q.set_instance_state(
+            conn, ev.instance_id, ev.state, phone=ev.phone, now=now
+        ):
+            stats.connection_updates += 1
     return stats
 
 
@@ -248,4 +240,5 @@ __all__ = [
     "fold_keyword",
     "is_opt_out",
     "record_events",
+    "record_events_in",
 ]

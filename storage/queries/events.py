@@ -8,6 +8,7 @@ duplicates arrive. Every function leaves the transaction to its caller.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -19,6 +20,7 @@ from sqlalchemy import (
     bindparam,
     case,
     func,
+    literal,
     literal_column,
     or_,
     select,
@@ -29,7 +31,6 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from storage import states
 from storage.models import Campaign, Contact, Delivery, InboundMessage, Instance, StatusEvent
-from storage.types import UTCDateTime
 
 _d: Table = Delivery.__table__  # type: ignore[attr-defined]
 _e: Table = StatusEvent.__table__  # type: ignore[attr-defined]
@@ -40,6 +41,8 @@ _campaigns: Table = Campaign.__table__  # type: ignore[attr-defined]
 
 #: ids per IN (...) lookup
 BATCH = 1000
+#: message ids per set-based apply (their event ids go into IN lists too)
+APPLY_BATCH = 500
 #: replies are matched against the deliveries of this many most recent campaigns
 REPLY_CAMPAIGN_WINDOW = 50
 #: how far a gateway's message time may trail our clock: its stamps are whole seconds
@@ -58,13 +61,8 @@ FAILED_FROM = (states.SENDING, states.SENT, states.UNKNOWN)
 CONNECTION_PAUSE_REASONS = ("relogin_required", "not_activated", "disconnected")
 
 
-def _at() -> Any:
-    """The ``at`` parameter of the bulk updates, typed so SQLite stores it as UTC."""
-    return bindparam("at", type_=UTCDateTime())
-
-
 def _state_in(allowed: Sequence[str]) -> ColumnElement[bool]:
-    """``state IN (...)`` with inline constants (expanding IN cannot go in executemany)."""
+    """``state IN (...)`` with inline constants (one cached statement for every batch)."""
     return or_(*(_d.c.state == literal_column(f"'{s}'") for s in allowed))
 
 
@@ -84,26 +82,18 @@ def insert_status_events(conn: Connection, rows: Sequence[Mapping[str, Any]]) ->
     """Store status events; a (message_id, status) already stored is dropped."""
     if not rows:
         return
-    stmt = _insert(conn, _e).on_conflict_do_nothing(index_elements=["message_id", "status"])
-    conn.execute(stmt, [dict(r) for r in rows])
+    conn.execute(_insert_status_event(conn.dialect.name), [dict(r) for r in rows])
 
 
-def pending_for(conn: Connection, message_ids: Sequence[str]) -> list[Any]:
-    """Unapplied events for ``message_ids`` that match a delivery, with the delivery id."""
-    out: list[Any] = []
-    for chunk in _chunks(sorted(set(message_ids))):
-        out += conn.execute(
-            select(
-                _e.c.id,
-                _e.c.status,
-                _e.c.occurred_at,
-                _e.c.error_code,
-                _d.c.id.label("delivery_id"),
-            )
-            .join(_d, _d.c.message_id == _e.c.message_id)
-            .where(_e.c.applied.is_(False), _e.c.message_id.in_(chunk))
-        ).all()
-    return out
+@functools.cache
+def _insert_status_event(dialect: str) -> Any:
+    """``INSERT ... ON CONFLICT (message_id, status) DO NOTHING``, built once per dialect."""
+    keys = ["message_id", "status"]
+    if dialect == "postgresql":
+        return postgresql.insert(_e).on_conflict_do_nothing(index_elements=keys)
+    if dialect == "sqlite":
+        return sqlite.insert(_e).on_conflict_do_nothing(index_elements=keys)
+    raise NotImplementedError(f"unsupported database: {dialect}")
 
 
 def unapplied_matching(conn: Connection, *, since: datetime, limit: int) -> list[str]:
@@ -118,61 +108,98 @@ def unapplied_matching(conn: Connection, *, since: datetime, limit: int) -> list
     return [str(m) for m in rows]
 
 
-def apply_progress(conn: Connection, status: str, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Move deliveries forward to ``status`` (sent, delivered or read), never backward.
+_ev = _e.alias("ev")
+_ids: Any = bindparam("ids", expanding=True)
+_match = and_(_ev.c.message_id == _d.c.message_id, _ev.c.id.in_(_ids))
 
-    ``rows`` holds ``did`` (delivery id) and ``at``; timestamps are set where missing, and
-    an earlier ``at`` corrects a later one (events arrive in any order).
-    """
-    if not rows:
-        return
+
+def _progress_values(status: str) -> dict[str, Any]:
+    """SET clause moving a row to ``status``: times set where missing, from the event."""
     values: dict[str, Any] = {
         "state": status,
-        "sent_at": func.coalesce(_d.c.sent_at, _at()),
+        "sent_at": func.coalesce(_d.c.sent_at, _ev.c.occurred_at),
     }
     if status in (states.DELIVERED, states.READ):
-        values["delivered_at"] = func.coalesce(_d.c.delivered_at, _at())
+        values["delivered_at"] = func.coalesce(_d.c.delivered_at, _ev.c.occurred_at)
     if status == states.READ:
-        values["read_at"] = func.coalesce(_d.c.read_at, _at())
-    conn.execute(
-        update(_d)
-        .where(_d.c.id == bindparam("did"), _state_in(_FORWARD_FROM[status]))
-        .values(**values),
-        [dict(r) for r in rows],
-    )
+        values["read_at"] = func.coalesce(_d.c.read_at, _ev.c.occurred_at)
+    return values
+
+
+def _progress_statements(status: str) -> list[Any]:
+    """The UPDATEs moving the events' (``ids``) deliveries forward to ``status``.
+
+    The first moves rows still below ``status``; the second lets an earlier event time
+    correct a later one already stored in the status's own column (any arrival order).
+    """
+    out: list[Any] = [
+        update(_d).where(_match, _state_in(_FORWARD_FROM[status])).values(_progress_values(status))
+    ]
     column = {states.SENT: None, states.DELIVERED: "delivered_at", states.READ: "read_at"}[status]
     if column is not None:
         col = _d.c[column]
-        conn.execute(
+        out.append(
             update(_d)
-            .where(_d.c.id == bindparam("did"), col.is_not(None), col > _at())
-            .values({column: _at()}),
-            [dict(r) for r in rows],
+            .where(_match, col.is_not(None), col > _ev.c.occurred_at)
+            .values({column: _ev.c.occurred_at})
         )
+    return out
 
 
-def apply_failed(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Mark deliveries failed (``did``, ``at``, ``code``, ``error``) if not past sent."""
-    if not rows:
-        return
-    conn.execute(
-        update(_d)
-        .where(_d.c.id == bindparam("did"), _state_in(FAILED_FROM))
-        .values(
-            state=states.FAILED,
-            failed_at=_at(),
-            error_code=bindparam("code"),
-            error=bindparam("error"),
-            lease_until=None,
+#: statements built once (SQLAlchemy then reuses their compiled form for every batch)
+_PROGRESS = {s: _progress_statements(s) for s in (states.SENT, states.DELIVERED, states.READ)}
+_FAILED = (
+    update(_d)
+    .where(_match, _state_in(FAILED_FROM))
+    .values(
+        state=states.FAILED,
+        failed_at=_ev.c.occurred_at,
+        error_code=_ev.c.error_code,
+        error=case(
+            (
+                _ev.c.error_code.is_not(None),
+                literal("failed by the gateway (code ") + _ev.c.error_code + literal(")"),
+            ),
+            else_=literal("failed by the gateway"),
         ),
-        [dict(r) for r in rows],
+        lease_until=None,
     )
+)
+_UNAPPLIED = (
+    select(_e.c.id, _e.c.status)
+    .join(_d, _d.c.message_id == _e.c.message_id)
+    .where(_e.c.applied.is_(False), _e.c.message_id.in_(bindparam("mids", expanding=True)))
+)
+_MARK_APPLIED = update(_e).where(_e.c.id.in_(_ids)).values(applied=True)
 
 
-def mark_applied(conn: Connection, event_ids: Sequence[int]) -> None:
-    """Flag status events as applied."""
-    for chunk in _chunks(list(event_ids)):
-        conn.execute(update(_e).where(_e.c.id.in_(chunk)).values(applied=True))
+def apply_unapplied(conn: Connection, message_ids: Sequence[str]) -> int:
+    """Apply the stored, unapplied status events of ``message_ids`` to their deliveries.
+
+    Set-based: per chunk of ids one ``SELECT`` of the events that match a delivery, then one
+    ``UPDATE ... FROM status_events`` per status present (progress in rank order, so a
+    delivered or read event beats a failed one), then those events (by id: never one that
+    committed meanwhile) are flagged applied. Forward only and idempotent. Returns how
+    many events were applied; the transaction is the caller's.
+    """
+    applied = 0
+    for chunk in _chunks(sorted(set(message_ids)), APPLY_BATCH):
+        found = conn.execute(_UNAPPLIED, {"mids": list(chunk)}).all()
+        if not found:
+            continue
+        by_status: dict[str, list[int]] = {}
+        for event_id, status in found:
+            by_status.setdefault(status, []).append(int(event_id))
+        for status, statements in _PROGRESS.items():  # rank order
+            if status in by_status:
+                for stmt in statements:
+                    conn.execute(stmt, {"ids": by_status[status]})
+        if states.FAILED in by_status:
+            conn.execute(_FAILED, {"ids": by_status[states.FAILED]})
+        ids = sorted({int(row[0]) for row in found})
+        conn.execute(_MARK_APPLIED, {"ids": ids})
+        applied += len(ids)
+    return applied
 
 
 def existing_inbound(conn: Connection, message_ids: Sequence[str]) -> set[str]:
@@ -275,18 +302,16 @@ def set_instance_state(
 
 
 __all__ = [
+    "APPLY_BATCH",
     "CONNECTION_PAUSE_REASONS",
     "FAILED_FROM",
     "REPLY_CAMPAIGN_WINDOW",
     "REPLY_CLOCK_SKEW",
-    "apply_failed",
-    "apply_progress",
+    "apply_unapplied",
     "contact_ids_by_phone",
     "existing_inbound",
     "insert_inbound",
     "insert_status_events",
-    "mark_applied",
-    "pending_for",
     "record_reply",
     "set_instance_state",
     "unapplied_matching",
