@@ -9,9 +9,12 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+#: how long a SQLite connection waits for another writer's lock
+SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 
 def normalise_url(url: str) -> str:
@@ -28,7 +31,7 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA foreign_keys=ON")
     cur.execute("PRAGMA synchronous=NORMAL")
-    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
     cur.close()
 
 
@@ -37,12 +40,23 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
     url = normalise_url(url)
     backend = make_url(url).get_backend_name()
     if backend == "sqlite":
-        connect_args = {"check_same_thread": False, "timeout": 30}
+        connect_args = {"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
         engine = create_engine(url, connect_args=connect_args, **kwargs)
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     kwargs.setdefault("pool_pre_ping", True)
     return create_engine(url, **kwargs)
+
+
+def is_sqlite_file(engine: Engine) -> bool:
+    """True when ``engine`` is SQLite on a file (not an in-memory database)."""
+    database = engine.url.database
+    return engine.dialect.name == "sqlite" and database not in (None, "", ":memory:")
+
+
+def is_lock_error(exc: BaseException) -> bool:
+    """True for SQLite's "database is locked" (another writer holds the lock)."""
+    return isinstance(exc, OperationalError) and "database is locked" in str(exc.orig)
 
 
 def is_postgres(engine: Engine) -> bool:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from functools import partial
+from typing import Any
+
 from fastapi import Depends, FastAPI, Request, status
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.middleware.sessions import SessionMiddleware
+from starlette.types import Receive, Scope, Send
 
 from gatecast.web import auth, metrics, webhook
 from gatecast.web.api import router as api_router
@@ -22,6 +26,18 @@ gatecast's REST API. Authenticate every call with `Authorization: Bearer <GATECA
 """
 
 
+class GatecastAPI(FastAPI):
+    """FastAPI with :class:`gatecast.web.webhook.WebhookFastPath` in front of its stack."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._front = webhook.WebhookFastPath(partial(FastAPI.__call__, self), self)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Webhook POSTs to the fast path, everything else through FastAPI."""
+        await self._front(scope, receive, send)
+
+
 def create_app(ctx: AppContext) -> FastAPI:
     """The whole HTTP app (API, webhook, dashboard) for ``ctx``.
 
@@ -30,7 +46,7 @@ def create_app(ctx: AppContext) -> FastAPI:
     you want to print a newly generated key.
     """
     key = ctx.api_key or auth.ensure_api_key(ctx.settings).value
-    app = FastAPI(
+    app = GatecastAPI(
         # no request body may exceed the import limit (plus multipart overhead): bigger
         # uploads, chunked ones too, are refused with 413 while they stream in
         max_body_size=ctx.settings.import_max_bytes + MULTIPART_SLACK,

@@ -6,16 +6,23 @@
   400 with the reason and changes nothing.
 * Events are group-committed: an in-process batcher (an asyncio queue started and stopped
   with the app's lifespan) collects up to :data:`MAX_BATCH_EVENTS` events or
-  :data:`MAX_WAIT_SECONDS`, applies them with :func:`campaigns.tracking.record_events` in a
-  worker thread, and each request answers 200 only after its batch committed (a durable
-  acknowledgement). Dedupe and forward-only application make duplicates harmless.
+  :data:`MAX_WAIT_SECONDS`, applies them with :func:`campaigns.tracking.record_events` (on
+  the event loop for a SQLite file unless another writer holds the lock, else in a worker
+  thread: :func:`make_inline_applier`), and each request answers 200 only after its batch
+  committed (a durable acknowledgement). Dedupe and forward-only application make
+  duplicates harmless.
 * :func:`install_log_redaction` hides the secret in uvicorn's access and error logs.
+* :class:`WebhookFastPath` serves ``POST /webhooks/gateway/{secret}`` as a bare ASGI
+  handler in front of the FastAPI stack (no routing, dependency solving or middleware:
+  gateways post one event per request, so per-request overhead bounds the receiver);
+  the router's route runs the same :func:`accept_body` for apps built without it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hmac
+import json
 import logging
 import re
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -24,11 +31,15 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
+from sqlalchemy import Connection
+from sqlalchemy.exc import OperationalError
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from campaigns.tracking import ApplyStats, apply_recent_pending, record_events
+from campaigns.tracking import ApplyStats, apply_recent_pending, record_events, record_events_in
 from gatecast.web.context import AppContext, get_ctx
 from gateway.event_parsing import parse_webhook
 from gateway.events import ConnectionStatus, Event, IncomingMessage, MalformedEvent, MessageStatus
+from storage.engine import SQLITE_BUSY_TIMEOUT_MS, is_lock_error, is_sqlite_file
 
 log = logging.getLogger("gatecast.webhook")
 
@@ -49,24 +60,37 @@ _ACTIONABLE = (MessageStatus, IncomingMessage, ConnectionStatus)
 _Item = tuple[list[Event], "asyncio.Future[None]"]
 
 
+class WouldBlock(Exception):
+    """An inline applier found the database locked by another writer (nothing applied)."""
+
+
 class EventBatcher:
-    """Group-commits webhook events: many requests, one transaction per batch."""
+    """Group-commits webhook events: many requests, one transaction per batch.
+
+    ``apply`` runs in a worker thread. ``inline``, when given, is tried first on the event
+    loop itself and must raise :class:`WouldBlock` rather than wait for a lock; then the
+    batch goes to ``apply``.
+    """
 
     def __init__(
         self,
         apply: Callable[[list[Event]], ApplyStats],
         *,
+        inline: Callable[[list[Event]], ApplyStats] | None = None,
         max_events: int = MAX_BATCH_EVENTS,
         max_wait: float = MAX_WAIT_SECONDS,
         sweep: Callable[[], int] | None = None,
         sweep_after: float = SWEEP_AFTER_IDLE_SECONDS,
     ) -> None:
         self._apply = apply
+        self._inline = inline
         self._max_events = max_events
         self._max_wait = max_wait
         self._sweep = sweep
         self._sweep_after = sweep_after
         self._sweeps_left = 0
+        self._sweep_timer: asyncio.TimerHandle | None = None
+        self._sweeping: asyncio.Task[None] | None = None
         self._queue: asyncio.Queue[_Item | None] | None = None
         self._task: asyncio.Task[None] | None = None
         self.batches = 0
@@ -89,6 +113,11 @@ class EventBatcher:
         await self._queue.put(None)
         await self._task
         self._task = None
+        if self._sweep_timer is not None:
+            self._sweep_timer.cancel()
+            self._sweep_timer = None
+        if self._sweeping is not None:
+            await self._sweeping
 
     async def submit(self, events: list[Event]) -> None:
         """Queue ``events`` and wait until the batch holding them has committed."""
@@ -121,10 +150,19 @@ class EventBatcher:
             count += len(item[0])
         return batch, False
 
+    async def _apply_batch(self, events: list[Event]) -> None:
+        if self._inline is not None:
+            try:
+                self._inline(events)
+                return
+            except WouldBlock:
+                pass  # another writer holds the database: wait for it in a thread
+        await asyncio.to_thread(self._apply, events)
+
     async def _commit(self, batch: list[_Item]) -> None:
         events = [e for evs, _ in batch for e in evs]
         try:
-            await asyncio.to_thread(self._apply, events)
+            await self._apply_batch(events)
         except Exception:
             if len(batch) == 1:
                 log.exception("applying %d webhook event(s) failed", len(events))
@@ -136,34 +174,48 @@ class EventBatcher:
             return
         self.batches += 1
         self.events += len(events)
-        self._sweeps_left = SWEEPS_AFTER_ACTIVITY
+        self._arm_sweep()
         for _, future in batch:
             if not future.done():
                 future.set_result(None)
+
+    def _arm_sweep(self) -> None:
+        """After activity: sweep once the batcher has been idle for ``sweep_after``."""
+        if self._sweep is None:
+            return
+        self._sweeps_left = SWEEPS_AFTER_ACTIVITY
+        self._schedule_sweep()
+
+    def _schedule_sweep(self) -> None:
+        if self._sweep_timer is not None:
+            self._sweep_timer.cancel()  # a timer handle, not a task: cheap per batch
+        loop = asyncio.get_running_loop()
+        self._sweep_timer = loop.call_later(self._sweep_after, self._sweep_due)
+
+    def _sweep_due(self) -> None:
+        self._sweep_timer = None
+        if self._sweeps_left > 0 and self._sweeping is None and self.running:
+            self._sweeping = asyncio.create_task(self._run_sweep())
 
     async def _run_sweep(self) -> None:
         assert self._sweep is not None
         self._sweeps_left -= 1
         try:
             applied = await asyncio.to_thread(self._sweep)
+            if applied:
+                log.info("applied %d webhook event(s) whose send was recorded late", applied)
         except Exception:
             log.exception("re-applying unmatched webhook events failed")
-            return
-        if applied:
-            log.info("applied %d webhook event(s) whose send was recorded late", applied)
+        finally:
+            self._sweeping = None
+            if self._sweeps_left > 0 and self._sweep_timer is None and self.running:
+                self._schedule_sweep()
 
     async def _run(self) -> None:
         assert self._queue is not None
         stopping = False
         while not stopping:
-            if self._sweep is not None and self._sweeps_left > 0:
-                try:
-                    first = await asyncio.wait_for(self._queue.get(), self._sweep_after)
-                except TimeoutError:
-                    await self._run_sweep()
-                    continue
-            else:
-                first = await self._queue.get()
+            first = await self._queue.get()
             if first is None:
                 break
             batch, stopping = await self._collect(first)
@@ -192,13 +244,72 @@ def make_applier(ctx: AppContext) -> Callable[[list[Event]], ApplyStats]:
     return apply
 
 
+class InlineApplier:
+    """Applies batches on the event loop over one held SQLite connection that never waits.
+
+    SQLite work is CPU under the GIL, so a worker thread only adds hand-offs and GIL
+    convoys (bench/webhooks.py: about 0.6x -> 0.8x of a bare endpoint's rate). The
+    connection's busy timeout is 0: when another writer holds the lock the batch raises
+    :class:`WouldBlock` at once (nothing applied) and the batcher hands it to a thread,
+    so the loop never stalls. Not for PostgreSQL, whose work waits on the server: there a
+    thread overlaps that wait with serving requests.
+    """
+
+    def __init__(self, ctx: AppContext) -> None:
+        self._ctx = ctx
+        self._conn: Connection | None = None
+
+    def __call__(self, events: list[Event]) -> ApplyStats:
+        """Apply ``events`` in one transaction; :class:`WouldBlock` if the DB is locked."""
+        conn = self._connection()
+        try:
+            with conn.begin():
+                return record_events_in(
+                    conn,
+                    events,
+                    opt_out_keywords=self._ctx.settings.opt_out_keywords,
+                    now=self._ctx.clock(),
+                )
+        except OperationalError as exc:
+            if is_lock_error(exc):
+                raise WouldBlock from exc
+            self.close()
+            raise
+
+    def _connection(self) -> Connection:
+        if self._conn is None:
+            conn = self._ctx.engine.connect()
+            raw = conn.connection.dbapi_connection
+            assert raw is not None
+            raw.execute("PRAGMA busy_timeout=0")  # not through SQLAlchemy: no autobegin
+            self._conn = conn
+        return self._conn
+
+    def close(self) -> None:
+        """Give the held connection back (with the usual busy timeout)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            raw = conn.connection.dbapi_connection
+            if raw is not None:
+                raw.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+            conn.close()
+
+
+def make_inline_applier(ctx: AppContext) -> InlineApplier | None:
+    """An :class:`InlineApplier` for a SQLite file database, else None (use a thread)."""
+    return InlineApplier(ctx) if is_sqlite_file(ctx.engine) else None
+
+
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     """Start the app's webhook batcher; stop it (after applying the queue) on shutdown."""
     ctx = app.state.ctx
     assert isinstance(ctx, AppContext)
+    inline = make_inline_applier(ctx)
     batcher = EventBatcher(
-        make_applier(ctx), sweep=lambda: apply_recent_pending(ctx.engine, now=ctx.clock())
+        make_applier(ctx),
+        inline=inline,
+        sweep=lambda: apply_recent_pending(ctx.engine, now=ctx.clock()),
     )
     await batcher.start()
     app.state.webhook_batcher = batcher
@@ -206,6 +317,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
     finally:
         await batcher.stop()
+        if inline is not None:
+            inline.close()
 
 
 router = APIRouter(lifespan=lifespan)
@@ -222,28 +335,109 @@ def secret_matches(given: str, expected: str) -> bool:
     return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
 
 
-@router.post(PATH_PREFIX + "{secret}", include_in_schema=False)
-async def receive_gateway_event(secret: str, request: Request) -> JSONResponse:
-    """Accept one webhook body; 200 once its events are committed."""
-    ctx = get_ctx(request)
-    if not secret_matches(secret, ctx.settings.webhook_secret.get_secret_value()):
-        return _not_found()
-    body = await request.body()
+async def accept_body(app: Any, ctx: AppContext, body: bytes) -> tuple[int, dict[str, Any]]:
+    """Parse and durably apply one webhook body: ``(HTTP status, JSON answer)``.
+
+    200 once the body's events are committed (or when it holds nothing to apply), 400
+    with the reason for a malformed body, 503 when the events could not be stored.
+    ``app`` is the FastAPI app whose lifespan started the batcher (``app.state``).
+    """
     try:
         events = parse_webhook(body)
     except MalformedEvent as exc:
-        return JSONResponse({"detail": f"malformed event: {exc}"}, status_code=400)
+        return 400, {"detail": f"malformed event: {exc}"}
     actionable: list[Event] = [e for e in events if isinstance(e, _ACTIONABLE)]
     if actionable:
-        batcher = getattr(request.app.state, "webhook_batcher", None)
+        batcher = getattr(app.state, "webhook_batcher", None)
         try:
             if isinstance(batcher, EventBatcher) and batcher.running:
                 await batcher.submit(actionable)
             else:  # app served without its lifespan: apply directly
                 await asyncio.to_thread(make_applier(ctx), actionable)
         except Exception:
-            return JSONResponse({"detail": "events could not be stored"}, status_code=503)
-    return JSONResponse({"status": "ok", "events": len(events), "applied": len(actionable)})
+            return 503, {"detail": "events could not be stored"}
+    return 200, {"status": "ok", "events": len(events), "applied": len(actionable)}
+
+
+@router.post(PATH_PREFIX + "{secret}", include_in_schema=False)
+async def receive_gateway_event(secret: str, request: Request) -> JSONResponse:
+    """Accept one webhook body; 200 once its events are committed."""
+    ctx = get_ctx(request)
+    if not secret_matches(secret, ctx.settings.webhook_secret.get_secret_value()):
+        return _not_found()
+    status, answer = await accept_body(request.app, ctx, await request.body())
+    return JSONResponse(answer, status_code=status)
+
+
+#: the biggest webhook body the fast path reads (413 past it); status events are a few
+#: hundred bytes, an incoming message with an inline thumbnail some kilobytes
+MAX_BODY_BYTES = 16 * 1024 * 1024
+
+
+class WebhookFastPath:
+    """ASGI wrapper: ``POST /webhooks/gateway/{secret}`` straight to :func:`accept_body`.
+
+    Everything else (other paths and methods, lifespan) goes to ``app`` unchanged.
+    ``fastapi_app`` is the app whose ``state`` holds the context and the batcher.
+    """
+
+    def __init__(self, app: ASGIApp, fastapi_app: FastAPI) -> None:
+        self.app = app
+        self.fastapi_app = fastapi_app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve a webhook POST here; pass everything else on."""
+        path = scope.get("path", "") if scope["type"] == "http" else ""
+        secret = path[len(PATH_PREFIX) :] if path.startswith(PATH_PREFIX) else ""
+        if not secret or "/" in secret or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        try:
+            status, answer = await self._handle(secret, receive)
+        except Exception:  # answer 500 rather than drop the connection
+            log.exception("webhook request failed")
+            status, answer = 500, {"detail": "Internal Server Error"}
+        if status:  # 0: the client went away before its body arrived
+            await _send_json(send, status, answer)
+
+    async def _handle(self, secret: str, receive: Receive) -> tuple[int, dict[str, Any]]:
+        ctx = self.fastapi_app.state.ctx
+        assert isinstance(ctx, AppContext)
+        if not secret_matches(secret, ctx.settings.webhook_secret.get_secret_value()):
+            return 404, {"detail": "Not Found"}
+        body = await _read_body(receive, MAX_BODY_BYTES)
+        if body is None:
+            return 0, {}
+        if len(body) > MAX_BODY_BYTES:
+            return 413, {"detail": f"webhook body larger than {MAX_BODY_BYTES} bytes"}
+        return await accept_body(self.fastapi_app, ctx, body)
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
+    """The request body, or ``limit + 1`` bytes once past ``limit``; None on disconnect."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message: Message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunk: bytes = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return bytes(limit + 1)  # the caller only looks at the length
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+async def _send_json(send: Send, status: int, answer: dict[str, Any]) -> None:
+    body = json.dumps(answer, separators=(",", ":")).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 # ------------------------------------------------------------------ log redaction
@@ -295,12 +489,18 @@ def install_log_redaction(loggers: Sequence[str] = REDACTED_LOGGERS) -> None:
 
 __all__ = [
     "MAX_BATCH_EVENTS",
+    "MAX_BODY_BYTES",
     "MAX_WAIT_SECONDS",
     "EventBatcher",
+    "InlineApplier",
     "SecretPathFilter",
+    "WebhookFastPath",
+    "WouldBlock",
+    "accept_body",
     "install_log_redaction",
     "lifespan",
     "make_applier",
+    "make_inline_applier",
     "redact",
     "router",
     "secret_matches",

@@ -334,3 +334,91 @@ def test_batcher_sweeps_when_idle_after_activity() -> None:
 
     asyncio.run(go())
     assert len(sweeps) == webhook.SWEEPS_AFTER_ACTIVITY
+
+
+def _full_app(engine: Engine) -> FastAPI:
+    from gatecast.web.app import create_app
+
+    settings = Settings(webhook_secret=SecretStr(SECRET), database_url="sqlite://")
+    ctx = AppContext(
+        settings=settings, engine=engine, clock=lambda: NOW, api_key=SecretStr("k" * 32)
+    )
+    return create_app(ctx)
+
+
+def test_fast_path_answers_like_the_route(
+    sqlite_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """create_app serves the webhook in front of FastAPI: same answers, same effects."""
+    _campaign(sqlite_engine, 2)
+    monkeypatch.setattr(webhook, "MAX_BODY_BYTES", 2000)
+    app = _full_app(sqlite_engine)
+
+    async def go() -> dict[str, httpx.Response]:
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://gw") as c:
+                path = f"/webhooks/gateway/{SECRET}"
+                return {
+                    "ok": await c.post(path, json=_status(0, "read")),
+                    "wrong": await c.post("/webhooks/gateway/nope", json=_status(1, "read")),
+                    "deeper": await c.post(f"{path}/x", json=_status(1, "read")),
+                    "get": await c.get(path),
+                    "malformed": await c.post(path, content=b"not json"),
+                    "big": await c.post(path, content=b"{" + b" " * 3000 + b"}"),
+                }
+
+    r = asyncio.run(go())
+    assert r["ok"].status_code == 200 and r["ok"].json() == {
+        "status": "ok",
+        "events": 1,
+        "applied": 1,
+    }
+    assert r["wrong"].status_code == 404 and SECRET not in r["wrong"].text
+    assert r["deeper"].status_code == 404
+    assert r["get"].status_code == 405  # not ours: FastAPI's own answer
+    assert r["malformed"].status_code == 400 and "not JSON" in r["malformed"].json()["detail"]
+    assert r["big"].status_code == 413
+    with sqlite_engine.connect() as conn:
+        got: dict[str, str] = dict(
+            conn.execute(select(deliveries.c.target, deliveries.c.state)).all()
+        )
+    assert got == {phone(0): "read", phone(1): "sent"}
+
+
+def test_inline_apply_never_stalls_the_loop_on_a_locked_database(sqlite_engine: Engine) -> None:
+    """Another writer holds SQLite's lock: the loop keeps serving, the event lands later."""
+    import sqlite3
+
+    _campaign(sqlite_engine, 1)
+    app = _full_app(sqlite_engine)
+    database = sqlite_engine.url.database
+    assert database
+    blocker = sqlite3.connect(database, isolation_level=None)
+    outcome: dict[str, Any] = {}
+
+    async def go() -> None:
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://gw") as c:
+                blocker.execute("BEGIN IMMEDIATE")  # the write lock, held
+                post = asyncio.create_task(
+                    c.post(f"/webhooks/gateway/{SECRET}", json=_status(0, "read"))
+                )
+                await asyncio.sleep(0.3)
+                started = time.monotonic()
+                health = await c.get("/healthz")  # served while the batch waits
+                outcome["health"] = (health.status_code, time.monotonic() - started)
+                outcome["pending"] = not post.done()
+                blocker.execute("COMMIT")
+                outcome["post"] = (await post).status_code
+
+    try:
+        asyncio.run(go())
+    finally:
+        blocker.close()
+    assert outcome["pending"], "the event must wait for the lock, not fail"
+    assert outcome["health"][0] == 200 and outcome["health"][1] < 5
+    assert outcome["post"] == 200
+    with sqlite_engine.connect() as conn:
+        assert conn.execute(select(deliveries.c.state)).scalar_one() == "read"
