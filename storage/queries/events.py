@@ -110,7 +110,13 @@ def unapplied_matching(conn: Connection, *, since: datetime, limit: int) -> list
 
 _ev = _e.alias("ev")
 _ids: Any = bindparam("ids", expanding=True)
-_match = and_(_ev.c.message_id == _d.c.message_id, _ev.c.id.in_(_ids))
+#: the events (``ids``) joined to their deliveries (``dids``, their primary keys: so every
+#: planner starts from the few rows concerned, never from ``state`` over the whole table)
+_match = and_(
+    _d.c.id.in_(bindparam("dids", expanding=True)),
+    _ev.c.id.in_(_ids),
+    _ev.c.message_id == _d.c.message_id,
+)
 
 
 def _progress_values(status: str) -> dict[str, Any]:
@@ -166,7 +172,7 @@ _FAILED = (
     )
 )
 _UNAPPLIED = (
-    select(_e.c.id, _e.c.status)
+    select(_e.c.id, _e.c.status, _d.c.id)
     .join(_d, _d.c.message_id == _e.c.message_id)
     .where(_e.c.applied.is_(False), _e.c.message_id.in_(bindparam("mids", expanding=True)))
 )
@@ -187,15 +193,17 @@ def apply_unapplied(conn: Connection, message_ids: Sequence[str]) -> int:
         found = conn.execute(_UNAPPLIED, {"mids": list(chunk)}).all()
         if not found:
             continue
-        by_status: dict[str, list[int]] = {}
-        for event_id, status in found:
-            by_status.setdefault(status, []).append(int(event_id))
+        by_status: dict[str, dict[str, list[int]]] = {}
+        for event_id, status, delivery_id in found:
+            params = by_status.setdefault(status, {"ids": [], "dids": []})
+            params["ids"].append(int(event_id))
+            params["dids"].append(int(delivery_id))
         for status, statements in _PROGRESS.items():  # rank order
             if status in by_status:
                 for stmt in statements:
-                    conn.execute(stmt, {"ids": by_status[status]})
+                    conn.execute(stmt, by_status[status])
         if states.FAILED in by_status:
-            conn.execute(_FAILED, {"ids": by_status[states.FAILED]})
+            conn.execute(_FAILED, by_status[states.FAILED])
         ids = sorted({int(row[0]) for row in found})
         conn.execute(_MARK_APPLIED, {"ids": ids})
         applied += len(ids)
