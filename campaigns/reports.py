@@ -10,12 +10,17 @@ temporary file and moved into place, so a failure leaves no half-written file.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
+import itertools
 import json
 import os
+import queue
 import re
+import threading
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
@@ -235,28 +240,109 @@ def _write_csv_per_row(conn: Connection, campaign_id: int, fh: IO[str]) -> None:
         writer.writerow(_cells(row))
 
 
-def _write_csv(conn: Connection, campaign_id: int, fh: IO[str]) -> None:
-    """The CSV with every cell rendered by the database (``storage.queries.reports``):
-    raw driver cursor, ``fetchmany`` + ``writerows``; same bytes as the per-row path.
-    PostgreSQL reads through a named (server-side) cursor, so memory stays flat."""
-    writer = csv.writer(fh)
-    writer.writerow(COLUMNS)
+#: lines per chunk of the CSV fast path (about 330 kB of text)
+CSV_CHUNK = 2000
+#: chunks the fetching thread may hold ahead of the writer (memory stays flat)
+_CSV_AHEAD = 4
+_BOM = "\ufeff"
+
+
+_Chunks = queue.Queue[list[Any] | BaseException | None]
+
+
+def _fetch_chunks(
+    fetch: Callable[[], list[Any]],
+    close: Callable[[], None],
+    chunks: _Chunks,
+    stop: threading.Event,
+) -> None:
+    """Producer: ``fetch()`` chunks into ``chunks`` until done (``None``) or failed (the
+    error); closes the cursor in this thread, the one that used it."""
+    try:
+        try:
+            while not stop.is_set() and (rows := fetch()):
+                chunks.put(rows)
+        finally:
+            close()
+    except BaseException as exc:  # handed to the writer, which raises it
+        chunks.put(exc)
+        return
+    chunks.put(None)
+
+
+def _write_lines(fetch: Callable[[], list[Any]], close: Callable[[], None], fh: IO[bytes]) -> None:
+    """Write the one-column rows that ``fetch()`` returns, chunk by chunk, as CRLF lines.
+    A thread fetches while this one writes: sqlite3 and psycopg release the GIL while the
+    database steps or the socket waits, so the database and the writer run side by side."""
+    chunks: _Chunks = queue.Queue(_CSV_AHEAD)
+    stop = threading.Event()
+    fetcher = threading.Thread(
+        target=_fetch_chunks, args=(fetch, close, chunks, stop), name="csv-fetch", daemon=True
+    )
+    fetcher.start()
+    try:
+        while (rows := chunks.get()) is not None:
+            if isinstance(rows, BaseException):
+                raise rows
+            fh.write(("\r\n".join([r[0] for r in rows]) + "\r\n").encode("utf-8"))
+    finally:
+        stop.set()
+        while fetcher.is_alive():  # unblock a put, let the fetcher see the stop
+            with contextlib.suppress(queue.Empty):
+                chunks.get(timeout=0.05)
+        fetcher.join()
+
+
+def _pg_lines(dbapi: Any, campaign_id: int) -> tuple[Callable[[], list[Any]], Callable[[], None]]:
+    """Fetch and close for the PostgreSQL lines. ``stream`` (libpq chunked rows mode, no
+    cursor) lets the server run the query with parallel workers, which a named cursor
+    forbids; before libpq 17 a named cursor is the streamed fallback."""
+    from psycopg import pq
+
+    for statement in report_queries.PG_SESSION:  # SET LOCAL: ends with the transaction
+        dbapi.execute(statement)
+    cur = dbapi.cursor()
+    if pq.version() < 170000:  # pragma: no cover - psycopg[binary] ships a newer libpq
+        cur = dbapi.cursor(name=f"gatecast_report_{campaign_id}")
+        cur.itersize = CSV_CHUNK
+        cur.execute(report_queries.CSV_LINES_POSTGRESQL, (campaign_id,))
+        return lambda: list(cur.fetchmany(CSV_CHUNK)), cur.close
+    rows = cur.stream(report_queries.CSV_LINES_POSTGRESQL, (campaign_id,), size=CSV_CHUNK)
+
+    def close() -> None:
+        rows.close()  # cancels and drains the query when the writer stopped early
+        cur.close()
+
+    return lambda: list(itertools.islice(rows, CSV_CHUNK)), close
+
+
+def _write_csv(conn: Connection, campaign_id: int, fh: IO[bytes]) -> None:
+    """The CSV (UTF-8 with a BOM) with every line rendered by the database
+    (``storage.queries.reports``): raw driver cursor, chunks of lines fetched by a thread
+    and joined; same bytes as :func:`_write_csv_per_row`. Both databases stream the rows
+    (SQLite steps, PostgreSQL sends in chunks), so memory stays flat."""
+    fh.write((_BOM + ",".join(COLUMNS) + "\r\n").encode("utf-8"))
     dbapi: Any = conn.connection.driver_connection
     if conn.dialect.name == "postgresql":
-        cur = dbapi.cursor(name=f"gatecast_report_{campaign_id}")
-        cur.itersize = YIELD_PER
-        cur.execute(report_queries.CSV_ROWS_POSTGRESQL, (campaign_id,))
+        fetch, close = _pg_lines(dbapi, campaign_id)
     elif conn.dialect.name == "sqlite":
         cur = dbapi.cursor()
-        cur.execute(report_queries.CSV_ROWS_SQLITE, (campaign_id,))
+        first, last, rows = cur.execute(
+            report_queries.CAMPAIGN_SPAN_SQLITE, (campaign_id,)
+        ).fetchone()
+        if report_queries.use_rowid_range(first, last, rows):
+            cur.execute(report_queries.CSV_LINES_SQLITE_RANGE, (first, last, campaign_id))
+        else:
+            cur.execute(report_queries.CSV_LINES_SQLITE, (campaign_id,))
+        fetch, close = (lambda: cur.fetchmany(CSV_CHUNK)), cur.close
     else:  # pragma: no cover - gatecast runs on SQLite and PostgreSQL only
-        _write_csv_per_row(conn, campaign_id, fh)
+        text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
+        writer = csv.writer(text)
+        for row in iter_report_rows(conn, campaign_id):
+            writer.writerow(_cells(row))
+        text.detach()
         return
-    try:
-        while rows := cur.fetchmany(YIELD_PER):
-            writer.writerows(rows)
-    finally:
-        cur.close()
+    _write_lines(fetch, close, fh)
 
 
 def _write_json(conn: Connection, campaign_id: int, summary: ReportSummary, fh: IO[str]) -> None:
@@ -334,7 +420,7 @@ def write_report(engine: Engine, campaign_id: int, path: Path) -> Path:
         with engine.connect() as conn:
             if suffix == ".csv":  # a CSV has no summary: only check that the campaign exists
                 _campaign(conn, campaign_id)
-                with tmp.open("w", newline="", encoding="utf-8-sig") as fh:
+                with tmp.open("wb") as fh:
                     _write_csv(conn, campaign_id, fh)
             else:
                 summary = _summary(conn, campaign_id)
