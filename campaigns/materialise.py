@@ -10,20 +10,21 @@ outside its write transactions (big lists on SQLite).
 
 from __future__ import annotations
 
+import random
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, func, select
+from sqlalchemy import Connection, Engine, Select, Table, func, select
 
-from campaigns.campaign_file import CampaignSpec
+from campaigns.campaign_file import CampaignSpec, MessageSpec
 from campaigns.render import ContactData, RenderError, recipient_rng, render_message
 from gateway.messages import message_to_dict
 from storage import states
 from storage.models import Campaign, Contact, Delivery, ListMember
-from storage.queries.campaigns import insert_deliveries
+from storage.queries import deliveries as dq
 
 _campaigns: Table = Campaign.__table__  # type: ignore[attr-defined]
 _contacts: Table = Contact.__table__  # type: ignore[attr-defined]
@@ -185,13 +186,231 @@ def build_rows(
     return out
 
 
-def _chunks(conn: Connection, spec: CampaignSpec, list_id: int | None) -> Iterator[list[Recipient]]:
-    if spec.groups:
-        yield group_recipients(spec.groups)
-        return
-    if list_id is None:
-        return
-    yield from list_recipients(conn, list_id)
+class _LazyRng(random.Random):
+    """:func:`campaigns.render.recipient_rng` ``(campaign_id, target)``, seeded on first use.
+
+    Seeding a Mersenne Twister costs more than rendering a short text, and most messages
+    never draw (no spintax). Every draw goes through the two primitives ``random()`` and
+    ``getrandbits()`` (``choice``, ``shuffle``, ``randint``, ... are built on them), which
+    are forwarded to the real generator, so the draws are exactly the eager one's.
+    """
+
+    def __init__(self, campaign_id: int, target: str) -> None:  # no seeding here
+        self._key = (campaign_id, target)
+        self._real: random.Random | None = None
+        self.gauss_next = None
+
+    def _rng(self) -> random.Random:
+        if self._real is None:
+            self._real = recipient_rng(*self._key)
+        return self._real
+
+    def random(self) -> float:
+        return self._rng().random()
+
+    def getrandbits(self, k: int, /) -> int:
+        return self._rng().getrandbits(k)
+
+    def getstate(self) -> tuple[Any, ...]:
+        return self._rng().getstate()
+
+    def setstate(self, state: tuple[Any, ...]) -> None:
+        self._rng().setstate(state)
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _strings(v)
+
+
+def is_static(message: MessageSpec) -> bool:
+    """True when ``message`` renders the same for everyone: no ``{`` in any of its texts,
+    so neither Jinja2 (``{{``, ``{%``, ``{#``) nor spintax (``{a|b}``) is involved."""
+    return not any("{" in s for s in _strings(message.model_dump()))
+
+
+#: one recipient as the row builder takes it: target, kind, contact id, data, opted out
+_Input = tuple[str, str, int | None, ContactData, bool]
+
+
+class _RowBuilder:
+    """Delivery rows of one campaign as driver-ready tuples (:data:`NEW_DELIVERY_COLUMNS`).
+
+    The same rows as :func:`build_rows`, cheaper: the constant values (times, the empty
+    content, a static message) are converted once, the RNG is seeded only if drawn from,
+    and there are no per-row dicts or statement parameters.
+    """
+
+    def __init__(
+        self,
+        conn: Connection,
+        spec: CampaignSpec,
+        campaign_id: int,
+        *,
+        now: datetime,
+        pool: Sequence[str],
+    ) -> None:
+        self.message = spec.message
+        self.campaign_id = campaign_id
+        self.pool = sorted(set(pool))
+        self.content = dq.bind_processor(conn, "content")
+        self.now = dq.bind_processor(conn, "due_at")(now)
+        self.empty = self.content({})
+        self.static: Any = None
+        if is_static(spec.message):
+            rendered = render_message(spec.message, ContactData(), _LazyRng(campaign_id, ""))
+            self.static = self.content(message_to_dict(rendered))
+
+    def senders(self, conn: Connection, todo: Sequence[_Input]) -> dict[str, str | None]:
+        """The sender of each target: sticky (the last one it got a message from, if in
+        the pool), else :func:`pick_sender`."""
+        pool = self.pool
+        if not pool:
+            return {}
+        if len(pool) == 1:
+            return dict.fromkeys((r[0] for r in todo), pool[0])
+        n = len(pool)
+        out: dict[str, str | None] = {r[0]: pool[zlib.crc32(r[0].encode()) % n] for r in todo}
+        last = _last_senders(conn, [r[2] for r in todo if r[2] is not None])
+        if last:
+            for target, _kind, contact_id, _data, _opted in todo:
+                previous = last.get(contact_id) if contact_id is not None else None
+                if previous in pool:
+                    out[target] = previous
+        return out
+
+    def rows(
+        self, todo: Sequence[_Input], senders: dict[str, str | None]
+    ) -> tuple[list[tuple[Any, ...]], int]:
+        """The rows for ``todo`` and how many of them are queued."""
+        cid, now, content, static = self.campaign_id, self.now, self.content, self.static
+        single = self.pool[0] if len(self.pool) == 1 else None
+        out: list[tuple[Any, ...]] = []
+        append = out.append
+        queued = 0
+        for target, kind, contact_id, data, opted_out in todo:
+            sender = single or senders.get(target)
+            if opted_out:
+                append(
+                    (
+                        cid,
+                        target,
+                        kind,
+                        contact_id,
+                        sender,
+                        states.SKIPPED,
+                        0,
+                        None,
+                        self.empty,
+                        OPTED_OUT_ERROR,
+                        now,
+                    )
+                )
+                continue
+            if static is not None:
+                body = static
+            else:
+                try:
+                    message = render_message(self.message, data, _LazyRng(cid, target))
+                except RenderError as exc:
+                    append(
+                        (
+                            cid,
+                            target,
+                            kind,
+                            contact_id,
+                            sender,
+                            states.SKIPPED,
+                            0,
+                            None,
+                            self.empty,
+                            exc.reason[:1000],
+                            now,
+                        )
+                    )
+                    continue
+                body = content(message_to_dict(message))
+            append((cid, target, kind, contact_id, sender, states.QUEUED, 0, now, body, None, now))
+            queued += 1
+        return out, queued
+
+
+def _missing_members(list_id: int, campaign_id: int) -> Select[Any]:
+    """Members of the list whose target has no row of the campaign yet (an anti-join on
+    the unique ``(campaign_id, target)`` index: a rerun reads only what is missing)."""
+    has_row = (
+        select(_d.c.id)
+        .where(_d.c.campaign_id == campaign_id, _d.c.target == _contacts.c.phone)
+        .exists()
+    )
+    return (
+        select(
+            _members.c.contact_id,
+            _contacts.c.phone,
+            _contacts.c.name,
+            _contacts.c.attributes,
+            _contacts.c.opted_out,
+        )
+        .select_from(_members.join(_contacts, _contacts.c.id == _members.c.contact_id))
+        .where(_members.c.list_id == list_id, ~has_row)
+    )
+
+
+def _inputs(rows: Sequence[Any]) -> list[_Input]:
+    """Recipients from rows of :func:`_missing_members`."""
+    return [
+        (
+            phone,
+            "phone",
+            contact_id,
+            ContactData(phone=phone, name=name or "", attributes=attributes or {}),
+            bool(opted_out),
+        )
+        for contact_id, phone, name, attributes, opted_out in rows
+    ]
+
+
+def _missing_page(
+    conn: Connection, list_id: int, campaign_id: int, *, after: int, limit: int
+) -> list[_Input]:
+    """Keyset page of :func:`_missing_members`: contact ids above ``after``, in order."""
+    stmt = (
+        _missing_members(list_id, campaign_id)
+        .where(_members.c.contact_id > after)
+        .order_by(_members.c.contact_id)
+        .limit(limit)
+    )
+    return _inputs(conn.execute(stmt).all())
+
+
+def _analyse(conn: Connection) -> None:
+    """Refresh PostgreSQL's statistics of the tables a materialisation reads.
+
+    A list imported minutes ago, or a ``deliveries`` table that was empty when last
+    analysed, has no statistics yet; the planner then guesses a few hundred rows and
+    picks plans that read and sort every remaining member for each keyset page, or scan
+    the campaign's rows for each member: a start became quadratic in the list's size.
+    ``ANALYZE`` samples a fixed number of rows (milliseconds to a fraction of a second),
+    and is run only for lists longer than one chunk. No-op elsewhere.
+    """
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"ANALYZE {_members.name}, {_contacts.name}, {_d.name}")
+
+
+def _group_inputs(conn: Connection, campaign_id: int, groups: Sequence[str]) -> list[_Input]:
+    todo = group_recipients(groups)
+    existing = _existing_targets(conn, campaign_id, [r.target for r in todo])
+    return [
+        (r.target, r.target_kind, r.contact_id, r.contact, r.opted_out)
+        for r in todo
+        if r.target not in existing
+    ]
 
 
 def _load(conn: Connection, campaign_id: int) -> tuple[CampaignSpec, int | None]:
@@ -203,33 +422,21 @@ def _load(conn: Connection, campaign_id: int) -> tuple[CampaignSpec, int | None]
     return CampaignSpec.model_validate(row.spec), row.list_id
 
 
-def _prepare(
-    conn: Connection,
-    spec: CampaignSpec,
-    campaign_id: int,
-    chunk: Sequence[Recipient],
-    *,
-    now: datetime,
-    pool: Sequence[str],
-) -> list[dict[str, Any]]:
-    """The rows still missing for ``chunk``, rendered, with their senders (reads only)."""
-    existing = _existing_targets(conn, campaign_id, [r.target for r in chunk])
-    todo = [r for r in chunk if r.target not in existing]
-    if not todo:
-        return []
-    senders: dict[str, str | None] = {r.target: pick_sender(r.target, pool) for r in todo}
-    if len(pool) > 1:
-        last = _last_senders(conn, [r.contact_id for r in todo if r.contact_id is not None])
-        for r in todo:
-            previous = last.get(r.contact_id) if r.contact_id is not None else None
-            if previous in pool:
-                senders[r.target] = previous
-    return build_rows(spec, campaign_id, todo, now=now, senders=senders)
-
-
-def _tally(rows: Sequence[dict[str, Any]]) -> MaterialiseResult:
-    queued = sum(1 for r in rows if r["state"] == states.QUEUED)
-    return MaterialiseResult(queued=queued, skipped=len(rows) - queued)
+def _pages(
+    conn: Connection, spec: CampaignSpec, campaign_id: int, list_id: int | None, chunk: int
+) -> Iterator[list[_Input]]:
+    """The recipients still missing a row, in chunks, read on ``conn``."""
+    if spec.groups:
+        yield _group_inputs(conn, campaign_id, spec.groups)
+        return
+    if list_id is None:
+        return
+    after = 0
+    while page := _missing_page(conn, list_id, campaign_id, after=after, limit=chunk):
+        yield page
+        if after == 0 and len(page) == chunk:
+            _analyse(conn)
+        after = page[-1][2] or 0
 
 
 def materialise(
@@ -241,15 +448,14 @@ def materialise(
     ``instances``; otherwise a stable hash of the target picks one.
     """
     spec, list_id = _load(conn, campaign_id)
-    pool = sorted(set(instances))
-    queued = skipped = 0
-    for chunk in _chunks(conn, spec, list_id):
-        rows = _prepare(conn, spec, campaign_id, chunk, now=now, pool=pool)
-        insert_deliveries(conn, rows)
-        tally = _tally(rows)
-        queued += tally.queued
-        skipped += tally.skipped
-    return MaterialiseResult(queued=queued, skipped=skipped)
+    builder = _RowBuilder(conn, spec, campaign_id, now=now, pool=instances)
+    queued = total = 0
+    for todo in _pages(conn, spec, campaign_id, list_id, CHUNK):
+        rows, n = builder.rows(todo, builder.senders(conn, todo))
+        dq.insert_new_deliveries(conn, rows)
+        queued += n
+        total += len(rows)
+    return MaterialiseResult(queued=queued, skipped=total - queued)
 
 
 def materialise_committed(
@@ -267,31 +473,34 @@ def materialise_committed(
     chunks; calling it (or :func:`materialise`) again adds the rest. Rows of a campaign
     that is not running yet are not sent, so a start may run this first and then
     :func:`materialise` inside its own transaction, which then finds nothing left to do.
+    Each chunk is read on a fresh connection (keyset pages: no long read snapshot that
+    would keep SQLite's WAL from being checkpointed).
     """
     with engine.connect() as conn:
         spec, list_id = _load(conn, campaign_id)
-    pool = sorted(set(instances))
-    queued = skipped = 0
+        builder = _RowBuilder(conn, spec, campaign_id, now=now, pool=instances)
+    queued = total = 0
     after = 0
     while True:
-        with engine.connect() as conn:
+        with engine.connect() as read:
             if spec.groups:
-                page = group_recipients(spec.groups) if after == 0 else []
+                page = _group_inputs(read, campaign_id, spec.groups) if after == 0 else []
             elif list_id is not None:
-                page = member_page(conn, list_id, after=after, limit=chunk)
+                page = _missing_page(read, list_id, campaign_id, after=after, limit=chunk)
             else:
                 page = []
             if not page:
                 break
-            rows = _prepare(conn, spec, campaign_id, page, now=now, pool=pool)
-        if rows:
-            with engine.begin() as conn:
-                insert_deliveries(conn, rows)
-        tally = _tally(rows)
-        queued += tally.queued
-        skipped += tally.skipped
-        after = page[-1].contact_id or 1
-    return MaterialiseResult(queued=queued, skipped=skipped)
+            senders = builder.senders(read, page)
+        rows, n = builder.rows(page, senders)
+        with engine.begin() as conn:
+            dq.insert_new_deliveries(conn, rows)
+            if after == 0 and len(page) == chunk:
+                _analyse(conn)  # a long list: statistics for the next pages' plans
+        queued += n
+        total += len(rows)
+        after = page[-1][2] or 1
+    return MaterialiseResult(queued=queued, skipped=total - queued)
 
 
 __all__ = [
@@ -302,6 +511,7 @@ __all__ = [
     "Recipient",
     "build_rows",
     "group_recipients",
+    "is_static",
     "list_recipients",
     "materialise",
     "materialise_committed",
