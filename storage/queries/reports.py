@@ -71,10 +71,11 @@ def _sqlite_e164(t: str) -> str:
     )
 
 
+# length() and GLOB stop at a NUL byte, which SQLite text may hold: such text is no number
 _SQLITE_E164 = (
-    f"{_sqlite_e164('d.target')} OR (substr(d.target, -1) = char(10) AND "
+    f"({_sqlite_e164('d.target')} OR (substr(d.target, -1) = char(10) AND "
     + _sqlite_e164("substr(d.target, 1, length(d.target) - 1)")
-    + ")"
+    + ")) AND instr(d.target, char(0)) = 0"
 )
 
 

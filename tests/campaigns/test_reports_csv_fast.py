@@ -4,16 +4,20 @@ per-row Python path, on SQLite and PostgreSQL, for data built to trip it up."""
 from __future__ import annotations
 
 import io
+import threading
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import Engine, insert, select, update
 
 from campaigns import lifecycle, reports, service
 from campaigns.materialise import materialise
 from storage import states
+from storage.engine import make_engine
 from storage.models import Delivery
+from storage.queries import reports as report_queries
 from tests.campaigns.campaign_fixtures import NOW, make_list, people, phone, spec
 
 deliveries = Delivery.__table__  # type: ignore[attr-defined]
@@ -31,6 +35,12 @@ TRICKY = [
     "comma, separated",
     "multi\nline\nreply",
     "emoji 🎉 and ünïcödé — ok",
+    "C:\\path\\new\\table",  # backslashes (COPY's escape character)
+    "\\",
+    "tab\tinside",
+    "form\ffeed, vertical\vtab, bell\a, back\bspace, esc\x1b, del\x7f",
+    "ends with a newline\n",
+    "   ",
     "🎉=starts with emoji",
     " =space first",
     "'already quoted",
@@ -60,6 +70,8 @@ TARGETS = [
     "=evil@g.us",
     "+14155550101@g.us",
     "emoji🎉@g.us",
+    "+1415\\5550",  # a backslash: neutralised
+    "+14155550102\r",  # CR is not what $ allows: neutralised
 ]
 
 
@@ -164,3 +176,142 @@ def test_fast_csv_empty_campaign(engine: Engine, tmp_path: Path) -> None:
 
 def test_phone_fixture_is_e164() -> None:
     assert reports.neutralise(phone(3), phone_column=True) == phone(3)
+
+
+def _assert_same(got: bytes, expected: bytes) -> None:
+    if got != expected:  # show the first differing line, not two blobs
+        for a, b in zip(got.split(b"\r\n"), expected.split(b"\r\n"), strict=False):
+            assert a == b
+    assert got == expected
+
+
+def test_fast_csv_in_small_chunks(
+    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Many chunks through the fetching thread and its bounded queue: same bytes."""
+    cid = _campaign(engine)
+    monkeypatch.setattr(reports, "CSV_CHUNK", 3)
+    out = reports.write_report(engine, cid, tmp_path / "r.csv")
+    _assert_same(out.read_bytes(), _per_row(engine, cid))
+
+
+def _other_rows(conn: Any, cid: int, n: int, prefix: str) -> None:
+    conn.execute(
+        insert(deliveries),
+        [
+            {
+                "campaign_id": cid,
+                "target": f"{prefix}{i}",
+                "target_kind": "phone",
+                "contact_id": None,
+                "sender": "A",
+                "state": states.QUEUED,
+                "attempts": 0,
+                "content": {"type": "text", "text": "x"},
+                "queued_at": NOW,
+                "due_at": NOW,
+            }
+            for i in range(n)
+        ],
+    )
+
+
+@pytest.mark.parametrize("gap", [1, 200])
+def test_fast_csv_with_other_campaigns_rows_between(
+    engine: Engine, tmp_path: Path, gap: int
+) -> None:
+    """A campaign whose ids are interleaved with another's (``gap`` foreign rows after
+    each of its rows): SQLite walks the rowid range past them (gap 1) or, when the range
+    is mostly foreign, reads the campaign's index and sorts (gap 200); same bytes."""
+    make_list(engine, "customers", people(4))
+    cid = service.create_campaign(engine, spec(), now=NOW).id
+    other = service.create_campaign(engine, spec(name="other"), now=NOW).id
+    with engine.begin() as conn:
+        for i, name in enumerate(TRICKY[:6]):
+            _other_rows(conn, cid, 1, f"+1415000{i:04d}")
+            conn.execute(
+                update(deliveries)
+                .where(deliveries.c.campaign_id == cid, deliveries.c.target.like(f"%{i:04d}"))
+                .values(reply_text=name, error=name, sent_at=NOW + timedelta(microseconds=i))
+            )
+            _other_rows(conn, other, gap, f"x{i}-")
+        span = conn.execute(
+            select(deliveries.c.id).where(deliveries.c.campaign_id == cid)
+        ).scalars()
+        ids = sorted(span)
+    assert report_queries.use_rowid_range(ids[0], ids[-1], len(ids)) is (gap == 1)
+    out = reports.write_report(engine, cid, tmp_path / "r.csv")
+    got = out.read_bytes()
+    assert got.count(b"\r\n") >= 7 and b"x0-" not in got
+    _assert_same(got, _per_row(engine, cid))
+
+
+def test_use_rowid_range() -> None:
+    assert report_queries.use_rowid_range(None, None, 0) is False
+    assert report_queries.use_rowid_range(10, 10, 1) is True
+    assert report_queries.use_rowid_range(1, 400, 100) is True
+    assert report_queries.use_rowid_range(1, 401, 100) is False
+
+
+def test_fast_csv_sqlite_nul_bytes(sqlite_engine: Engine, tmp_path: Path) -> None:
+    """SQLite text may hold NUL (PostgreSQL refuses it): GLOB and length() stop there, so
+    quoting uses instr and the E.164 exemption refuses NUL; same bytes."""
+    cid = _campaign(sqlite_engine)
+    with sqlite_engine.begin() as conn:
+        _other_rows(conn, cid, 1, "+14155550199\x00=cmd")
+        _other_rows(conn, cid, 1, "\x00")
+        conn.execute(
+            update(deliveries)
+            .where(deliveries.c.campaign_id == cid, deliveries.c.target.like("%cmd"))
+            .values(reply_text="a\x00,b", error='\x00"', sender="\x00\n")
+        )
+    out = reports.write_report(sqlite_engine, cid, tmp_path / "r.csv")
+    got = out.read_bytes()
+    assert b"\x00" in got
+    _assert_same(got, _per_row(sqlite_engine, cid))
+
+
+@pytest.mark.postgres
+def test_fast_csv_postgres_session_settings(pg_url: str, tmp_path: Path) -> None:
+    """A session time zone and date order change nothing (times are converted to UTC;
+    the export sets DateStyle for its own transaction only). psycopg itself cannot read
+    times in a DateStyle other than ISO, so only the order part can vary."""
+    engine = make_engine(
+        pg_url, connect_args={"options": "-c DateStyle=ISO,DMY -c TimeZone=Asia/Kolkata"}
+    )
+    from storage.engine import upgrade
+
+    upgrade(engine)
+    try:
+        cid = _campaign(engine)
+        out = reports.write_report(engine, cid, tmp_path / "r.csv")
+        _assert_same(out.read_bytes(), _per_row(engine, cid))
+        with engine.connect() as conn:  # the SET LOCAL ended with the export's transaction
+            assert conn.exec_driver_sql("SHOW DateStyle").scalar_one() == "ISO, DMY"
+    finally:
+        engine.dispose()
+
+
+class _FailingFile(io.BytesIO):
+    """A file whose second write fails (a full disk)."""
+
+    def write(self, data: Any) -> int:
+        if self.tell():
+            raise OSError("no space left on device")
+        return super().write(data)
+
+
+def test_fast_csv_write_error_stops_the_fetcher(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failed write raises at once, the fetching thread ends, the connection is reusable."""
+    cid = _campaign(engine)
+    monkeypatch.setattr(reports, "CSV_CHUNK", 2)
+    before = threading.active_count()
+    with engine.connect() as conn:
+        with pytest.raises(OSError, match="no space"):
+            reports._write_csv(conn, cid, _FailingFile())
+        assert threading.active_count() == before
+        conn.rollback()
+        assert conn.exec_driver_sql("SELECT 1").scalar_one() == 1
+    assert _per_row(engine, cid).count(b"\r\n") > 30
