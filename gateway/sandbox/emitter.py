@@ -3,7 +3,10 @@
 A scheduler thread keeps a heap of due events; when one falls due it asks a callback for
 the target URL (looked up then, so a reset or re-pointed webhook is honoured) and hands the
 POST to a small pool of worker threads, each with its own ``httpx.Client``. Nothing here
-ever blocks the HTTP request that caused an event.
+ever blocks the HTTP request that caused an event. Deliveries with the same ``lane`` (a
+message id, else the instance id) go through the same worker, in the order they fell due:
+the events of one message or one link session arrive in order unless the plan reorders
+them on purpose (``SandboxConfig.reorder_events``), as a gateway's one socket would.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import itertools
 import queue
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +31,7 @@ class Delivery:
     url: str
     body: bytes
     record: dict[str, Any]
+    lane: str = ""  # same lane, same worker: delivered in order
 
 
 class WebhookEmitter:
@@ -45,7 +50,9 @@ class WebhookEmitter:
         self._heap: list[tuple[float, int, Any]] = []  # (due, seq, job): seq breaks ties
         self._seq = itertools.count()
         self._cond = threading.Condition()
-        self._posts: queue.Queue[Delivery | None] = queue.Queue()
+        self._lanes: list[queue.Queue[Delivery | None]] = [
+            queue.Queue() for _ in range(max(1, workers))
+        ]
         self._stopping = False
         self._inflight = 0
         self._timeout = timeout
@@ -53,8 +60,10 @@ class WebhookEmitter:
         self.failed = 0
         self._threads = [threading.Thread(target=self._schedule_loop, name="sandbox-events")]
         self._threads += [
-            threading.Thread(target=self._post_loop, name=f"sandbox-webhook-{i}", daemon=True)
-            for i in range(max(1, workers))
+            threading.Thread(
+                target=self._post_loop, args=(lane,), name=f"sandbox-webhook-{i}", daemon=True
+            )
+            for i, lane in enumerate(self._lanes)
         ]
         self._threads[0].daemon = True
         for t in self._threads:
@@ -105,8 +114,8 @@ class WebhookEmitter:
             self._stopping = True
             self._heap.clear()
             self._cond.notify_all()
-        for _ in self._threads[1:]:
-            self._posts.put(None)
+        for lane in self._lanes:
+            lane.put(None)
         for t in self._threads:
             t.join(timeout=self._timeout + 1)
 
@@ -132,18 +141,19 @@ class WebhookEmitter:
                 if delivery is None:
                     self._done()
             if delivery is not None:
-                self._posts.put(delivery)
+                lane = zlib.crc32(delivery.lane.encode()) % len(self._lanes)
+                self._lanes[lane].put(delivery)
 
     def _done(self) -> None:
         with self._cond:
             self._inflight -= 1
             self._cond.notify_all()
 
-    def _post_loop(self) -> None:
+    def _post_loop(self, lane: queue.Queue[Delivery | None]) -> None:
         headers = {"content-type": "application/json", "user-agent": "gatecast-sandbox"}
         with httpx.Client(timeout=self._timeout, headers=headers) as client:
             while True:
-                delivery = self._posts.get()
+                delivery = lane.get()
                 if delivery is None:
                     return
                 try:

@@ -428,7 +428,7 @@ class SandboxState:
                 self.events_dropped += cut
         if url is None:
             return None
-        return Delivery(url=url, body=data, record=record)
+        return Delivery(url=url, body=data, record=record, lane=job.message_id or job.instance_id)
 
     # ----------------------------------------------------------------- inspection
     def stats_view(self) -> dict[str, Any]:
