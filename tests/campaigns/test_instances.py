@@ -270,7 +270,7 @@ def test_after_resume_and_after_reset_the_dispatcher_sends_the_waiting_rows(
             iq.pause(conn, old, "burst of 5 consecutive failures", now=NOW)
         d = Dispatcher(
             sqlite_engine,
-            lambda: GatewayClient(sb.url, sb.access_token, timeout=5.0),
+            lambda: GatewayClient(sb.url, sb.access_token, timeout=30.0),
             clock=clock,
             workers=2,
             batch_size=2,

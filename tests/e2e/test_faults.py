@@ -80,7 +80,7 @@ def test_faulty_gateway_final_states_equal_the_sandbox_truth(
         )
         with Dispatcher(
             engine,
-            lambda: GatewayClient(sb.url, sb.access_token, timeout=5.0),
+            lambda: GatewayClient(sb.url, sb.access_token, timeout=30.0),
             clock=SystemClock(),
             workers=4,
             batch_size=40,

@@ -57,7 +57,7 @@ def test_every_reply_is_attached_to_its_delivery(engine: Engine, dialect: str) -
         cid = add_running_campaign(engine, spec(), recipients=RECIPIENTS, senders=[iid], now=now)
         with Dispatcher(
             engine,
-            lambda: GatewayClient(sb.url, sb.access_token, timeout=5.0),
+            lambda: GatewayClient(sb.url, sb.access_token, timeout=30.0),
             clock=SystemClock(),
             workers=2,
             batch_size=4,

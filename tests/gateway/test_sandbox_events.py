@@ -150,7 +150,7 @@ def test_qr_and_connection_events(sandbox: Sandbox, webhook_sink: WebhookSink) -
         f"{sandbox.url}/api/get_qrcode", params={"instance_id": iid, "access_token": TOKEN}
     ).json()
     sandbox.scan(iid, phone="15557654321")
-    assert sandbox.wait_idle(5)
+    assert sandbox.wait_idle(15)
     events = _events(webhook_sink)
     assert QrCode(iid, qr["base64"]) in events
     states = [e.state for e in events if isinstance(e, ConnectionStatus)]
@@ -166,10 +166,10 @@ def test_webhook_failures_are_swallowed_and_counted() -> None:
         iid = sb.create_linked_instance()
         # the linking events are due at once: let them go nowhere before the hook is set,
         # or the emitter (which looks the URL up when an event falls due) posts them too
-        assert sb.wait_idle(5)
+        assert sb.wait_idle(15)
         _hook(sb, iid, sink.url)
         _send(sb, iid, "15551112222")
-        assert sb.wait_idle(5)
+        assert sb.wait_idle(15)
         stats = sb.stats()
         assert stats["webhook_failed"] == 3 and stats["webhook_delivered"] == 0
         page = HTTP.get(f"{sb.url}/sandbox/events").json()
@@ -190,7 +190,7 @@ def test_incoming_message_injection(sandbox: Sandbox, webhook_sink: WebhookSink)
         json={"from": "15553334444", "text": "STOP"},
     )
     mid = resp.json()["message_id"]
-    assert sandbox.wait_idle(5)
+    assert sandbox.wait_idle(15)
     incoming = [e for e in _events(webhook_sink) if isinstance(e, IncomingMessage)]
     assert [(e.message_id, e.sender_phone, e.text) for e in incoming] == [
         (mid, "15553334444", "STOP")
@@ -203,7 +203,7 @@ def _run_seeded(seed: int) -> list[Any]:
         sb.state.clock = lambda: 1_700_000_000.0
         iid = sb.create_linked_instance()
         ids = [_send(sb, iid, f"1555000{i:04d}") for i in range(10)]
-        assert sb.wait_idle(5)
+        assert sb.wait_idle(15)
         return [ids, [(m["status"], m["replied"]) for m in sb.messages()]]
 
 
@@ -219,7 +219,7 @@ def test_inspection_views_hide_the_webhook_path(
     secret_url = webhook_sink.url + "/s3cr3t-path?k=v"
     _hook(sandbox, iid, secret_url)
     _send(sandbox, iid, "15551112223")
-    assert sandbox.wait_idle(5)
+    assert sandbox.wait_idle(15)
     views = (
         HTTP.get(f"{sandbox.url}/sandbox/events").text
         + HTTP.get(f"{sandbox.url}/sandbox/instances").text
@@ -234,7 +234,7 @@ def test_reference_contact_noise_parses_as_unknown(webhook_sink: WebhookSink) ->
         iid = sb.create_linked_instance()
         _hook(sb, iid, webhook_sink.url)
         _send(sb, iid, "15551112224")
-        assert sb.wait_idle(5)
+        assert sb.wait_idle(15)
     events = _events(webhook_sink)
     assert UnknownEvent(iid, "contacts.upsert") in events
     assert sum(isinstance(e, IncomingMessage) for e in events) == 1

@@ -40,7 +40,7 @@ def dispatcher(engine: Engine, sb: Sandbox, clock: FakeClock, **kw: object) -> D
     args.update(kw)
     return Dispatcher(
         engine,
-        lambda: GatewayClient(sb.url, sb.access_token, timeout=5.0),
+        lambda: GatewayClient(sb.url, sb.access_token, timeout=30.0),
         clock=clock,
         **args,  # type: ignore[arg-type]
     )

@@ -87,7 +87,7 @@ def test_an_interrupted_start_sends_nothing_and_the_next_start_completes_it(
         def dispatcher() -> Dispatcher:
             return Dispatcher(
                 engine,
-                lambda: GatewayClient(sb.url, sb.access_token, timeout=5.0),
+                lambda: GatewayClient(sb.url, sb.access_token, timeout=30.0),
                 clock=clock,
                 workers=2,
                 rng=random.Random(1),

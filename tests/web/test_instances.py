@@ -152,8 +152,8 @@ def test_scan_reaches_us_through_the_registered_webhook(
         assert registered == f"{live.url}/webhooks/gateway/hook-secret-123"
         api.get(f"/api/v1/instances/{iid}/qr")
         sandbox.scan(iid, phone="15550001111")
-        assert sandbox.wait_idle(10)
-        deadline = time.monotonic() + 10
+        assert sandbox.wait_idle(30)
+        deadline = time.monotonic() + 30
         while api.get(f"/api/v1/instances/{iid}").json()["state"] != "connected":
             assert time.monotonic() < deadline
             time.sleep(0.05)
