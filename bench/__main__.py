@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-BENCHES = ("import", "dispatch", "webhooks", "reports", "memory")
+BENCHES = ("import", "materialise", "dispatch", "webhooks", "reports", "memory")
 OUT = Path(__file__).parent / "out"
 
 

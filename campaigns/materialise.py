@@ -341,15 +341,11 @@ class _RowBuilder:
         return out, queued
 
 
-def _missing_members(list_id: int, campaign_id: int) -> Select[Any]:
+def _missing_members(list_id: int, campaign_id: int | None) -> Select[Any]:
     """Members of the list whose target has no row of the campaign yet (an anti-join on
-    the unique ``(campaign_id, target)`` index: a rerun reads only what is missing)."""
-    has_row = (
-        select(_d.c.id)
-        .where(_d.c.campaign_id == campaign_id, _d.c.target == _contacts.c.phone)
-        .exists()
-    )
-    return (
+    the unique ``(campaign_id, target)`` index: a rerun reads only what is missing);
+    every member when ``campaign_id`` is None (a campaign without rows)."""
+    stmt = (
         select(
             _members.c.contact_id,
             _contacts.c.phone,
@@ -358,8 +354,16 @@ def _missing_members(list_id: int, campaign_id: int) -> Select[Any]:
             _contacts.c.opted_out,
         )
         .select_from(_members.join(_contacts, _contacts.c.id == _members.c.contact_id))
-        .where(_members.c.list_id == list_id, ~has_row)
+        .where(_members.c.list_id == list_id)
     )
+    if campaign_id is None:
+        return stmt
+    has_row = (
+        select(_d.c.id)
+        .where(_d.c.campaign_id == campaign_id, _d.c.target == _contacts.c.phone)
+        .exists()
+    )
+    return stmt.where(~has_row)
 
 
 def _inputs(rows: Sequence[Any]) -> list[_Input]:
@@ -376,10 +380,20 @@ def _inputs(rows: Sequence[Any]) -> list[_Input]:
     ]
 
 
+def _has_rows(conn: Connection, campaign_id: int) -> bool:
+    """Whether the campaign has any delivery row yet."""
+    first = select(_d.c.id).where(_d.c.campaign_id == campaign_id).limit(1)
+    return conn.execute(first).first() is not None
+
+
 def _missing_page(
-    conn: Connection, list_id: int, campaign_id: int, *, after: int, limit: int
+    conn: Connection, list_id: int, campaign_id: int | None, *, after: int, limit: int
 ) -> list[_Input]:
-    """Keyset page of :func:`_missing_members`: contact ids above ``after``, in order."""
+    """Keyset page of :func:`_missing_members`: contact ids above ``after``, in order.
+
+    A first materialisation passes ``campaign_id=None``: no row exists, and on
+    PostgreSQL the anti-join may be planned as a hash over the campaign's rows, whose
+    cost would grow with every page written."""
     stmt = (
         _missing_members(list_id, campaign_id)
         .where(_members.c.contact_id > after)
@@ -432,7 +446,8 @@ def _pages(
     if list_id is None:
         return
     after = 0
-    while page := _missing_page(conn, list_id, campaign_id, after=after, limit=chunk):
+    probe = campaign_id if _has_rows(conn, campaign_id) else None
+    while page := _missing_page(conn, list_id, probe, after=after, limit=chunk):
         yield page
         if after == 0 and len(page) == chunk:
             _analyse(conn)
@@ -479,6 +494,7 @@ def materialise_committed(
     with engine.connect() as conn:
         spec, list_id = _load(conn, campaign_id)
         builder = _RowBuilder(conn, spec, campaign_id, now=now, pool=instances)
+        probe = campaign_id if _has_rows(conn, campaign_id) else None
     queued = total = 0
     after = 0
     while True:
@@ -486,7 +502,7 @@ def materialise_committed(
             if spec.groups:
                 page = _group_inputs(read, campaign_id, spec.groups) if after == 0 else []
             elif list_id is not None:
-                page = _missing_page(read, list_id, campaign_id, after=after, limit=chunk)
+                page = _missing_page(read, list_id, probe, after=after, limit=chunk)
             else:
                 page = []
             if not page:

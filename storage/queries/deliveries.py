@@ -361,6 +361,16 @@ def insert_new_deliveries(conn: Connection, rows: Sequence[tuple[Any, ...]]) -> 
     or type processing (materialisation writes a million rows this way)."""
     if not rows:
         return
+    if conn.dialect.name == "postgresql":
+        # one statement over column arrays: the server runs one INSERT, not one per row
+        types = [_d.c[c].type.compile(conn.dialect) for c in NEW_DELIVERY_COLUMNS]
+        conn.exec_driver_sql(
+            f"INSERT INTO {_d.name} ({', '.join(NEW_DELIVERY_COLUMNS)}) "
+            f"SELECT * FROM unnest({', '.join(f'%s::{t}[]' for t in types)}) "
+            "ON CONFLICT (campaign_id, target) DO NOTHING",
+            tuple(list(column) for column in zip(*rows, strict=True)),
+        )
+        return
     mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
     conn.exec_driver_sql(
         f"INSERT INTO {_d.name} ({', '.join(NEW_DELIVERY_COLUMNS)}) "
