@@ -1,11 +1,13 @@
 """Materialisation: one delivery row per recipient, before anything is sent (DESIGN.md 1).
 
-Bulk and idempotent: list members are read in keyset-paged chunks with Core, rendered,
-and inserted with executemany ``INSERT ... ON CONFLICT (campaign_id, target) DO
-NOTHING``; targets that already have a row are not rendered again. A crash halfway and
-a rerun complete the campaign without duplicates. :func:`materialise` runs in the
-caller's transaction; :func:`materialise_committed` commits chunk by chunk and renders
-outside its write transactions (big lists on SQLite).
+Bulk and idempotent: list members are read in keyset-paged chunks (once the campaign
+has rows, only members whose target has none: an anti-join on the unique index),
+rendered, and inserted as driver-ready tuples with ``INSERT ... ON CONFLICT
+(campaign_id, target) DO NOTHING``; targets that already have a row are not rendered
+again. A crash halfway and a rerun complete the campaign without duplicates.
+:func:`materialise` runs in the caller's transaction; :func:`materialise_committed`
+commits chunk by chunk and renders outside its write transactions (big lists on
+SQLite). Speed and what bounds it: docs/benchmarks.md (``bench/materialise.py``).
 """
 
 from __future__ import annotations
