@@ -119,41 +119,36 @@ _match = and_(
 )
 
 
-def _progress_values(status: str) -> dict[str, Any]:
-    """SET clause moving a row to ``status``: times set where missing, from the event."""
-    values: dict[str, Any] = {
-        "state": status,
-        "sent_at": func.coalesce(_d.c.sent_at, _ev.c.occurred_at),
-    }
-    if status in (states.DELIVERED, states.READ):
-        values["delivered_at"] = func.coalesce(_d.c.delivered_at, _ev.c.occurred_at)
-    if status == states.READ:
-        values["read_at"] = func.coalesce(_d.c.read_at, _ev.c.occurred_at)
-    return values
+#: each progress status's own time column (sent has none: ``sent_at`` is set where missing)
+_OWN_COLUMN = {states.SENT: None, states.DELIVERED: "delivered_at", states.READ: "read_at"}
 
 
-def _progress_statements(status: str) -> list[Any]:
-    """The UPDATEs moving the events' (``ids``) deliveries forward to ``status``.
+def _progress_statement(status: str) -> Any:
+    """One UPDATE moving the events' (``ids``) deliveries forward to ``status``.
 
-    The first moves rows still below ``status``; the second lets an earlier event time
-    correct a later one already stored in the status's own column (any arrival order).
+    Rows still below ``status`` move up, with every time up to it set where missing. The
+    status's own time column also takes an earlier event time over a later one already
+    stored, whatever the row's state (events arrive in any order). All of it in one
+    statement: every SET expression reads the row as it was.
     """
-    out: list[Any] = [
-        update(_d).where(_match, _state_in(_FORWARD_FROM[status])).values(_progress_values(status))
-    ]
-    column = {states.SENT: None, states.DELIVERED: "delivered_at", states.READ: "read_at"}[status]
-    if column is not None:
-        col = _d.c[column]
-        out.append(
-            update(_d)
-            .where(_match, col.is_not(None), col > _ev.c.occurred_at)
-            .values({column: _ev.c.occurred_at})
-        )
-    return out
+    at = _ev.c.occurred_at
+    forward = _state_in(_FORWARD_FROM[status])
+    times = ["sent_at", "delivered_at", "read_at"]
+    times = times[: times.index(_OWN_COLUMN[status] or "sent_at") + 1]
+    values: dict[str, Any] = {"state": case((forward, literal(status)), else_=_d.c.state)}
+    for name in times:
+        col = _d.c[name]
+        if name == _OWN_COLUMN[status]:
+            values[name] = case((and_(forward, col.is_(None)), at), (col > at, at), else_=col)
+        else:
+            values[name] = case((forward, func.coalesce(col, at)), else_=col)
+    own = _OWN_COLUMN[status]
+    moves = forward if own is None else or_(forward, _d.c[own] > at)
+    return update(_d).where(_match, moves).values(values)
 
 
 #: statements built once (SQLAlchemy then reuses their compiled form for every batch)
-_PROGRESS = {s: _progress_statements(s) for s in (states.SENT, states.DELIVERED, states.READ)}
+_PROGRESS = {s: _progress_statement(s) for s in (states.SENT, states.DELIVERED, states.READ)}
 _FAILED = (
     update(_d)
     .where(_match, _state_in(FAILED_FROM))
@@ -198,10 +193,9 @@ def apply_unapplied(conn: Connection, message_ids: Sequence[str]) -> int:
             params = by_status.setdefault(status, {"ids": [], "dids": []})
             params["ids"].append(int(event_id))
             params["dids"].append(int(delivery_id))
-        for status, statements in _PROGRESS.items():  # rank order
+        for status, statement in _PROGRESS.items():  # rank order
             if status in by_status:
-                for stmt in statements:
-                    conn.execute(stmt, by_status[status])
+                conn.execute(statement, by_status[status])
         if states.FAILED in by_status:
             conn.execute(_FAILED, by_status[states.FAILED])
         ids = sorted({int(row[0]) for row in found})
