@@ -166,10 +166,17 @@ _FAILED = (
         lease_until=None,
     )
 )
+#: ``coalesce(applied)``, not ``applied``: the lookup must go through the message ids
+#: (uq_status_event), never scan the ``applied`` index over every event still unapplied
+#: (status events of messages that other tools sent through the same instance never match
+#: a delivery and stay unapplied for good)
 _UNAPPLIED = (
     select(_e.c.id, _e.c.status, _d.c.id)
     .join(_d, _d.c.message_id == _e.c.message_id)
-    .where(_e.c.applied.is_(False), _e.c.message_id.in_(bindparam("mids", expanding=True)))
+    .where(
+        _e.c.message_id.in_(bindparam("mids", expanding=True)),
+        func.coalesce(_e.c.applied, True).is_(False),
+    )
 )
 _MARK_APPLIED = update(_e).where(_e.c.id.in_(_ids)).values(applied=True)
 
