@@ -67,11 +67,15 @@ def _state_in(allowed: Sequence[str]) -> ColumnElement[bool]:
 
 
 def _insert(conn: Connection, table: Table) -> Any:
-    if conn.dialect.name == "postgresql":
+    return _insert_for(conn.dialect.name, table)
+
+
+def _insert_for(dialect: str, table: Table) -> Any:
+    if dialect == "postgresql":
         return postgresql.insert(table)
-    if conn.dialect.name == "sqlite":
+    if dialect == "sqlite":
         return sqlite.insert(table)
-    raise NotImplementedError(f"unsupported database: {conn.dialect.name}")
+    raise NotImplementedError(f"unsupported database: {dialect}")
 
 
 def _chunks(items: Sequence[Any], size: int = BATCH) -> list[Sequence[Any]]:
@@ -88,12 +92,7 @@ def insert_status_events(conn: Connection, rows: Sequence[Mapping[str, Any]]) ->
 @functools.cache
 def _insert_status_event(dialect: str) -> Any:
     """``INSERT ... ON CONFLICT (message_id, status) DO NOTHING``, built once per dialect."""
-    keys = ["message_id", "status"]
-    if dialect == "postgresql":
-        return postgresql.insert(_e).on_conflict_do_nothing(index_elements=keys)
-    if dialect == "sqlite":
-        return sqlite.insert(_e).on_conflict_do_nothing(index_elements=keys)
-    raise NotImplementedError(f"unsupported database: {dialect}")
+    return _insert_for(dialect, _e).on_conflict_do_nothing(index_elements=["message_id", "status"])
 
 
 def unapplied_matching(conn: Connection, *, since: datetime, limit: int) -> list[str]:
