@@ -39,6 +39,7 @@ from gateway.requests import (
     build_send,
     build_set_webhook,
 )
+from gateway.wire import WireResponse, WireSender, wire_usable
 
 Clock = Callable[[], datetime]
 USER_AGENT = "gatecast/0.1 (+https://github.com/gatecast)"
@@ -158,7 +159,9 @@ class ClientCore:
         self._default_method = method
 
     # -- responses ----------------------------------------------------------------
-    def send_outcome(self, response: httpx.Response, req: GatewayRequest) -> SendOutcome:
+    def send_outcome(
+        self, response: httpx.Response | WireResponse, req: GatewayRequest
+    ) -> SendOutcome:
         outcome = classify_send_response(
             response.status_code, response.headers, response.content, now=self.clock()
         )
@@ -245,7 +248,20 @@ class GatewayClient:
             connect_retry_wait=connect_retry_wait,
             clock=clock,
         )
-        self._http = httpx.Client(transport=transport, **self._core.http_options())
+        options = self._core.http_options()
+        self._http = httpx.Client(transport=transport, **options)
+        # Sends take the cheaper httpcore path unless a transport was given (the test seam)
+        # or the environment routes the gateway through a proxy.
+        self._wire = (
+            WireSender(
+                options["base_url"],
+                timeout=options["timeout"],
+                limits=options["limits"],
+                headers=options["headers"],
+            )
+            if transport is None and wire_usable(options["base_url"])
+            else None
+        )
         self._sleep: Callable[[float], None] = time.sleep
 
     def __repr__(self) -> str:
@@ -258,8 +274,10 @@ class GatewayClient:
         self.close()
 
     def close(self) -> None:
-        """Close the connection pool."""
+        """Close the connection pools."""
         self._http.close()
+        if self._wire is not None:
+            self._wire.close()
 
     @property
     def base_url(self) -> str:
@@ -273,6 +291,16 @@ class GatewayClient:
                 return self._http.request(**args)
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def _send_request(self, req: GatewayRequest) -> httpx.Response | WireResponse:
+        wire = self._wire
+        if wire is None:
+            return self._request(req)
+        args = self._core.httpx_arguments(req)
+        for attempt in Retrying(sleep=self._sleep, **self._core.retrying_kwargs()):
+            with attempt:
+                return wire.request(args["method"], req.endpoint, args["params"], args.get("json"))
+        raise AssertionError("unreachable")  # pragma: no cover
+
     def send(self, instance_id: str, to: str, message: Message) -> SendOutcome:
         """Send ``message`` to a phone number or a group (``...@g.us``) through an instance.
 
@@ -281,7 +309,7 @@ class GatewayClient:
         """
         req = build_send(instance_id, to, message, send_method=self._core.send_method)
         try:
-            response = self._request(req)
+            response = self._send_request(req)
         except httpx.HTTPError as exc:
             return self._core.transport_outcome(exc)
         return self._core.send_outcome(response, req)
