@@ -8,6 +8,12 @@ only; later starts read the same file. The caller prints a newly generated key o
 Clients authenticate with ``Authorization: Bearer <key>``; the dashboard signs in with
 the same key and then carries a signed session cookie. Keys are compared in constant
 time and never appear in responses, logs or reprs.
+
+Cross-site request forgery: the session cookie is ``SameSite=Lax`` and, on top of that, a
+request that changes something (any method but GET, HEAD, OPTIONS) authenticated by the
+cookie alone must carry the :data:`DASHBOARD_HEADER` the dashboard's scripts send. A page
+on another site can make a browser post a form with the cookie, but cannot add a custom
+header without a CORS preflight, which gatecast never grants.
 """
 
 from __future__ import annotations
@@ -30,6 +36,9 @@ from storage.engine import normalise_url
 
 KEY_FILE_NAME = ".gatecast-api-key"
 SESSION_FLAG = "signed_in"
+#: the header (and value) a cookie-authenticated state-changing request must carry
+DASHBOARD_HEADER = ("X-Gatecast-Dashboard", "1")
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 @dataclass(frozen=True)
@@ -123,8 +132,24 @@ def is_authenticated(request: Request) -> bool:
     """True for a valid bearer key or a signed-in dashboard session."""
     if key_matches(_expected(request), bearer_token(request)):
         return True
+    return _has_session(request)
+
+
+def _has_session(request: Request) -> bool:
     session = request.scope.get("session")
     return bool(session and session.get(SESSION_FLAG) is True)
+
+
+def is_forgeable(request: Request) -> bool:
+    """True for a state-changing request that only the session cookie authenticates and
+    that lacks the dashboard's header: what a page on another site could make a browser
+    send."""
+    if request.method in _SAFE_METHODS:
+        return False
+    if key_matches(_expected(request), bearer_token(request)):
+        return False
+    name, value = DASHBOARD_HEADER
+    return request.headers.get(name) != value
 
 
 #: declares the scheme in the OpenAPI document (the /docs "Authorize" button); the check
@@ -140,12 +165,19 @@ def require_api_key(
     request: Request,
     _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)] = None,
 ) -> None:
-    """FastAPI dependency: 401 unless the request carries the key (or a session)."""
+    """FastAPI dependency: 401 unless the request carries the key (or a session); 403 for
+    a cookie-only state-changing request without the dashboard's header."""
     if not is_authenticated(request):
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED,
             detail="missing or wrong API key: send 'Authorization: Bearer <GATECAST_API_KEY>'",
             headers={"WWW-Authenticate": "Bearer"},
+        )
+    if is_forgeable(request):
+        raise HTTPException(
+            status.HTTP_403_FORBIDDEN,
+            detail=f"refused: a request signed in by the session cookie must send the "
+            f"{DASHBOARD_HEADER[0]} header (as the dashboard does), or use the API key",
         )
 
 
@@ -171,6 +203,7 @@ __all__ = [
     "dashboard_addresses",
     "ensure_api_key",
     "is_authenticated",
+    "is_forgeable",
     "key_file_path",
     "key_matches",
     "require_api_key",

@@ -84,6 +84,25 @@ def test_dashboard_redirects_to_login_then_session_works(live_sqlite: LiveApp) -
         assert browser.get("/api/v1/instances").status_code == 401
 
 
+def test_cookie_only_writes_need_the_dashboard_header(live_sqlite: LiveApp) -> None:
+    """A form another site makes the browser post carries the cookie but no custom header."""
+    with live_sqlite.client(key=None, follow_redirects=False) as browser:
+        browser.post("/login", data={"api_key": API_KEY, "next": "/"})
+        forged = browser.post("/api/v1/lists", json={"name": "forged"})
+        assert forged.status_code == 403
+        assert "X-Gatecast-Dashboard" in forged.json()["detail"]
+        assert browser.get("/api/v1/lists").status_code == 200  # reads stay open
+        assert "forged" not in browser.get("/api/v1/lists").text
+        ok = browser.post(
+            "/api/v1/lists", json={"name": "mine"}, headers={"X-Gatecast-Dashboard": "1"}
+        )
+        assert ok.status_code == 201
+    with live_sqlite.client() as api:  # the API key needs no such header
+        assert api.post("/api/v1/lists", json={"name": "by key"}).status_code == 201
+    js = Path("gatecast/web/dashboard/static/gatecast.js").read_text()
+    assert '"X-Gatecast-Dashboard": "1"' in js
+
+
 def test_login_never_redirects_off_site(live_sqlite: LiveApp) -> None:
     with live_sqlite.client(key=None, follow_redirects=False) as browser:
         res = browser.post("/login", data={"api_key": API_KEY, "next": "//evil.example/x"})

@@ -2,7 +2,7 @@
 "use strict";
 
 async function gcApi(method, path, body) {
-  const opts = { method: method, headers: { "Accept": "application/json" }, credentials: "same-origin" };
+  const opts = { method: method, headers: { "Accept": "application/json", "X-Gatecast-Dashboard": "1" }, credentials: "same-origin" };
   if (body instanceof FormData) {
     opts.body = body;
   } else if (body !== undefined) {
