@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from sqlalchemy import Connection, Engine, select
 
@@ -270,53 +270,17 @@ class Dispatcher:
             times = iq.next_send_times(conn, ready)
         per_sender = max(1, self.batch_size // len(ready))
         for sender in ready:
-            remaining: int | None = None
-            if pace.daily_cap is not None:
-                with self.engine.connect() as conn:
-                    sent_today = dq.sends_since(conn, sender, local_day_start(now, policy.timezone))
-                remaining = cap_remaining(pace, sent_today)
-                if remaining == 0:
-                    wakes.append(next_local_day_start(now, policy.timezone))
-                    continue
-            if pace.unpaced:
-                limit = per_sender if remaining is None else min(per_sender, remaining)
-                with self.engine.begin() as conn:
-                    rows = dq.claim(
-                        conn,
-                        campaign_id=camp.id,
-                        sender=sender,
-                        now=now,
-                        lease_until=lease_until,
-                        limit=limit,
-                    )
-            else:
-                slot = times.get(sender)
-                if slot is not None and slot > now:
-                    wakes.append(slot)
-                    continue
-                limit = slots_per_claim(pace, per_sender)
-                if remaining is not None:
-                    limit = min(limit, remaining)
-                with self.engine.begin() as conn:
-                    # the conditional UPDATE makes this worker the only one using the slot
-                    if not iq.reserve_slot(conn, sender, now=now, next_at=now):
-                        continue
-                    rows = dq.claim(
-                        conn,
-                        campaign_id=camp.id,
-                        sender=sender,
-                        now=now,
-                        lease_until=lease_until,
-                        limit=limit,
-                    )
-                    if not rows:
-                        conn.rollback()  # keep the slot as it was: nothing was due
-                    else:
-                        nxt = now
-                        for _ in rows:
-                            nxt = next_send_at(nxt, pace, self.rng)
-                        iq.set_next_send(conn, sender, nxt)
-                        wakes.append(nxt)
+            slot = times.get(sender)
+            if not pace.unpaced and slot is not None and slot > now:
+                wakes.append(slot)
+                continue
+            claimed = self._claim_sender(camp, sender, now, lease_until, per_sender, wakes)
+            if claimed == "capped":
+                wakes.append(next_local_day_start(now, policy.timezone))
+                continue
+            if claimed == "taken":  # paused meanwhile, or another worker holds the slot
+                continue
+            rows = claimed
             if not rows:
                 with self.engine.connect() as conn:
                     due = dq.next_due_at(conn, camp.id, [sender])
@@ -328,6 +292,63 @@ class Dispatcher:
                 except ValueError as exc:
                     jobs.append(_Job(row, policy, None, error=f"unsendable content: {exc}"))
         return jobs
+
+    def _claim_sender(
+        self,
+        camp: _Campaign,
+        sender: str,
+        now: datetime,
+        lease_until: datetime,
+        per_sender: int,
+        wakes: list[datetime],
+    ) -> list[dq.ClaimedRow] | Literal["capped", "taken"]:
+        """Claim one sender's next rows: the rows, ``"capped"`` (daily cap reached) or
+        ``"taken"`` (the sender is paused, or another worker holds its pace slot).
+
+        One transaction that first takes the sender's row (the pace slot's conditional
+        UPDATE, or a plain row lock when unpaced with a cap), so the daily-cap count and the
+        claim are atomic across workers: a second worker waits for the first one's claim to
+        commit and then counts its rows, and the cap is never exceeded.
+        """
+        pace = camp.policy.pace
+        capped = pace.daily_cap is not None
+        with self.engine.begin() as conn:
+            if pace.unpaced:
+                if capped and not iq.lock_unpaused(conn, sender):
+                    return "taken"
+                limit = per_sender
+            else:
+                # the conditional UPDATE makes this worker the only one using the slot
+                if not iq.reserve_slot(conn, sender, now=now, next_at=now):
+                    return "taken"
+                limit = slots_per_claim(pace, per_sender)
+            if capped:
+                day_start = local_day_start(now, camp.policy.timezone)
+                remaining = cap_remaining(pace, dq.sends_since(conn, sender, day_start))
+                if remaining is not None:
+                    if remaining == 0:
+                        conn.rollback()  # the slot stays as it was
+                        return "capped"
+                    limit = min(limit, remaining)
+            rows = dq.claim(
+                conn,
+                campaign_id=camp.id,
+                sender=sender,
+                now=now,
+                lease_until=lease_until,
+                limit=limit,
+            )
+            if pace.unpaced:
+                return rows
+            if not rows:
+                conn.rollback()  # keep the slot as it was: nothing was due
+                return rows
+            nxt = now
+            for _ in rows:
+                nxt = next_send_at(nxt, pace, self.rng)
+            iq.set_next_send(conn, sender, nxt)
+            wakes.append(nxt)
+            return rows
 
     def _send_one(self, job: _Job) -> SendOutcome:
         assert job.message is not None and job.row.sender is not None

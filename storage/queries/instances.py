@@ -92,6 +92,18 @@ def reserve_slot(conn: Connection, instance_id: str, *, now: datetime, next_at: 
     return bool(result.rowcount == 1)
 
 
+def lock_unpaused(conn: Connection, instance_id: str) -> bool:
+    """Lock the instance's row for this transaction (a no-op UPDATE); False when it is
+    paused or unknown. Serialises count-then-claim of one sender across workers: on
+    PostgreSQL the row lock, on SQLite the write lock taken before anything is read."""
+    result = conn.execute(
+        update(_i)
+        .where(_i.c.instance_id == instance_id, _i.c.paused_reason.is_(None))
+        .values(updated_at=_i.c.updated_at)
+    )
+    return bool(result.rowcount == 1)
+
+
 def set_next_send(conn: Connection, instance_id: str, at: datetime) -> None:
     """Persist the instance's next send slot (after a claim took the current one)."""
     conn.execute(update(_i).where(_i.c.instance_id == instance_id).values(next_send_at=at))

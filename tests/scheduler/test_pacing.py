@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import itertools
 import random
+import threading
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
+import pytest
 from sqlalchemy import Engine, select, update
 
 from scheduler.clock import FakeClock
@@ -105,6 +108,45 @@ def test_daily_cap_holds_the_rest_until_the_next_local_day(engine: Engine) -> No
     fourth = sender.sent[3][2].astimezone(ZoneInfo(tz))
     assert (fourth.hour, fourth.date()) == (0, start.astimezone(ZoneInfo(tz)).date() + timedelta(1))
     assert set(states_of(engine, cid).values()) == {"sent"}
+
+
+@pytest.mark.parametrize("per_minute", [0, 6000], ids=["unpaced", "paced"])
+def test_daily_cap_holds_across_workers_claiming_at_once(engine: Engine, per_minute: int) -> None:
+    """Two workers that count and claim at the same moment never exceed the cap together."""
+    clock = FakeClock(T0)  # never advances: every claim is on the same local day
+    add_instances(engine, ["A"], T0)
+    cid = add_running_campaign(
+        engine,
+        spec(pace={"per_minute": per_minute, "delay_seconds": [0, 0], "daily_cap": 7}),
+        recipients=40,
+        senders=["A"],
+        now=T0,
+    )
+    sender = RecordingSender(clock)
+    workers = [make(engine, clock, sender, batch_size=64) for _ in range(2)]
+    barrier = threading.Barrier(len(workers))
+    failures: list[BaseException] = []
+
+    def work(d: Dispatcher) -> None:
+        try:
+            for _ in range(6):
+                barrier.wait(timeout=30)
+                d.tick()
+            d.flush()
+        except BaseException as exc:  # reported below
+            failures.append(exc)
+            barrier.abort()
+
+    threads = [threading.Thread(target=work, args=(d,)) for d in workers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for d in workers:
+        d.close()
+    assert not failures, failures
+    assert len(sender.sent) == 7
+    assert Counter(states_of(engine, cid).values()) == {"sent": 7, "queued": 33}
 
 
 def test_rows_wait_outside_the_window(engine: Engine) -> None:
