@@ -387,3 +387,14 @@ def test_region_is_checked_and_case_insensitive(sqlite_engine: Engine) -> None:
         sqlite_engine, SAMPLES / "messy-contacts.csv", ImportOptions("x", region=" gb ")
     )
     assert (report.region, report.imported) == ("GB", 8)
+
+
+def test_legacy_xls_imports(sqlite_engine: Engine) -> None:
+    """The .xls sample: the two spellings of one US number merge (the later row wins)."""
+    path = Path(__file__).parent / "data" / "legacy.xls"
+    report = import_file(sqlite_engine, path, ImportOptions("legacy", region="US"), now=NOW)
+    assert (report.rows_read, report.imported, report.duplicates, report.invalid) == (3, 2, 1, 0)
+    assert report.phone_column == "Mobile"
+    with sqlite_engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT phone, name FROM contacts ORDER BY phone")).all()
+    assert [tuple(r) for r in rows] == [("+12025550143", "Cy"), ("+447911123456", "Zoë")]

@@ -213,3 +213,19 @@ def test_ods_is_read_as_text(tmp_path: Path) -> None:
     assert table.sheet == "People"
     assert table.columns == ["Nome", "Celular"]
     assert _row(table.frame, 3) == ["NA", "007"]
+
+
+LEGACY_XLS = Path(__file__).parent / "data" / "legacy.xls"
+
+
+def test_legacy_xls_is_read_as_text() -> None:
+    """A BIFF8 ``.xls`` (written by xlwt, as old Excel versions save): numbers become
+    integer text, a blank row is dropped and row numbers follow the sheet."""
+    table = read_table(LEGACY_XLS)
+    assert table.sheet == "Clients"
+    assert table.columns == ["Name", "Mobile", "Notes"]
+    assert list(table.frame.index) == [2, 3, 5]
+    assert _row(table.frame, 2) == ["Zoë", "447911123456", "NA"]
+    assert _row(table.frame, 3) == ["Bo", "+1 202 555 0143", "1.5"]
+    assert _row(table.frame, 5) == ["Cy", "2025550143", "vip"]
+    assert read_table(LEGACY_XLS, sheet="Other").columns == ["phone"]
