@@ -121,6 +121,14 @@ class Server:
                     pass
             time.sleep(0.05)
 
+    def cpu_seconds(self) -> float:
+        """User + system CPU seconds the server process has used so far."""
+        import psutil
+
+        assert self.proc is not None
+        times = psutil.Process(self.proc.pid).cpu_times()
+        return float(times.user + times.system)
+
     def __exit__(self, *exc: object) -> None:
         if self.proc is not None:
             self.proc.terminate()
@@ -287,15 +295,22 @@ def main() -> int:
                 engine = open_db(url)
                 cid = seed_campaign(engine, rows, state="sent", with_contacts=False)
                 engine.dispose()
-                with Server("bare", url, tmp) as port:
+                bare_server = Server("bare", url, tmp)
+                with bare_server as port:
+                    cpu0 = bare_server.cpu_seconds()
                     bare = blast(port, cid, events, args.procs, args.threads)
+                    bare["cpu"] = bare_server.cpu_seconds() - cpu0
                 if bare["failed"]:
                     raise BenchError(f"bare endpoint: {bare['failed']} failed: {bare['failures']}")
-                with Server("gatecast", url, tmp) as port:
+                gc_server = Server("gatecast", url, tmp)
+                with gc_server as port:
+                    cpu0 = gc_server.cpu_seconds()
                     gc = blast(port, cid, events, args.procs, args.threads)
+                    gc["cpu"] = gc_server.cpu_seconds() - cpu0
                 counts = verify(url, cid, events)
             figures.add("bare endpoint", bare["rate"], "events/s", events=events, clients=clients)
             figures.add("bare endpoint p99 ack", bare["p99_ms"], "ms")
+            figures.add("bare server CPU per event", bare["cpu"] / events * 1e6, "us")
             figures.add(
                 "gatecast applied",
                 gc["rate"],
@@ -306,6 +321,7 @@ def main() -> int:
             )
             figures.add("gatecast p50 ack", gc["p50_ms"], "ms")
             figures.add("gatecast p99 ack", gc["p99_ms"], "ms")
+            figures.add("gatecast server CPU per event", gc["cpu"] / events * 1e6, "us")
             figures.add("gatecast events stored", counts["status_events"], "events")
             figures.add("gatecast events applied", counts["applied"], "events")
             figures.add("gatecast rows read", counts["rows_read"], "rows", of=rows)
