@@ -4,13 +4,19 @@ Status events are stored once per (message_id, status) (``ON CONFLICT DO NOTHING
 applied to deliveries by message id with guarded bulk UPDATEs, so a status only ever
 moves a row forward (DESIGN.md decision 4) whatever the order and however many
 duplicates arrive. Every function leaves the transaction to its caller.
+
+On SQLite the status-event statements (the webhook's hot path) run on the driver cursor
+of the caller's connection, rendered once from the same SQLAlchemy constructs as the
+PostgreSQL path, and driver errors are raised as SQLAlchemy's.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
@@ -27,6 +33,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.elements import ColumnElement
 
 from storage import states
@@ -83,8 +90,18 @@ def _chunks(items: Sequence[Any], size: int = BATCH) -> list[Sequence[Any]]:
 
 
 def insert_status_events(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Store status events; a (message_id, status) already stored is dropped."""
+    """Store status events; a (message_id, status) already stored is dropped.
+
+    On SQLite through the driver's ``executemany`` (see :func:`_sqlite_cursor`); the
+    times must be timezone-aware there too (stored as :class:`storage.types.UTCDateTime`
+    stores them).
+    """
     if not rows:
+        return
+    if conn.dialect.name == "sqlite":
+        times: dict[datetime, str] = {}  # a batch shares its received time, often its stamps
+        with _sqlite_cursor(conn, _SQLITE_INSERT_EVENT) as cur:
+            cur.executemany(_SQLITE_INSERT_EVENT, [_sqlite_event_row(r, times) for r in rows])
         return
     conn.execute(_insert_status_event(conn.dialect.name), [dict(r) for r in rows])
 
@@ -122,7 +139,7 @@ _match = and_(
 _OWN_COLUMN = {states.SENT: None, states.DELIVERED: "delivered_at", states.READ: "read_at"}
 
 
-def _progress_statement(status: str) -> Any:
+def _progress_statement(status: str, match: ColumnElement[bool] = _match) -> Any:
     """One UPDATE moving the events' (``ids``) deliveries forward to ``status``.
 
     Rows still below ``status`` move up, with every time up to it set where missing. The
@@ -143,28 +160,33 @@ def _progress_statement(status: str) -> Any:
             values[name] = case((forward, func.coalesce(col, at)), else_=col)
     own = _OWN_COLUMN[status]
     moves = forward if own is None else or_(forward, _d.c[own] > at)
-    return update(_d).where(_match, moves).values(values)
+    return update(_d).where(match, moves).values(values)
+
+
+def _failed_statement(match: ColumnElement[bool] = _match) -> Any:
+    """One UPDATE failing the events' (``ids``) deliveries that have not progressed."""
+    return (
+        update(_d)
+        .where(match, _state_in(FAILED_FROM))
+        .values(
+            state=states.FAILED,
+            failed_at=_ev.c.occurred_at,
+            error_code=_ev.c.error_code,
+            error=case(
+                (
+                    _ev.c.error_code.is_not(None),
+                    literal("failed by the gateway (code ") + _ev.c.error_code + literal(")"),
+                ),
+                else_=literal("failed by the gateway"),
+            ),
+            lease_until=None,
+        )
+    )
 
 
 #: statements built once (SQLAlchemy then reuses their compiled form for every batch)
 _PROGRESS = {s: _progress_statement(s) for s in (states.SENT, states.DELIVERED, states.READ)}
-_FAILED = (
-    update(_d)
-    .where(_match, _state_in(FAILED_FROM))
-    .values(
-        state=states.FAILED,
-        failed_at=_ev.c.occurred_at,
-        error_code=_ev.c.error_code,
-        error=case(
-            (
-                _ev.c.error_code.is_not(None),
-                literal("failed by the gateway (code ") + _ev.c.error_code + literal(")"),
-            ),
-            else_=literal("failed by the gateway"),
-        ),
-        lease_until=None,
-    )
-)
+_FAILED = _failed_statement()
 #: ``coalesce(applied)``, not ``applied``: the lookup must go through the message ids
 #: (uq_status_event), never scan the ``applied`` index over every event still unapplied
 #: (status events of messages that other tools sent through the same instance never match
@@ -187,8 +209,11 @@ def apply_unapplied(conn: Connection, message_ids: Sequence[str]) -> int:
     ``UPDATE ... FROM status_events`` per status present (progress in rank order, so a
     delivered or read event beats a failed one), then those events (by id: never one that
     committed meanwhile) are flagged applied. Forward only and idempotent. Returns how
-    many events were applied; the transaction is the caller's.
+    many events were applied; the transaction is the caller's. On SQLite the same
+    statements run on the driver (:func:`_apply_unapplied_sqlite`).
     """
+    if conn.dialect.name == "sqlite":
+        return _apply_unapplied_sqlite(conn, message_ids)
     applied = 0
     for chunk in _chunks(sorted(set(message_ids)), APPLY_BATCH):
         found = conn.execute(_UNAPPLIED, {"mids": list(chunk)}).all()
@@ -207,6 +232,128 @@ def apply_unapplied(conn: Connection, message_ids: Sequence[str]) -> int:
         ids = sorted({int(row[0]) for row in found})
         conn.execute(_MARK_APPLIED, {"ids": ids})
         applied += len(ids)
+    return applied
+
+
+# --- SQLite: the same statements through the driver ------------------------------------------
+# A batch of webhook events is a handful of small statements; SQLAlchemy's per-statement work
+# (parameter processing, expanding IN lists, result set-up) cost about twice what SQLite
+# spends executing them (bench/webhooks.py). The SQL is rendered once from the constructs
+# above, so both paths run the same statements.
+
+#: stands for an ``IN`` list in the rendered SQL; replaced by ``?, ?, ...``
+_IN = "(__in_list__)"
+_in_marker: Any = literal_column(_IN)
+
+
+def _sqlite_sql(stmt: Any) -> str:
+    """``stmt`` rendered for SQLite with its constants inline (only ``_IN`` left to fill)."""
+    sql = str(stmt.compile(dialect=sqlite.dialect(), compile_kwargs={"literal_binds": True}))
+    assert "?" not in sql and sql.count(_IN) == 1, sql
+    return sql
+
+
+def _sqlite_match() -> ColumnElement[bool]:
+    # no IN list of delivery ids here: SQLite would probe the index once per (event,
+    # delivery) pair (quadratic in the batch); from the event's rowid through
+    # ix_deliveries_message_id it is one probe per event
+    return and_(_ev.c.id.op("IN")(_in_marker), _ev.c.message_id == _d.c.message_id)
+
+
+_SQLITE_PROGRESS = {s: _sqlite_sql(_progress_statement(s, _sqlite_match())) for s in _PROGRESS}
+_SQLITE_FAILED = _sqlite_sql(_failed_statement(_sqlite_match()))
+_SQLITE_UNAPPLIED = _sqlite_sql(
+    select(_e.c.id, _e.c.status)
+    .join(_d, _d.c.message_id == _e.c.message_id)
+    .where(_e.c.message_id.op("IN")(_in_marker), func.coalesce(_e.c.applied, True).is_(False))
+)
+_SQLITE_MARK_APPLIED = _sqlite_sql(
+    update(_e).where(_e.c.id.op("IN")(_in_marker)).values(applied=True)
+)
+_SQLITE_INSERT_EVENT = (
+    "INSERT INTO status_events (message_id, instance_id, status, error_code, occurred_at,"
+    " received_at, applied) VALUES (?, ?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (message_id, status) DO NOTHING"
+)
+
+
+@contextmanager
+def _sqlite_cursor(conn: Connection, what: str) -> Iterator[Any]:
+    """A driver cursor inside ``conn``'s transaction (pysqlite begins it on the first write).
+
+    Driver errors are raised as SQLAlchemy's (e.g. :class:`sqlalchemy.exc.OperationalError`
+    for "database is locked"), as if the statements had gone through SQLAlchemy.
+    """
+    raw = conn.connection.driver_connection
+    assert raw is not None
+    cur = raw.cursor()
+    try:
+        yield cur
+    except sqlite3.Error as exc:
+        raise DBAPIError.instance(
+            what, None, exc, sqlite3.Error, hide_parameters=True, dialect=conn.dialect
+        ) from exc
+    finally:
+        cur.close()
+
+
+def _sqlite_time(at: datetime) -> str:
+    """``at`` as :class:`storage.types.UTCDateTime` stores it on SQLite (naive UTC text)."""
+    if at.tzinfo is None:
+        raise ValueError("naive datetime refused: pass a timezone-aware (UTC) datetime")
+    t = at.astimezone(UTC)
+    return (
+        f"{t.year:04d}-{t.month:02d}-{t.day:02d} "
+        f"{t.hour:02d}:{t.minute:02d}:{t.second:02d}.{t.microsecond:06d}"
+    )
+
+
+def _sqlite_event_row(row: Mapping[str, Any], times: dict[datetime, str]) -> tuple[Any, ...]:
+    occurred, received = row["occurred_at"], row["received_at"]
+    if occurred not in times:
+        times[occurred] = _sqlite_time(occurred)
+    if received not in times:
+        times[received] = _sqlite_time(received)
+    return (
+        row["message_id"],
+        row.get("instance_id"),
+        row["status"],
+        row.get("error_code"),
+        times[occurred],
+        times[received],
+        1 if row.get("applied") else 0,
+    )
+
+
+def _in_list(sql: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+    """``sql`` with its ``IN`` list of ``values``, padded to a power of two by repeating the
+    last value (same result), so the driver's statement cache sees few distinct texts."""
+    size = 1
+    while size < len(values):
+        size *= 2
+    padded = [*values, *([values[-1]] * (size - len(values)))]
+    return sql.replace(_IN, "(" + ",".join("?" * size) + ")"), padded
+
+
+def _apply_unapplied_sqlite(conn: Connection, message_ids: Sequence[str]) -> int:
+    """:func:`apply_unapplied` on SQLite: the same statements, executed by the driver."""
+    applied = 0
+    with _sqlite_cursor(conn, "apply status events") as cur:
+        for chunk in _chunks(sorted(set(message_ids)), APPLY_BATCH):
+            found = cur.execute(*_in_list(_SQLITE_UNAPPLIED, chunk)).fetchall()
+            if not found:
+                continue
+            by_status: dict[str, list[int]] = {}
+            for event_id, status in found:
+                by_status.setdefault(status, []).append(int(event_id))
+            for status, sql in _SQLITE_PROGRESS.items():  # rank order
+                if status in by_status:
+                    cur.execute(*_in_list(sql, by_status[status]))
+            if states.FAILED in by_status:
+                cur.execute(*_in_list(_SQLITE_FAILED, by_status[states.FAILED]))
+            ids = sorted({int(row[0]) for row in found})
+            cur.execute(*_in_list(_SQLITE_MARK_APPLIED, ids))
+            applied += len(ids)
     return applied
 
 
