@@ -7,12 +7,16 @@ import platform
 import resource
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import psutil
+
+
+class BenchError(RuntimeError):
+    """The benchmark could not measure what it claims (wrong counts, a dead helper)."""
 
 
 def peak_rss_mb() -> float:
@@ -54,6 +58,12 @@ class Figures:
     bench: str
     rows: list[dict[str, Any]] = field(default_factory=list)
 
+    @classmethod
+    def begin(cls, bench: str) -> Figures:
+        """The figures of ``bench``, after printing the machine's description on stderr."""
+        print(json.dumps({"bench": bench, "machine": machine()}), file=sys.stderr)
+        return cls(bench)
+
     def add(self, name: str, value: float, unit: str, **extra: Any) -> None:
         """Record and print one figure."""
         row = {"bench": self.bench, "figure": name, "value": round(value, 3), "unit": unit}
@@ -86,3 +96,30 @@ def stopwatch() -> Iterator[list[float]]:
         yield box
     finally:
         box[0] = time.perf_counter() - start
+
+
+def report(figures: Figures, measure: Callable[[], None]) -> int:
+    """Run ``measure`` (it adds to ``figures``), print the table; the exit status.
+
+    1 when the run could not vouch for its figures (:class:`BenchError`, said on stderr);
+    a missed goal is a figure, not a failure: 0.
+    """
+    try:
+        measure()
+    except BenchError as exc:
+        print(f"{figures.bench}: ERROR: {exc}", file=sys.stderr)
+        figures.table()
+        return 1
+    figures.table()
+    return 0
+
+
+def child_report(name: str, measure: Callable[[], Any]) -> int:
+    """In a measuring child process: print ``measure()`` as one JSON line; the exit status
+    (1 with the error on stderr when it raised :class:`BenchError`)."""
+    try:
+        print(json.dumps(measure()))
+    except BenchError as exc:
+        print(f"{name}: ERROR: {exc}", file=sys.stderr)
+        return 1
+    return 0

@@ -39,7 +39,8 @@ from typing import Any
 import httpx
 from sqlalchemy import Connection, Engine, insert, update
 
-from bench.common import Figures, machine, peak_rss_mb, stopwatch
+from bench.common import BenchError as BenchError  # re-exported: bench.webhooks, bench.reports
+from bench.common import Figures, peak_rss_mb, report, stopwatch
 
 PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 TOKEN = "sandbox-token"  # noqa: S105 (the local sandbox's default token)
@@ -48,10 +49,6 @@ TEXT = "Hi {{ name }}, our November offer is live in {{ city }}. Reply STOP to o
 CITIES = ("London", "Berlin", "Paris", "Madrid", "Rome", "Lagos", "Mumbai", "Lima")
 #: chunk of rows per executemany when seeding
 SEED_CHUNK = 20_000
-
-
-class BenchError(RuntimeError):
-    """The benchmark could not measure what it claims (wrong counts, a dead helper)."""
 
 
 # --- helpers shared by the benchmarks ----------------------------------------------------
@@ -544,72 +541,67 @@ def main() -> int:
     parser.add_argument("--pg", action="store_true", help="PostgreSQL instead of SQLite")
     args = parser.parse_args()
     rows = 100_000 if args.full else args.rows
+    figures = Figures.begin("dispatch")
+    return report(figures, lambda: measure(args, rows, figures))
+
+
+def measure(args: argparse.Namespace, rows: int, figures: Figures) -> None:
+    """The three contenders, one after the other, each against a fresh sandbox."""
     hand_rows = min(rows, args.hand_rows)
-    figures = Figures("dispatch")
-    print(json.dumps({"bench": "dispatch", "machine": machine()}), file=sys.stderr)
     db_kind = "postgresql" if args.pg else "sqlite"
-    try:
-        with tempfile.TemporaryDirectory(prefix="gatecast-bench-") as tmpdir:
-            tmp = Path(tmpdir)
-            # gatecast
-            with database(tmp, args.pg) as url, sandbox_process(tmp) as sb_url:
-                engine = open_db(url)
-                iid = linked_instance(sb_url)
-                seed_audience(engine, rows)
-                cpu0 = time.process_time()
-                run = run_gatecast_campaign(
-                    engine, sb_url, iid, workers=args.workers, batch_size=args.batch
-                )
-                gc_cpu = time.process_time() - cpu0
-                engine.dispose()
-            if run["counts"].get("sent") != rows:
-                raise BenchError(f"not every row was recorded sent: {run['counts']}")
-            total_s = run["materialise_s"] + run["send_s"]
-            gc_rate = rows / total_s
-            figures.add("gatecast start to all recorded", gc_rate, "msg/s", rows=rows, db=db_kind)
-            figures.add("gatecast materialise", run["materialise_s"], "s", rows=rows)
-            figures.add("gatecast dispatch only", rows / run["send_s"], "msg/s", rows=rows)
-            # the limit
-            with sandbox_process(tmp) as sb_url:
-                params = _requests(sb_url, linked_instance(sb_url), rows)
-                seq_s = bare_sequential(sb_url, params)
-            with sandbox_process(tmp) as sb_url:
-                params = _requests(sb_url, linked_instance(sb_url), rows)
-                cpu0 = time.process_time()
-                thr_s = bare_threads(sb_url, params, args.threads)
-                thr_cpu = time.process_time() - cpu0
-            seq_rate, thr_rate = rows / seq_s, rows / thr_s
-            figures.add("bare httpx, 1 sequential client", seq_rate, "msg/s", rows=rows)
-            figures.add(f"bare httpx, {args.threads} threads", thr_rate, "msg/s", rows=rows)
-            best = max(seq_rate, thr_rate)
-            # CPU of the measuring process (all threads): what the code costs, whatever the load
-            figures.add("gatecast CPU per message", gc_cpu / rows * 1e6, "us", rows=rows)
-            figures.add(
-                f"bare httpx, {args.threads} threads, CPU per message",
-                thr_cpu / rows * 1e6,
-                "us",
-                rows=rows,
+    with tempfile.TemporaryDirectory(prefix="gatecast-bench-") as tmpdir:
+        tmp = Path(tmpdir)
+        # gatecast
+        with database(tmp, args.pg) as url, sandbox_process(tmp) as sb_url:
+            engine = open_db(url)
+            iid = linked_instance(sb_url)
+            seed_audience(engine, rows)
+            cpu0 = time.process_time()
+            run = run_gatecast_campaign(
+                engine, sb_url, iid, workers=args.workers, batch_size=args.batch
             )
-            # by hand
-            sheet = tmp / "contacts.csv"
-            write_spreadsheet(sheet, hand_rows)
-            with sandbox_process(tmp) as sb_url:
-                hand_s, hand_sent = hand_loop(sb_url, linked_instance(sb_url), sheet, tmp / "h.db")
-            if hand_sent != hand_rows:
-                raise BenchError(f"hand loop sent {hand_sent} of {hand_rows}")
-            hand_rate = hand_rows / hand_s
-            figures.add(
-                "hand loop (pandas, get + commit per row)", hand_rate, "msg/s", rows=hand_rows
-            )
-            figures.ratio("gatecast / bare loop (best)", gc_rate, best, goal=">= 0.8")
-            figures.ratio("gatecast / hand loop", gc_rate, hand_rate, goal="> 1")
-            figures.add("peak RSS (bench process)", peak_rss_mb(), "MB")
-    except BenchError as exc:
-        print(f"dispatch: ERROR: {exc}", file=sys.stderr)
-        figures.table()
-        return 1
-    figures.table()
-    return 0
+            gc_cpu = time.process_time() - cpu0
+            engine.dispose()
+        if run["counts"].get("sent") != rows:
+            raise BenchError(f"not every row was recorded sent: {run['counts']}")
+        total_s = run["materialise_s"] + run["send_s"]
+        gc_rate = rows / total_s
+        figures.add("gatecast start to all recorded", gc_rate, "msg/s", rows=rows, db=db_kind)
+        figures.add("gatecast materialise", run["materialise_s"], "s", rows=rows)
+        figures.add("gatecast dispatch only", rows / run["send_s"], "msg/s", rows=rows)
+        # the limit
+        with sandbox_process(tmp) as sb_url:
+            params = _requests(sb_url, linked_instance(sb_url), rows)
+            seq_s = bare_sequential(sb_url, params)
+        with sandbox_process(tmp) as sb_url:
+            params = _requests(sb_url, linked_instance(sb_url), rows)
+            cpu0 = time.process_time()
+            thr_s = bare_threads(sb_url, params, args.threads)
+            thr_cpu = time.process_time() - cpu0
+        seq_rate, thr_rate = rows / seq_s, rows / thr_s
+        figures.add("bare httpx, 1 sequential client", seq_rate, "msg/s", rows=rows)
+        figures.add(f"bare httpx, {args.threads} threads", thr_rate, "msg/s", rows=rows)
+        best = max(seq_rate, thr_rate)
+        # CPU of the measuring process (all threads): what the code costs, whatever the load
+        figures.add("gatecast CPU per message", gc_cpu / rows * 1e6, "us", rows=rows)
+        figures.add(
+            f"bare httpx, {args.threads} threads, CPU per message",
+            thr_cpu / rows * 1e6,
+            "us",
+            rows=rows,
+        )
+        # by hand
+        sheet = tmp / "contacts.csv"
+        write_spreadsheet(sheet, hand_rows)
+        with sandbox_process(tmp) as sb_url:
+            hand_s, hand_sent = hand_loop(sb_url, linked_instance(sb_url), sheet, tmp / "h.db")
+        if hand_sent != hand_rows:
+            raise BenchError(f"hand loop sent {hand_sent} of {hand_rows}")
+        hand_rate = hand_rows / hand_s
+        figures.add("hand loop (pandas, get + commit per row)", hand_rate, "msg/s", rows=hand_rows)
+        figures.ratio("gatecast / bare loop (best)", gc_rate, best, goal=">= 0.8")
+        figures.ratio("gatecast / hand loop", gc_rate, hand_rate, goal="> 1")
+        figures.add("peak RSS (bench process)", peak_rss_mb(), "MB")
 
 
 if __name__ == "__main__":

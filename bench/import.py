@@ -33,7 +33,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from bench.common import Figures, machine, peak_rss_mb
+from bench.common import Figures, peak_rss_mb
 
 PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 # (calling code, national prefix digits of a valid mobile/landline, digits to add)
@@ -218,8 +218,7 @@ def main() -> None:
         _child(args)
         return
     csv_rows, xlsx_rows = (1_000_000, 100_000) if args.full else (args.rows, args.xlsx_rows)
-    figures = Figures("import")
-    print(json.dumps({"bench": "import", "machine": machine()}), file=sys.stderr)
+    figures = Figures.begin("import")
     with tempfile.TemporaryDirectory(prefix="gatecast-bench-") as tmp:
         d = Path(tmp)
         csv_path, xlsx_path = d / "contacts.csv", d / "contacts.xlsx"

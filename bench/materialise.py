@@ -23,13 +23,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import Figures, machine, peak_rss_mb
+from bench.common import BenchError, Figures, child_report, peak_rss_mb, report
 from bench.dispatch import (
     CITIES,
     LIST_NAME,
     SEED_CHUNK,
     TEXT,
-    BenchError,
     _bulk_insert,
     _db_time,
     contact_name,
@@ -158,44 +157,36 @@ def main() -> int:
     parser.add_argument("--campaign", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        try:
-            print(json.dumps(_child(args.url, args.campaign)))
-        except BenchError as exc:
-            print(f"materialise child: ERROR: {exc}", file=sys.stderr)
-            return 1
-        return 0
+        return child_report("materialise child", lambda: _child(args.url, args.campaign))
     small, big = (100_000, 1_000_000) if args.full else (args.rows, args.big)
-    figures = Figures("materialise")
-    print(json.dumps({"bench": "materialise", "machine": machine()}), file=sys.stderr)
+    figures = Figures.begin("materialise")
+    return report(figures, lambda: measure(args, small, big, figures))
+
+
+def measure(args: argparse.Namespace, small: int, big: int, figures: Figures) -> None:
+    """Both sizes, each in a fresh database and child process; then the figures."""
     db_kind = "postgresql" if args.pg else "sqlite"
-    try:
-        with tempfile.TemporaryDirectory(prefix="gatecast-bench-") as tmpdir:
-            tmp = Path(tmpdir)
-            results = {n: run_size(tmp, n, args.pg, args.senders) for n in (small, big)}
-        for n, r in results.items():
-            figures.add(
-                f"materialise {n:,} recipients",
-                n / r["seconds"],
-                "rows/s",
-                db=db_kind,
-                senders=args.senders,
-                seconds=round(r["seconds"], 2),
-                load=round(r["load"], 1),
-            )
-            figures.add(f"materialise {n:,}, per CPU-second", n / r["cpu_seconds"], "rows/s")
-            figures.add(f"peak RSS {n:,}", r["peak_rss_mb"], "MB")
-        figures.ratio(
-            f"rows/s {big:,} / {small:,}",
-            big / results[big]["seconds"],
-            small / results[small]["seconds"],
-            goal=">= 0.9 (flat)",
+    with tempfile.TemporaryDirectory(prefix="gatecast-bench-") as tmpdir:
+        tmp = Path(tmpdir)
+        results = {n: run_size(tmp, n, args.pg, args.senders) for n in (small, big)}
+    for n, r in results.items():
+        figures.add(
+            f"materialise {n:,} recipients",
+            n / r["seconds"],
+            "rows/s",
+            db=db_kind,
+            senders=args.senders,
+            seconds=round(r["seconds"], 2),
+            load=round(r["load"], 1),
         )
-    except BenchError as exc:
-        print(f"materialise: ERROR: {exc}", file=sys.stderr)
-        figures.table()
-        return 1
-    figures.table()
-    return 0
+        figures.add(f"materialise {n:,}, per CPU-second", n / r["cpu_seconds"], "rows/s")
+        figures.add(f"peak RSS {n:,}", r["peak_rss_mb"], "MB")
+    figures.ratio(
+        f"rows/s {big:,} / {small:,}",
+        big / results[big]["seconds"],
+        small / results[small]["seconds"],
+        goal=">= 0.9 (flat)",
+    )
 
 
 if __name__ == "__main__":

@@ -23,10 +23,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import Figures, machine, peak_rss_mb
+from bench.common import BenchError, Figures, child_report, peak_rss_mb, report
 from bench.dispatch import (
     TOKEN,
-    BenchError,
     create_campaign_for,
     database,
     linked_instance,
@@ -127,43 +126,37 @@ def main() -> int:
     parser.add_argument("--campaign", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        try:
-            print(json.dumps(_child(args.url, args.sandbox, args.campaign, args.timeout)))
-        except BenchError as exc:
-            print(f"memory child: ERROR: {exc}", file=sys.stderr)
-            return 1
-        return 0
-    small, big = (100_000, 1_000_000) if args.full else (args.rows, args.big)
-    figures = Figures("memory")
-    print(json.dumps({"bench": "memory", "machine": machine()}), file=sys.stderr)
-    db_kind = "postgresql" if args.pg else "sqlite"
-    try:
-        with tempfile.TemporaryDirectory(prefix="gatecast-bench-") as tmpdir:
-            tmp = Path(tmpdir)
-            results = {n: run_size(tmp, n, args.pg, args.timeout) for n in (small, big)}
-        for n, r in results.items():
-            figures.add(
-                f"service peak RSS, {n:,} recipients",
-                r["peak_rss_mb"],
-                "MB",
-                goal="< 250",
-                db=db_kind,
-            )
-            figures.add(f"after materialise, {n:,}", r["rss_after_materialise_mb"], "MB")
-            figures.add(f"materialise {n:,}", n / r["materialise_s"], "rows/s")
-            figures.add(f"send {n:,}", n / r["send_s"], "msg/s")
-        figures.ratio(
-            f"peak RSS {big:,} / {small:,}",
-            results[big]["peak_rss_mb"],
-            results[small]["peak_rss_mb"],
-            goal="<= 1.2",
+        return child_report(
+            "memory child", lambda: _child(args.url, args.sandbox, args.campaign, args.timeout)
         )
-    except BenchError as exc:
-        print(f"memory: ERROR: {exc}", file=sys.stderr)
-        figures.table()
-        return 1
-    figures.table()
-    return 0
+    small, big = (100_000, 1_000_000) if args.full else (args.rows, args.big)
+    figures = Figures.begin("memory")
+    return report(figures, lambda: measure(args, small, big, figures))
+
+
+def measure(args: argparse.Namespace, small: int, big: int, figures: Figures) -> None:
+    """Both sizes, each in a fresh database and child process; then the figures."""
+    db_kind = "postgresql" if args.pg else "sqlite"
+    with tempfile.TemporaryDirectory(prefix="gatecast-bench-") as tmpdir:
+        tmp = Path(tmpdir)
+        results = {n: run_size(tmp, n, args.pg, args.timeout) for n in (small, big)}
+    for n, r in results.items():
+        figures.add(
+            f"service peak RSS, {n:,} recipients",
+            r["peak_rss_mb"],
+            "MB",
+            goal="< 250",
+            db=db_kind,
+        )
+        figures.add(f"after materialise, {n:,}", r["rss_after_materialise_mb"], "MB")
+        figures.add(f"materialise {n:,}", n / r["materialise_s"], "rows/s")
+        figures.add(f"send {n:,}", n / r["send_s"], "msg/s")
+    figures.ratio(
+        f"peak RSS {big:,} / {small:,}",
+        results[big]["peak_rss_mb"],
+        results[small]["peak_rss_mb"],
+        goal="<= 1.2",
+    )
 
 
 if __name__ == "__main__":
