@@ -1,6 +1,8 @@
 """Webhook event application: statuses, replies, opt-outs, instance connection states.
 
-``record_events`` takes a batch of parsed events and applies it in one transaction:
+``record_events`` takes a batch of parsed events and applies it in one transaction
+(``store_events_in`` stores the batch's status events without applying them, for the
+webhook receiver's inbox, which applies them in larger batches with ``apply_pending``):
 
 * status events are stored once per (message id, status) and applied to the delivery
   with that message id, forward only (queued < sending/unknown < sent < delivered <
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -60,9 +62,12 @@ class ApplyStats:
     opt_outs: int = 0  # contacts opted out
     connection_updates: int = 0
     ignored: int = 0  # presence, QR codes, unknown events
+    #: message ids whose status events were stored but left for :func:`apply_pending`
+    #: (:func:`store_events_in`); empty when the batch was applied
+    pending: list[str] = field(default_factory=list)
 
     def add(self, other: ApplyStats) -> None:
-        """Accumulate ``other`` into this one."""
+        """Accumulate ``other`` into this one (``pending`` lists are concatenated)."""
         for name in vars(self):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
@@ -122,8 +127,32 @@ def apply_recent_pending(
         return apply_pending(conn, ids, now=now)
 
 
+def apply_all_pending(engine: Engine, *, now: datetime, chunk: int = 5000) -> int:
+    """Apply every stored, unapplied status event that matches a delivery, however old.
+
+    For a start-up pass (events stored but not applied before a crash or a stop); looks
+    through the unapplied events, so it is not for every batch. Returns how many applied.
+    """
+    applied = 0
+    while True:
+        with engine.begin() as conn:
+            ids = q.unapplied_matching(conn, since=_EPOCH, limit=chunk)
+            done = apply_pending(conn, ids, now=now) if ids else 0
+        applied += done
+        if len(ids) < chunk or not done:
+            return applied
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def _record_statuses(
-    conn: Connection, events: Sequence[MessageStatus], now: datetime, stats: ApplyStats
+    conn: Connection,
+    events: Sequence[MessageStatus],
+    now: datetime,
+    stats: ApplyStats,
+    *,
+    apply: bool = True,
 ) -> None:
     rows: list[dict[str, Any]] = []
     for ev in events:
@@ -146,7 +175,11 @@ def _record_statuses(
     unique = list({(r["message_id"], r["status"]): r for r in rows}.values())
     stats.status_events += len(rows)
     q.insert_status_events(conn, unique)
-    stats.applied += apply_pending(conn, [r["message_id"] for r in unique], now=now)
+    message_ids = list({r["message_id"]: None for r in unique})
+    if apply:
+        stats.applied += apply_pending(conn, message_ids, now=now)
+    else:
+        stats.pending.extend(message_ids)
 
 
 def _record_inbound(
@@ -214,13 +247,43 @@ def record_events_in(
     now: datetime,
 ) -> ApplyStats:
     """:func:`record_events` in the caller's transaction."""
+    return _record_in(conn, events, opt_out_keywords=opt_out_keywords, now=now, apply=True)
+
+
+def store_events_in(
+    conn: Connection,
+    events: Sequence[Event],
+    *,
+    opt_out_keywords: Sequence[str],
+    now: datetime,
+) -> ApplyStats:
+    """:func:`record_events_in`, except that status events are only stored (unapplied).
+
+    Their message ids come back in ``stats.pending``: the caller applies them later with
+    :func:`apply_pending` in batches of hundreds (the webhook receiver's inbox), which
+    costs far less per event than applying every small batch. Stored events are durable:
+    if that later pass never runs (a crash), the dispatcher's sweep and the receiver's
+    start-up pass (:func:`apply_all_pending`) apply them. Replies, opt-outs and
+    connection states are applied at once, as by :func:`record_events_in`.
+    """
+    return _record_in(conn, events, opt_out_keywords=opt_out_keywords, now=now, apply=False)
+
+
+def _record_in(
+    conn: Connection,
+    events: Sequence[Event],
+    *,
+    opt_out_keywords: Sequence[str],
+    now: datetime,
+    apply: bool,
+) -> ApplyStats:
     stats = ApplyStats()
     statuses = [e for e in events if isinstance(e, MessageStatus)]
     incoming = [e for e in events if isinstance(e, IncomingMessage)]
     connections = [e for e in events if isinstance(e, ConnectionStatus)]
     stats.ignored += len(events) - len(statuses) - len(incoming) - len(connections)
     if statuses:
-        _record_statuses(conn, statuses, now, stats)
+        _record_statuses(conn, statuses, now, stats, apply=apply)
     if incoming:
         _record_inbound(conn, incoming, opt_out_keywords, now, stats)
     for ev in connections:
@@ -235,10 +298,12 @@ __all__ = [
     "OPT_OUT_REASON",
     "STATUS_TO_STATE",
     "ApplyStats",
+    "apply_all_pending",
     "apply_pending",
     "apply_recent_pending",
     "fold_keyword",
     "is_opt_out",
     "record_events",
     "record_events_in",
+    "store_events_in",
 ]

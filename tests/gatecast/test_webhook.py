@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -62,6 +63,21 @@ def _status(i: int, status: str) -> dict[str, Any]:
         "instance_id": "A",
         "data": {"id": f"m{i:07d}", "status": status, "timestamp": 1795000000},
     }
+
+
+def _states(engine: Engine) -> list[str]:
+    with engine.connect() as conn:
+        rows = conn.execute(select(deliveries.c.state).order_by(deliveries.c.id)).scalars()
+        return [str(s) for s in rows]
+
+
+def _eventually(check: Any, timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def _counts(engine: Engine) -> tuple[int, int]:
@@ -287,8 +303,8 @@ def test_real_server_access_log_is_redacted(
     assert (r.status_code, bad.status_code) == (200, 404)
     assert "webhooks/gateway/***" in caplog.text
     assert SECRET not in caplog.text and "guess" not in caplog.text
-    with sqlite_engine.connect() as conn:
-        assert conn.execute(select(deliveries.c.state)).scalar_one() == "delivered"
+    # stored before the 200; applied by the inbox pass shortly after
+    assert _eventually(lambda: _states(sqlite_engine) == ["delivered"])
 
 
 def test_full_app_starts_the_batcher_and_needs_no_api_key(sqlite_engine: Engine) -> None:
@@ -422,3 +438,100 @@ def test_inline_apply_never_stalls_the_loop_on_a_locked_database(sqlite_engine: 
     assert outcome["post"] == 200
     with sqlite_engine.connect() as conn:
         assert conn.execute(select(deliveries.c.state)).scalar_one() == "read"
+
+
+def test_inbox_acknowledges_stored_events_and_applies_them_later() -> None:
+    """With apply_later, a request is answered once stored; the ids are applied together."""
+    later: list[list[str]] = []
+
+    def store(events: list[Any]) -> Any:
+        from campaigns.tracking import ApplyStats
+
+        return ApplyStats(pending=[str(e) for e in events])
+
+    def apply_later(ids: list[str]) -> int:
+        later.append(ids)
+        return len(ids)
+
+    async def go() -> tuple[list[list[str]], int]:
+        batcher = webhook.EventBatcher(store, apply_later=apply_later, later_seconds=0.05)
+        await batcher.start()
+        await asyncio.gather(*(batcher.submit([f"m{i}"]) for i in range(5)))  # type: ignore[list-item]
+        answered = list(later)  # every request answered, nothing applied yet
+        waiting = batcher.unapplied
+        await asyncio.sleep(0.3)
+        assert batcher.unapplied == 0
+        await batcher.submit(["m9"])  # type: ignore[list-item]
+        await batcher.stop()  # applies what it holds
+        return answered, waiting
+
+    answered, waiting = asyncio.run(go())
+    assert answered == [] and waiting == 5
+    assert later == [[f"m{i}" for i in range(5)], ["m9"]]
+
+
+def test_inbox_applies_at_the_event_threshold_and_retries_a_failed_pass() -> None:
+    calls: list[list[str]] = []
+
+    def apply_later(ids: list[str]) -> int:
+        calls.append(ids)
+        if len(calls) == 1:
+            raise RuntimeError("database went away")
+        return len(ids)
+
+    async def go() -> None:
+        from campaigns.tracking import ApplyStats
+
+        batcher = webhook.EventBatcher(
+            lambda events: ApplyStats(pending=[str(e) for e in events]),
+            apply_later=apply_later,
+            later_events=3,
+            later_seconds=60,
+        )
+        await batcher.start()
+        for i in range(3):
+            await batcher.submit([f"m{i}"])  # type: ignore[list-item]
+        for _ in range(500):  # the pass runs (in a thread) right after the third answer
+            if calls:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)
+        assert calls == [["m0", "m1", "m2"]]  # the threshold, not the (long) timer
+        assert batcher.unapplied == 3  # kept after the failure
+        await batcher.stop()
+
+    asyncio.run(go())
+    assert calls == [["m0", "m1", "m2"]] * 2
+
+
+def test_events_stored_but_unapplied_by_a_dead_process_are_applied_at_start(
+    engine: Engine,
+) -> None:
+    """Crash between the 200 and the inbox pass: the next receiver applies them."""
+    from campaigns.tracking import store_events_in
+    from gatecast.settings import DEFAULT_OPT_OUT_KEYWORDS
+    from gateway.event_parsing import parse_webhook
+
+    _campaign(engine, 2)
+    old = NOW - timedelta(hours=5)  # older than the idle sweep's window
+    with engine.begin() as conn:
+        stats = store_events_in(
+            conn,
+            parse_webhook(json.dumps(_status(1, "read")).encode()),
+            opt_out_keywords=DEFAULT_OPT_OUT_KEYWORDS,
+            now=old,
+        )
+    assert stats.pending == ["m0000001"] and stats.applied == 0
+    assert _states(engine) == ["sent", "sent"]
+    app = _app(engine)
+
+    async def go() -> None:
+        async with app.router.lifespan_context(app):
+            await asyncio.sleep(0)
+            for _ in range(2000):
+                if _states(engine) == ["sent", "read"]:
+                    break
+                await asyncio.sleep(0.01)
+
+    asyncio.run(go())
+    assert _states(engine) == ["sent", "read"]
