@@ -93,6 +93,10 @@ def sandbox(
         bool, typer.Option(help="Read number from JSON bodies (reference builds vary).")
     ] = True,
     max_instances: Annotated[int, typer.Option(help="Instances per access token.")] = 100,
+    disconnect_after: Annotated[
+        int | None,
+        typer.Option(help="Drop an instance's connection after this many sends (reconnect heals)."),
+    ] = None,
     auto_link: Annotated[bool, typer.Option(help="Link new instances at once (demo).")] = False,
     token: Annotated[
         list[str] | None, typer.Option(help="Accepted access token (repeatable).")
@@ -133,6 +137,7 @@ def sandbox(
             id_under_data=id_under_data,
             number_from_json=number_from_json,
             max_instances_per_token=max_instances,
+            disconnect_after_sends=disconnect_after,
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None

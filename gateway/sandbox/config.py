@@ -50,6 +50,10 @@ class SandboxConfig:
     number_from_json: bool = True  # False: like some reference builds, ignore JSON ``number``
     id_under_data: bool = False  # success body nests the key at data.key.id (some hosts)
     max_instances_per_token: int = 100
+    # the connection drops (state ``disconnected``, a connection event) after this many
+    # accepted sends since the instance last connected, as web sessions do; ``reconnect``
+    # brings it back and the count starts again
+    disconnect_after_sends: int | None = None
     qr_rotate_seconds: float = 20.0
     events_kept: int = 1_000_000  # older event records are dropped from /sandbox/events
 
@@ -106,3 +110,5 @@ class SandboxConfig:
             raise ValueError(f"not_on_app holds non-digit numbers: {', '.join(bad[:5])}")
         if self.monthly_quota is not None and self.monthly_quota < 0:
             raise ValueError("monthly_quota must not be negative")
+        if self.disconnect_after_sends is not None and self.disconnect_after_sends < 1:
+            raise ValueError("disconnect_after_sends must be at least 1")

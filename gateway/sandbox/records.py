@@ -36,6 +36,7 @@ class Instance:
     webhook_url: str | None = None
     webhook_enabled: bool = False
     sends: int = 0
+    sends_since_connect: int = 0
     created_at: float = 0.0
 
     def public(self) -> dict[str, Any]:

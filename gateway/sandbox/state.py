@@ -331,12 +331,17 @@ class SandboxState:
         )
         self.messages[mid] = msg
         inst.sends += 1
+        inst.sends_since_connect += 1
         self.stats.accepted += 1
         self.stats.per_recipient[to] += 1
         plan = plan_message_events(self.config, self.rng, msg)
         if self.emitter is not None:
             self.emitter.schedule_many(plan)
         self.by_recipient.setdefault(to, []).append(mid)
+        limit = self.config.disconnect_after_sends
+        if limit is not None and inst.sends_since_connect >= limit:
+            inst.state = DISCONNECTED  # this message left; the next send finds it dropped
+            self._emit_connection(inst, "connection lost")
         detail = {
             "key": {"remoteJid": chat, "fromMe": True, "id": mid},
             "message": content,
@@ -373,6 +378,8 @@ class SandboxState:
             return mid
 
     def _emit_connection(self, inst: Instance, reason: str) -> None:
+        if inst.state == CONNECTED:
+            inst.sends_since_connect = 0
         body = ev.connection_body(
             self.config.dialect, inst.id, inst.state, reason=reason, phone=inst.phone
         )
