@@ -218,7 +218,7 @@ def run_demo(settings: Settings, options: DemoOptions, console: Console) -> int:
 
         if options.keep_serving:
             service = stack.enter_context(
-                Service(engine, client, options=ServiceOptions(workers=2))
+                Service(engine, client, options=ServiceOptions(workers=2), instance_client=client)
             )
             console.print(
                 f"serving on {server.url} (webhook {server.url}/webhooks/gateway/"

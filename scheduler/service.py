@@ -1,8 +1,10 @@
-"""Everything in one process: leader election, APScheduler jobs, the dispatcher, and an
-optional ASGI app (the webhook receiver, API and dashboard) served by uvicorn.
+"""Everything in one process: leader election, APScheduler jobs, the dispatcher, the
+reconnection of dropped instances, and an optional ASGI app (the webhook receiver, API and
+dashboard) served by uvicorn.
 
 Every process dispatches (the claim is safe for many workers); only the holder of the
-``scheduler`` lease runs the APScheduler jobs, so starts and recurrences fire once.
+``scheduler`` lease runs the APScheduler jobs and the reconnections, so starts and
+recurrences fire once and one process talks to a dropped instance.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ from typing import Any
 import uvicorn
 from sqlalchemy import Engine
 
+from gateway.client import GatewayClient
 from scheduler import leader
 from scheduler.clock import Clock, SystemClock
 from scheduler.dispatcher import Dispatcher, SupportsSend
 from scheduler.jobs import CampaignJobs
+from scheduler.reconnect import DEFAULT_BACKOFF, Reconnector
 
 log = logging.getLogger("gatecast.service")
 
@@ -38,6 +42,8 @@ class ServiceOptions:
     sync_seconds: float = 10.0
     poll_seconds: float = 1.0
     run_jobs: bool = True
+    reconnect_check_seconds: float = 10.0
+    reconnect_backoff: tuple[float, ...] = DEFAULT_BACKOFF
 
 
 class Service:
@@ -53,7 +59,10 @@ class Service:
         holder: str | None = None,
         campaign_ids: Sequence[int] | None = None,
         on_outcome: Callable[[str], None] | None = None,
+        instance_client: Callable[[], GatewayClient] | None = None,
     ) -> None:
+        """``instance_client`` makes clients for instance operations: with it, the leader
+        reconnects instances whose connection dropped (:mod:`scheduler.reconnect`)."""
         self.engine = engine
         self.options = options or ServiceOptions()
         self.clock: Clock = clock or SystemClock()
@@ -70,6 +79,11 @@ class Service:
             on_outcome=on_outcome,
         )
         self.jobs = CampaignJobs(engine, now=self.clock.now)
+        self.reconnector = (
+            Reconnector(engine, instance_client, backoff=self.options.reconnect_backoff)
+            if instance_client is not None
+            else None
+        )
         self.is_leader = False
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -79,6 +93,8 @@ class Service:
         self._stop.clear()
         if self.options.run_jobs:
             self._spawn("gatecast-leader", self._leader_loop)
+            if self.reconnector is not None:
+                self._spawn("gatecast-reconnect", self._reconnect_loop)
         self._spawn("gatecast-dispatch", self._dispatch_loop)
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
@@ -119,6 +135,17 @@ class Service:
             except Exception:
                 log.exception("scheduler loop error")
             self._stop.wait(renew_every)
+
+    def _reconnect_loop(self) -> None:
+        # its own thread: a slow gateway must not delay the lease renewal
+        assert self.reconnector is not None
+        while not self._stop.wait(self.options.reconnect_check_seconds):
+            if not self.is_leader:
+                continue
+            try:
+                self.reconnector.run_once(self.clock.now())
+            except Exception:
+                log.exception("reconnect loop error")
 
     def sync_now(self) -> None:
         """Rebuild the jobs at once (after a campaign was created in this process)."""

@@ -192,6 +192,7 @@ def serve(
                 lambda: make_gateway_client(settings),
                 options=ServiceOptions(),
                 on_outcome=observe_send,
+                instance_client=lambda: make_gateway_client(settings),
             )
         )
         console.print(f"gatecast serving on {server.url} (dashboard, API, webhook)")

@@ -1,0 +1,120 @@
+"""Automatic reconnection of instances whose connection dropped.
+
+A web session drops now and then (the gateway reports ``disconnected``: a lost
+connection, not a logout). The scheduler's leader asks the gateway to ``reconnect`` each
+such instance, backing off between attempts (30 s, 1, 2, 5, then every 10 minutes by
+default), and a successful reconnect lifts the pause the drop caused, so the campaign goes
+on without an operator. A logged-out instance is left alone: it needs a new QR scan, and
+the gateway would refuse (``relogin``) anyway.
+
+The schedule of attempts lives in memory: a restart (or a new leader) tries again at once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import Engine, select
+
+from campaigns.instances import operate
+from gateway.client import GatewayClient
+from gateway.errors import GatewayError
+from gateway.outcomes import InstanceProblem
+from storage.models import Instance
+
+log = logging.getLogger("gatecast.reconnect")
+
+_i = Instance.__table__  # type: ignore[attr-defined]
+
+#: seconds to wait before the 1st, 2nd, ... retry of one dropped instance (the last repeats)
+DEFAULT_BACKOFF: tuple[float, ...] = (30.0, 60.0, 120.0, 300.0, 600.0)
+#: the instance state that webhook connection events give a dropped connection
+DROPPED = "disconnected"
+
+
+@dataclass
+class _Attempts:
+    count: int
+    next_at: datetime
+
+
+class Reconnector:
+    """Asks the gateway to reconnect dropped instances, with a backoff per instance."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        client_factory: Callable[[], GatewayClient],
+        *,
+        backoff: Sequence[float] = DEFAULT_BACKOFF,
+    ) -> None:
+        if not backoff or any(b <= 0 for b in backoff):
+            raise ValueError("backoff must hold positive seconds")
+        self.engine = engine
+        self.client_factory = client_factory
+        self.backoff = tuple(backoff)
+        self._attempts: dict[str, _Attempts] = {}
+
+    def dropped(self) -> list[str]:
+        """The instances whose connection dropped, per the stored state."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(_i.c.instance_id).where(_i.c.state == DROPPED).order_by(_i.c.instance_id)
+            )
+            return [str(r[0]) for r in rows]
+
+    def run_once(self, now: datetime) -> list[str]:
+        """Try every dropped instance whose next attempt is due; the ids that reconnected."""
+        dropped = self.dropped()
+        for gone in set(self._attempts) - set(dropped):  # connected again (or removed)
+            del self._attempts[gone]
+        due = [i for i in dropped if i not in self._attempts or self._attempts[i].next_at <= now]
+        if not due:
+            return []
+        healed: list[str] = []
+        with self.client_factory() as client:
+            for instance_id in due:
+                if self._try(client, instance_id, now):
+                    healed.append(instance_id)
+        return healed
+
+    def _try(self, client: GatewayClient, instance_id: str, now: datetime) -> bool:
+        previous = self._attempts.get(instance_id)
+        count = previous.count + 1 if previous else 1
+        wait = self.backoff[min(count, len(self.backoff)) - 1]
+        self._attempts[instance_id] = _Attempts(count, now + timedelta(seconds=wait))
+        try:
+            outcome = operate(self.engine, client, instance_id, "reconnect", now=now)
+        except GatewayError as exc:
+            hint = (
+                "; the gateway says it needs a new login: scan its QR code again"
+                if exc.problem is InstanceProblem.RELOGIN_REQUIRED
+                else ""
+            )
+            log.warning(
+                "reconnecting instance %s failed (attempt %d, next in %.0f s): %s%s",
+                instance_id,
+                count,
+                wait,
+                exc,
+                hint,
+            )
+            return False
+        except Exception:
+            log.exception("reconnecting instance %s raised (attempt %d)", instance_id, count)
+            return False
+        if outcome.resumed_reason:
+            log.info(
+                "instance %s reconnected; its pause (%s) is lifted",
+                instance_id,
+                outcome.resumed_reason,
+            )
+        else:
+            log.info("instance %s reconnected", instance_id)
+        return True
+
+
+__all__ = ["DEFAULT_BACKOFF", "DROPPED", "Reconnector"]
