@@ -94,13 +94,24 @@ def test_driver_insert_stores_the_text_sqlalchemy_stores(sqlite_engine: Engine) 
     assert [back[f"raw{i}"] for i in range(len(times))] == times
 
 
-def test_driver_insert_refuses_naive_times_and_drops_duplicates(sqlite_engine: Engine) -> None:
-    with sqlite_engine.begin() as conn, pytest.raises(ValueError, match="naive"):
+def test_insert_refuses_naive_times_and_drops_duplicates(engine: Engine) -> None:
+    """Both fast inserts (SQLite driver rows, PostgreSQL unnest arrays)."""
+    with engine.begin() as conn, pytest.raises(ValueError, match="naive"):
         q.insert_status_events(conn, [_event("m0", "read", datetime(2026, 1, 1))])
-    with sqlite_engine.begin() as conn:
+    with engine.begin() as conn:
         q.insert_status_events(conn, [_event("m0", "read", T0), _event("m0", "read", T0)])
         q.insert_status_events(conn, [_event("m0", "read", T0 + timedelta(seconds=1))])
-    with sqlite_engine.connect() as conn:
+        q.insert_status_events(
+            conn, [_event("m1", "failed", T0, error_code="463", instance_id=None, applied=True)]
+        )
+    with engine.connect() as conn:
+        failed = conn.execute(
+            select(
+                status_events.c.error_code, status_events.c.instance_id, status_events.c.applied
+            ).where(status_events.c.message_id == "m1")
+        ).one()
+        assert tuple(failed) == ("463", None, True)
+        conn.execute(status_events.delete().where(status_events.c.message_id == "m1"))
         rows = conn.execute(select(status_events.c.occurred_at, status_events.c.applied)).all()
     assert rows == [(T0, False)]
 
