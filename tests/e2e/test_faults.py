@@ -14,24 +14,18 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from pydantic import SecretStr
 from sqlalchemy import Engine, select
 
 from campaigns import lifecycle
-from gatecast.settings import Settings
-from gatecast.web.app import create_app
-from gatecast.web.context import AppContext
-from gateway.client import GatewayClient
-from gateway.sandbox import SandboxConfig, run_sandbox_in_thread
+from gateway.sandbox import SandboxConfig
 from scheduler.clock import SystemClock
 from scheduler.dispatcher import Dispatcher
-from scheduler.service import AsgiServer
 from storage.models import Campaign, Delivery
 from storage.types import utcnow
-from tests.scheduler.helpers import add_instances, add_running_campaign, spec
+from tests.e2e.live import live_gateway
+from tests.scheduler.helpers import add_running_campaign, spec
 
 RECIPIENTS = 150
-SECRET = "fault-test-secret-0123456789"
 
 
 @pytest.mark.parametrize("dialect", ["spec", "reference"])
@@ -52,22 +46,9 @@ def test_faulty_gateway_final_states_equal_the_sandbox_truth(
         read_rate=0.6,
         status_delays=(0.02, 0.1, 0.2),
     )
-    settings = Settings(
-        database_url="sqlite:///unused.db",
-        webhook_secret=SecretStr(SECRET),
-        api_key=SecretStr("k" * 32),
-    )
-    ctx = AppContext(settings=settings, engine=engine, api_key=SecretStr("k" * 32))
-    with (
-        run_sandbox_in_thread(cfg) as sb,
-        AsgiServer(create_app(ctx), log_level="error") as server,
-    ):
-        iids = [sb.create_linked_instance(), sb.create_linked_instance()]
-        with GatewayClient(sb.url, sb.access_token) as gw:
-            for iid in iids:
-                gw.set_webhook(iid, f"{server.url}/webhooks/gateway/{SECRET}")
+    with live_gateway(engine, cfg, instances=2) as live:
+        sb, iids = live.sandbox, live.instance_ids
         now = utcnow()
-        add_instances(engine, iids, now)
         cid = add_running_campaign(
             engine,
             spec(
@@ -80,7 +61,7 @@ def test_faulty_gateway_final_states_equal_the_sandbox_truth(
         )
         with Dispatcher(
             engine,
-            lambda: GatewayClient(sb.url, sb.access_token, timeout=30.0),
+            live.client,
             clock=SystemClock(),
             workers=4,
             batch_size=40,

@@ -11,23 +11,17 @@ import random
 import time
 
 import pytest
-from pydantic import SecretStr
 from sqlalchemy import Engine, select
 
-from gatecast.settings import Settings
-from gatecast.web.app import create_app
-from gatecast.web.context import AppContext
-from gateway.client import GatewayClient
-from gateway.sandbox import SandboxConfig, run_sandbox_in_thread
+from gateway.sandbox import SandboxConfig
 from scheduler.clock import SystemClock
 from scheduler.dispatcher import Dispatcher
-from scheduler.service import AsgiServer
 from storage.models import Delivery
 from storage.types import utcnow
-from tests.scheduler.helpers import add_instances, add_running_campaign, spec
+from tests.e2e.live import live_gateway
+from tests.scheduler.helpers import add_running_campaign, spec
 
 RECIPIENTS = 12
-SECRET = "reply-test-secret-0123456789"
 
 
 @pytest.mark.parametrize("dialect", ["spec", "reference"])
@@ -39,25 +33,14 @@ def test_every_reply_is_attached_to_its_delivery(engine: Engine, dialect: str) -
         reply_rate=1.0,
         status_delays=(0.01, 0.02, 0.03),
     )
-    settings = Settings(
-        database_url="sqlite:///unused.db",
-        webhook_secret=SecretStr(SECRET),
-        api_key=SecretStr("k" * 32),
-    )
-    ctx = AppContext(settings=settings, engine=engine, api_key=SecretStr("k" * 32))
-    with (
-        run_sandbox_in_thread(cfg) as sb,
-        AsgiServer(create_app(ctx), log_level="error") as server,
-    ):
-        iid = sb.create_linked_instance()
-        with GatewayClient(sb.url, sb.access_token) as gw:
-            gw.set_webhook(iid, f"{server.url}/webhooks/gateway/{SECRET}")
-        now = utcnow()
-        add_instances(engine, [iid], now)
-        cid = add_running_campaign(engine, spec(), recipients=RECIPIENTS, senders=[iid], now=now)
+    with live_gateway(engine, cfg) as live:
+        sb, iid = live.sandbox, live.instance_ids[0]
+        cid = add_running_campaign(
+            engine, spec(), recipients=RECIPIENTS, senders=[iid], now=utcnow()
+        )
         with Dispatcher(
             engine,
-            lambda: GatewayClient(sb.url, sb.access_token, timeout=30.0),
+            live.client,
             clock=SystemClock(),
             workers=2,
             batch_size=4,

@@ -11,26 +11,22 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from pydantic import SecretStr
 from sqlalchemy import Engine, select, update
 
 from campaigns import lifecycle
-from gatecast.settings import Settings
-from gatecast.web.app import create_app
-from gatecast.web.context import AppContext
 from gateway.client import GatewayClient
 from gateway.messages import Text
 from gateway.outcomes import OutcomeKind
 from gateway.sandbox import Sandbox, SandboxConfig, run_sandbox_in_thread
 from gateway.sandbox.records import CONNECTED, DISCONNECTED, LOGGED_OUT
 from scheduler.reconnect import Reconnector
-from scheduler.service import AsgiServer, Service, ServiceOptions
+from scheduler.service import Service, ServiceOptions
 from storage.models import Campaign, Instance
 from storage.types import utcnow
+from tests.e2e.live import live_gateway
 from tests.scheduler.helpers import add_instances, add_running_campaign, spec
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
-SECRET = "reconnect-test-secret-0123456789"
 _i = Instance.__table__  # type: ignore[attr-defined]
 
 
@@ -117,21 +113,9 @@ def test_service_heals_drops_and_the_campaign_completes_once_per_recipient(
 ) -> None:
     recipients = 60
     cfg = SandboxConfig(auto_link=True, disconnect_after_sends=25, status_delays=(0.02, 0.05, 0.1))
-    settings = Settings(
-        database_url="sqlite:///unused.db",
-        webhook_secret=SecretStr(SECRET),
-        api_key=SecretStr("k" * 32),
-    )
-    ctx = AppContext(settings=settings, engine=engine, api_key=SecretStr("k" * 32))
-    with (
-        run_sandbox_in_thread(cfg) as sb,
-        AsgiServer(create_app(ctx), log_level="error") as server,
-    ):
-        iid = sb.create_linked_instance()
-        with GatewayClient(sb.url, sb.access_token) as gw:
-            gw.set_webhook(iid, f"{server.url}/webhooks/gateway/{SECRET}")
+    with live_gateway(engine, cfg) as live:
+        sb, iid = live.sandbox, live.instance_ids[0]
         now = utcnow()
-        add_instances(engine, [iid], now)
         cid = add_running_campaign(engine, spec(), recipients=recipients, senders=[iid], now=now)
         options = ServiceOptions(
             workers=2,
@@ -143,11 +127,8 @@ def test_service_heals_drops_and_the_campaign_completes_once_per_recipient(
             reconnect_backoff=(0.2,),
         )
 
-        def client() -> GatewayClient:
-            return GatewayClient(sb.url, sb.access_token, timeout=30.0)
-
         c = Campaign.__table__  # type: ignore[attr-defined]
-        with Service(engine, client, options=options, instance_client=client):
+        with Service(engine, live.client, options=options, instance_client=live.client):
             deadline = time.monotonic() + 60
             state = None
             while time.monotonic() < deadline:
