@@ -22,7 +22,7 @@ from sqlalchemy import Engine, func, literal, select, update
 from campaigns import lifecycle, service
 from campaigns.materialise import materialise
 from gatecast.settings import Settings
-from gatecast.web import webhook
+from gatecast.web import webhook, webhook_batcher
 from gatecast.web.context import AppContext
 from storage.models import Delivery, InboundMessage, StatusEvent
 from tests.campaigns.campaign_fixtures import NOW, make_list, people, phone, spec
@@ -222,7 +222,7 @@ def test_batcher_reports_failure_per_request() -> None:
         return None
 
     async def go() -> list[str]:
-        batcher = webhook.EventBatcher(apply, max_wait=0.05)
+        batcher = webhook_batcher.EventBatcher(apply, max_wait=0.05)
         await batcher.start()
         results = await asyncio.gather(
             batcher.submit(["ok1"]),  # type: ignore[list-item]
@@ -335,7 +335,7 @@ def test_batcher_sweeps_when_idle_after_activity() -> None:
     sweeps: list[int] = []
 
     async def go() -> None:
-        batcher = webhook.EventBatcher(
+        batcher = webhook_batcher.EventBatcher(
             lambda events: None,  # type: ignore[arg-type,return-value]
             max_wait=0.001,
             sweep=lambda: sweeps.append(1) or 0,  # type: ignore[func-returns-value]
@@ -349,7 +349,7 @@ def test_batcher_sweeps_when_idle_after_activity() -> None:
         await batcher.stop()
 
     asyncio.run(go())
-    assert len(sweeps) == webhook.SWEEPS_AFTER_ACTIVITY
+    assert len(sweeps) == webhook_batcher.SWEEPS_AFTER_ACTIVITY
 
 
 def _full_app(engine: Engine) -> FastAPI:
@@ -454,7 +454,7 @@ def test_inbox_acknowledges_stored_events_and_applies_them_later() -> None:
         return len(ids)
 
     async def go() -> tuple[list[list[str]], int]:
-        batcher = webhook.EventBatcher(store, apply_later=apply_later, later_seconds=0.05)
+        batcher = webhook_batcher.EventBatcher(store, apply_later=apply_later, later_seconds=0.05)
         await batcher.start()
         await asyncio.gather(*(batcher.submit([f"m{i}"]) for i in range(5)))  # type: ignore[list-item]
         answered = list(later)  # every request answered, nothing applied yet
@@ -482,7 +482,7 @@ def test_inbox_applies_at_the_event_threshold_and_retries_a_failed_pass() -> Non
     async def go() -> None:
         from campaigns.tracking import ApplyStats
 
-        batcher = webhook.EventBatcher(
+        batcher = webhook_batcher.EventBatcher(
             lambda events: ApplyStats(pending=[str(e) for e in events]),
             apply_later=apply_later,
             later_events=3,
