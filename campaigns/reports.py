@@ -28,6 +28,7 @@ from typing import IO, Any
 
 from sqlalchemy import Connection, Engine, Table, func, select
 
+from campaigns import sqlite_csv
 from storage import states
 from storage.models import Campaign, Contact, Delivery
 from storage.queries import reports as report_queries
@@ -318,22 +319,19 @@ def _pg_lines(dbapi: Any, campaign_id: int) -> tuple[Callable[[], list[Any]], Ca
 
 def _write_csv(conn: Connection, campaign_id: int, fh: IO[bytes]) -> None:
     """The CSV (UTF-8 with a BOM) with every line rendered by the database
-    (``storage.queries.reports``): raw driver cursor, chunks of lines fetched by a thread
-    and joined; same bytes as :func:`_write_csv_per_row`. Both databases stream the rows
-    (SQLite steps, PostgreSQL sends in chunks), so memory stays flat."""
+    (``storage.queries.reports``); same bytes as :func:`_write_csv_per_row`. SQLite
+    renders windows of ids as blobs, in parallel on a WAL file (``campaigns.sqlite_csv``);
+    PostgreSQL streams lines, fetched in chunks by a thread and joined. Memory stays
+    flat."""
     fh.write((_BOM + ",".join(COLUMNS) + "\r\n").encode("utf-8"))
     dbapi: Any = conn.connection.driver_connection
     if conn.dialect.name == "postgresql":
         fetch, close = _pg_lines(dbapi, campaign_id)
     elif conn.dialect.name == "sqlite":
-        cur = dbapi.cursor()
-        first, last, rows = cur.execute(
-            report_queries.CAMPAIGN_SPAN_SQLITE, (campaign_id,)
-        ).fetchone()
-        if report_queries.use_rowid_range(first, last, rows):
-            cur.execute(report_queries.CSV_LINES_SQLITE_RANGE, (first, last, campaign_id))
-        else:
-            cur.execute(report_queries.CSV_LINES_SQLITE, (campaign_id,))
+        if sqlite_csv.write_windows(dbapi, campaign_id, fh):
+            return
+        cur = dbapi.cursor()  # rows sparse in their id range: the campaign index, sorted
+        cur.execute(report_queries.CSV_LINES_SQLITE, (campaign_id,))
         fetch, close = (lambda: cur.fetchmany(CSV_CHUNK)), cur.close
     else:  # pragma: no cover - gatecast runs on SQLite and PostgreSQL only
         text = io.TextIOWrapper(fh, encoding="utf-8", newline="")

@@ -18,11 +18,12 @@ the export is ``fetchmany`` + ``"\\r\\n".join`` with no per-row Python:
   in ``"`` with inner ``"`` doubled. Times, ``attempts`` and ``yes``/``no`` never need it.
 * ``opted_out``: ``yes`` / ``no`` (``no`` without a contact).
 
-:data:`CSV_LINES_SQLITE` reads the campaign through its index and sorts by id;
-:data:`CSV_LINES_SQLITE_RANGE` walks the rowid range of the campaign instead (already in
-id order: no sort, so the first rows come at once and evaluation streams), for campaigns
-whose rows are dense in that range (:func:`use_rowid_range`). Parameters: ``?`` for
-sqlite3, ``%s`` for psycopg; no statement contains a ``%``.
+SQLite: :data:`CSV_WINDOW_SQLITE` returns the lines of a window of ids as one blob
+(walking the rowid range: no sort, no row per line crossing into Python), used when the
+campaign's rows are dense in their id range (:func:`use_rowid_range`);
+:data:`CSV_LINES_SQLITE` reads the campaign through its index and sorts by id, one line
+per row. Parameters: ``?`` for sqlite3, ``%s`` for psycopg; no statement contains a ``%``
+other than SQLite's ``printf`` format.
 """
 
 from __future__ import annotations
@@ -31,83 +32,134 @@ _TIMES = ("queued_at", "sent_at", "delivered_at", "read_at", "failed_at", "repli
 _FROM = "\nFROM deliveries AS d LEFT OUTER JOIN contacts AS c ON c.id = d.contact_id"
 
 
-def _field(expr: str, *, needs_quotes: str, tab: str, cr: str, exempt: str | None = None) -> str:
-    """``neutralise(coalesce(expr, ''))`` as one CSV field; ``exempt`` keeps the value."""
-    keep = f" AND NOT ({exempt})" if exempt else ""
-    prefix = (
-        f"CASE WHEN substr({expr}, 1, 1) IN ('=', '+', '-', '@', {tab}, {cr}){keep} "
-        "THEN '''' ELSE '' END"
-    )
-    quoted = f"'\"' || {prefix} || replace({expr}, '\"', '\"\"') || '\"'"
-    return f"CASE WHEN {needs_quotes} THEN {quoted} ELSE {prefix} || COALESCE({expr}, '') END"
-
-
-def _line(times: str, field: dict[str, str]) -> str:
-    cells = [
-        field["d.target"],
-        field["c.name"],
-        field["d.sender"],
-        field["d.state"],
-        "d.attempts",
-        field["d.message_id"],
-        field["d.error"],
-        times,
-        field["d.reply_text"],
-        "CASE WHEN c.opted_out THEN 'yes' ELSE 'no' END",
-    ]
-    return "SELECT " + "\n    || ',' || ".join(f"({c})" for c in cells) + _FROM
-
-
-_TEXT = ("d.target", "c.name", "d.sender", "d.state", "d.message_id", "d.error", "d.reply_text")
-
 # ---------------------------------------------------------------------------------- SQLite
+# Each function call costs SQLite's VDBE a few hundred instructions per row, so the common
+# case takes few calls: E.164 targets and known states skip the quoting checks, a formula
+# start is one GLOB, and the six times are one printf.
+
+#: a value starting like a formula (= + - @ TAB CR: a real tab and CR in the class, and a
+#: "-" before "]" is literal). GLOB reads up to a NUL byte, which starts no formula
+_SQLITE_FORMULA = "'[=+@\t\r-]*'"
+_QUOTE = "''''"  # the SQL literal of one '
+_EMPTY = "''"
 
 
-def _sqlite_e164(t: str) -> str:
-    """``t`` is ``+`` then 6-15 ASCII digits, the first not 0 (GLOB: no regex needed)."""
-    return (
-        f"(length({t}) BETWEEN 7 AND 16 AND {t} GLOB '+[1-9]*'"
-        f" AND substr({t}, 3) NOT GLOB '*[^0-9]*')"
-    )
-
-
-# length() and GLOB stop at a NUL byte, which SQLite text may hold: such text is no number
-_SQLITE_E164 = (
-    f"({_sqlite_e164('d.target')} OR (substr(d.target, -1) = char(10) AND "
-    + _sqlite_e164("substr(d.target, 1, length(d.target) - 1)")
-    + ")) AND instr(d.target, char(0)) = 0"
-)
-
-
-def _sqlite_field(expr: str, exempt: str | None = None) -> str:
+def _sqlite_needs_quotes(x: str) -> str:
     # instr, not GLOB: it compares bytes, so a NUL inside the text does not end the search
-    needs = (
-        f"(instr({expr}, '\"') OR instr({expr}, ',')"
-        f" OR instr({expr}, char(10)) OR instr({expr}, char(13)))"
+    return f"(instr({x}, '\"') OR instr({x}, ',') OR instr({x}, char(10)) OR instr({x}, char(13)))"
+
+
+def _sqlite_quoted(x: str, prefix: str) -> str:
+    return f"'\"' || {prefix} || replace({x}, '\"', '\"\"') || '\"'"
+
+
+def _sqlite_field(x: str) -> str:
+    """``neutralise(coalesce(x, ''))`` as one CSV field."""
+    formula = f"{x} GLOB {_SQLITE_FORMULA}"
+    prefix = f"CASE WHEN {formula} THEN {_QUOTE} ELSE {_EMPTY} END"
+    return (
+        f"CASE WHEN {_sqlite_needs_quotes(x)} THEN {_sqlite_quoted(x, prefix)}"
+        f" WHEN {formula} THEN {_QUOTE} || {x} ELSE COALESCE({x}, '') END"
     )
-    return _field(expr, needs_quotes=needs, tab="char(9)", cr="char(13)", exempt=exempt)
 
 
-# the six times with their Z, then two replaces over the segment: '.000000Z' only occurs
-# as a zero fraction, and a space only between a date and its time
+def _sqlite_e164(t: str, *, newline: bool = False) -> str:
+    """``t`` is ``+`` then 6-15 ASCII digits, the first not 0 (then one newline when
+    ``newline``). Text equal to ``'+' || CAST(t AS INTEGER)`` is a plus and a canonical
+    decimal: no zero first, no sign, space, dot or NUL (the comparison is of every byte);
+    the GLOB before it excludes ``+-``."""
+    low, high, tail = (8, 17, " || char(10)") if newline else (7, 16, "")
+    return (
+        f"({t} GLOB '+[1-9]*' AND length({t}) BETWEEN {low} AND {high}"
+        f" AND {t} = '+' || CAST({t} AS INTEGER){tail})"
+    )
+
+
+def _sqlite_target(t: str = "d.target") -> str:
+    """An E.164 target as it is (digits: nothing to quote); any other neutralised unless
+    E.164 before one final newline (Python's ``$``), and quoted as needed."""
+    exempt = _sqlite_e164(t, newline=True)
+    prefix = (
+        f"CASE WHEN {t} GLOB {_SQLITE_FORMULA} AND NOT {exempt} THEN {_QUOTE} ELSE {_EMPTY} END"
+    )
+    return (
+        f"CASE WHEN {_sqlite_e164(t)} THEN {t}"
+        f" WHEN {_sqlite_needs_quotes(t)} THEN {_sqlite_quoted(t, prefix)}"
+        f" ELSE {prefix} || COALESCE({t}, '') END"
+    )
+
+
+#: the delivery states (``storage.states.ALL``): lowercase words, written as they are
+_STATES = ("queued", "sending", "sent", "delivered", "read", "failed", "unknown", "skipped")
+
+
+def _sqlite_state(x: str = "d.state") -> str:
+    known = ", ".join(f"'{s}'" for s in _STATES)
+    return f"CASE WHEN {x} IN ({known}) THEN {x} ELSE {_sqlite_field(x)} END"
+
+
+# the six times with their Z (printf writes NULL as ''), then two replaces over the
+# segment: '.000000Z' only occurs as a zero fraction, and a space only between a date
+# and its time
 _SQLITE_TIMES = (
-    "replace(replace("
-    + " || ',' || ".join(f"COALESCE(d.{t} || 'Z', '')" for t in _TIMES)
-    + ", '.000000Z', 'Z'), ' ', 'T')"
+    "replace(replace(printf('%s,%s,%s,%s,%s,%s', "
+    + ", ".join(f"d.{t} || 'Z'" for t in _TIMES)
+    + "), '.000000Z', 'Z'), ' ', 'T')"
 )
 
-_SQLITE_LINE = _line(
+_SQLITE_CELLS = (
+    _sqlite_target(),
+    _sqlite_field("c.name"),
+    _sqlite_field("d.sender"),
+    _sqlite_state(),
+    "COALESCE(d.attempts, '')",
+    _sqlite_field("d.message_id"),
+    _sqlite_field("d.error"),
     _SQLITE_TIMES,
-    {c: _sqlite_field(c, _SQLITE_E164 if c == "d.target" else None) for c in _TEXT},
+    _sqlite_field("d.reply_text"),
+    "CASE WHEN c.opted_out THEN 'yes' ELSE 'no' END",
+)
+_SQLITE_NUL = " OR ".join(
+    f"instr({x}, char(0))"
+    for x in (
+        "d.target",
+        "c.name",
+        "d.sender",
+        "d.state",
+        "d.message_id",
+        "d.error",
+        "d.reply_text",
+    )
+)
+
+#: one CSV line, never NULL (a NULL line would be left out of a window's group_concat).
+#: printf joins the cells in one allocation where ``||`` allocates and copies the line
+#: so far at each step; but printf's ``%s`` ends at a NUL byte, so a row with a NUL in
+#: its text is joined with ``||``
+_SQLITE_LINE = (
+    f"CASE WHEN {_SQLITE_NUL}\nTHEN "
+    + "\n    || ',' || ".join(f"({c})" for c in _SQLITE_CELLS)
+    + "\nELSE printf('"
+    + ",".join(["%s"] * len(_SQLITE_CELLS))
+    + "',\n    "
+    + ",\n    ".join(_SQLITE_CELLS)
+    + ") END"
 )
 
 #: the CSV lines of one campaign in id order (parameter: campaign id), SQLite
-CSV_LINES_SQLITE = _SQLITE_LINE + "\nWHERE d.campaign_id = ?\nORDER BY d.id"
+CSV_LINES_SQLITE = f"SELECT {_SQLITE_LINE}{_FROM}\nWHERE d.campaign_id = ?\nORDER BY d.id"
 
-#: the same lines walking the rowid range (parameters: first id, last id, campaign id);
-#: ``+`` keeps SQLite off the campaign index, so the rows come in rowid order unsorted
-CSV_LINES_SQLITE_RANGE = (
-    _SQLITE_LINE + "\nWHERE d.id BETWEEN ? AND ? AND +d.campaign_id = ?\nORDER BY d.id"
+#: the lines of a window of ids of one campaign as one UTF-8 blob joined by CRLF, NULL
+#: for a window without its rows (parameters: first id, last id, campaign id). ``+``
+#: keeps SQLite off the campaign index: the subquery walks the rowid range in id order
+#: (no sort), as a co-routine. SQLite before 3.44 has no ORDER BY inside an aggregate:
+#: ``group_concat`` takes the rows as the co-routine yields them, and SQLite keeps the
+#: ORDER BY of a FROM-clause subquery under a single-table aggregate (it drops one only
+#: under a join or an outer ORDER BY); the tests check the order
+CSV_WINDOW_SQLITE = (
+    "SELECT CAST(group_concat(line, char(13, 10)) AS BLOB) FROM (\n"
+    f"SELECT {_SQLITE_LINE} AS line{_FROM}\n"
+    "WHERE d.id BETWEEN ? AND ? AND +d.campaign_id = ?\nORDER BY d.id)"
 )
 
 #: first id, last id and number of rows of one campaign (parameter: campaign id), SQLite
@@ -137,12 +189,42 @@ PG_SESSION = (
 )
 
 
+def _pg_cell(expr: str, *, needs_quotes: str, tab: str, cr: str, exempt: str | None = None) -> str:
+    """``neutralise(coalesce(expr, ''))`` as one CSV field; ``exempt`` keeps the value."""
+    keep = f" AND NOT ({exempt})" if exempt else ""
+    prefix = (
+        f"CASE WHEN substr({expr}, 1, 1) IN ('=', '+', '-', '@', {tab}, {cr}){keep} "
+        "THEN '''' ELSE '' END"
+    )
+    quoted = f"'\"' || {prefix} || replace({expr}, '\"', '\"\"') || '\"'"
+    return f"CASE WHEN {needs_quotes} THEN {quoted} ELSE {prefix} || COALESCE({expr}, '') END"
+
+
+def _pg_line(times: str, field: dict[str, str]) -> str:
+    cells = [
+        field["d.target"],
+        field["c.name"],
+        field["d.sender"],
+        field["d.state"],
+        "d.attempts",
+        field["d.message_id"],
+        field["d.error"],
+        times,
+        field["d.reply_text"],
+        "CASE WHEN c.opted_out THEN 'yes' ELSE 'no' END",
+    ]
+    return "SELECT " + "\n    || ',' || ".join(f"({c})" for c in cells) + _FROM
+
+
+_TEXT = ("d.target", "c.name", "d.sender", "d.state", "d.message_id", "d.error", "d.reply_text")
+
+
 def _pg_field(expr: str, exempt: str | None = None) -> str:
     needs = (
         f"strpos({expr}, '\"') + strpos({expr}, ',') + strpos({expr}, chr(10))"
         f" + strpos({expr}, chr(13)) > 0"
     )
-    return _field(expr, needs_quotes=needs, tab="chr(9)", cr="chr(13)", exempt=exempt)
+    return _pg_cell(expr, needs_quotes=needs, tab="chr(9)", cr="chr(13)", exempt=exempt)
 
 
 # ``::text`` gives 'YYYY-MM-DD HH:MM:SS' or '...SS.f' with 1-6 digits: rpad to 26 with '0'
@@ -167,7 +249,7 @@ _PG_E164 = (
 
 #: the CSV lines of one campaign in id order (parameter: campaign id), PostgreSQL
 CSV_LINES_POSTGRESQL = (
-    _line(_PG_TIMES, {c: _pg_field(c, _PG_E164 if c == "d.target" else None) for c in _TEXT})
+    _pg_line(_PG_TIMES, {c: _pg_field(c, _PG_E164 if c == "d.target" else None) for c in _TEXT})
     + "\nWHERE d.campaign_id = %s\nORDER BY d.id"
 )
 
@@ -175,7 +257,7 @@ __all__ = [
     "CAMPAIGN_SPAN_SQLITE",
     "CSV_LINES_POSTGRESQL",
     "CSV_LINES_SQLITE",
-    "CSV_LINES_SQLITE_RANGE",
+    "CSV_WINDOW_SQLITE",
     "PG_SESSION",
     "use_rowid_range",
 ]

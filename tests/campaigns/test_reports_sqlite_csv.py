@@ -1,0 +1,329 @@
+"""The SQLite CSV export by windows (``campaigns.sqlite_csv``): same bytes as the per-row
+Python path whatever the number of threads and the window size, one snapshot across the
+connections, fallbacks, and the SQL's cells against Python's for arbitrary text."""
+
+from __future__ import annotations
+
+import csv
+import io
+import sqlite3
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import Engine, update
+
+from campaigns import reports, sqlite_csv
+from storage.models import Delivery
+from storage.queries import reports as report_queries
+from tests.campaigns.campaign_fixtures import NOW
+from tests.campaigns.test_reports_csv_fast import _assert_same, _campaign, _other_rows, _per_row
+
+deliveries = Delivery.__table__  # type: ignore[attr-defined]
+
+
+def _db_file(engine: Engine) -> str:
+    database = engine.url.database
+    assert database
+    return database
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.parametrize("window", [1, 3, 4096])
+def test_windows_byte_identical(
+    sqlite_engine: Engine,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    workers: int,
+    window: int,
+) -> None:
+    """Any number of threads, windows of any size (down to one id): the bytes of the
+    per-row path."""
+    cid = _campaign(sqlite_engine)
+    monkeypatch.setattr(sqlite_csv, "WINDOW_IDS", window)
+    monkeypatch.setattr(sqlite_csv, "worker_count", lambda: workers)
+    before = threading.active_count()
+    out = reports.write_report(sqlite_engine, cid, tmp_path / "r.csv")
+    assert threading.active_count() == before
+    _assert_same(out.read_bytes(), _per_row(sqlite_engine, cid))
+
+
+def test_windows_skip_other_campaigns_rows(
+    sqlite_engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows of two campaigns alternate: each window holds both, only one is written."""
+    from campaigns import service
+    from tests.campaigns.campaign_fixtures import make_list, people, spec
+
+    make_list(sqlite_engine, "customers", people(2))
+    cid = service.create_campaign(sqlite_engine, spec(), now=NOW).id
+    other = service.create_campaign(sqlite_engine, spec(name="other"), now=NOW).id
+    with sqlite_engine.begin() as conn:
+        for i in range(40):
+            _other_rows(conn, cid, 1, f"+1415000{i:04d}")
+            _other_rows(conn, other, 2, f"o{i}-")
+    monkeypatch.setattr(sqlite_csv, "WINDOW_IDS", 7)
+    monkeypatch.setattr(sqlite_csv, "worker_count", lambda: 2)
+    got = reports.write_report(sqlite_engine, cid, tmp_path / "r.csv").read_bytes()
+    assert got.count(b"\r\n") == 41 and b"o1-" not in got
+    _assert_same(got, _per_row(sqlite_engine, cid))
+
+
+class _CommitAfterFirstWindow(io.BytesIO):
+    """A file that, on its first write after the header, commits changes to the campaign
+    from another connection: rows of later windows, and a new row."""
+
+    def __init__(self, engine: Engine, cid: int) -> None:
+        super().__init__()
+        self.engine, self.cid, self.writes = engine, cid, 0
+
+    def write(self, data: Any) -> int:
+        self.writes += 1
+        if self.writes == 2:
+            with self.engine.begin() as conn:
+                conn.execute(
+                    update(deliveries)
+                    .where(deliveries.c.campaign_id == self.cid)
+                    .values(reply_text="changed, after the export began", attempts=99)
+                )
+                _other_rows(conn, self.cid, 1, "+14155559999")
+        return super().write(data)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_windows_read_one_snapshot(
+    sqlite_engine: Engine, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    """A commit while the export runs changes nothing in it, whichever connection reads
+    the later windows: every connection reads the snapshot of the export's start."""
+    cid = _campaign(sqlite_engine)
+    expected = _per_row(sqlite_engine, cid)
+    monkeypatch.setattr(sqlite_csv, "WINDOW_IDS", 2)
+    monkeypatch.setattr(sqlite_csv, "worker_count", lambda: workers)
+    fh = _CommitAfterFirstWindow(sqlite_engine, cid)
+    with sqlite_engine.connect() as conn:
+        reports._write_csv(conn, cid, fh)
+    assert fh.writes > 4
+    _assert_same(fh.getvalue(), expected)
+    assert b"changed" in _per_row(sqlite_engine, cid)  # the commit did happen
+
+
+def test_snapshot_waits_for_the_write_lock_then_reads_alone(
+    sqlite_engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer holding the lock longer than LOCK_WAIT_SECONDS: no parallel snapshot, the
+    export reads on its own connection instead (same bytes, the writer unharmed)."""
+    cid = _campaign(sqlite_engine)
+    expected = _per_row(sqlite_engine, cid)
+    monkeypatch.setattr(sqlite_csv, "LOCK_WAIT_SECONDS", 0.05)
+    monkeypatch.setattr(sqlite_csv, "WINDOW_IDS", 3)
+    monkeypatch.setattr(sqlite_csv, "worker_count", lambda: 2)
+    writer = sqlite3.connect(_db_file(sqlite_engine), isolation_level=None)
+    try:
+        writer.execute("BEGIN IMMEDIATE")
+        writer.execute("UPDATE deliveries SET attempts = 7 WHERE campaign_id = ?", (cid,))
+        assert sqlite_csv._snapshot(_db_file(sqlite_engine), 2) is None
+        out = reports.write_report(sqlite_engine, cid, tmp_path / "r.csv")
+        _assert_same(out.read_bytes(), expected)
+        writer.execute("COMMIT")
+    finally:
+        writer.close()
+    assert b",7," in _per_row(sqlite_engine, cid)
+
+
+def test_windows_in_the_callers_transaction(
+    sqlite_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inside a transaction with uncommitted writes, the export reads the caller's own
+    connection, so it sees them (as the per-row path on that connection does)."""
+    cid = _campaign(sqlite_engine)
+    monkeypatch.setattr(sqlite_csv, "worker_count", lambda: 3)
+    with sqlite_engine.connect() as conn:
+        conn.execute(
+            update(deliveries)
+            .where(deliveries.c.campaign_id == cid)
+            .values(reply_text="not yet committed")
+        )
+        fh = io.BytesIO()
+        reports._write_csv(conn, cid, fh)
+        text = io.TextIOWrapper(
+            expected := io.BytesIO(), encoding="utf-8-sig", newline="", write_through=True
+        )
+        reports._write_csv_per_row(conn, cid, text)
+        text.detach()
+        conn.rollback()
+    assert b"not yet committed" in fh.getvalue()
+    _assert_same(fh.getvalue(), expected.getvalue())
+
+
+def test_windows_connections_closed(
+    sqlite_engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After the export no reader is left behind: a TRUNCATE checkpoint completes."""
+    cid = _campaign(sqlite_engine)
+    monkeypatch.setattr(sqlite_csv, "WINDOW_IDS", 5)
+    monkeypatch.setattr(sqlite_csv, "worker_count", lambda: 3)
+    reports.write_report(sqlite_engine, cid, tmp_path / "r.csv")
+    conn = sqlite3.connect(_db_file(sqlite_engine), isolation_level=None)
+    try:
+        busy, _log, _done = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        assert busy == 0
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_windows_write_error(
+    sqlite_engine: Engine, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    """A failed write raises at once and every thread ends."""
+    cid = _campaign(sqlite_engine)
+    monkeypatch.setattr(sqlite_csv, "WINDOW_IDS", 2)
+    monkeypatch.setattr(sqlite_csv, "_AHEAD", 1)
+    monkeypatch.setattr(sqlite_csv, "worker_count", lambda: workers)
+
+    class Full(io.BytesIO):
+        def write(self, data: Any) -> int:
+            if self.tell():
+                raise OSError("no space left on device")
+            return super().write(data)
+
+    before = threading.active_count()
+    with sqlite_engine.connect() as conn:
+        with pytest.raises(OSError, match="no space"):
+            reports._write_csv(conn, cid, Full())
+        assert threading.active_count() == before
+        assert conn.exec_driver_sql("SELECT 1").scalar_one() == 1
+
+
+def test_windows_query_error_reaches_the_writer(
+    sqlite_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error in a window's statement is raised in the writer's thread."""
+    cid = _campaign(sqlite_engine)
+    monkeypatch.setattr(sqlite_csv, "WINDOW_IDS", 2)
+    monkeypatch.setattr(sqlite_csv, "worker_count", lambda: 2)
+    monkeypatch.setattr(report_queries, "CSV_WINDOW_SQLITE", "SELECT no_such_function(?, ?, ?)")
+    before = threading.active_count()
+    with (
+        sqlite_engine.connect() as conn,
+        pytest.raises(sqlite3.OperationalError, match="no_such_function"),
+    ):
+        reports._write_csv(conn, cid, io.BytesIO())
+    assert threading.active_count() == before
+
+
+def test_window_plan_streams_in_id_order(sqlite_engine: Engine) -> None:
+    """The window's rows come from a co-routine walking the rowid range: in id order,
+    with no sort (which the order of group_concat relies on) and no campaign index."""
+    with sqlite_engine.connect() as conn:
+        dbapi: Any = conn.connection.driver_connection
+        plan = [
+            str(row[3])
+            for row in dbapi.execute(
+                "EXPLAIN QUERY PLAN " + report_queries.CSV_WINDOW_SQLITE, (1, 2, 3)
+            )
+        ]
+    assert any(p.startswith("CO-ROUTINE") for p in plan), plan
+    assert "SEARCH d USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)" in plan, plan
+    assert not any("TEMP B-TREE" in p for p in plan), plan
+
+
+def test_worker_count() -> None:
+    assert 1 <= sqlite_csv.worker_count() <= sqlite_csv.MAX_WORKERS
+
+
+# ---------------------------------------------------------------- cells against Python's
+
+_SCHEMA = (
+    "CREATE TABLE contacts (id INTEGER PRIMARY KEY, name TEXT, opted_out BOOLEAN)",
+    "CREATE TABLE deliveries (id INTEGER PRIMARY KEY, campaign_id INTEGER, target TEXT,"
+    " contact_id INTEGER, sender TEXT, state TEXT, attempts INTEGER, message_id TEXT,"
+    " error TEXT, queued_at TEXT, sent_at TEXT, delivered_at TEXT, read_at TEXT,"
+    " failed_at TEXT, replied_at TEXT, reply_text TEXT)",
+)
+_TOKENS = st.sampled_from([*"=+-@\t\r\n\",'\\\x00 a9Z0é🎉", "@g.us", "+1415", "555"])
+_TEXT = st.lists(_TOKENS, max_size=6).map("".join) | st.text(max_size=6)
+_PHONES = st.from_regex(r"\A\+[0-9]{4,17}\n{0,2}\Z")
+_TIMES = st.none() | st.datetimes(
+    min_value=datetime(1000, 1, 1), max_value=datetime(9999, 12, 31, 23, 59, 59)
+).map(lambda t: t.replace(microsecond=t.microsecond % 3 * 123456 if t.second % 2 else 0))
+_ROW = st.fixed_dictionaries(
+    {
+        "target": _PHONES | _TEXT,
+        "name": st.none() | _TEXT,
+        "opted_out": st.none() | st.booleans(),
+        "sender": st.none() | _TEXT,
+        "state": st.sampled_from(["queued", "read", "failed"]) | _TEXT,
+        "attempts": st.integers(0, 99),
+        "message_id": st.none() | _TEXT,
+        "error": st.none() | _TEXT,
+        "reply_text": st.none() | _TEXT,
+        **{t: _TIMES for t in reports._TIMES},
+    }
+)
+
+
+def _python_line(row: dict[str, Any]) -> bytes:
+    """The line as the per-row path writes it (``iter_report_rows`` + ``_cells``)."""
+    cells = {
+        "target": row["target"],
+        "name": row["name"] or "",
+        "sender": row["sender"] or "",
+        "state": row["state"],
+        "attempts": row["attempts"],
+        "message_id": row["message_id"] or "",
+        "error": row["error"] or "",
+        **{t: reports.iso(row[t] and row[t].replace(tzinfo=UTC)) for t in reports._TIMES},
+        "reply": row["reply_text"] or "",
+        "opted_out": bool(row["opted_out"]),
+    }
+    buf = io.StringIO(newline="")
+    csv.writer(buf).writerow(reports._cells(cells))
+    return buf.getvalue().encode("utf-8")
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=st.lists(_ROW, min_size=1, max_size=6))
+def test_sql_cells_match_python(rows: list[dict[str, Any]]) -> None:
+    """For arbitrary text (formula starts, quotes, commas, CR/LF, NUL, backslashes,
+    emoji, numbers around E.164), both SQLite statements give the per-row path's line."""
+    db = sqlite3.connect(":memory:")
+    for statement in _SCHEMA:
+        db.execute(statement)
+    for i, row in enumerate(rows, start=1):
+        contact = i if row["opted_out"] is not None else None
+        if contact:
+            db.execute("INSERT INTO contacts VALUES (?, ?, ?)", (i, row["name"], row["opted_out"]))
+        times = [row[t] and row[t].strftime("%Y-%m-%d %H:%M:%S.%f") for t in reports._TIMES]
+        db.execute(
+            "INSERT INTO deliveries VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                i,
+                row["target"],
+                contact,
+                row["sender"],
+                row["state"],
+                row["attempts"],
+                row["message_id"],
+                row["error"],
+                *times,
+                row["reply_text"],
+            ),
+        )
+        if not contact:
+            row["name"] = None
+            row["opted_out"] = None
+    expected = b"\r\n".join(_python_line(r).removesuffix(b"\r\n") for r in rows)
+    (blob,) = db.execute(report_queries.CSV_WINDOW_SQLITE, (1, len(rows), 1)).fetchone()
+    assert blob == expected
+    lines = [
+        str(line).encode("utf-8")
+        for (line,) in db.execute(report_queries.CSV_LINES_SQLITE, (1,)).fetchall()
+    ]
+    assert b"\r\n".join(lines) == expected
+    db.close()
