@@ -42,8 +42,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from bench.common import Figures, machine
-from bench.dispatch import BenchError, database, open_db, phone, seed_campaign
+from bench.common import BenchError, Figures, report
+from bench.dispatch import database, open_db, phone, seed_campaign
 
 SECRET = "bench-webhook-secret-0123456789abcdef"  # noqa: S105 (a throwaway local secret)
 INSTANCE = "BENCH1"
@@ -329,69 +329,64 @@ def main() -> int:
     events = 200_000 if args.full else args.events
     events -= events % 2
     rows = events // 2
-    figures = Figures("webhooks")
-    print(json.dumps({"bench": "webhooks", "machine": machine()}), file=sys.stderr)
+    figures = Figures.begin("webhooks")
+    return report(figures, lambda: measure(args, events, rows, figures))
+
+
+def measure(args: argparse.Namespace, events: int, rows: int, figures: Figures) -> None:
+    """The bare endpoint, then gatecast, blasted by the same clients with the same bodies."""
     db_kind = "postgresql" if args.pg else "sqlite"
     clients = f"{args.procs} procs x {args.threads} threads"
-    try:
-        with tempfile.TemporaryDirectory(prefix="gatecast-bench-") as tmpdir:
-            tmp = Path(tmpdir)
-            with database(tmp, args.pg) as url:
-                engine = open_db(url)
-                cid = seed_campaign(engine, rows, state="sent", with_contacts=False)
-                engine.dispose()
-                bare_server = Server("bare", url, tmp)
-                with bare_server as port:
-                    cpu0 = bare_server.cpu_seconds()
-                    bare = blast(port, cid, events, args.procs, args.threads)
-                    bare["cpu"] = bare_server.cpu_seconds() - cpu0
-                if bare["failed"]:
-                    raise BenchError(f"bare endpoint: {bare['failed']} failed: {bare['failures']}")
-                gc_server = Server("gatecast", url, tmp)
-                count_applied, close_counter = applied_counter(url)
-                try:
-                    with gc_server as port:
-                        cpu0 = gc_server.cpu_seconds()
-                        gc = blast(
-                            port, cid, events, args.procs, args.threads, applied=count_applied
-                        )
-                        gc["cpu"] = gc_server.cpu_seconds() - cpu0
-                finally:
-                    close_counter()
-                counts = verify(url, cid, events)
-            figures.add("bare endpoint", bare["rate"], "events/s", events=events, clients=clients)
-            figures.add("bare endpoint p99 ack", bare["p99_ms"], "ms")
-            figures.add("bare server CPU per event", bare["cpu"] / events * 1e6, "us")
-            figures.add(
-                "gatecast applied",
-                gc["rate"],
-                "events/s",
-                events=events,
-                db=db_kind,
-                clients=clients,
+    with tempfile.TemporaryDirectory(prefix="gatecast-bench-") as tmpdir:
+        tmp = Path(tmpdir)
+        with database(tmp, args.pg) as url:
+            engine = open_db(url)
+            cid = seed_campaign(engine, rows, state="sent", with_contacts=False)
+            engine.dispose()
+            bare_server = Server("bare", url, tmp)
+            with bare_server as port:
+                cpu0 = bare_server.cpu_seconds()
+                bare = blast(port, cid, events, args.procs, args.threads)
+                bare["cpu"] = bare_server.cpu_seconds() - cpu0
+            if bare["failed"]:
+                raise BenchError(f"bare endpoint: {bare['failed']} failed: {bare['failures']}")
+            gc_server = Server("gatecast", url, tmp)
+            count_applied, close_counter = applied_counter(url)
+            try:
+                with gc_server as port:
+                    cpu0 = gc_server.cpu_seconds()
+                    gc = blast(port, cid, events, args.procs, args.threads, applied=count_applied)
+                    gc["cpu"] = gc_server.cpu_seconds() - cpu0
+            finally:
+                close_counter()
+            counts = verify(url, cid, events)
+        figures.add("bare endpoint", bare["rate"], "events/s", events=events, clients=clients)
+        figures.add("bare endpoint p99 ack", bare["p99_ms"], "ms")
+        figures.add("bare server CPU per event", bare["cpu"] / events * 1e6, "us")
+        figures.add(
+            "gatecast applied",
+            gc["rate"],
+            "events/s",
+            events=events,
+            db=db_kind,
+            clients=clients,
+        )
+        figures.add("gatecast acknowledged", gc["ack_rate"], "events/s")
+        figures.add("gatecast last applied after last ack", gc["apply_lag_ms"], "ms")
+        figures.add("gatecast p50 ack", gc["p50_ms"], "ms")
+        figures.add("gatecast p99 ack", gc["p99_ms"], "ms")
+        figures.add("gatecast server CPU per event", gc["cpu"] / events * 1e6, "us")
+        figures.add("gatecast events stored", counts["status_events"], "events")
+        figures.add("gatecast events applied", counts["applied"], "events")
+        figures.add("gatecast rows read", counts["rows_read"], "rows", of=rows)
+        figures.ratio("gatecast / bare endpoint", gc["rate"], bare["rate"], goal=">= 0.8")
+        if gc["failed"]:
+            raise BenchError(f"gatecast: {gc['failed']} requests failed: {gc['failures']}")
+        if counts != {"status_events": events, "applied": events, "rows_read": rows}:
+            raise BenchError(
+                f"not every event was applied: {counts} (expected {events} events, "
+                f"{rows} rows read)"
             )
-            figures.add("gatecast acknowledged", gc["ack_rate"], "events/s")
-            figures.add("gatecast last applied after last ack", gc["apply_lag_ms"], "ms")
-            figures.add("gatecast p50 ack", gc["p50_ms"], "ms")
-            figures.add("gatecast p99 ack", gc["p99_ms"], "ms")
-            figures.add("gatecast server CPU per event", gc["cpu"] / events * 1e6, "us")
-            figures.add("gatecast events stored", counts["status_events"], "events")
-            figures.add("gatecast events applied", counts["applied"], "events")
-            figures.add("gatecast rows read", counts["rows_read"], "rows", of=rows)
-            figures.ratio("gatecast / bare endpoint", gc["rate"], bare["rate"], goal=">= 0.8")
-            if gc["failed"]:
-                raise BenchError(f"gatecast: {gc['failed']} requests failed: {gc['failures']}")
-            if counts != {"status_events": events, "applied": events, "rows_read": rows}:
-                raise BenchError(
-                    f"not every event was applied: {counts} (expected {events} events, "
-                    f"{rows} rows read)"
-                )
-    except BenchError as exc:
-        print(f"webhooks: ERROR: {exc}", file=sys.stderr)
-        figures.table()
-        return 1
-    figures.table()
-    return 0
 
 
 if __name__ == "__main__":
