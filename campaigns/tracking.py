@@ -154,6 +154,22 @@ def _record_statuses(
     *,
     apply: bool = True,
 ) -> None:
+    unique = status_event_rows(events, now, stats)
+    q.insert_status_events(conn, unique)
+    message_ids = list({r["message_id"]: None for r in unique})
+    if apply:
+        stats.applied += apply_pending(conn, message_ids, now=now)
+    else:
+        stats.pending.extend(message_ids)
+
+
+def status_event_rows(
+    events: Sequence[MessageStatus], now: datetime, stats: ApplyStats
+) -> list[dict[str, Any]]:
+    """The ``status_events`` rows of ``events``: one per (message id, status), unapplied.
+
+    Counts ``stats.status_events`` and ``stats.ignored`` (statuses that move nothing).
+    """
     rows: list[dict[str, Any]] = []
     for ev in events:
         state = STATUS_TO_STATE.get(ev.status)
@@ -171,15 +187,9 @@ def _record_statuses(
                 "applied": False,
             }
         )
-    # one row per (message_id, status) within the batch too
-    unique = list({(r["message_id"], r["status"]): r for r in rows}.values())
     stats.status_events += len(rows)
-    q.insert_status_events(conn, unique)
-    message_ids = list({r["message_id"]: None for r in unique})
-    if apply:
-        stats.applied += apply_pending(conn, message_ids, now=now)
-    else:
-        stats.pending.extend(message_ids)
+    # one row per (message_id, status) within the batch too
+    return list({(r["message_id"], r["status"]): r for r in rows}.values())
 
 
 def _record_inbound(
@@ -305,5 +315,6 @@ __all__ = [
     "is_opt_out",
     "record_events",
     "record_events_in",
+    "status_event_rows",
     "store_events_in",
 ]

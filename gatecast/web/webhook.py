@@ -7,12 +7,13 @@
 * Events are group-committed by :class:`~gatecast.web.webhook_batcher.EventBatcher` (an
   asyncio queue started and stopped with the app's lifespan), which stores each batch in
   one transaction (on the event loop for a SQLite file unless another writer holds the
-  lock, else in a worker thread: :mod:`gatecast.web.webhook_appliers`); each request
-  answers 200 only after its batch committed (a durable acknowledgement). Status events
-  are stored unapplied (:func:`campaigns.tracking.store_events_in`) and applied to their
-  deliveries by the inbox pass, a few hundred at once, within 50 ms (and on stop);
-  replies, opt-outs and connection states are applied with the batch. Events a dead
-  process stored but never applied are applied at the next start. Dedupe and
+  lock, else in a worker thread: :mod:`gatecast.web.webhook_appliers`; on PostgreSQL a
+  status-only batch over an async connection on the loop: :mod:`gatecast.web.webhook_pg`);
+  each request answers 200 only after its batch committed (a durable acknowledgement).
+  Status events are stored unapplied (:func:`campaigns.tracking.store_events_in`) and
+  applied to their deliveries by the inbox pass, a few hundred at once, within 50 ms (and
+  on stop); replies, opt-outs and connection states are applied with the batch. Events a
+  dead process stored but never applied are applied at the next start. Dedupe and
   forward-only application make duplicates harmless.
 * :func:`install_log_redaction` hides the secret in uvicorn's access and error logs.
 * :class:`WebhookFastPath` serves ``POST /webhooks/gateway/{secret}`` as a bare ASGI
@@ -40,6 +41,7 @@ from campaigns.tracking import apply_all_pending, apply_recent_pending
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.webhook_appliers import make_applier, make_inline_applier, make_later_applier
 from gatecast.web.webhook_batcher import EventBatcher
+from gatecast.web.webhook_pg import make_pg_store
 from gateway.event_parsing import parse_webhook
 from gateway.events import ConnectionStatus, Event, IncomingMessage, MalformedEvent, MessageStatus
 
@@ -55,9 +57,11 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     ctx = app.state.ctx
     assert isinstance(ctx, AppContext)
     inline = make_inline_applier(ctx, store_only=True)
+    pg_store = make_pg_store(ctx)
     batcher = EventBatcher(
         make_applier(ctx, store_only=True),
         inline=inline,
+        store=pg_store,
         apply_later=make_later_applier(ctx),
         inline_later=inline.apply_later if inline is not None else None,
         sweep=lambda: apply_recent_pending(ctx.engine, now=ctx.clock()),
@@ -71,6 +75,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await batcher.stop()
         if inline is not None:
             inline.close()
+        if pg_store is not None:
+            await pg_store.close()
 
 
 router = APIRouter(lifespan=lifespan)

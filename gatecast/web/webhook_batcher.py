@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from campaigns.tracking import ApplyStats
 from gateway.events import Event
@@ -53,9 +53,10 @@ class WouldBlock(Exception):
 class EventBatcher:
     """Group-commits webhook events: many requests, one transaction per batch.
 
-    ``apply`` runs in a worker thread. ``inline``, when given, is tried first on the event
-    loop itself and must raise :class:`WouldBlock` rather than wait for a lock; then the
-    batch goes to ``apply``.
+    ``apply`` runs in a worker thread. ``store``, when given, is awaited first on the event
+    loop (PostgreSQL's async connection) and returns None for a batch it does not take.
+    ``inline``, when given, is tried next on the event loop itself and must raise
+    :class:`WouldBlock` rather than wait for a lock; then the batch goes to ``apply``.
 
     With ``apply_later`` (the inbox), ``apply`` only stores status events and returns their
     message ids in :attr:`ApplyStats.pending`; requests are answered once that commits, and
@@ -70,6 +71,7 @@ class EventBatcher:
         apply: Callable[[list[Event]], ApplyStats],
         *,
         inline: Callable[[list[Event]], ApplyStats] | None = None,
+        store: Callable[[list[Event]], Awaitable[ApplyStats | None]] | None = None,
         max_events: int = MAX_BATCH_EVENTS,
         max_wait: float = MAX_WAIT_SECONDS,
         sweep: Callable[[], int] | None = None,
@@ -82,6 +84,7 @@ class EventBatcher:
     ) -> None:
         self._apply = apply
         self._inline = inline
+        self._store = store
         self._apply_later = apply_later
         self._inline_later = inline_later
         self._later_events = later_events
@@ -181,6 +184,10 @@ class EventBatcher:
         return batch, False
 
     async def _apply_batch(self, events: list[Event]) -> ApplyStats | None:
+        if self._store is not None:
+            stats = await self._store(events)
+            if stats is not None:
+                return stats
         if self._inline is not None:
             try:
                 return self._inline(events)

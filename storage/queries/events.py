@@ -107,7 +107,9 @@ def insert_status_events(conn: Connection, rows: Sequence[Mapping[str, Any]]) ->
     if conn.dialect.name == "postgresql":
         # one statement over arrays (unnest), not one INSERT per row in a pipeline: the
         # server's per-statement work is CPU on the receiver's machine too
-        conn.exec_driver_sql(_pg_insert_events(conn.dialect), _pg_event_columns(rows))
+        conn.exec_driver_sql(
+            pg_insert_status_events_sql(conn.dialect), pg_status_event_columns(rows)
+        )
         return
     conn.execute(_insert_status_event(conn.dialect.name), [dict(r) for r in rows])
 
@@ -124,8 +126,11 @@ _EVENT_COLUMNS = (
 
 
 @functools.cache
-def _pg_insert_events(dialect: Dialect) -> str:
-    """``INSERT ... SELECT * FROM unnest(arrays) ON CONFLICT DO NOTHING``, built once."""
+def pg_insert_status_events_sql(dialect: Dialect) -> str:
+    """``INSERT ... SELECT * FROM unnest(arrays) ON CONFLICT DO NOTHING``, built once.
+
+    psycopg ``%s`` placeholders, one array per column: :func:`pg_status_event_columns`.
+    """
     types = [_e.c[c].type.compile(dialect) for c in _EVENT_COLUMNS]
     return (
         f"INSERT INTO {_e.name} ({', '.join(_EVENT_COLUMNS)}) "
@@ -134,7 +139,8 @@ def _pg_insert_events(dialect: Dialect) -> str:
     )
 
 
-def _pg_event_columns(rows: Sequence[Mapping[str, Any]]) -> tuple[list[Any], ...]:
+def pg_status_event_columns(rows: Sequence[Mapping[str, Any]]) -> tuple[list[Any], ...]:
+    """The parameters of :func:`pg_insert_status_events_sql`: one list per column."""
     for row in rows:
         for name in ("occurred_at", "received_at"):
             if row[name].tzinfo is None:
@@ -505,6 +511,8 @@ __all__ = [
     "existing_inbound",
     "insert_inbound",
     "insert_status_events",
+    "pg_insert_status_events_sql",
+    "pg_status_event_columns",
     "record_reply",
     "set_instance_state",
     "unapplied_matching",

@@ -1,0 +1,187 @@
+"""The PostgreSQL status store on the event loop (:mod:`gatecast.web.webhook_pg`)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+
+import pytest
+from fastapi import FastAPI
+from pydantic import SecretStr
+from sqlalchemy import Engine, func, select, text
+
+from gatecast.settings import Settings
+from gatecast.web import webhook
+from gatecast.web.context import AppContext
+from gatecast.web.webhook_batcher import EventBatcher
+from gatecast.web.webhook_pg import PgStatusStore, make_pg_store
+from gateway.event_parsing import parse_webhook
+from gateway.events import Event
+from storage.engine import make_engine, upgrade
+from tests.campaigns.campaign_fixtures import NOW, phone
+from tests.gatecast.test_webhook import (
+    SECRET,
+    _campaign,
+    _counts,
+    _post_all,
+    _states,
+    _status,
+    status_events,
+)
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def pg_engine(pg_url: str) -> Iterator[Engine]:
+    """An engine on a fresh PostgreSQL database, schema at head."""
+    eng = make_engine(pg_url)
+    upgrade(eng)
+    yield eng
+    eng.dispose()
+
+
+def _ctx(engine: Engine) -> AppContext:
+    settings = Settings(webhook_secret=SecretStr(SECRET), database_url="sqlite://")
+    return AppContext(settings=settings, engine=engine, clock=lambda: NOW)
+
+
+def _app(engine: Engine) -> FastAPI:
+    app = FastAPI(lifespan=None)
+    app.state.ctx = _ctx(engine)
+    app.include_router(webhook.router)
+    return app
+
+
+def _events(*bodies: object) -> list[Event]:
+    return [e for b in bodies for e in parse_webhook(json.dumps(b).encode())]
+
+
+def _stored(engine: Engine) -> list[tuple[str, str, bool]]:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(
+                status_events.c.message_id, status_events.c.status, status_events.c.applied
+            ).order_by(status_events.c.message_id, status_events.c.status)
+        ).all()
+    return [(str(m), str(s), bool(a)) for m, s, a in rows]
+
+
+def _backend_pid(store: PgStatusStore) -> int:
+    conn = store._conn
+    assert conn is not None
+    return int(conn.info.backend_pid)
+
+
+def test_only_for_postgres(sqlite_engine: Engine, pg_engine: Engine) -> None:
+    assert make_pg_store(_ctx(sqlite_engine)) is None
+    assert isinstance(make_pg_store(_ctx(pg_engine)), PgStatusStore)
+
+
+def test_stores_status_batches_committed_and_deduplicated(pg_engine: Engine) -> None:
+    store = PgStatusStore(_ctx(pg_engine))
+
+    async def go() -> None:
+        first = await store(
+            _events(_status(1, "delivered"), _status(1, "delivered"), _status(2, "read"))
+        )
+        assert first is not None
+        assert first.pending == ["m0000001", "m0000002"] and first.status_events == 3
+        # committed: another connection sees it while the store's connection stays open
+        assert _stored(pg_engine) == [
+            ("m0000001", "delivered", False),
+            ("m0000002", "read", False),
+        ]
+        again = await store(_events(_status(2, "read"), _status(1, "read")))
+        assert again is not None and again.pending == ["m0000002", "m0000001"]
+        ignored = await store(_events(_status(3, "pending")))
+        assert ignored is not None and ignored.pending == [] and ignored.ignored == 1
+        await store.close()
+
+    asyncio.run(go())
+    assert _stored(pg_engine) == [
+        ("m0000001", "delivered", False),
+        ("m0000001", "read", False),
+        ("m0000002", "read", False),
+    ]
+
+
+def test_a_batch_with_other_events_is_left_to_the_thread_path(pg_engine: Engine) -> None:
+    store = PgStatusStore(_ctx(pg_engine))
+    reply = {"event": "message", "instance_id": "A", "data": {"id": "in-1", "chat": "1@g.us"}}
+    assert asyncio.run(store(_events(_status(1, "read"), reply))) is None
+    assert _stored(pg_engine) == []
+
+
+def test_mixed_requests_through_http(pg_engine: Engine) -> None:
+    """Status-only batches go the async path, a batch with a reply the thread path."""
+    _campaign(pg_engine, 3)
+    digits = phone(2)[1:]
+    reply = {
+        "event": "message",
+        "instance_id": "A",
+        "data": {"id": "in-1", "chat": f"{digits}@s.whatsapp.net", "text": "thanks"},
+    }
+    bodies = [_status(0, "delivered"), _status(1, "read"), _status(0, "read"), reply, reply]
+    bodies += [_status(i % 3, "delivered") for i in range(40)]
+    codes = asyncio.run(_post_all(_app(pg_engine), bodies, concurrency=8))
+    assert codes == [200] * len(bodies)
+    assert _states(pg_engine) == ["read", "read", "delivered"]
+    assert _counts(pg_engine) == (5, 1)
+    with pg_engine.connect() as conn:
+        unapplied = conn.execute(
+            select(func.count()).select_from(status_events).where(~status_events.c.applied)
+        ).scalar_one()
+    assert unapplied == 0
+
+
+def test_reconnects_after_the_connection_is_closed_or_killed(pg_engine: Engine) -> None:
+    store = PgStatusStore(_ctx(pg_engine))
+
+    async def go() -> None:
+        assert await store(_events(_status(1, "sent")))
+        old = _backend_pid(store)
+        # the server ends the session (as on a restart): the next batch reconnects
+        with pg_engine.connect() as conn:
+            conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": old})
+        await asyncio.sleep(0.05)
+        stats = await store(_events(_status(2, "sent")))
+        assert stats is not None and stats.pending == ["m0000002"]
+        assert _backend_pid(store) != old
+        # closed under it
+        assert store._conn is not None
+        await store._conn.close()
+        assert await store(_events(_status(3, "sent")))
+        await store.close()
+
+    asyncio.run(go())
+    assert [m for m, _, _ in _stored(pg_engine)] == ["m0000001", "m0000002", "m0000003"]
+
+
+def test_a_failed_store_answers_503_and_the_next_batch_recovers(pg_engine: Engine) -> None:
+    """Server unreachable: the batch fails (503), nothing half-stored; later it works."""
+    ctx = _ctx(pg_engine)
+    store = PgStatusStore(ctx)
+    good = ctx.engine
+    # the same database through a port nothing listens on
+    ctx.engine = make_engine(good.url.set(port=1).render_as_string(hide_password=False))
+
+    async def go() -> list[int]:
+        batcher = EventBatcher(lambda _: pytest.fail("thread path"), store=store)
+        await batcher.start()
+        codes: list[int] = []
+        app = FastAPI(lifespan=None)
+        app.state.ctx = ctx
+        app.state.webhook_batcher = batcher
+        body = json.dumps(_status(1, "read")).encode()
+        codes.append((await webhook.accept_body(app, ctx, body))[0])
+        ctx.engine.dispose()
+        ctx.engine = good
+        codes.append((await webhook.accept_body(app, ctx, body))[0])
+        await batcher.stop()
+        await store.close()
+        return codes
+
+    assert asyncio.run(go()) == [503, 200]
+    assert _stored(pg_engine) == [("m0000001", "read", False)]
