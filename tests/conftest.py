@@ -76,22 +76,29 @@ def db_url(request: pytest.FixtureRequest) -> str:
     return str(request.getfixturevalue("pg_url"))
 
 
-@pytest.fixture
-def engine(db_url: str) -> Iterator[Engine]:
-    """An engine on a fresh database, schema at head (SQLite and PostgreSQL)."""
-    eng = make_engine(db_url)
+def _engine_at(url: str) -> Iterator[Engine]:
+    eng = make_engine(url)
     upgrade(eng)
     yield eng
     eng.dispose()
+
+
+@pytest.fixture
+def engine(db_url: str) -> Iterator[Engine]:
+    """An engine on a fresh database, schema at head (SQLite and PostgreSQL)."""
+    yield from _engine_at(db_url)
 
 
 @pytest.fixture
 def sqlite_engine(sqlite_url: str) -> Iterator[Engine]:
     """An engine on a fresh SQLite file only, schema at head."""
-    eng = make_engine(sqlite_url)
-    upgrade(eng)
-    yield eng
-    eng.dispose()
+    yield from _engine_at(sqlite_url)
+
+
+@pytest.fixture
+def pg_engine(pg_url: str) -> Iterator[Engine]:
+    """An engine on a fresh PostgreSQL database only, schema at head."""
+    yield from _engine_at(pg_url)
 
 
 # --------------------------------------------------------------------------- sandbox fixtures

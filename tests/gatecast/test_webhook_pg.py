@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 
 import pytest
 from fastapi import FastAPI
@@ -18,7 +17,7 @@ from gatecast.web.webhook_batcher import EventBatcher
 from gatecast.web.webhook_pg import PgStatusStore, make_pg_store
 from gateway.event_parsing import parse_webhook
 from gateway.events import Event
-from storage.engine import make_engine, upgrade
+from storage.engine import make_engine
 from tests.campaigns.campaign_fixtures import NOW, phone
 from tests.gatecast.test_webhook import (
     SECRET,
@@ -31,15 +30,6 @@ from tests.gatecast.test_webhook import (
 )
 
 pytestmark = pytest.mark.postgres
-
-
-@pytest.fixture
-def pg_engine(pg_url: str) -> Iterator[Engine]:
-    """An engine on a fresh PostgreSQL database, schema at head."""
-    eng = make_engine(pg_url)
-    upgrade(eng)
-    yield eng
-    eng.dispose()
 
 
 def _ctx(engine: Engine) -> AppContext:
