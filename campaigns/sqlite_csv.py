@@ -3,9 +3,10 @@
 A window is :data:`WINDOW_IDS` ids of the campaign's id range, rendered by one statement
 (``storage.queries.reports.CSV_WINDOW_SQLITE``) that returns all its lines as one blob:
 a fetching thread takes the GIL once per window instead of once per row, and sqlite3
-releases it while SQLite evaluates. On a database file in WAL mode, :func:`worker_count`
-threads evaluate alternate windows on connections of their own, side by side on the
-cores, while the caller's thread writes the windows in order. Those connections read one
+releases it while SQLite evaluates, so one thread evaluates while the caller's thread
+writes. With more than one worker (:data:`MAX_WORKERS`), on a database file in WAL mode,
+threads evaluate alternate windows on connections of their own, and the caller's thread
+writes the windows in order. Those connections read one
 snapshot: each begins its read transaction while another connection holds the write lock
 (``BEGIN IMMEDIATE``, for a few milliseconds), so no commit can fall between them.
 Elsewhere (a database in memory, an open transaction of the caller's, the write lock not
@@ -30,8 +31,13 @@ from storage.queries import reports as report_queries
 #: ids per window: at most this many lines (about 0.8 MB), at least a quarter of it on the
 #: dense id ranges this path is used for
 WINDOW_IDS = 4096
-#: threads (and connections) evaluating windows at most
-MAX_WORKERS = 4
+#: threads (and connections) evaluating windows at most. 1: measured on 2 idle cores, two
+#: threads took 5.1-5.2 s for 1M rows against 4.8-5.5 s for one, with twice the CPU (9-10 s,
+#: a third of it in the kernel): SQLite's allocator takes one process-wide mutex (memory
+#: statistics are on in this build) for each of the ~15 allocations a row, and the threads
+#: queue on it. Two processes evaluating the same statement scale fully (1.8 s each, alone
+#: or side by side), so worker processes are the way to use more cores
+MAX_WORKERS = 1
 #: how long to wait for the write lock that lines the snapshots up before reading alone
 LOCK_WAIT_SECONDS = 2.0
 #: windows each thread may hold ahead of the writer
