@@ -39,8 +39,7 @@ from typing import Any
 import httpx
 from sqlalchemy import Connection, Engine, insert, update
 
-from bench.common import BenchError as BenchError  # re-exported: bench.webhooks, bench.reports
-from bench.common import Figures, peak_rss_mb, report, stopwatch
+from bench.common import BenchError, Figures, peak_rss_mb, report, stopwatch
 
 PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 TOKEN = "sandbox-token"  # noqa: S105 (the local sandbox's default token)

@@ -23,8 +23,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import Figures, current_rss_mb, machine, peak_rss_mb, stopwatch
-from bench.dispatch import BenchError, database, open_db, seed_audience, seed_campaign
+from bench.common import (
+    BenchError,
+    Figures,
+    child_report,
+    current_rss_mb,
+    peak_rss_mb,
+    report,
+    stopwatch,
+)
+from bench.dispatch import database, open_db, seed_audience, seed_campaign
 
 
 def _child(url: str, campaign_id: int, out: Path) -> dict[str, Any]:
@@ -77,59 +85,55 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(_child(args.url, args.campaign, args.out)))
-        return 0
+        return child_report("reports child", lambda: _child(args.url, args.campaign, args.out))
     rows = 1_000_000 if args.full else args.rows
     small = rows // 4
-    figures = Figures("reports")
-    print(json.dumps({"bench": "reports", "machine": machine()}), file=sys.stderr)
+    figures = Figures.begin("reports")
+    return report(figures, lambda: measure(args, rows, small, figures))
+
+
+def measure(args: argparse.Namespace, rows: int, small: int, figures: Figures) -> None:
+    """Both campaigns exported as CSV and XLSX, each export in a fresh process."""
     db_kind = "postgresql" if args.pg else "sqlite"
-    try:
-        with tempfile.TemporaryDirectory(prefix="gatecast-bench-") as tmpdir:
-            tmp = Path(tmpdir)
-            with database(tmp, args.pg) as url:
-                engine = open_db(url)
-                with stopwatch() as t_seed:
-                    seed_audience(engine, rows)
-                    big_id = seed_campaign(engine, rows)
-                    small_id = seed_campaign(engine, small, name="bench small")
-                engine.dispose()
-                figures.add("seed (bulk insert)", (rows + small) / t_seed[0], "rows/s")
-                results: dict[tuple[str, int], dict[str, Any]] = {}
-                for fmt in ("csv", "xlsx"):
-                    for cid, n in ((small_id, small), (big_id, rows)):
-                        out = tmp / f"report-{n}.{fmt}"
-                        r = _export(url, cid, out)
-                        if fmt == "csv" and _csv_rows(out) != n:
-                            raise BenchError(f"{out.name}: {_csv_rows(out)} rows, expected {n}")
-                        results[(fmt, n)] = r
-                        out.unlink()
+    with tempfile.TemporaryDirectory(prefix="gatecast-bench-") as tmpdir:
+        tmp = Path(tmpdir)
+        with database(tmp, args.pg) as url:
+            engine = open_db(url)
+            with stopwatch() as t_seed:
+                seed_audience(engine, rows)
+                big_id = seed_campaign(engine, rows)
+                small_id = seed_campaign(engine, small, name="bench small")
+            engine.dispose()
+            figures.add("seed (bulk insert)", (rows + small) / t_seed[0], "rows/s")
+            results: dict[tuple[str, int], dict[str, Any]] = {}
             for fmt in ("csv", "xlsx"):
-                for n in (small, rows):
-                    r = results[(fmt, n)]
-                    goal = {"goal": "<= 5 s at 1M"} if fmt == "csv" and n == rows else {}
-                    figures.add(f"{fmt} {n:,} rows", r["seconds"], "s", db=db_kind, **goal)
-                    figures.add(f"{fmt} {n:,} rows/s", n / r["seconds"], "rows/s")
-                    # this process's CPU (all threads), not the database server's
-                    figures.add(f"{fmt} {n:,} exporter CPU", r["cpu_seconds"], "s")
-                    figures.add(f"{fmt} {n:,} peak RSS", r["peak_rss_mb"], "MB")
-                    figures.add(f"{fmt} {n:,} RSS growth", r["growth_mb"], "MB")
-                big, little = results[(fmt, rows)], results[(fmt, small)]
-                figures.ratio(
-                    f"{fmt} peak RSS {rows:,} / {small:,} rows",
-                    big["peak_rss_mb"],
-                    little["peak_rss_mb"],
-                    goal="flat: < 1.2 for 4x the rows",
-                )
-            if rows < 1_000_000:
-                per_s = rows / results[("csv", rows)]["seconds"]
-                figures.add("csv seconds projected to 1M", 1_000_000 / per_s, "s", goal="<= 5")
-    except BenchError as exc:
-        print(f"reports: ERROR: {exc}", file=sys.stderr)
-        figures.table()
-        return 1
-    figures.table()
-    return 0
+                for cid, n in ((small_id, small), (big_id, rows)):
+                    out = tmp / f"report-{n}.{fmt}"
+                    r = _export(url, cid, out)
+                    if fmt == "csv" and _csv_rows(out) != n:
+                        raise BenchError(f"{out.name}: {_csv_rows(out)} rows, expected {n}")
+                    results[(fmt, n)] = r
+                    out.unlink()
+        for fmt in ("csv", "xlsx"):
+            for n in (small, rows):
+                r = results[(fmt, n)]
+                goal = {"goal": "<= 5 s at 1M"} if fmt == "csv" and n == rows else {}
+                figures.add(f"{fmt} {n:,} rows", r["seconds"], "s", db=db_kind, **goal)
+                figures.add(f"{fmt} {n:,} rows/s", n / r["seconds"], "rows/s")
+                # this process's CPU (all threads), not the database server's
+                figures.add(f"{fmt} {n:,} exporter CPU", r["cpu_seconds"], "s")
+                figures.add(f"{fmt} {n:,} peak RSS", r["peak_rss_mb"], "MB")
+                figures.add(f"{fmt} {n:,} RSS growth", r["growth_mb"], "MB")
+            big, little = results[(fmt, rows)], results[(fmt, small)]
+            figures.ratio(
+                f"{fmt} peak RSS {rows:,} / {small:,} rows",
+                big["peak_rss_mb"],
+                little["peak_rss_mb"],
+                goal="flat: < 1.2 for 4x the rows",
+            )
+        if rows < 1_000_000:
+            per_s = rows / results[("csv", rows)]["seconds"]
+            figures.add("csv seconds projected to 1M", 1_000_000 / per_s, "s", goal="<= 5")
 
 
 if __name__ == "__main__":
