@@ -28,6 +28,8 @@ other than SQLite's ``printf`` format.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 _TIMES = ("queued_at", "sent_at", "delivered_at", "read_at", "failed_at", "replied_at")
 _FROM = "\nFROM deliveries AS d LEFT OUTER JOIN contacts AS c ON c.id = d.contact_id"
 
@@ -253,11 +255,115 @@ CSV_LINES_POSTGRESQL = (
     + "\nWHERE d.campaign_id = %s\nORDER BY d.id"
 )
 
+# ----------------------------------------------------------------------------- XLSX cells
+# The XLSX sheet takes its cells from the database as ``campaigns.reports._cells()`` gives
+# them (neutralised text, ``''`` for NULL, ``yes``/``no``; attempts as text), which
+# ``campaigns.xlsx_sheet`` escapes for XML, except the six times, which never need it:
+# the last column holds them as the sheet's XML cells already (inline strings, ISO 8601
+# with Z, an empty cell for no time).
+
+_CELL_OPEN = '<c t="inlineStr"><is><t>'
+_CELL_CLOSE = "</t></is></c>"
+_EMPTY_CELL = '<c t="inlineStr"/>'
+
+
+def _time_cells(joined: str) -> str:
+    """The six time cells from ``joined``, their ISO text joined by ``|`` (PostgreSQL)."""
+    return (
+        f"replace('{_CELL_OPEN}' || replace({joined}, '|', '{_CELL_CLOSE}{_CELL_OPEN}')"
+        f" || '{_CELL_CLOSE}', '{_CELL_OPEN}{_CELL_CLOSE}', '{_EMPTY_CELL}')"
+    )
+
+
+def _sqlite_cell(x: str) -> str:
+    """``neutralise(coalesce(x, ''))``."""
+    return f"CASE WHEN {x} GLOB {_SQLITE_FORMULA} THEN {_QUOTE} || {x} ELSE COALESCE({x}, '') END"
+
+
+def _sqlite_target_cell(t: str = "d.target") -> str:
+    """The target as it is when E.164, else neutralised (E.164 before one final newline
+    is exempt too: Python's ``$``)."""
+    formula = f"{t} GLOB {_SQLITE_FORMULA} AND NOT {_sqlite_e164(t, newline=True)}"
+    return (
+        f"CASE WHEN {_sqlite_e164(t)} THEN {t}"
+        f" WHEN {formula} THEN {_QUOTE} || {t} ELSE COALESCE({t}, '') END"
+    )
+
+
+def _xlsx_select(target: str, cell: Callable[[str], str], attempts: str, time_cells: str) -> str:
+    cells = [
+        target,
+        cell("c.name"),
+        cell("d.sender"),
+        cell("d.state"),
+        attempts,
+        cell("d.message_id"),
+        cell("d.error"),
+        cell("d.reply_text"),
+        "CASE WHEN c.opted_out THEN 'yes' ELSE 'no' END",
+        time_cells,
+    ]
+    return "SELECT " + ",\n    ".join(cells) + _FROM
+
+
+# each time its own cell (no ``|`` segment: SQLite's replace() over the joined cells cost
+# more than a CASE per time), then '.000000Z' (only a zero fraction) replaced once
+_SQLITE_TIME_CELLS = (
+    "replace(printf('"
+    + "%s" * len(_TIMES)
+    + "', "
+    + ", ".join(
+        f"CASE WHEN d.{t} IS NULL THEN '{_EMPTY_CELL}'"
+        f" ELSE '{_CELL_OPEN}' || replace(d.{t}, ' ', 'T') || 'Z{_CELL_CLOSE}' END"
+        for t in _TIMES
+    )
+    + "), '.000000Z', 'Z')"
+)
+_SQLITE_XLSX = _xlsx_select(
+    _sqlite_target_cell(), _sqlite_cell, "CAST(d.attempts AS TEXT)", _SQLITE_TIME_CELLS
+)
+
+#: the XLSX cells of one campaign in id order through its index, sorted (parameter:
+#: campaign id), SQLite
+XLSX_CELLS_SQLITE = f"{_SQLITE_XLSX}\nWHERE d.campaign_id = ?\nORDER BY d.id"
+
+#: the same walking the rowid range (no sort), for a campaign dense in its id range
+#: (:func:`use_rowid_range`); parameters: first id, last id, campaign id
+XLSX_CELLS_SQLITE_RANGE = (
+    f"{_SQLITE_XLSX}\nWHERE d.id BETWEEN ? AND ? AND +d.campaign_id = ?\nORDER BY d.id"
+)
+
+
+def _pg_xlsx_cell(x: str, exempt: str | None = None) -> str:
+    """``neutralise(coalesce(x, ''))``; ``exempt`` keeps the value."""
+    keep = f" AND NOT ({exempt})" if exempt else ""
+    return (
+        f"CASE WHEN substr({x}, 1, 1) IN ('=', '+', '-', '@', chr(9), chr(13)){keep}"
+        f" THEN '''' || {x} ELSE COALESCE({x}, '') END"
+    )
+
+
+#: the XLSX cells of one campaign in id order (parameter: campaign id), PostgreSQL, run
+#: after :data:`PG_SESSION`; the times as in :data:`CSV_LINES_POSTGRESQL`
+XLSX_CELLS_POSTGRESQL = (
+    _xlsx_select(
+        _pg_xlsx_cell("d.target", _PG_E164),
+        _pg_xlsx_cell,
+        "d.attempts::text",
+        _time_cells(_PG_TIMES.replace(" || ',' || ", " || '|' || ")),
+    )
+    + "\nWHERE d.campaign_id = %s\nORDER BY d.id"
+)
+
+
 __all__ = [
     "CAMPAIGN_SPAN_SQLITE",
     "CSV_LINES_POSTGRESQL",
     "CSV_LINES_SQLITE",
     "CSV_WINDOW_SQLITE",
     "PG_SESSION",
+    "XLSX_CELLS_POSTGRESQL",
+    "XLSX_CELLS_SQLITE",
+    "XLSX_CELLS_SQLITE_RANGE",
     "use_rowid_range",
 ]
