@@ -356,11 +356,36 @@ XLSX_CELLS_POSTGRESQL = (
 )
 
 
+# ------------------------------------------------------------------------ summary figures
+
+#: microseconds from sent to delivered, at least 0, of each delivered row of one campaign
+#: (parameter ``:campaign_id``), SQLite: whole seconds through ``strftime('%s')`` of the
+#: time without its fraction (SQLite rounds a fraction to milliseconds, so .999999 would
+#: count as the next second), plus the difference of the six fraction digits (SQLAlchemy
+#: stores ``YYYY-MM-DD HH:MM:SS.ffffff``): exact, where julianday() is not
+DELIVERY_MICROS_SQLITE = (
+    "SELECT max(0, (strftime('%s', substr(delivered_at, 1, 19))"
+    " - strftime('%s', substr(sent_at, 1, 19))) * 1000000"
+    " + CAST(substr(delivered_at, 21, 6) AS INTEGER) - CAST(substr(sent_at, 21, 6) AS INTEGER))"
+    " FROM deliveries"
+    " WHERE campaign_id = :campaign_id AND sent_at IS NOT NULL AND delivered_at IS NOT NULL"
+)
+
+#: the same, PostgreSQL (``extract`` of an interval is exact numeric)
+DELIVERY_MICROS_POSTGRESQL = (
+    "SELECT greatest(0, (extract(epoch FROM delivered_at - sent_at) * 1000000)::bigint)"
+    " FROM deliveries"
+    " WHERE campaign_id = :campaign_id AND sent_at IS NOT NULL AND delivered_at IS NOT NULL"
+)
+
+
 __all__ = [
     "CAMPAIGN_SPAN_SQLITE",
     "CSV_LINES_POSTGRESQL",
     "CSV_LINES_SQLITE",
     "CSV_WINDOW_SQLITE",
+    "DELIVERY_MICROS_POSTGRESQL",
+    "DELIVERY_MICROS_SQLITE",
     "PG_SESSION",
     "XLSX_CELLS_POSTGRESQL",
     "XLSX_CELLS_SQLITE",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from openpyxl import load_workbook
-from sqlalchemy import Engine, update
+from sqlalchemy import Engine, select, update
 
 from campaigns import lifecycle, reports, service
 from campaigns.materialise import materialise
@@ -74,6 +74,39 @@ def test_summary(engine: Engine) -> None:
     assert s.counts["skipped"] == 1 and s.counts["delivered"] == 2
     assert s.delivery_rate == 0.75 and s.read_rate == 0.25
     assert s.median_seconds_to_delivery == 6.0
+
+
+def test_median_as_timedelta_gives_it(engine: Engine) -> None:
+    """The database's microseconds give the median that Python's datetimes give: odd
+    fractions, a delivery before its send (0), a send in 1900."""
+    import statistics
+
+    from tests.campaigns.test_reports_csv_fast import _campaign as tricky_campaign
+
+    cid = tricky_campaign(engine)
+    d = Delivery.__table__  # type: ignore[attr-defined]
+    with engine.begin() as conn:
+        ids = list(conn.execute(select(d.c.id).where(d.c.campaign_id == cid)).scalars())
+        for i, row_id in enumerate(ids):
+            sent = NOW + timedelta(microseconds=i * 98_765 % 1_000_000)
+            if i == 1:
+                sent = NOW.replace(year=1900, microsecond=999_999)  # .999999: not rounded up
+            delivered = NOW + timedelta(seconds=i % 7 - 2, microseconds=i * 123_457 % 1_000_000)
+            conn.execute(
+                update(d).where(d.c.id == row_id).values(sent_at=sent, delivered_at=delivered)
+            )
+        pairs = conn.execute(
+            select(d.c.sent_at, d.c.delivered_at).where(
+                d.c.campaign_id == cid, d.c.sent_at.is_not(None), d.c.delivered_at.is_not(None)
+            )
+        ).all()
+    seconds = [max(0.0, (b - a).total_seconds()) for a, b in pairs]
+    assert min(seconds) == 0.0 and max(seconds) > 3e9 and len(seconds) > 10
+    got = reports.report_summary(engine, cid).median_seconds_to_delivery
+    assert got == round(statistics.median(seconds), 3)
+    with engine.connect() as conn:
+        micros = reports._delivery_micros(conn, cid)
+    assert sorted(m / 1e6 for m in micros) == sorted(seconds)
 
 
 def test_csv(engine: Engine, tmp_path: Path) -> None:
