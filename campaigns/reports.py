@@ -465,27 +465,94 @@ _XLSX_LAYOUT = xlsx_sheet.Layout(
 )
 
 
+#: the markers of ``XLSX_WINDOW_SQLITE``'s rows: 14 text values and a number each
+_XLSX_MARKED = xlsx_sheet.Marked(
+    texts=14,
+    numbers=1,
+    text_start=report_queries.XLSX_TEXT_START.encode(),
+    text_end=report_queries.XLSX_TEXT_END.encode(),
+    number_start=report_queries.XLSX_NUMBER_START.encode(),
+    number_end=report_queries.XLSX_NUMBER_END.encode(),
+    row_sep=report_queries.XLSX_ROW_SEP.encode(),
+)
+#: ids per window of the SQLite XLSX sheet (at most this many rows, about 2.5 MB of XML)
+XLSX_WINDOW_IDS = 4096
+
+#: a window: its rows as XML, or as rows of ``XLSX_CELLS_SQLITE_RANGE`` (when a value
+#: needs the careful path), and their number
+_Window = tuple[bytes | list[Any], int]
+
+
+def _sqlite_windows(
+    dbapi: Any, campaign_id: int, first: int, last: int
+) -> tuple[Callable[[], list[Any]], Callable[[], None]]:
+    """Fetch and close for the windows of the campaign's id range: one :data:`_Window` a
+    call, [] at the end. Each window is one text rendered by SQLite (the GIL is free
+    meanwhile); one whose values need escaping or dropping is fetched again as rows, in
+    the fetching thread."""
+    windows = iter(range(first, last + 1, XLSX_WINDOW_IDS))
+    cur = dbapi.cursor()
+
+    def fetch() -> list[Any]:
+        for lo in windows:
+            hi = min(lo + XLSX_WINDOW_IDS - 1, last)
+            blob, n = cur.execute(
+                report_queries.XLSX_WINDOW_SQLITE, (lo, hi, campaign_id)
+            ).fetchone()
+            if not n:
+                continue
+            xml = _XLSX_MARKED.expand(blob, n)
+            if xml is not None:
+                return [(xml, n)]
+            rows = cur.execute(report_queries.XLSX_CELLS_SQLITE_RANGE, (lo, hi, campaign_id))
+            return [(rows.fetchall(), n)]
+        return []
+
+    return fetch, cur.close
+
+
+def _xlsx_window_rows(windows: Iterable[list[_Window]]) -> Iterator[str | bytes]:
+    """The ``<row>`` elements of the windows, numbered (the careful ones) from 2."""
+    r = 2
+    for ((payload, n),) in windows:
+        if isinstance(payload, bytes):
+            yield payload
+        else:
+            yield xlsx_sheet.render_rows(_XLSX_LAYOUT, payload, r)
+        r += n
+
+
 @contextlib.contextmanager
-def _xlsx_chunks(conn: Connection, campaign_id: int) -> Iterator[Iterable[list[Any]]]:
-    """Chunks of rows of ``storage.queries.reports.XLSX_CELLS_*`` (:data:`_XLSX_LAYOUT`),
-    rendered by the database and fetched ahead by a thread; SQLite and PostgreSQL."""
+def _xlsx_rows(conn: Connection, campaign_id: int) -> Iterator[Iterable[str | bytes]]:
+    """The sheet's ``<row>`` elements, fetched ahead by a thread. SQLite, rows dense in
+    their id range: windows rendered as one blob each by the database
+    (``XLSX_WINDOW_SQLITE``), made XML by a few ``bytes.replace`` in the fetching thread
+    (:class:`campaigns.xlsx_sheet.Marked`); elsewhere, and for a window with a value XML
+    forbids, rows of ``XLSX_CELLS_*`` (:data:`_XLSX_LAYOUT`) rendered one by one."""
     dbapi: Any = conn.connection.driver_connection
     if conn.dialect.name == "postgresql":
-        fetch, close = _pg_rows(
-            dbapi, report_queries.XLSX_CELLS_POSTGRESQL, campaign_id, XLSX_CHUNK
-        )
-    else:
-        first, last, n = dbapi.execute(
-            report_queries.CAMPAIGN_SPAN_SQLITE, (campaign_id,)
-        ).fetchone()
-        cur = dbapi.cursor()
-        if report_queries.use_rowid_range(first, last, n):  # dense: no sort
-            cur.execute(report_queries.XLSX_CELLS_SQLITE_RANGE, (first, last, campaign_id))
-        else:
-            cur.execute(report_queries.XLSX_CELLS_SQLITE, (campaign_id,))
-        fetch, close = (lambda: cur.fetchmany(XLSX_CHUNK)), cur.close
-    with _prefetched(fetch, close, "xlsx-fetch") as chunks:
-        yield chunks
+        sql = report_queries.XLSX_CELLS_POSTGRESQL
+        fetch, close = _pg_rows(dbapi, sql, campaign_id, XLSX_CHUNK)
+        with _prefetched(fetch, close, "xlsx-fetch") as chunks:
+            yield xlsx_sheet.rendered(_XLSX_LAYOUT, chunks)
+        return
+    first, last, n = dbapi.execute(report_queries.CAMPAIGN_SPAN_SQLITE, (campaign_id,)).fetchone()
+    if report_queries.use_rowid_range(first, last, n):
+        began = not dbapi.in_transaction  # one snapshot for all the windows
+        if began:
+            dbapi.execute("BEGIN")
+        try:
+            fetch, close = _sqlite_windows(dbapi, campaign_id, first, last)
+            with _prefetched(fetch, close, "xlsx-fetch") as windows:
+                yield _xlsx_window_rows(windows)
+        finally:
+            if began:
+                dbapi.execute("ROLLBACK")
+        return
+    cur = dbapi.cursor()  # sparse rows: the campaign index, sorted
+    cur.execute(report_queries.XLSX_CELLS_SQLITE, (campaign_id,))
+    with _prefetched(lambda: cur.fetchmany(XLSX_CHUNK), cur.close, "xlsx-fetch") as chunks:
+        yield xlsx_sheet.rendered(_XLSX_LAYOUT, chunks)
 
 
 def _write_xlsx(conn: Connection, campaign_id: int, summary: ReportSummary, target: Path) -> None:
@@ -497,9 +564,9 @@ def _write_xlsx(conn: Connection, campaign_id: int, summary: ReportSummary, targ
         return
     package = io.BytesIO()
     _summary_workbook(summary).save(package)
-    with _xlsx_chunks(conn, campaign_id) as chunks:
-        pieces = xlsx_sheet.sheet_xml(COLUMNS, _XLSX_LAYOUT, chunks)
-        xlsx_sheet.replace_sheet(package, _DELIVERIES, pieces, target)
+    with _xlsx_rows(conn, campaign_id) as body:
+        xml = xlsx_sheet.sheet_xml(COLUMNS, body)
+        xlsx_sheet.replace_sheet(package, _DELIVERIES, xml, target)
 
 
 def write_report(engine: Engine, campaign_id: int, path: Path) -> Path:

@@ -5,16 +5,19 @@ a report sheet is a million rows of text, so this module writes that one sheet i
 :func:`replace_sheet` copies every part of a small workbook that openpyxl saved (the
 summary, its chart, styles, the empty placeholder sheet's relationships) into the final
 package, and streams the named sheet's part (found through ``xl/workbook.xml`` and its
-rels) from :func:`sheet_xml` instead: a header row, then one ``<row>`` per row of text
-cells, in chunks, with the compression in a thread of its own (zlib releases the GIL).
+rels) from :func:`sheet_xml` instead, compressed in a thread of its own (zlib releases
+the GIL). Rows come two ways: values a row at a time (:class:`Layout`,
+:func:`render_rows`: a ``%`` template when no value needs care), or many rows the
+database joined into one blob with marker characters (:meth:`Marked.expand`: a few
+``bytes.replace`` over the blob, no Python step per row).
 
 Cells: text as inline strings (``t="inlineStr"``, ``xml:space="preserve"`` when it
-starts or ends with white space), ``&``/``<``/``>`` escaped; the empty string as an empty
-inline cell, which readers see as no value (what openpyxl writes for ``""``); the
-columns named in ``numbers`` as numbers. Characters that XML 1.0 forbids (C0 controls
-other than tab, LF and CR; lone surrogates; U+FFFE, U+FFFF) are dropped: openpyxl would
-raise ``IllegalCharacterError`` and fail the whole report on one reply text. CR is
-written as ``&#13;`` so that it survives a reader's end-of-line normalisation.
+starts or ends with white space, and on every text cell of a blob), ``& < >`` escaped,
+CR as ``&#13;`` (so it survives a reader's end-of-line normalisation); the empty string
+as an empty inline cell, which readers see as no value (what openpyxl writes for
+``""``); numbers as numbers. Characters that XML 1.0 forbids (C0 controls other than
+tab, LF and CR; lone surrogates; U+FFFE, U+FFFF) are dropped: openpyxl would raise
+``IllegalCharacterError`` and fail the whole report on one reply text.
 """
 
 from __future__ import annotations
@@ -61,6 +64,13 @@ _WS = frozenset(" \t\n")
 #: a ``<t>`` whose text starts or ends with white space (CR is written ``&#13;``)
 _NEEDS_PRESERVE = re.compile(r"<t>(?=[ \t\n]|&#13;|[^<]*(?:[ \t\n]|&#13;)</t>)")
 _PRESERVE = '<t xml:space="preserve">'
+_OPEN_PRESERVE = b'<c t="inlineStr"><is><t xml:space="preserve">'
+_CLOSE = b"</t></is></c>"
+#: bytes a marked blob must not hold: C0 controls XML forbids, up to the markers
+#: (\x1b-\x1f, counted instead), and the marker of an empty cell
+_FORBIDDEN_BYTES = bytes([*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x1B)])
+_EMPTY_MARK = b"\x1a"
+_BYTE_ESCAPES = ((b"&", b"&amp;"), (b"<", b"&lt;"), (b">", b"&gt;"), (b"\r", b"&#13;"))
 
 _HEAD = (
     '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
@@ -141,18 +151,77 @@ def render_rows(layout: Layout, rows: Iterable[Sequence[str]], first: int) -> st
     return "".join(out).replace(_EMPTY_TEXT, _EMPTY)
 
 
-def sheet_xml(
-    header: Sequence[str], layout: Layout, chunks: Iterable[Sequence[Sequence[str]]]
-) -> Iterator[bytes]:
-    """The worksheet XML in UTF-8 pieces: the header row (text), then ``chunks`` of rows."""
-    text: Kind = "text"
-    head = Layout((text,) * len(header))
-    yield (_HEAD + render_rows(head, [header], 1)).encode()
+@dataclass(frozen=True)
+class Marked:
+    """Rows the database rendered as one UTF-8 blob: each text value between
+    ``text_start`` and ``text_end``, each number between ``number_start`` and
+    ``number_end``, rows joined by ``row_sep``; ``texts`` and ``numbers`` a row. The
+    markers are control characters XML forbids, so a value holding one is found by
+    counting them (and the blob left to the careful path)."""
+
+    texts: int
+    numbers: int
+    text_start: bytes
+    text_end: bytes
+    number_start: bytes
+    number_end: bytes
+    row_sep: bytes
+
+    def expand(self, blob: bytes, rows: int) -> bytes | None:
+        """The ``<row>`` elements (without ``r``: the rows follow each other) of ``blob``
+        holding ``rows`` rows, or None when a value holds a character XML forbids (or
+        the blob is not UTF-8). Every text cell has ``xml:space="preserve"``: no look at
+        each value's edges; ``& < >`` and CR are escaped over the whole blob."""
+        if not blob.isascii():
+            try:
+                blob.decode()
+            except UnicodeDecodeError:
+                return None
+            if b"\xef\xbf\xbe" in blob or b"\xef\xbf\xbf" in blob:  # U+FFFE, U+FFFF
+                return None
+        if len(blob.translate(None, _FORBIDDEN_BYTES)) != len(blob):
+            return None
+        for marker, per_row in (
+            (self.text_start, self.texts),
+            (self.text_end, self.texts),
+            (self.number_start, self.numbers),
+            (self.number_end, self.numbers),
+        ):
+            if blob.count(marker) != per_row * rows:
+                return None
+        if blob.count(self.row_sep) != rows - 1:
+            return None
+        for char, entity in _BYTE_ESCAPES:
+            if char in blob:
+                blob = blob.replace(char, entity)
+        blob = blob.replace(self.text_start + self.text_end, _EMPTY_MARK)
+        for marker, markup in (
+            (self.text_start, _OPEN_PRESERVE),
+            (self.text_end, _CLOSE),
+            (self.number_start, b"<c><v>"),
+            (self.number_end, b"</v></c>"),
+            (_EMPTY_MARK, _EMPTY.encode()),
+            (self.row_sep, b"</row><row>"),
+        ):
+            blob = blob.replace(marker, markup)
+        return b"<row>" + blob + b"</row>"
+
+
+def rendered(layout: Layout, chunks: Iterable[Sequence[Sequence[str]]]) -> Iterator[str]:
+    """The ``<row>`` elements of ``chunks`` of rows, numbered from 2 (after the header)."""
     r = 2
     for rows in chunks:
         if rows:
-            yield render_rows(layout, rows, r).encode()
+            yield render_rows(layout, rows, r)
             r += len(rows)
+
+
+def sheet_xml(header: Sequence[str], body: Iterable[str | bytes]) -> Iterator[bytes]:
+    """The worksheet XML in UTF-8 pieces: the header row (text), then ``body``'s rows."""
+    text: Kind = "text"
+    yield (_HEAD + render_rows(Layout((text,) * len(header)), [header], 1)).encode()
+    for xml in body:
+        yield xml if isinstance(xml, bytes) else xml.encode()
     yield _TAIL.encode()
 
 
@@ -230,8 +299,11 @@ def replace_sheet(package: IO[bytes], sheet: str, pieces: Iterable[bytes], targe
 __all__ = [
     "COMPRESSLEVEL",
     "ILLEGAL",
+    "Layout",
+    "Marked",
     "clean",
     "render_rows",
+    "rendered",
     "replace_sheet",
     "sheet_part",
     "sheet_xml",

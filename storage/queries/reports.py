@@ -334,6 +334,56 @@ XLSX_CELLS_SQLITE_RANGE = (
 )
 
 
+#: markers of :data:`XLSX_WINDOW_SQLITE`'s text: each text value between TEXT_START and
+#: TEXT_END, the number (attempts) between NUMBER_START and NUMBER_END, rows joined by
+#: ROW_SEP. Control characters XML forbids in text: a value holding one is found by
+#: counting them
+XLSX_TEXT_START = "\x1f"
+XLSX_TEXT_END = "\x1e"
+XLSX_NUMBER_START = "\x1d"
+XLSX_NUMBER_END = "\x1c"
+XLSX_ROW_SEP = "\x1b"
+_XLSX_LINE_CELLS = (
+    _sqlite_target_cell(),
+    _sqlite_cell("c.name"),
+    _sqlite_cell("d.sender"),
+    _sqlite_cell("d.state"),
+    "d.attempts",
+    _sqlite_cell("d.message_id"),
+    _sqlite_cell("d.error"),
+    _SQLITE_TIMES.replace("%s,", "%s" + XLSX_TEXT_END + XLSX_TEXT_START),
+    _sqlite_cell("d.reply_text"),
+    "CASE WHEN c.opted_out THEN 'yes' ELSE 'no' END",
+)
+_XLSX_LINE_WRAPS = tuple(
+    (XLSX_NUMBER_START, XLSX_NUMBER_END) if i == 4 else (XLSX_TEXT_START, XLSX_TEXT_END)
+    for i in range(len(_XLSX_LINE_CELLS))
+)
+#: one row's 15 values with their markers (printf, or ``||`` when a value holds a NUL,
+#: where printf's ``%s`` ends)
+_XLSX_LINE = (
+    f"CASE WHEN {_SQLITE_NUL}\nTHEN "
+    + "\n    || ".join(
+        f"'{start}' || ({cell}) || '{end}'"
+        for (start, end), cell in zip(_XLSX_LINE_WRAPS, _XLSX_LINE_CELLS, strict=True)
+    )
+    + "\nELSE printf('"
+    + "".join(f"{start}%s{end}" for start, end in _XLSX_LINE_WRAPS)
+    + "',\n    "
+    + ",\n    ".join(_XLSX_LINE_CELLS)
+    + ") END"
+)
+
+#: the rows of a window of ids of one campaign as one UTF-8 blob, joined by
+#: :data:`XLSX_ROW_SEP`, and their number (parameters: first id, last id, campaign id);
+#: walks the rowid range in id order like :data:`CSV_WINDOW_SQLITE`
+XLSX_WINDOW_SQLITE = (
+    f"SELECT CAST(group_concat(line, '{XLSX_ROW_SEP}') AS BLOB), count(*) FROM (\n"
+    f"SELECT {_XLSX_LINE} AS line{_FROM}\n"
+    "WHERE d.id BETWEEN ? AND ? AND +d.campaign_id = ?\nORDER BY d.id)"
+)
+
+
 def _pg_xlsx_cell(x: str, exempt: str | None = None) -> str:
     """``neutralise(coalesce(x, ''))``; ``exempt`` keeps the value."""
     keep = f" AND NOT ({exempt})" if exempt else ""
@@ -390,5 +440,11 @@ __all__ = [
     "XLSX_CELLS_POSTGRESQL",
     "XLSX_CELLS_SQLITE",
     "XLSX_CELLS_SQLITE_RANGE",
+    "XLSX_NUMBER_END",
+    "XLSX_NUMBER_START",
+    "XLSX_ROW_SEP",
+    "XLSX_TEXT_END",
+    "XLSX_TEXT_START",
+    "XLSX_WINDOW_SQLITE",
     "use_rowid_range",
 ]

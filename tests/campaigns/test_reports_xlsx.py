@@ -16,8 +16,9 @@ from openpyxl.utils.exceptions import IllegalCharacterError
 from sqlalchemy import Engine, update
 
 from campaigns import reports, service, xlsx_sheet
+from campaigns.materialise import materialise
 from storage.models import Delivery
-from tests.campaigns.campaign_fixtures import NOW, make_list, spec
+from tests.campaigns.campaign_fixtures import NOW, make_list, people, spec
 from tests.campaigns.test_reports_csv_fast import _campaign as tricky_campaign
 from tests.campaigns.test_reports_csv_fast import _other_rows
 
@@ -174,9 +175,39 @@ def test_xlsx_in_small_chunks(
     """Many chunks through the fetching thread and the writing thread: same cells."""
     cid = tricky_campaign(engine)
     monkeypatch.setattr(reports, "XLSX_CHUNK", 3)
+    monkeypatch.setattr(reports, "XLSX_WINDOW_IDS", 3)
     out = reports.write_report(engine, cid, tmp_path / "r.xlsx")
     _reference(engine, cid, tmp_path / "ref.xlsx", monkeypatch)
     _assert_same_cells(out, tmp_path / "ref.xlsx")
+
+
+def test_xlsx_plain_windows_among_careful_ones(
+    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Plain rows go through the blob of their window (SQLite: no row rendered in
+    Python), a window with a forbidden character through the rows; same cells either
+    way, in every reader, rows with and without ``r`` side by side."""
+    make_list(engine, "customers", people(30))
+    cid = service.create_campaign(engine, spec(), now=NOW).id
+    with engine.begin() as conn:
+        materialise(conn, cid, now=NOW, instances=["A"])
+    _add_xml_tricky(engine, cid)  # at the end: their own windows
+    monkeypatch.setattr(reports, "XLSX_WINDOW_IDS", 8)
+    rendered: list[int] = []
+    render = xlsx_sheet.render_rows
+
+    def counting(layout: xlsx_sheet.Layout, rows: Any, first: int) -> str:
+        rendered.append(len(rows))
+        return render(layout, rows, first)
+
+    monkeypatch.setattr(xlsx_sheet, "render_rows", counting)
+    out = reports.write_report(engine, cid, tmp_path / "r.xlsx")
+    if engine.dialect.name == "sqlite":
+        assert sum(rendered) - 1 < len(XML_TRICKY) + 8  # the header, the careful windows
+    monkeypatch.setattr(xlsx_sheet, "render_rows", render)
+    _reference(engine, cid, tmp_path / "ref.xlsx", monkeypatch)
+    _assert_same_cells(out, tmp_path / "ref.xlsx")
+    assert len(_rows_calamine(out)) == 1 + 30 + len(XML_TRICKY)
 
 
 def test_xlsx_sparse_campaign_sqlite(
@@ -210,6 +241,7 @@ def test_failed_xlsx_leaves_no_file(
 
     cid = tricky_campaign(engine)
     monkeypatch.setattr(reports, "XLSX_CHUNK", 2)
+    monkeypatch.setattr(reports, "XLSX_WINDOW_IDS", 2)
     calls = 0
     render = xlsx_sheet.render_rows
 
