@@ -1,18 +1,23 @@
-"""The SQLite CSV export: windows of ids rendered by SQLite, several at a time.
+"""The SQLite CSV export: windows of ids rendered by SQLite, in worker processes when
+that pays.
 
 A window is :data:`WINDOW_IDS` ids of the campaign's id range, rendered by one statement
 (``storage.queries.reports.CSV_WINDOW_SQLITE``) that returns all its lines as one blob:
-a fetching thread takes the GIL once per window instead of once per row, and sqlite3
-releases it while SQLite evaluates, so one thread evaluates while the caller's thread
-writes. With more than one worker (:data:`MAX_WORKERS`), on a database file in WAL mode,
-threads evaluate alternate windows on connections of their own, and the caller's thread
-writes the windows in order. Those connections read one
-snapshot: each begins its read transaction while another connection holds the write lock
-(``BEGIN IMMEDIATE``, for a few milliseconds), so no commit can fall between them.
-Elsewhere (a database in memory, an open transaction of the caller's, the write lock not
-had within :data:`LOCK_WAIT_SECONDS`) one thread evaluates the windows on the caller's
-connection, inside one read transaction. Each thread holds at most :data:`_AHEAD` windows
-ahead of the writer, so memory stays flat.
+Python handles one value per window instead of one per row.
+
+Several cores evaluate windows only in several *processes*: two threads on connections
+of their own took as long as one (5.1-5.2 s for 1M rows against 4.8-5.5 s, on 2 idle
+cores) for twice the CPU, a third of it in the kernel, because SQLite's allocator takes
+one process-wide mutex (memory statistics are on in this build) for each of the ~15
+allocations a row, and the threads queue on it. Two processes evaluating the statement
+scale fully. So on a database file in WAL mode, with no transaction of the caller's open,
+more than one usable core and at least :data:`PROCESS_MIN_ROWS` rows, worker processes
+(``campaigns.sqlite_csv_procs``) evaluate alternate windows on one snapshot while the
+caller's thread writes them in order. Elsewhere (or when the write lock that lines their
+snapshots up is not had within :data:`LOCK_WAIT_SECONDS`) a thread evaluates the windows
+on the caller's connection, inside one read transaction, holding at most :data:`_AHEAD`
+windows ahead of the writer (sqlite3 releases the GIL while SQLite evaluates, so the
+writing overlaps). Memory stays flat either way.
 """
 
 from __future__ import annotations
@@ -23,104 +28,49 @@ import queue
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
-from typing import IO
+from typing import IO, Any
 
-from storage.engine import SQLITE_BUSY_TIMEOUT_MS
+from campaigns import sqlite_csv_procs
 from storage.queries import reports as report_queries
 
 #: ids per window: at most this many lines (about 0.8 MB), at least a quarter of it on the
 #: dense id ranges this path is used for
 WINDOW_IDS = 4096
-#: threads (and connections) evaluating windows at most. 1: measured on 2 idle cores, two
-#: threads took 5.1-5.2 s for 1M rows against 4.8-5.5 s for one, with twice the CPU (9-10 s,
-#: a third of it in the kernel): SQLite's allocator takes one process-wide mutex (memory
-#: statistics are on in this build) for each of the ~15 allocations a row, and the threads
-#: queue on it. Two processes evaluating the same statement scale fully (1.8 s each, alone
-#: or side by side), so worker processes are the way to use more cores
-MAX_WORKERS = 1
+#: worker processes at most (the usable cores bound it too)
+MAX_PROCESSES = 4
+#: campaigns with fewer rows are exported in this process: starting two workers and
+#: lining up their snapshots took ~170 ms on a busy 2-core machine, the time this process
+#: renders ~25k rows in, so two workers break even near 50k rows; from 100k they gain
+PROCESS_MIN_ROWS = 100_000
 #: how long to wait for the write lock that lines the snapshots up before reading alone
 LOCK_WAIT_SECONDS = 2.0
-#: windows each thread may hold ahead of the writer
+#: windows the evaluating thread may hold ahead of the writer
 _AHEAD = 2
 _CRLF = b"\r\n"
 
 _Window = bytes | None | BaseException
 
 
-def worker_count() -> int:
-    """Threads for the parallel export: the cores this process may use, at most
-    :data:`MAX_WORKERS`."""
+def process_count() -> int:
+    """Worker processes for the export: the cores this process may use, at most
+    :data:`MAX_PROCESSES`; 1 means none (the export stays in this process)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not on Linux
         cores = os.cpu_count() or 1
-    return max(1, min(MAX_WORKERS, cores))
+    return max(1, min(MAX_PROCESSES, cores))
 
 
-def _database_file(dbapi: sqlite3.Connection) -> str | None:
-    """The file of the main database, None in memory (or a temporary database)."""
+def _wal_file(dbapi: sqlite3.Connection) -> str | None:
+    """The main database's file when it is in WAL mode and the caller has no transaction
+    open (worker processes could not see its uncommitted writes), else None."""
+    if dbapi.in_transaction:
+        return None
     for _seq, name, file in dbapi.execute("PRAGMA database_list").fetchall():
-        if name == "main":
-            return str(file) or None
-    return None  # pragma: no cover - SQLite always lists main
-
-
-def _open(path: str, timeout: float) -> sqlite3.Connection:
-    return sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
-
-
-def _snapshot(path: str, n: int) -> list[sqlite3.Connection] | None:
-    """``n`` connections in read transactions on one snapshot, or None when the write
-    lock that keeps commits out while they begin was not had in time."""
-    lock = _open(path, LOCK_WAIT_SECONDS)
-    readers: list[sqlite3.Connection] = []
-    try:
-        try:
-            lock.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError:  # a writer kept the lock (or the file is read-only)
-            return None
-        try:
-            for _ in range(n):
-                reader = _open(path, SQLITE_BUSY_TIMEOUT_MS / 1000)
-                readers.append(reader)
-                reader.execute("PRAGMA query_only = ON")
-                reader.execute("BEGIN")
-                # the first read of a WAL transaction fixes its snapshot
-                reader.execute("SELECT 1 FROM deliveries LIMIT 1").fetchall()
-        finally:
-            lock.execute("ROLLBACK")
-    except BaseException:
-        for reader in readers:
-            reader.close()
-        raise
-    finally:
-        lock.close()
-    return readers
-
-
-@contextlib.contextmanager
-def _connections(dbapi: sqlite3.Connection, workers: int) -> Iterator[list[sqlite3.Connection]]:
-    """Connections reading one snapshot: ``workers`` of their own when the database is a
-    WAL file and the caller has no transaction open, else the caller's own."""
-    path = _database_file(dbapi)
-    if workers > 1 and path and not dbapi.in_transaction:
-        (mode,) = dbapi.execute("PRAGMA journal_mode").fetchone()
-        readers = _snapshot(path, workers) if str(mode).lower() == "wal" else None
-        if readers is not None:
-            try:
-                yield readers
-            finally:
-                for reader in readers:
-                    reader.close()
-            return
-    began = not dbapi.in_transaction
-    if began:
-        dbapi.execute("BEGIN")
-    try:
-        yield [dbapi]
-    finally:
-        if began:
-            dbapi.execute("ROLLBACK")
+        if name == "main" and file:
+            (mode,) = dbapi.execute("PRAGMA journal_mode").fetchall()[0]
+            return str(file) if str(mode).lower() == "wal" else None
+    return None
 
 
 def _put(chunks: queue.Queue[_Window], item: _Window, stop: threading.Event) -> bool:
@@ -156,28 +106,24 @@ def _evaluate(
 
 
 def _run(
-    conns: list[sqlite3.Connection],
+    conn: sqlite3.Connection,
     campaign_id: int,
     windows: list[tuple[int, int]],
     write: Callable[[bytes], object],
 ) -> None:
-    n = len(conns)
+    """One thread evaluates the windows while the caller's thread writes them."""
     stop = threading.Event()
-    queues: list[queue.Queue[_Window]] = [queue.Queue(_AHEAD) for _ in conns]
-    threads = [
-        threading.Thread(
-            target=_evaluate,
-            args=(conn, campaign_id, windows[i::n], queues[i], stop),
-            name=f"csv-window-{i}",
-            daemon=True,
-        )
-        for i, conn in enumerate(conns)
-    ]
-    for thread in threads:
-        thread.start()
+    chunks: queue.Queue[_Window] = queue.Queue(_AHEAD)
+    thread = threading.Thread(
+        target=_evaluate,
+        args=(conn, campaign_id, windows, chunks, stop),
+        name="csv-windows",
+        daemon=True,
+    )
+    thread.start()
     try:
-        for k in range(len(windows)):
-            blob = queues[k % n].get()
+        for _ in windows:
+            blob = chunks.get()
             if isinstance(blob, BaseException):
                 raise blob
             if blob is not None:  # None: no row of the campaign in this window
@@ -185,31 +131,75 @@ def _run(
                 write(_CRLF)
     finally:
         stop.set()
-        for thread in threads:
-            while thread.is_alive():  # unblock a put, let the thread see the stop
-                for chunks in queues:
-                    with contextlib.suppress(queue.Empty):
-                        chunks.get_nowait()
-                thread.join(timeout=0.05)
+        while thread.is_alive():  # unblock a put, let the thread see the stop
+            with contextlib.suppress(queue.Empty):
+                chunks.get_nowait()
+            thread.join(timeout=0.05)
 
 
-def write_windows(
-    dbapi: sqlite3.Connection, campaign_id: int, fh: IO[bytes], *, workers: int | None = None
-) -> bool:
-    """Write the campaign's CSV lines (each with its CRLF) to ``fh`` window by window.
-    Returns False, writing nothing, when the campaign's rows are too sparse in their id
-    range for windows (:func:`storage.queries.reports.use_rowid_range`)."""
-    with _connections(dbapi, workers or worker_count()) as conns:
-        first, last, rows = (
-            conns[0].execute(report_queries.CAMPAIGN_SPAN_SQLITE, (campaign_id,)).fetchone()
-        )
+@contextlib.contextmanager
+def _read_transaction(dbapi: sqlite3.Connection) -> Iterator[None]:
+    """A read transaction on the caller's connection, or the caller's own if open."""
+    began = not dbapi.in_transaction
+    if began:
+        dbapi.execute("BEGIN")
+    try:
+        yield
+    finally:
+        if began:
+            dbapi.execute("ROLLBACK")
+
+
+def _span(dbapi: sqlite3.Connection, campaign_id: int) -> tuple[Any, Any, int]:
+    """First id, last id (None for no row) and number of rows of the campaign."""
+    span: tuple[Any, Any, int] = dbapi.execute(
+        report_queries.CAMPAIGN_SPAN_SQLITE, (campaign_id,)
+    ).fetchone()
+    return span
+
+
+def _windows(first: int, last: int) -> list[tuple[int, int]]:
+    return [(lo, min(lo + WINDOW_IDS - 1, last)) for lo in range(first, last + 1, WINDOW_IDS)]
+
+
+def write_windows(dbapi: sqlite3.Connection, campaign_id: int, fh: IO[bytes]) -> bool:
+    """Write the campaign's CSV lines (each with its CRLF) to ``fh`` window by window, in
+    worker processes where they pay (see the module docstring). Returns False, writing
+    nothing, when the campaign's rows are too sparse in their id range for windows
+    (:func:`storage.queries.reports.use_rowid_range`)."""
+    count = process_count()
+    path = _wal_file(dbapi) if count > 1 else None
+    with _read_transaction(dbapi):
+        first, last, rows = _span(dbapi, campaign_id)
         if not report_queries.use_rowid_range(first, last, rows):
             return bool(rows == 0)  # nothing to write for an empty campaign
-        windows = [
-            (lo, min(lo + WINDOW_IDS - 1, last)) for lo in range(first, last + 1, WINDOW_IDS)
-        ]
-        _run(conns[: len(windows)], campaign_id, windows, fh.write)
+        if path is None or rows < PROCESS_MIN_ROWS:
+            _run(dbapi, campaign_id, _windows(first, last), fh.write)
+            return True
+    # the workers' snapshot is later than this one: they take in rows committed since
+    done = sqlite_csv_procs.export(
+        path,
+        campaign_id,
+        (first, last),
+        count,
+        fh.write,
+        window=WINDOW_IDS,
+        lock_wait=LOCK_WAIT_SECONDS,
+    )
+    if not done:  # the write lock was not had in time: read alone
+        with _read_transaction(dbapi):
+            first, last, rows = _span(dbapi, campaign_id)
+            if not report_queries.use_rowid_range(first, last, rows):
+                return bool(rows == 0)
+            _run(dbapi, campaign_id, _windows(first, last), fh.write)
     return True
 
 
-__all__ = ["LOCK_WAIT_SECONDS", "MAX_WORKERS", "WINDOW_IDS", "worker_count", "write_windows"]
+__all__ = [
+    "LOCK_WAIT_SECONDS",
+    "MAX_PROCESSES",
+    "PROCESS_MIN_ROWS",
+    "WINDOW_IDS",
+    "process_count",
+    "write_windows",
+]

@@ -1,13 +1,17 @@
 """The SQLite CSV export by windows (``campaigns.sqlite_csv``): same bytes as the per-row
-Python path whatever the number of threads and the window size, one snapshot across the
-connections, fallbacks, and the SQL's cells against Python's for arbitrary text."""
+Python path in this process and in any number of worker processes, whatever the window
+size; one snapshot across the workers; fallbacks; failed workers raise and are reaped;
+and the SQL's cells against Python's for arbitrary text."""
 
 from __future__ import annotations
 
 import csv
 import io
+import signal
 import sqlite3
+import subprocess
 import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -17,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, update
 
-from campaigns import reports, sqlite_csv
+from campaigns import reports, sqlite_csv, sqlite_csv_procs
 from storage.models import Delivery
 from storage.queries import reports as report_queries
 from tests.campaigns.campaign_fixtures import NOW
@@ -32,30 +36,73 @@ def _db_file(engine: Engine) -> str:
     return database
 
 
-@pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.fixture
+def spawned(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """The worker processes the test's exports start; none may outlive its export."""
+    procs: list[subprocess.Popen[bytes]] = []
+    init = sqlite_csv_procs._Worker.__init__
+
+    def recording(self: Any, name: str) -> None:
+        init(self, name)
+        procs.append(self.proc)
+
+    monkeypatch.setattr(sqlite_csv_procs._Worker, "__init__", recording)
+    yield procs
+    assert all(p.returncode is not None for p in procs), "a worker was not reaped"
+
+
+def _processes(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
+    """Exports of test-sized campaigns in ``n`` worker processes (1: in this process)."""
+    monkeypatch.setattr(sqlite_csv, "process_count", lambda: n)
+    monkeypatch.setattr(sqlite_csv, "PROCESS_MIN_ROWS", 1)
+
+
+@pytest.mark.parametrize("processes", [1, 2, 3])
 @pytest.mark.parametrize("window", [1, 3, 4096])
 def test_windows_byte_identical(
     sqlite_engine: Engine,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    workers: int,
+    spawned: list[subprocess.Popen[bytes]],
+    processes: int,
     window: int,
 ) -> None:
-    """Any number of threads, windows of any size (down to one id): the bytes of the
-    per-row path."""
+    """In this process or any number of workers, windows of any size (down to one id):
+    the bytes of the per-row path."""
     cid = _campaign(sqlite_engine)
     monkeypatch.setattr(sqlite_csv, "WINDOW_IDS", window)
-    monkeypatch.setattr(sqlite_csv, "worker_count", lambda: workers)
+    _processes(monkeypatch, processes)
     before = threading.active_count()
     out = reports.write_report(sqlite_engine, cid, tmp_path / "r.csv")
     assert threading.active_count() == before
+    assert len(spawned) == (processes if processes > 1 else 0)
     _assert_same(out.read_bytes(), _per_row(sqlite_engine, cid))
 
 
-def test_windows_skip_other_campaigns_rows(
-    sqlite_engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_windows_below_the_process_threshold(
+    sqlite_engine: Engine,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    spawned: list[subprocess.Popen[bytes]],
 ) -> None:
-    """Rows of two campaigns alternate: each window holds both, only one is written."""
+    """A campaign smaller than PROCESS_MIN_ROWS is exported in this process."""
+    cid = _campaign(sqlite_engine)
+    monkeypatch.setattr(sqlite_csv, "process_count", lambda: 2)
+    out = reports.write_report(sqlite_engine, cid, tmp_path / "r.csv")
+    assert spawned == []
+    _assert_same(out.read_bytes(), _per_row(sqlite_engine, cid))
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_windows_skip_other_campaigns_rows(
+    sqlite_engine: Engine,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    spawned: list[subprocess.Popen[bytes]],
+    processes: int,
+) -> None:
+    """Rows of two campaigns alternate: each window holds both, only one is written;
+    windows with none of the campaign's rows are skipped."""
     from campaigns import service
     from tests.campaigns.campaign_fixtures import make_list, people, spec
 
@@ -66,8 +113,8 @@ def test_windows_skip_other_campaigns_rows(
         for i in range(40):
             _other_rows(conn, cid, 1, f"+1415000{i:04d}")
             _other_rows(conn, other, 2, f"o{i}-")
-    monkeypatch.setattr(sqlite_csv, "WINDOW_IDS", 7)
-    monkeypatch.setattr(sqlite_csv, "worker_count", lambda: 2)
+    monkeypatch.setattr(sqlite_csv, "WINDOW_IDS", 1)
+    _processes(monkeypatch, processes)
     got = reports.write_report(sqlite_engine, cid, tmp_path / "r.csv").read_bytes()
     assert got.count(b"\r\n") == 41 and b"o1-" not in got
     _assert_same(got, _per_row(sqlite_engine, cid))
@@ -75,15 +122,17 @@ def test_windows_skip_other_campaigns_rows(
 
 class _CommitAfterFirstWindow(io.BytesIO):
     """A file that, on its first write after the header, commits changes to the campaign
-    from another connection: rows of later windows, and a new row."""
+    from another connection: rows of later windows, and a new row. ``running``: the
+    workers at that moment, each of which must still be running."""
 
-    def __init__(self, engine: Engine, cid: int) -> None:
+    def __init__(self, engine: Engine, cid: int, running: list[subprocess.Popen[bytes]]):
         super().__init__()
-        self.engine, self.cid, self.writes = engine, cid, 0
+        self.engine, self.cid, self.writes, self.running = engine, cid, 0, running
 
     def write(self, data: Any) -> int:
         self.writes += 1
         if self.writes == 2:
+            assert all(p.poll() is None for p in self.running)
             with self.engine.begin() as conn:
                 conn.execute(
                     update(deliveries)
@@ -94,54 +143,93 @@ class _CommitAfterFirstWindow(io.BytesIO):
         return super().write(data)
 
 
-@pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.parametrize("processes", [1, 2, 3])
 def test_windows_read_one_snapshot(
-    sqlite_engine: Engine, monkeypatch: pytest.MonkeyPatch, workers: int
+    sqlite_engine: Engine,
+    monkeypatch: pytest.MonkeyPatch,
+    spawned: list[subprocess.Popen[bytes]],
+    processes: int,
 ) -> None:
-    """A commit while the export runs changes nothing in it, whichever connection reads
-    the later windows: every connection reads the snapshot of the export's start."""
+    """A commit while the export runs changes nothing in it, whichever worker reads the
+    later windows: every worker reads the snapshot of the export's start. (Each worker's
+    output is far more than its pipe holds, so all are still at work at the commit.)"""
     cid = _campaign(sqlite_engine)
+    with sqlite_engine.begin() as conn:
+        _other_rows(conn, cid, 600, "+1415666")
     expected = _per_row(sqlite_engine, cid)
-    monkeypatch.setattr(sqlite_csv, "WINDOW_IDS", 2)
-    monkeypatch.setattr(sqlite_csv, "worker_count", lambda: workers)
-    fh = _CommitAfterFirstWindow(sqlite_engine, cid)
+    monkeypatch.setattr(sqlite_csv, "WINDOW_IDS", 1)
+    monkeypatch.setattr(sqlite_csv_procs, "PIPE_BYTES", 4096)
+    _processes(monkeypatch, processes)
+    fh = _CommitAfterFirstWindow(sqlite_engine, cid, spawned)
     with sqlite_engine.connect() as conn:
         reports._write_csv(conn, cid, fh)
     assert fh.writes > 4
+    assert len(spawned) == (processes if processes > 1 else 0)
     _assert_same(fh.getvalue(), expected)
     assert b"changed" in _per_row(sqlite_engine, cid)  # the commit did happen
 
 
-def test_snapshot_waits_for_the_write_lock_then_reads_alone(
-    sqlite_engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_rows_committed_before_the_snapshot_are_written(
+    sqlite_engine: Engine,
+    monkeypatch: pytest.MonkeyPatch,
+    spawned: list[subprocess.Popen[bytes]],
 ) -> None:
-    """A writer holding the lock longer than LOCK_WAIT_SECONDS: no parallel snapshot, the
-    export reads on its own connection instead (same bytes, the writer unharmed)."""
+    """A row committed after the campaign's span was read but before the workers' snapshot
+    lies past that span: the workers find it and write it."""
+    cid = _campaign(sqlite_engine)
+    monkeypatch.setattr(sqlite_csv, "WINDOW_IDS", 2)
+    _processes(monkeypatch, 2)
+    export = sqlite_csv_procs.export
+
+    def commit_first(*args: Any, **kwargs: Any) -> bool:
+        with sqlite_engine.begin() as conn:
+            _other_rows(conn, cid, 3, "+1415777")
+        return export(*args, **kwargs)
+
+    monkeypatch.setattr(sqlite_csv_procs, "export", commit_first)
+    fh = io.BytesIO()
+    with sqlite_engine.connect() as conn:
+        reports._write_csv(conn, cid, fh)
+    assert len(spawned) == 2 and fh.getvalue().count(b"+1415777") == 3
+    _assert_same(fh.getvalue(), _per_row(sqlite_engine, cid))
+
+
+def test_windows_wait_for_the_write_lock_then_read_alone(
+    sqlite_engine: Engine,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    spawned: list[subprocess.Popen[bytes]],
+) -> None:
+    """A writer holding the lock longer than LOCK_WAIT_SECONDS: the workers are stopped
+    and the export reads on its own connection instead (same bytes, the writer
+    unharmed)."""
     cid = _campaign(sqlite_engine)
     expected = _per_row(sqlite_engine, cid)
     monkeypatch.setattr(sqlite_csv, "LOCK_WAIT_SECONDS", 0.05)
     monkeypatch.setattr(sqlite_csv, "WINDOW_IDS", 3)
-    monkeypatch.setattr(sqlite_csv, "worker_count", lambda: 2)
+    _processes(monkeypatch, 2)
     writer = sqlite3.connect(_db_file(sqlite_engine), isolation_level=None)
     try:
         writer.execute("BEGIN IMMEDIATE")
         writer.execute("UPDATE deliveries SET attempts = 7 WHERE campaign_id = ?", (cid,))
-        assert sqlite_csv._snapshot(_db_file(sqlite_engine), 2) is None
         out = reports.write_report(sqlite_engine, cid, tmp_path / "r.csv")
         _assert_same(out.read_bytes(), expected)
         writer.execute("COMMIT")
     finally:
         writer.close()
+    assert len(spawned) == 2
     assert b",7," in _per_row(sqlite_engine, cid)
 
 
 def test_windows_in_the_callers_transaction(
-    sqlite_engine: Engine, monkeypatch: pytest.MonkeyPatch
+    sqlite_engine: Engine,
+    monkeypatch: pytest.MonkeyPatch,
+    spawned: list[subprocess.Popen[bytes]],
 ) -> None:
     """Inside a transaction with uncommitted writes, the export reads the caller's own
     connection, so it sees them (as the per-row path on that connection does)."""
     cid = _campaign(sqlite_engine)
-    monkeypatch.setattr(sqlite_csv, "worker_count", lambda: 3)
+    _processes(monkeypatch, 3)
     with sqlite_engine.connect() as conn:
         conn.execute(
             update(deliveries)
@@ -156,18 +244,40 @@ def test_windows_in_the_callers_transaction(
         reports._write_csv_per_row(conn, cid, text)
         text.detach()
         conn.rollback()
+    assert spawned == []
     assert b"not yet committed" in fh.getvalue()
     _assert_same(fh.getvalue(), expected.getvalue())
 
 
+def test_processes_only_on_a_wal_file(tmp_path: Path) -> None:
+    """A database in memory, or a file not in WAL mode: no worker processes."""
+    memory = sqlite3.connect(":memory:")
+    plain = sqlite3.connect(tmp_path / "plain.db")
+    wal = sqlite3.connect(tmp_path / "wal.db", isolation_level=None)
+    try:
+        wal.execute("PRAGMA journal_mode=WAL")
+        assert sqlite_csv._wal_file(memory) is None
+        assert sqlite_csv._wal_file(plain) is None
+        assert sqlite_csv._wal_file(wal) == str(tmp_path / "wal.db")
+        wal.execute("BEGIN")
+        assert sqlite_csv._wal_file(wal) is None
+    finally:
+        for conn in (memory, plain, wal):
+            conn.close()
+
+
 def test_windows_connections_closed(
-    sqlite_engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    sqlite_engine: Engine,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    spawned: list[subprocess.Popen[bytes]],
 ) -> None:
     """After the export no reader is left behind: a TRUNCATE checkpoint completes."""
     cid = _campaign(sqlite_engine)
     monkeypatch.setattr(sqlite_csv, "WINDOW_IDS", 5)
-    monkeypatch.setattr(sqlite_csv, "worker_count", lambda: 3)
+    _processes(monkeypatch, 3)
     reports.write_report(sqlite_engine, cid, tmp_path / "r.csv")
+    assert len(spawned) == 3
     conn = sqlite3.connect(_db_file(sqlite_engine), isolation_level=None)
     try:
         busy, _log, _done = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
@@ -176,15 +286,18 @@ def test_windows_connections_closed(
         conn.close()
 
 
-@pytest.mark.parametrize("workers", [1, 3])
+@pytest.mark.parametrize("processes", [1, 3])
 def test_windows_write_error(
-    sqlite_engine: Engine, monkeypatch: pytest.MonkeyPatch, workers: int
+    sqlite_engine: Engine,
+    monkeypatch: pytest.MonkeyPatch,
+    spawned: list[subprocess.Popen[bytes]],
+    processes: int,
 ) -> None:
-    """A failed write raises at once and every thread ends."""
+    """A failed write raises at once; the thread or every worker ends."""
     cid = _campaign(sqlite_engine)
     monkeypatch.setattr(sqlite_csv, "WINDOW_IDS", 2)
     monkeypatch.setattr(sqlite_csv, "_AHEAD", 1)
-    monkeypatch.setattr(sqlite_csv, "worker_count", lambda: workers)
+    _processes(monkeypatch, processes)
 
     class Full(io.BytesIO):
         def write(self, data: Any) -> int:
@@ -200,41 +313,69 @@ def test_windows_write_error(
         assert conn.exec_driver_sql("SELECT 1").scalar_one() == 1
 
 
+@pytest.mark.parametrize("processes", [1, 2])
 def test_windows_query_error_reaches_the_writer(
-    sqlite_engine: Engine, monkeypatch: pytest.MonkeyPatch
+    sqlite_engine: Engine,
+    monkeypatch: pytest.MonkeyPatch,
+    spawned: list[subprocess.Popen[bytes]],
+    processes: int,
 ) -> None:
-    """An error in a window's statement is raised in the writer's thread."""
+    """An error in a window's statement is raised in the writer's thread; from a worker,
+    as a WorkerError naming the worker and the database with SQLite's message."""
     cid = _campaign(sqlite_engine)
     monkeypatch.setattr(sqlite_csv, "WINDOW_IDS", 2)
-    monkeypatch.setattr(sqlite_csv, "worker_count", lambda: 2)
+    _processes(monkeypatch, processes)
     monkeypatch.setattr(report_queries, "CSV_WINDOW_SQLITE", "SELECT no_such_function(?, ?, ?)")
     before = threading.active_count()
     with (
         sqlite_engine.connect() as conn,
-        pytest.raises(sqlite3.OperationalError, match="no_such_function"),
+        pytest.raises(sqlite3.OperationalError, match="no such function: no_such_function") as e,
     ):
         reports._write_csv(conn, cid, io.BytesIO())
     assert threading.active_count() == before
+    if processes > 1:
+        assert isinstance(e.value, sqlite_csv_procs.WorkerError)
+        assert f"CSV worker 1 of 2 on {_db_file(sqlite_engine)} failed" in str(e.value)
 
 
-def test_window_plan_streams_in_id_order(sqlite_engine: Engine) -> None:
-    """The window's rows come from a co-routine walking the rowid range: in id order,
-    with no sort (which the order of group_concat relies on) and no campaign index."""
+def test_killed_worker_raises_and_none_is_left(
+    sqlite_engine: Engine,
+    monkeypatch: pytest.MonkeyPatch,
+    spawned: list[subprocess.Popen[bytes]],
+) -> None:
+    """A worker killed mid-export: the export raises (never a short file), and the other
+    worker, busy on a window that never ends, is killed and reaped too."""
+    cid = _campaign(sqlite_engine)
     with sqlite_engine.connect() as conn:
-        dbapi: Any = conn.connection.driver_connection
-        plan = [
-            str(row[3])
-            for row in dbapi.execute(
-                "EXPLAIN QUERY PLAN " + report_queries.CSV_WINDOW_SQLITE, (1, 2, 3)
-            )
-        ]
-    assert any(p.startswith("CO-ROUTINE") for p in plan), plan
-    assert "SEARCH d USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)" in plan, plan
-    assert not any("TEMP B-TREE" in p for p in plan), plan
+        first = conn.exec_driver_sql(
+            "SELECT min(id) FROM deliveries WHERE campaign_id = ?", (cid,)
+        ).scalar_one()
+    # window 1 is b"A"; every other window counts for ever (stopped only by a kill)
+    monkeypatch.setattr(
+        report_queries,
+        "CSV_WINDOW_SQLITE",
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c"
+        f" WHERE ?1 <> {first}) SELECT x'41' FROM (SELECT max(x) FROM c) WHERE ?2 AND ?3",
+    )
+    monkeypatch.setattr(sqlite_csv, "WINDOW_IDS", 1)
+    _processes(monkeypatch, 2)
+
+    class KillSecond(io.BytesIO):
+        def write(self, data: Any) -> int:
+            if data == b"A":  # window 1, from worker 1: worker 2 is stuck in window 2
+                spawned[1].send_signal(signal.SIGKILL)
+            return super().write(data)
+
+    with (
+        sqlite_engine.connect() as conn,
+        pytest.raises(sqlite_csv_procs.WorkerError, match=r"worker 2 of 2 .* killed by SIGKILL"),
+    ):
+        reports._write_csv(conn, cid, KillSecond())
+    assert len(spawned) == 2
 
 
-def test_worker_count() -> None:
-    assert 1 <= sqlite_csv.worker_count() <= sqlite_csv.MAX_WORKERS
+def test_process_count() -> None:
+    assert 1 <= sqlite_csv.process_count() <= sqlite_csv.MAX_PROCESSES
 
 
 # ---------------------------------------------------------------- cells against Python's
