@@ -19,9 +19,7 @@ import io
 import itertools
 import json
 import os
-import queue
 import re
-import threading
 from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
@@ -33,6 +31,7 @@ from sqlalchemy import Connection, Engine, Table, func, select
 from sqlalchemy import text as sql_text
 
 from campaigns import sqlite_csv, xlsx_sheet
+from campaigns.report_fetch import campaign_span, prefetched, read_transaction
 from storage import states
 from storage.models import Campaign, Contact, Delivery
 from storage.queries import reports as report_queries
@@ -265,69 +264,13 @@ def _write_csv_per_row(conn: Connection, campaign_id: int, fh: IO[str]) -> None:
 
 #: lines per chunk of the CSV fast path (about 330 kB of text)
 CSV_CHUNK = 2000
-#: chunks the fetching thread may hold ahead of the writer (memory stays flat)
-_CSV_AHEAD = 4
 _BOM = "\ufeff"
-
-
-_Chunks = queue.Queue[list[Any] | BaseException | None]
-
-
-def _fetch_chunks(
-    fetch: Callable[[], list[Any]],
-    close: Callable[[], None],
-    chunks: _Chunks,
-    stop: threading.Event,
-) -> None:
-    """Producer: ``fetch()`` chunks into ``chunks`` until done (``None``) or failed (the
-    error); closes the cursor in this thread, the one that used it."""
-    try:
-        try:
-            while not stop.is_set() and (rows := fetch()):
-                chunks.put(rows)
-        finally:
-            close()
-    except BaseException as exc:  # handed to the writer, which raises it
-        chunks.put(exc)
-        return
-    chunks.put(None)
-
-
-@contextlib.contextmanager
-def _prefetched(
-    fetch: Callable[[], list[Any]], close: Callable[[], None], name: str
-) -> Iterator[Iterator[list[Any]]]:
-    """The chunks ``fetch()`` returns, fetched by a thread while the caller works on the
-    previous ones: sqlite3 and psycopg release the GIL while the database steps or the
-    socket waits, so the database and the writer run side by side. At most
-    :data:`_CSV_AHEAD` chunks wait (memory stays flat); leaving stops the thread."""
-    chunks: _Chunks = queue.Queue(_CSV_AHEAD)
-    stop = threading.Event()
-    fetcher = threading.Thread(
-        target=_fetch_chunks, args=(fetch, close, chunks, stop), name=name, daemon=True
-    )
-    fetcher.start()
-
-    def chunked() -> Iterator[list[Any]]:
-        while (rows := chunks.get()) is not None:
-            if isinstance(rows, BaseException):
-                raise rows
-            yield rows
-
-    try:
-        yield chunked()
-    finally:
-        stop.set()
-        while fetcher.is_alive():  # unblock a put, let the fetcher see the stop
-            with contextlib.suppress(queue.Empty):
-                chunks.get(timeout=0.05)
-        fetcher.join()
 
 
 def _write_lines(fetch: Callable[[], list[Any]], close: Callable[[], None], fh: IO[bytes]) -> None:
     """Write the one-column rows that ``fetch()`` returns, chunk by chunk, as CRLF lines
-    (fetched ahead by a thread: :func:`_prefetched`)."""
-    with _prefetched(fetch, close, "csv-fetch") as chunks:
+    (fetched ahead by a thread: :func:`campaigns.report_fetch.prefetched`)."""
+    with prefetched(fetch, close, "csv-fetch") as chunks:
         for rows in chunks:
             fh.write(("\r\n".join([r[0] for r in rows]) + "\r\n").encode("utf-8"))
 
@@ -533,25 +476,19 @@ def _xlsx_rows(conn: Connection, campaign_id: int) -> Iterator[Iterable[str | by
     if conn.dialect.name == "postgresql":
         sql = report_queries.XLSX_CELLS_POSTGRESQL
         fetch, close = _pg_rows(dbapi, sql, campaign_id, XLSX_CHUNK)
-        with _prefetched(fetch, close, "xlsx-fetch") as chunks:
+        with prefetched(fetch, close, "xlsx-fetch") as chunks:
             yield xlsx_sheet.rendered(_XLSX_LAYOUT, chunks)
         return
-    first, last, n = dbapi.execute(report_queries.CAMPAIGN_SPAN_SQLITE, (campaign_id,)).fetchone()
+    first, last, n = campaign_span(dbapi, campaign_id)
     if report_queries.use_rowid_range(first, last, n):
-        began = not dbapi.in_transaction  # one snapshot for all the windows
-        if began:
-            dbapi.execute("BEGIN")
-        try:
+        with read_transaction(dbapi):  # one snapshot for all the windows
             fetch, close = _sqlite_windows(dbapi, campaign_id, first, last)
-            with _prefetched(fetch, close, "xlsx-fetch") as windows:
+            with prefetched(fetch, close, "xlsx-fetch") as windows:
                 yield _xlsx_window_rows(windows)
-        finally:
-            if began:
-                dbapi.execute("ROLLBACK")
         return
     cur = dbapi.cursor()  # sparse rows: the campaign index, sorted
     cur.execute(report_queries.XLSX_CELLS_SQLITE, (campaign_id,))
-    with _prefetched(lambda: cur.fetchmany(XLSX_CHUNK), cur.close, "xlsx-fetch") as chunks:
+    with prefetched(lambda: cur.fetchmany(XLSX_CHUNK), cur.close, "xlsx-fetch") as chunks:
         yield xlsx_sheet.rendered(_XLSX_LAYOUT, chunks)
 
 

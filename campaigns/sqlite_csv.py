@@ -22,15 +22,14 @@ writing overlaps). Memory stays flat either way.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import queue
 import sqlite3
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import IO, Any
 
 from campaigns import sqlite_csv_procs
+from campaigns.report_fetch import campaign_span, prefetched, read_transaction
+from campaigns.sqlite_csv_worker import windows as worker_windows
 from storage.queries import reports as report_queries
 
 #: ids per window: at most this many lines (about 0.8 MB), at least a quarter of it on the
@@ -47,8 +46,6 @@ LOCK_WAIT_SECONDS = 2.0
 #: windows the evaluating thread may hold ahead of the writer
 _AHEAD = 2
 _CRLF = b"\r\n"
-
-_Window = bytes | None | BaseException
 
 
 def process_count() -> int:
@@ -73,93 +70,33 @@ def _wal_file(dbapi: sqlite3.Connection) -> str | None:
     return None
 
 
-def _put(chunks: queue.Queue[_Window], item: _Window, stop: threading.Event) -> bool:
-    while not stop.is_set():
-        with contextlib.suppress(queue.Full):
-            chunks.put(item, timeout=0.05)
-            return True
-    return False
-
-
-def _evaluate(
-    conn: sqlite3.Connection,
-    campaign_id: int,
-    bounds: list[tuple[int, int]],
-    chunks: queue.Queue[_Window],
-    stop: threading.Event,
-) -> None:
-    """Producer: the blob of each window of ``bounds`` into ``chunks``, in order, or the
-    error that stopped it."""
-    try:
-        cur = conn.cursor()
-        try:
-            for first, last in bounds:
-                (blob,) = cur.execute(
-                    report_queries.CSV_WINDOW_SQLITE, (first, last, campaign_id)
-                ).fetchone()
-                if not _put(chunks, blob, stop):
-                    return
-        finally:
-            cur.close()
-    except BaseException as exc:  # handed to the writer, which raises it
-        _put(chunks, exc, stop)
-
-
 def _run(
-    conn: sqlite3.Connection,
+    dbapi: sqlite3.Connection,
     campaign_id: int,
     windows: list[tuple[int, int]],
     write: Callable[[bytes], object],
 ) -> None:
-    """One thread evaluates the windows while the caller's thread writes them."""
-    stop = threading.Event()
-    chunks: queue.Queue[_Window] = queue.Queue(_AHEAD)
-    thread = threading.Thread(
-        target=_evaluate,
-        args=(conn, campaign_id, windows, chunks, stop),
-        name="csv-windows",
-        daemon=True,
-    )
-    thread.start()
-    try:
-        for _ in windows:
-            blob = chunks.get()
-            if isinstance(blob, BaseException):
-                raise blob
+    """A thread evaluates the windows (at most :data:`_AHEAD` ahead) while the caller's
+    thread writes them."""
+    todo = iter(windows)
+    cur = dbapi.cursor()
+
+    def fetch() -> list[Any]:
+        window = next(todo, None)
+        if window is None:
+            return []
+        (blob,) = cur.execute(report_queries.CSV_WINDOW_SQLITE, (*window, campaign_id)).fetchone()
+        return [blob]  # a chunk of one window
+
+    with prefetched(fetch, cur.close, "csv-windows", _AHEAD) as chunks:
+        for (blob,) in chunks:  # a window's lines
             if blob is not None:  # None: no row of the campaign in this window
                 write(blob)
                 write(_CRLF)
-    finally:
-        stop.set()
-        while thread.is_alive():  # unblock a put, let the thread see the stop
-            with contextlib.suppress(queue.Empty):
-                chunks.get_nowait()
-            thread.join(timeout=0.05)
-
-
-@contextlib.contextmanager
-def _read_transaction(dbapi: sqlite3.Connection) -> Iterator[None]:
-    """A read transaction on the caller's connection, or the caller's own if open."""
-    began = not dbapi.in_transaction
-    if began:
-        dbapi.execute("BEGIN")
-    try:
-        yield
-    finally:
-        if began:
-            dbapi.execute("ROLLBACK")
-
-
-def _span(dbapi: sqlite3.Connection, campaign_id: int) -> tuple[Any, Any, int]:
-    """First id, last id (None for no row) and number of rows of the campaign."""
-    span: tuple[Any, Any, int] = dbapi.execute(
-        report_queries.CAMPAIGN_SPAN_SQLITE, (campaign_id,)
-    ).fetchone()
-    return span
 
 
 def _windows(first: int, last: int) -> list[tuple[int, int]]:
-    return [(lo, min(lo + WINDOW_IDS - 1, last)) for lo in range(first, last + 1, WINDOW_IDS)]
+    return worker_windows(first, last, WINDOW_IDS, 0, 1)
 
 
 def write_windows(dbapi: sqlite3.Connection, campaign_id: int, fh: IO[bytes]) -> bool:
@@ -169,8 +106,8 @@ def write_windows(dbapi: sqlite3.Connection, campaign_id: int, fh: IO[bytes]) ->
     (:func:`storage.queries.reports.use_rowid_range`)."""
     count = process_count()
     path = _wal_file(dbapi) if count > 1 else None
-    with _read_transaction(dbapi):
-        first, last, rows = _span(dbapi, campaign_id)
+    with read_transaction(dbapi):
+        first, last, rows = campaign_span(dbapi, campaign_id)
         if not report_queries.use_rowid_range(first, last, rows):
             return bool(rows == 0)  # nothing to write for an empty campaign
         if path is None or rows < PROCESS_MIN_ROWS:
@@ -187,8 +124,8 @@ def write_windows(dbapi: sqlite3.Connection, campaign_id: int, fh: IO[bytes]) ->
         lock_wait=LOCK_WAIT_SECONDS,
     )
     if not done:  # the write lock was not had in time: read alone
-        with _read_transaction(dbapi):
-            first, last, rows = _span(dbapi, campaign_id)
+        with read_transaction(dbapi):
+            first, last, rows = campaign_span(dbapi, campaign_id)
             if not report_queries.use_rowid_range(first, last, rows):
                 return bool(rows == 0)
             _run(dbapi, campaign_id, _windows(first, last), fh.write)
