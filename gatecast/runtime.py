@@ -9,6 +9,7 @@ from gatecast.settings import Settings
 from gateway.client import GatewayClient
 from gateway.errors import RequestValidationError
 from storage.engine import current_revision, make_engine, normalise_url, upgrade
+from storage.types import utcnow
 
 HEAD_REVISION = "0001"
 
@@ -76,6 +77,7 @@ def make_gateway_client(settings: Settings) -> GatewayClient:
             prefix=settings.gateway_prefix,
             send_method=settings.send_method,
             timeout=settings.http_timeout_seconds,
+            clock=utcnow,
         )
     except RequestValidationError as exc:
         name = variables.get(exc.field, exc.field)

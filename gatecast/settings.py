@@ -7,6 +7,7 @@ only where the value goes on the wire.
 
 from __future__ import annotations
 
+from datetime import datetime
 from functools import lru_cache
 from typing import Literal
 
@@ -60,6 +61,9 @@ class Settings(BaseSettings):
     port: int = 8080
     reports_dir: str = "reports"
     log_level: str = "INFO"
+    clock_start: datetime | None = Field(
+        None, description="Rehearsals and tests: the process clock starts here (ISO, with offset)"
+    )
 
 
 @lru_cache(maxsize=1)

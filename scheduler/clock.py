@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, tzinfo
 from typing import Protocol
 
-from storage.types import utcnow
+from storage.types import clock_offset, set_clock_offset, utcnow
 
 
 class Clock(Protocol):
@@ -78,3 +78,32 @@ class FakeClock:
 def monotonic() -> float:
     """Monotonic seconds (for measuring, never for deciding)."""
     return time.monotonic()
+
+
+def install_process_clock(start: datetime) -> None:
+    """Set this process's clock to ``start`` (it then runs at real speed).
+
+    For rehearsals and journey tests (``GATECAST_CLOCK_START``): every part of gatecast
+    reads :func:`storage.types.utcnow`, and APScheduler's own reading of the time is
+    shifted by the same amount, so a start, a window or a cron occurrence can be reached
+    in seconds instead of waited for.
+    """
+    if start.tzinfo is None:
+        raise ValueError("the clock start needs a UTC offset, e.g. 2026-11-28T08:59:50+01:00")
+    set_clock_offset(start - datetime.now(start.tzinfo))
+    _shift_apscheduler()
+
+
+class _ShiftedDatetime(datetime):
+    """``datetime`` whose ``now`` is the process clock (for APScheduler's module)."""
+
+    @classmethod
+    def now(cls, tz: tzinfo | None = None) -> datetime:  # type: ignore[override]
+        shifted = datetime.now(tz) + clock_offset()
+        return shifted
+
+
+def _shift_apscheduler() -> None:
+    import apscheduler.schedulers.base as base
+
+    base.datetime = _ShiftedDatetime

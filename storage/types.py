@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import JSON, BigInteger, DateTime, Integer
@@ -48,6 +48,21 @@ class UTCDateTime(TypeDecorator[datetime]):
         return stored.astimezone(UTC)
 
 
+#: how far this process's clock is set ahead of (or behind) the system clock
+_clock_offset = timedelta(0)
+
+
+def set_clock_offset(offset: timedelta) -> None:
+    """Shift this process's clock (``GATECAST_CLOCK_START``: rehearsals and journey tests)."""
+    global _clock_offset
+    _clock_offset = offset
+
+
+def clock_offset() -> timedelta:
+    """How far this process's clock is shifted from the system clock (normally zero)."""
+    return _clock_offset
+
+
 def utcnow() -> datetime:
-    """The current time, UTC-aware (the default clock; tests inject their own)."""
-    return datetime.now(UTC)
+    """The current time, UTC-aware: the process clock (tests inject their own clocks)."""
+    return datetime.now(UTC) + _clock_offset

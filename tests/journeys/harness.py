@@ -1,0 +1,260 @@
+"""The journey harness: gatecast driven only through its public faces.
+
+A journey runs the ``gatecast`` command as a subprocess (as a user types it), talks to
+``gatecast serve`` over real HTTP (as an integrator does), and points both at a sandbox
+gateway started with ``gatecast sandbox`` (its own process, as the README says). Each
+:class:`Workspace` is a fresh folder with its own SQLite file, secrets and settings, the
+way a user's working directory is. Time can be injected with ``clock_start``
+(``GATECAST_CLOCK_START``), so a start, window or cron occurrence is reached, not waited for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = ROOT / "samples"
+GATECAST = Path(sys.executable).with_name("gatecast")
+SANDBOX_TOKEN = "sandbox-token"  # the sandbox's documented built-in token
+API_KEY = "journey-api-key-0123456789abcdef"
+
+
+class JourneyError(AssertionError):
+    """A face did not answer as a user would expect (the output is in the message)."""
+
+
+def _base_env() -> dict[str, str]:
+    """The user's environment without any GATECAST_ setting of the developer's own."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GATECAST_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    env["COLUMNS"] = "200"  # rich tables unwrapped, as on a wide terminal
+    env["NO_COLOR"] = "1"
+    env["TERM"] = "dumb"
+    return env
+
+
+@dataclass
+class Process:
+    """A long-running gatecast process (``sandbox``, ``serve``) with its output kept."""
+
+    popen: subprocess.Popen[str]
+    log_path: Path
+    url: str = ""
+
+    def output(self) -> str:
+        """Everything the process printed so far."""
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
+        """Ask it to stop (SIGTERM, as a service manager does) and wait."""
+        if self.popen.poll() is None:
+            self.popen.send_signal(sig)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(10)
+        return int(self.popen.returncode)
+
+    def kill(self) -> None:
+        """SIGKILL: a crash."""
+        if self.popen.poll() is None:
+            self.popen.kill()
+            self.popen.wait(10)
+
+
+def _spawn(args: Sequence[str], env: dict[str, str], cwd: Path, log_path: Path) -> Process:
+    log = log_path.open("w", encoding="utf-8")
+    popen = subprocess.Popen(  # a user's command, in its own process
+        [str(GATECAST), *args],
+        cwd=cwd,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    log.close()
+    return Process(popen, log_path)
+
+
+def start_sandbox(workdir: Path, *args: str, timeout: float = 30.0) -> Process:
+    """``gatecast sandbox --port 0 --auto-link ARGS`` until it says where it listens."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    ready = workdir / f"sandbox-ready-{time.monotonic_ns()}"
+    argv = ["sandbox", "--port", "0", "--ready-file", str(ready), *args]
+    if "--no-auto-link" not in args:
+        argv.append("--auto-link")
+    proc = _spawn(argv, _base_env(), workdir, workdir / f"{ready.name}.log")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ready.exists() and ready.read_text().strip():
+            proc.url = ready.read_text().strip()
+            return proc
+        if proc.popen.poll() is not None:
+            break
+        time.sleep(0.05)
+    proc.kill()
+    raise JourneyError(f"the sandbox did not start:\n{proc.output()}")
+
+
+@dataclass
+class Result:
+    """What a CLI command did: its exit code and everything it printed."""
+
+    args: tuple[str, ...]
+    code: int
+    output: str
+
+    def json(self) -> Any:
+        """The output parsed as JSON (commands run with ``--json``)."""
+        return json.loads(self.output)
+
+
+@dataclass
+class Workspace:
+    """A user's working directory: an SQLite file, settings in the environment."""
+
+    path: Path
+    gateway_url: str = ""
+    settings: dict[str, str] = field(default_factory=dict)
+    clock_start: datetime | None = None
+    processes: list[Process] = field(default_factory=list)
+
+    @property
+    def database_url(self) -> str:
+        """The workspace's database (``GATECAST_DATABASE_URL``)."""
+        return self.settings.get("GATECAST_DATABASE_URL", f"sqlite:///{self.path / 'gatecast.db'}")
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """The environment a user would have exported (README's walk-through)."""
+        env = _base_env()
+        env["GATECAST_DATABASE_URL"] = self.database_url
+        env["GATECAST_API_KEY"] = API_KEY
+        if self.gateway_url:
+            env["GATECAST_GATEWAY_URL"] = self.gateway_url
+            env["GATECAST_ACCESS_TOKEN"] = SANDBOX_TOKEN
+        if self.clock_start is not None:
+            env["GATECAST_CLOCK_START"] = self.clock_start.isoformat()
+        env.update(self.settings)
+        env.update(extra)
+        return env
+
+    def run(self, *args: str, ok: bool = True, timeout: float = 120.0, **env: str) -> Result:
+        """Run ``gatecast ARGS`` to its end; ``ok`` requires exit code 0."""
+        try:
+            done = subprocess.run(  # a user's command
+                [str(GATECAST), *args],
+                cwd=self.path,
+                env=self.env(**env),
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
+            )
+        except subprocess.TimeoutExpired as exc:
+            out = f"{exc.stdout!s}{exc.stderr!s}"
+            raise JourneyError(
+                f"gatecast {' '.join(args)} did not end in {timeout} s:\n{out}"
+            ) from None
+        result = Result(tuple(args), done.returncode, done.stdout + done.stderr)
+        if ok and done.returncode != 0:
+            raise JourneyError(
+                f"gatecast {' '.join(args)} exited {done.returncode}:\n{result.output}"
+            )
+        if "Traceback (most recent call last)" in result.output:
+            raise JourneyError(f"gatecast {' '.join(args)} printed a traceback:\n{result.output}")
+        return result
+
+    def spawn(self, *args: str, **env: str) -> Process:
+        """Start ``gatecast ARGS`` in the background (stopped when the journey ends)."""
+        log_path = self.path / f"{args[0]}-{len(self.processes)}.log"
+        proc = _spawn(args, self.env(**env), self.path, log_path)
+        self.processes.append(proc)
+        return proc
+
+    def serve(self, *args: str, timeout: float = 60.0, **env: str) -> Server:
+        """``gatecast serve --port 0`` until it says where it serves; an API client on it."""
+        proc = self.spawn("serve", "--port", "0", *args, **env)
+        deadline = time.monotonic() + timeout
+        marker = "gatecast serving on "
+        while time.monotonic() < deadline:
+            text = proc.output()
+            if marker in text:
+                proc.url = text.split(marker, 1)[1].split()[0]
+                return Server(proc, proc.url)
+            if proc.popen.poll() is not None:
+                break
+            time.sleep(0.05)
+        proc.kill()
+        raise JourneyError(f"gatecast serve did not start:\n{proc.output()}")
+
+    def close(self) -> None:
+        """Stop every process this workspace started."""
+        for proc in self.processes:
+            proc.stop(timeout=15)
+
+
+@dataclass
+class Server:
+    """A running ``gatecast serve``: its process and an authenticated API client."""
+
+    process: Process
+    url: str
+
+    def api(self, key: str | None = API_KEY) -> httpx.Client:
+        """An HTTP client for ``/api/v1`` with the API key (None: anonymous)."""
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30.0)
+
+    def stop(self) -> int:
+        """SIGTERM, as a service manager stops it."""
+        return self.process.stop()
+
+
+def table_value(output: str, label: str) -> str:
+    """The value beside ``label`` in a table the CLI printed (``│ label │ value │``)."""
+    import re
+
+    found = re.search(rf"{re.escape(label)}\s*[│|]\s*([^│|\n]+?)\s*[│|]", output)
+    if not found:
+        raise JourneyError(f"no {label!r} in the output:\n{output}")
+    return found.group(1)
+
+
+def wait_for(
+    check: Any, *, timeout: float = 60.0, every: float = 0.2, what: str = "the condition"
+) -> Any:
+    """Poll ``check()`` until it returns something truthy; that value is returned."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(every)
+    raise JourneyError(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
+
+
+@contextlib.contextmanager
+def workspace(path: Path, gateway_url: str = "", **settings: str) -> Iterator[Workspace]:
+    """A :class:`Workspace` whose processes are stopped at the end."""
+    ws = Workspace(path, gateway_url, dict(settings))
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        yield ws
+    finally:
+        ws.close()
