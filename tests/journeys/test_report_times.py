@@ -71,7 +71,17 @@ def _run_unpaced_campaign(ws: Workspace) -> int:
     return campaign_id
 
 
-def test_report_times_are_per_send_ordered_and_typed(ws: Workspace) -> None:
+@pytest.mark.parametrize(
+    "database", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+)
+def test_report_times_are_per_send_ordered_and_typed(
+    ws: Workspace, database: str, request: pytest.FixtureRequest
+) -> None:
+    """On SQLite (the webhook applied on the event loop, the reports' SQLite fast paths)
+    and on PostgreSQL (applied in a worker thread, the reports rendered by the server)."""
+    if database == "postgresql":
+        ws.settings["GATECAST_DATABASE_URL"] = str(request.getfixturevalue("pg_url"))
+        ws.run("db", "upgrade")  # as the CLI asks on a new PostgreSQL database
     campaign_id = _run_unpaced_campaign(ws)
 
     # CSV: one sent_at per send, and every status at or after the one before it
