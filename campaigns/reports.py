@@ -6,9 +6,11 @@ its chart come from openpyxl's write-only mode; the "Deliveries" sheet is stream
 XML by ``campaigns.xlsx_sheet``, which drops characters XML forbids from its cells (so
 one bad reply text cannot fail the export). Phone numbers stay text, and cells that a
 spreadsheet would read as a formula (starting with ``=``, ``+``, ``-``, ``@``, tab or
-CR) are prefixed with ``'``, except E.164 phone numbers in the target column. A report
-is written to a temporary file and moved into place, so a failure leaves no
-half-written file.
+CR) are prefixed with ``'``, except E.164 phone numbers in the target column. Times are
+ISO 8601 UTC text with a ``Z`` in CSV and JSON; in XLSX they are Excel dates in UTC (a
+date-time number format; the header says "(UTC)") and the summary's rates are
+percentages (``0.0%``). A report is written to a temporary file and moved into place, so
+a failure leaves no half-written file.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import re
 from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -68,6 +70,11 @@ COLUMNS = (
     "opted_out",
 )
 _TIMES = ("queued_at", "sent_at", "delivered_at", "read_at", "failed_at", "replied_at")
+#: the XLSX "Deliveries" header: the times are Excel dates in UTC (a date cell has no zone)
+XLSX_COLUMNS = tuple(f"{c} (UTC)" if c in _TIMES else c for c in COLUMNS)
+#: number formats of the XLSX cells: times, rates
+XLSX_DATE_FORMAT = "yyyy-mm-dd hh:mm:ss.000"
+XLSX_RATE_FORMAT = "0.0%"
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _E164 = re.compile(r"^\+[1-9][0-9]{5,14}$")
 
@@ -93,7 +100,8 @@ class ReportSummary:
     opted_out: int
     delivery_rate: float | None  # delivered / sent
     read_rate: float | None  # read / sent
-    median_seconds_to_delivery: float | None
+    median_seconds_to_delivery: float | None  # of delivered_at - sent_at
+    median_seconds_to_read: float | None  # of read_at - sent_at
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -146,14 +154,17 @@ def _median_seconds(micros: array[int]) -> float:
     return (float(middle[k - 1]) / 1e6 + float(middle[k]) / 1e6) / 2
 
 
-def _delivery_micros(conn: Connection, campaign_id: int) -> array[int]:
-    """Microseconds from sent to delivered of the campaign's delivered rows, computed by
-    the database (``storage.queries.reports.DELIVERY_MICROS_*``): no datetime per row."""
-    sql = (
-        report_queries.DELIVERY_MICROS_POSTGRESQL
-        if conn.dialect.name == "postgresql"
-        else report_queries.DELIVERY_MICROS_SQLITE
-    )
+def _micros(conn: Connection, campaign_id: int, *, to: str) -> array[int]:
+    """Microseconds from sent to ``to`` ("delivered" or "read") of the campaign's rows that
+    got there, computed by the database (``storage.queries.reports.*_MICROS_*``): no
+    datetime per row."""
+    pg = conn.dialect.name == "postgresql"
+    sql = {
+        ("delivered", True): report_queries.DELIVERY_MICROS_POSTGRESQL,
+        ("delivered", False): report_queries.DELIVERY_MICROS_SQLITE,
+        ("read", True): report_queries.READ_MICROS_POSTGRESQL,
+        ("read", False): report_queries.READ_MICROS_SQLITE,
+    }[(to, pg)]
     micros = array("q")
     stream = conn.execution_options(yield_per=YIELD_PER).execute(
         sql_text(sql), {"campaign_id": campaign_id}
@@ -179,7 +190,8 @@ def _summary(conn: Connection, campaign_id: int) -> ReportSummary:
         .select_from(_d.join(_c, _c.c.id == _d.c.contact_id))
         .where(_d.c.campaign_id == campaign_id, _c.c.opted_out.is_(True))
     ).scalar_one()
-    durations = _delivery_micros(conn, campaign_id)
+    to_delivery = _micros(conn, campaign_id, to="delivered")
+    to_read = _micros(conn, campaign_id, to="read")
     sent, delivered, read, replied = (int(x) for x in agg)
     return ReportSummary(
         campaign_id=int(camp.id),
@@ -195,18 +207,27 @@ def _summary(conn: Connection, campaign_id: int) -> ReportSummary:
         opted_out=int(opted),
         delivery_rate=_rate(delivered, sent),
         read_rate=_rate(read, sent),
-        median_seconds_to_delivery=round(_median_seconds(durations), 3) if durations else None,
+        median_seconds_to_delivery=_median_or_none(to_delivery),
+        median_seconds_to_read=_median_or_none(to_read),
     )
 
 
+def _median_or_none(micros: array[int]) -> float | None:
+    return round(_median_seconds(micros), 3) if micros else None
+
+
 def report_summary(engine: Engine, campaign_id: int) -> ReportSummary:
-    """The summary of campaign ``campaign_id`` (counts, rates, median time to delivery)."""
+    """The summary of campaign ``campaign_id`` (counts, rates, median times to delivery
+    and to read)."""
     with engine.connect() as conn:
         return _summary(conn, campaign_id)
 
 
-def iter_report_rows(conn: Connection, campaign_id: int) -> Iterator[dict[str, Any]]:
-    """Every recipient of the campaign as a dict of :data:`COLUMNS`, streamed in id order."""
+def iter_report_rows(
+    conn: Connection, campaign_id: int, *, times: Callable[[datetime | None], Any] = iso
+) -> Iterator[dict[str, Any]]:
+    """Every recipient of the campaign as a dict of :data:`COLUMNS`, streamed in id order;
+    each time as ``times`` renders it (ISO 8601 text by default)."""
     stmt = (
         select(
             _d.c.target,
@@ -235,7 +256,7 @@ def iter_report_rows(conn: Connection, campaign_id: int) -> Iterator[dict[str, A
             "error": r.error or "",
         }
         for t in _TIMES:
-            row[t] = iso(getattr(r, t))
+            row[t] = times(getattr(r, t))
         row["reply"] = r.reply_text or ""
         row["opted_out"] = bool(r.opted_out)
         yield row
@@ -341,14 +362,32 @@ def _write_json(conn: Connection, campaign_id: int, summary: ReportSummary, fh: 
     fh.write("\n]}\n")
 
 
+def _excel_time(value: datetime | None) -> datetime | str:
+    """A time as an XLSX cell value: naive UTC (Excel dates have no zone), "" for none."""
+    return "" if value is None else value.astimezone(UTC).replace(tzinfo=None)
+
+
 def _summary_workbook(summary: ReportSummary) -> Any:
     """A write-only openpyxl workbook: the "Summary" sheet with its funnel chart, then an
-    empty "Deliveries" sheet (returned as the workbook's second sheet)."""
+    empty "Deliveries" sheet (returned as the workbook's second sheet). Its first cell
+    style is the date format (``storage.queries.reports.XLSX_DATE_STYLE``, which the
+    database's date cells name); rates are percentages."""
     from openpyxl import Workbook
+    from openpyxl.cell import WriteOnlyCell
     from openpyxl.chart import BarChart, Reference
 
     wb = Workbook(write_only=True)
     ws = wb.create_sheet("Summary")
+    date = WriteOnlyCell(ws)
+    date.number_format = XLSX_DATE_FORMAT
+    if date.style_id != report_queries.XLSX_DATE_STYLE:  # pragma: no cover - openpyxl changed
+        raise RuntimeError(f"the XLSX date style is {date.style_id}, not the one the SQL names")
+
+    def rate(value: float | None) -> Any:
+        cell = WriteOnlyCell(ws, value)
+        cell.number_format = XLSX_RATE_FORMAT
+        return cell
+
     ws.append(["Campaign", neutralise(summary.name)])
     ws.append(["Campaign id", summary.campaign_id])
     ws.append(["State", summary.state])
@@ -364,11 +403,13 @@ def _summary_workbook(summary: ReportSummary) -> Any:
     ):
         ws.append([label, value])
     ws.append([])
-    ws.append(["Delivery rate (of sent)", summary.delivery_rate])
-    ws.append(["Read rate (of sent)", summary.read_rate])
+    ws.append(["Delivery rate (of sent)", rate(summary.delivery_rate)])
+    ws.append(["Read rate (of sent)", rate(summary.read_rate)])
     ws.append(["Median seconds to delivery", summary.median_seconds_to_delivery])
+    ws.append(["Median seconds to read", summary.median_seconds_to_read])
     ws.append(["Replied", summary.replied])
     ws.append(["Opted out", summary.opted_out])
+    ws.append(["Times in", "UTC"])
     ws.append([])
     ws.append(["State", "Recipients"])
     for state, n in summary.counts.items():
@@ -393,11 +434,19 @@ def _write_xlsx_openpyxl(
 ) -> None:
     """The XLSX with every row appended through openpyxl (about 5k rows/s): the reference
     :func:`_write_xlsx` is tested against, cell by cell."""
+    from openpyxl.cell import WriteOnlyCell
+
     wb = _summary_workbook(summary)
     rows = wb[_DELIVERIES]
-    rows.append(list(COLUMNS))
-    for row in iter_report_rows(conn, campaign_id):
-        rows.append(_cells(row))
+    rows.append(list(XLSX_COLUMNS))
+
+    def date(value: datetime) -> Any:
+        cell = WriteOnlyCell(rows, value)
+        cell.number_format = XLSX_DATE_FORMAT
+        return cell
+
+    for row in iter_report_rows(conn, campaign_id, times=_excel_time):
+        rows.append([date(v) if isinstance(v, datetime) else v for v in _cells(row)])
     wb.save(target)
 
 
@@ -408,10 +457,14 @@ _XLSX_LAYOUT = xlsx_sheet.Layout(
 )
 
 
-#: the markers of ``XLSX_WINDOW_SQLITE``'s rows: 14 text values and a number each
+#: the markers of ``XLSX_WINDOW_SQLITE``'s rows: 8 text values, a number and 6 dates each
 _XLSX_MARKED = xlsx_sheet.Marked(
-    texts=14,
+    texts=8,
     numbers=1,
+    dates=6,
+    date_start=report_queries.XLSX_DATE_START.encode(),
+    date_end=report_queries.XLSX_DATE_END.encode(),
+    date_style=report_queries.XLSX_DATE_STYLE,
     text_start=report_queries.XLSX_TEXT_START.encode(),
     text_end=report_queries.XLSX_TEXT_END.encode(),
     number_start=report_queries.XLSX_NUMBER_START.encode(),
@@ -502,7 +555,7 @@ def _write_xlsx(conn: Connection, campaign_id: int, summary: ReportSummary, targ
     package = io.BytesIO()
     _summary_workbook(summary).save(package)
     with _xlsx_rows(conn, campaign_id) as body:
-        xml = xlsx_sheet.sheet_xml(COLUMNS, body)
+        xml = xlsx_sheet.sheet_xml(XLSX_COLUMNS, body)
         xlsx_sheet.replace_sheet(package, _DELIVERIES, xml, target)
 
 
@@ -543,6 +596,7 @@ def write_report(engine: Engine, campaign_id: int, path: Path) -> Path:
 __all__ = [
     "COLUMNS",
     "FORMATS",
+    "XLSX_COLUMNS",
     "ReportError",
     "ReportSummary",
     "iso",

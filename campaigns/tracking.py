@@ -8,7 +8,9 @@ webhook receiver's inbox, which applies them in larger batches with ``apply_pend
   with that message id, forward only (queued < sending/unknown < sent < delivered <
   read; failed only from sending, sent or unknown; played counts as read). Events for a
   message id no delivery carries yet stay unapplied; the dispatcher calls
-  :func:`apply_pending` right after it records message ids.
+  :func:`apply_pending` right after it records message ids. Each status's time is the
+  event's (:func:`event_time`), never before the state before it
+  (:func:`storage.queries.events.status_time`).
 * incoming messages are stored once per message id; the newest delivery to that phone
   sent before the reply (allowing for the gateway's clock, see
   :func:`storage.queries.events.record_reply`) gets the reply; a message that is only
@@ -89,6 +91,23 @@ def _aware(at: datetime | None, now: datetime) -> datetime:
     if at is None:
         return now
     return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
+def event_time(at: datetime | None, received: datetime) -> datetime:
+    """When a status event happened, as far as gatecast can tell: the gateway's own time
+    ``at``, or ``received`` (our clock) when it gave none. A gateway stamps whole seconds:
+    such a stamp says "during that second", so when the event was received within that
+    second, the receipt time (finer, and never before the event) is taken instead.
+
+    The delivery's times then follow :func:`storage.queries.events.status_time` (never
+    before the state before them, whatever the order events arrive in).
+    """
+    if at is None:
+        return received
+    stamp = _aware(at, received)
+    if stamp.microsecond == 0 and stamp <= received < stamp + timedelta(seconds=1):
+        return received
+    return stamp
 
 
 def _e164(digits: str | None) -> str | None:
@@ -182,7 +201,7 @@ def status_event_rows(
                 "instance_id": ev.instance_id,
                 "status": state,
                 "error_code": (ev.error_code or None) and str(ev.error_code)[:32],
-                "occurred_at": _aware(ev.at, now),
+                "occurred_at": event_time(ev.at, now),
                 "received_at": now,
                 "applied": False,
             }
@@ -311,6 +330,7 @@ __all__ = [
     "apply_all_pending",
     "apply_pending",
     "apply_recent_pending",
+    "event_time",
     "fold_keyword",
     "is_opt_out",
     "record_events",

@@ -15,7 +15,8 @@ Cells: text as inline strings (``t="inlineStr"``, ``xml:space="preserve"`` when 
 starts or ends with white space, and on every text cell of a blob), ``& < >`` escaped,
 CR as ``&#13;`` (so it survives a reader's end-of-line normalisation); the empty string
 as an empty inline cell, which readers see as no value (what openpyxl writes for
-``""``); numbers as numbers. Characters that XML 1.0 forbids (C0 controls other than
+``""``); numbers as numbers; dates as numbers (Excel serials) with a date-format style
+index. Characters that XML 1.0 forbids (C0 controls other than
 tab, LF and CR; lone surrogates; U+FFFE, U+FFFF) are dropped: openpyxl would raise
 ``IllegalCharacterError`` and fail the whole report on one reply text.
 """
@@ -66,9 +67,9 @@ _NEEDS_PRESERVE = re.compile(r"<t>(?=[ \t\n]|&#13;|[^<]*(?:[ \t\n]|&#13;)</t>)")
 _PRESERVE = '<t xml:space="preserve">'
 _OPEN_PRESERVE = b'<c t="inlineStr"><is><t xml:space="preserve">'
 _CLOSE = b"</t></is></c>"
-#: bytes a marked blob must not hold: C0 controls XML forbids, up to the markers
-#: (\x1b-\x1f, counted instead), and the marker of an empty cell
-_FORBIDDEN_BYTES = bytes([*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x1B)])
+#: bytes a marked blob must not hold: C0 controls XML forbids, except the markers
+#: (\x18, \x19, \x1b-\x1f, counted instead), and the marker of an empty cell
+_FORBIDDEN_BYTES = bytes([*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x18), 0x1A])
 _EMPTY_MARK = b"\x1a"
 _BYTE_ESCAPES = ((b"&", b"&amp;"), (b"<", b"&lt;"), (b">", b"&gt;"), (b"\r", b"&#13;"))
 
@@ -155,9 +156,11 @@ def render_rows(layout: Layout, rows: Iterable[Sequence[str]], first: int) -> st
 class Marked:
     """Rows the database rendered as one UTF-8 blob: each text value between
     ``text_start`` and ``text_end``, each number between ``number_start`` and
-    ``number_end``, rows joined by ``row_sep``; ``texts`` and ``numbers`` a row. The
-    markers are control characters XML forbids, so a value holding one is found by
-    counting them (and the blob left to the careful path)."""
+    ``number_end``, each date (an Excel serial number, or nothing for no date) between
+    ``date_start`` and ``date_end``, rows joined by ``row_sep``; ``texts``, ``numbers``
+    and ``dates`` a row. Dates get the cell style ``date_style`` (the workbook's date
+    format). The markers are control characters XML forbids, so a value holding one is
+    found by counting them (and the blob left to the careful path)."""
 
     texts: int
     numbers: int
@@ -166,6 +169,10 @@ class Marked:
     number_start: bytes
     number_end: bytes
     row_sep: bytes
+    dates: int = 0
+    date_start: bytes = b"\x19"
+    date_end: bytes = b"\x18"
+    date_style: int = 0
 
     def expand(self, blob: bytes, rows: int) -> bytes | None:
         """The ``<row>`` elements (without ``r``: the rows follow each other) of ``blob``
@@ -186,6 +193,8 @@ class Marked:
             (self.text_end, self.texts),
             (self.number_start, self.numbers),
             (self.number_end, self.numbers),
+            (self.date_start, self.dates),
+            (self.date_end, self.dates),
         ):
             if blob.count(marker) != per_row * rows:
                 return None
@@ -195,11 +204,14 @@ class Marked:
             if char in blob:
                 blob = blob.replace(char, entity)
         blob = blob.replace(self.text_start + self.text_end, _EMPTY_MARK)
+        blob = blob.replace(self.date_start + self.date_end, _EMPTY_MARK)
         for marker, markup in (
             (self.text_start, _OPEN_PRESERVE),
             (self.text_end, _CLOSE),
             (self.number_start, b"<c><v>"),
             (self.number_end, b"</v></c>"),
+            (self.date_start, b'<c s="%d"><v>' % self.date_style),
+            (self.date_end, b"</v></c>"),
             (_EMPTY_MARK, _EMPTY.encode()),
             (self.row_sep, b"</row><row>"),
         ):

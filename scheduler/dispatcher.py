@@ -11,7 +11,8 @@ One :meth:`Dispatcher.tick` does, for every running campaign inside its sending 
    thread: DESIGN.md measured one shared AsyncClient as slow); unpaced batches are
    pipelined: the next batch is claimed and the previous one recorded while one sends
    (so at most two batches are in flight);
-4. record every outcome in bulk in one transaction, then apply webhook events that
+4. record every outcome in bulk in one transaction (a sent row's ``sent_at`` is the moment
+   the gateway's answer to its own send came back), then apply webhook events that
    arrived before their send was recorded (``campaigns.tracking.apply_pending``);
 5. pause a sender on instance problems or a burst of failures, pause a campaign whose
    failure rate passes its threshold, complete a campaign with nothing left to send.
@@ -98,6 +99,8 @@ class _Job:
     message: Message | None
     error: str | None = None
     outcome: SendOutcome | None = None
+    #: when the gateway's answer to this row's send came back (its ``sent_at`` if accepted)
+    answered_at: datetime | None = None
 
 
 class Dispatcher:
@@ -351,6 +354,7 @@ class Dispatcher:
             return rows
 
     def _send_one(self, job: _Job) -> SendOutcome:
+        """Send one row; ``job.answered_at`` becomes the moment its answer came back."""
         assert job.message is not None and job.row.sender is not None
         try:
             return self._client().send(job.row.sender, job.row.target, job.message)
@@ -359,6 +363,8 @@ class Dispatcher:
         except Exception as exc:  # unexpected: the request may have gone out
             log.exception("send to row %s raised", job.row.id)
             return SendOutcome(OutcomeKind.AMBIGUOUS, reason=f"send raised {type(exc).__name__}")
+        finally:
+            job.answered_at = self.clock.now()
 
     def _submit(self, jobs: list[_Job]) -> list[tuple[_Job, Future[SendOutcome] | None]]:
         """Skip opted-out contacts and start the sends (on the pool when it pays off)."""
@@ -403,7 +409,7 @@ class Dispatcher:
 
     def _record(self, jobs: list[_Job], result: TickResult) -> None:
         now = self.clock.now()
-        sent: list[tuple[int, str]] = []
+        sent: list[tuple[int, str, datetime]] = []
         requeue: list[tuple[int, datetime, str | None]] = []
         refund: list[tuple[int, datetime, str | None]] = []
         failed: list[tuple[int, str | None, str | None]] = []
@@ -423,7 +429,8 @@ class Dispatcher:
             if self._on_outcome is not None:
                 self._on_outcome(kind.value)
             if kind is OutcomeKind.ACCEPTED and outcome.message_id:
-                sent.append((row.id, outcome.message_id))
+                # sent_at: the gateway's acceptance of this send, not this batch's recording
+                sent.append((row.id, outcome.message_id, job.answered_at or now))
                 self._streaks[sender] = 0
             elif kind is OutcomeKind.RETRYABLE:
                 if job.policy.retry.should_retry(row.attempts):
@@ -453,7 +460,7 @@ class Dispatcher:
             else:  # AMBIGUOUS, or "accepted" without an id
                 unknown.append((row.id, outcome.reason or "ambiguous send outcome", None))
         with self.engine.begin() as conn:
-            dq.record_sent(conn, sent, now=now)
+            dq.record_sent(conn, sent)
             dq.record_requeued(conn, requeue)
             dq.record_requeued(conn, refund, refund_attempt=True)
             dq.record_terminal(conn, failed, state=states.FAILED, now=now)
@@ -463,7 +470,7 @@ class Dispatcher:
                 if iq.pause(conn, sender, reason, now=now):
                     self._note_pause(sender, reason)
             if sent:
-                self._apply_pending(conn, [m for _, m in sent], now)
+                self._apply_pending(conn, [m for _, m, _ in sent], now)
         result.sent += len(sent)
         result.retried += len(requeue)
         result.failed += len(failed)

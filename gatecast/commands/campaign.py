@@ -299,7 +299,10 @@ def print_summary(summary: reports.ReportSummary) -> None:
     table = Table(title=f"Campaign {summary.campaign_id}: {escape(summary.name)} ({summary.state})")
     table.add_column("measure")
     table.add_column("value", justify="right")
-    median = summary.median_seconds_to_delivery
+
+    def seconds(x: float | None) -> str:
+        return "-" if x is None else f"{x:.1f} s"
+
     for label, value in (
         ("recipients", f"{summary.total:,}"),
         ("sent", f"{summary.sent:,}"),
@@ -310,7 +313,8 @@ def print_summary(summary: reports.ReportSummary) -> None:
         ("opted out", f"{summary.opted_out:,}"),
         ("delivery rate (of sent)", pct(summary.delivery_rate)),
         ("read rate (of sent)", pct(summary.read_rate)),
-        ("median time to delivery", "-" if median is None else f"{median:.1f} s"),
+        ("median time to delivery", seconds(summary.median_seconds_to_delivery)),
+        ("median time to read", seconds(summary.median_seconds_to_read)),
     ):
         table.add_row(label, value)
     for state in _STATE_ORDER:

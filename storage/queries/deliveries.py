@@ -127,21 +127,25 @@ def _executemany(conn: Connection, stmt: Any, params: list[dict[str, Any]]) -> i
     return int(result.rowcount or 0)
 
 
-def record_sent(conn: Connection, rows: Sequence[tuple[int, str]], *, now: datetime) -> int:
-    """Bulk: rows ``(id, message_id)`` were accepted by the gateway -> ``sent``."""
+def record_sent(conn: Connection, rows: Sequence[tuple[int, str, datetime]]) -> int:
+    """Bulk: rows ``(id, message_id, sent_at)`` were accepted by the gateway -> ``sent``.
+
+    ``sent_at`` is each row's own moment of acceptance (when the gateway's answer to that
+    send came back), not the moment the batch is recorded.
+    """
     stmt = (
         update(_d)
         .where(_d.c.id == bindparam("b_id"), _d.c.state == states.SENDING)
         .values(
             state=states.SENT,
             message_id=bindparam("b_mid"),
-            sent_at=now,
+            sent_at=bindparam("b_at"),
             lease_until=None,
             error=None,
             error_code=None,
         )
     )
-    return _executemany(conn, stmt, [{"b_id": i, "b_mid": m} for i, m in rows])
+    return _executemany(conn, stmt, [{"b_id": i, "b_mid": m, "b_at": t} for i, m, t in rows])
 
 
 def record_requeued(

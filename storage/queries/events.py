@@ -179,32 +179,64 @@ _match = and_(
 )
 
 
-#: each progress status's own time column (sent has none: ``sent_at`` is set where missing)
-_OWN_COLUMN = {states.SENT: None, states.DELIVERED: "delivered_at", states.READ: "read_at"}
+def status_time(low: Any = None, high: Any = None) -> ColumnElement[Any]:
+    """The time a status event (``ev``) gives its state: THE rule for status times.
+
+    The gateway's own stamp (``occurred_at``: the receipt time when it gave none) when it
+    is plausible: not after the event's receipt (``received_at``), not before ``low``,
+    the time of the state before (a gateway stamps whole seconds of its own clock, so a
+    stamp can fall before the send it follows), not after ``high``, the time of a later
+    state already recorded (a ``read`` that came before its ``delivered``). Else the
+    receipt time, kept within ``[low, high]``. A NULL bound bounds nothing. So sent_at <=
+    delivered_at <= read_at whatever order the events arrive in. One flat ``CASE``.
+    """
+    at, received = _ev.c.occurred_at, _ev.c.received_at
+    plausible = [at <= received]
+    if low is not None:
+        plausible.append(func.coalesce(low, at) <= at)
+    if high is not None:
+        plausible.append(at <= func.coalesce(high, at))
+    whens: list[tuple[Any, Any]] = [(and_(*plausible), at)]
+    if low is not None:
+        whens.append((received < low, low))  # NULL low: the condition is NULL, not true
+    if high is not None:
+        whens.append((received > high, high))
+    return case(*whens, else_=received)
+
+
+def _earliest(col: Any, t: Any, forward: ColumnElement[bool]) -> Any:
+    """A status's own time column: set on a row moving forward, else the earlier of the
+    stored time and ``t`` (the earliest event of a status wins, in any order)."""
+    return case((and_(forward, col.is_(None)), t), (col > t, t), else_=col)
 
 
 def _progress_statement(status: str, match: ColumnElement[bool] = _match) -> Any:
     """One UPDATE moving the events' (``ids``) deliveries forward to ``status``.
 
-    Rows still below ``status`` move up, with every time up to it set where missing. The
-    status's own time column also takes an earlier event time over a later one already
-    stored, whatever the row's state (events arrive in any order). All of it in one
-    statement: every SET expression reads the row as it was.
+    Rows still below ``status`` move up, with every time up to it set where missing (a
+    ``read`` without a ``delivered`` sets both). The status's own time column also takes
+    an earlier event time over a later one already stored, whatever the row's state
+    (events arrive in any order). Times follow :func:`status_time`, bounded by the times
+    of the states around them. All of it in one statement: every SET expression reads
+    the row as it was.
     """
-    at = _ev.c.occurred_at
+    sent, delivered, read = _d.c.sent_at, _d.c.delivered_at, _d.c.read_at
     forward = _state_in(_FORWARD_FROM[status])
-    times = ["sent_at", "delivered_at", "read_at"]
-    times = times[: times.index(_OWN_COLUMN[status] or "sent_at") + 1]
     values: dict[str, Any] = {"state": case((forward, literal(status)), else_=_d.c.state)}
-    for name in times:
-        col = _d.c[name]
-        if name == _OWN_COLUMN[status]:
-            values[name] = case((and_(forward, col.is_(None)), at), (col > at, at), else_=col)
-        else:
-            values[name] = case((forward, func.coalesce(col, at)), else_=col)
-    own = _OWN_COLUMN[status]
-    moves = forward if own is None else or_(forward, _d.c[own] > at)
-    return update(_d).where(match, moves).values(values)
+    if status == states.SENT:  # sent has no column of its own: sent_at set where missing
+        t = status_time()
+        values["sent_at"] = case((forward, func.coalesce(sent, t)), else_=sent)
+        return update(_d).where(match, forward).values(values)
+    if status == states.DELIVERED:
+        t = status_time(sent, read)
+        own = delivered
+    else:
+        t = status_time(func.coalesce(delivered, sent))
+        own = read
+        values["delivered_at"] = case((forward, func.coalesce(delivered, t)), else_=delivered)
+    values["sent_at"] = case((forward, func.coalesce(sent, t)), else_=sent)
+    values[own.name] = _earliest(own, t, forward)
+    return update(_d).where(match, or_(forward, own > t)).values(values)
 
 
 def _failed_statement(match: ColumnElement[bool] = _match) -> Any:
@@ -214,7 +246,7 @@ def _failed_statement(match: ColumnElement[bool] = _match) -> Any:
         .where(match, _state_in(FAILED_FROM))
         .values(
             state=states.FAILED,
-            failed_at=_ev.c.occurred_at,
+            failed_at=status_time(_d.c.sent_at),
             error_code=_ev.c.error_code,
             error=case(
                 (
@@ -515,5 +547,6 @@ __all__ = [
     "pg_status_event_columns",
     "record_reply",
     "set_instance_state",
+    "status_time",
     "unapplied_matching",
 ]

@@ -176,14 +176,17 @@ def use_rowid_range(first: int | None, last: int | None, rows: int) -> bool:
 
 # ------------------------------------------------------------------------------ PostgreSQL
 
-#: run before :data:`CSV_LINES_POSTGRESQL` in the same transaction (``SET LOCAL``: they
-#: end with it). ``::text`` of a timestamp is ``YYYY-MM-DD HH:MM:SS[.ffffff]`` only under
-#: DateStyle ISO. The planner sizes the export from statistics that may be stale (an
-#: unanalysed campaign looks like a few hundred rows): without setup and transfer costs it
-#: plans parallel workers (up to ``max_parallel_workers_per_gather``), which evaluate the
-#: lines side by side and merge them in id order
+#: run before :data:`CSV_LINES_POSTGRESQL` and :data:`XLSX_CELLS_POSTGRESQL` in the same
+#: transaction (``SET LOCAL``: they end with it). ``::text`` of a timestamp is
+#: ``YYYY-MM-DD HH:MM:SS[.ffffff]`` only under DateStyle ISO; ``float8::text`` is the
+#: shortest exact text with extra_float_digits 1. The planner sizes the export from
+#: statistics that may be stale (an unanalysed campaign looks like a few hundred rows):
+#: without setup and transfer costs it plans parallel workers (up to
+#: ``max_parallel_workers_per_gather``), which evaluate the lines side by side and merge
+#: them in id order
 PG_SESSION = (
     "SET LOCAL DateStyle = 'ISO, MDY'",
+    "SET LOCAL extra_float_digits = 1",  # float8::text reads back as the same double
     "SET LOCAL parallel_setup_cost = 0",
     "SET LOCAL parallel_tuple_cost = 0",
     "SET LOCAL min_parallel_table_scan_size = 0",
@@ -259,19 +262,45 @@ CSV_LINES_POSTGRESQL = (
 # The XLSX sheet takes its cells from the database as ``campaigns.reports._cells()`` gives
 # them (neutralised text, ``''`` for NULL, ``yes``/``no``; attempts as text), which
 # ``campaigns.xlsx_sheet`` escapes for XML, except the six times, which never need it:
-# the last column holds them as the sheet's XML cells already (inline strings, ISO 8601
-# with Z, an empty cell for no time).
+# the last column holds them as the sheet's XML cells already: Excel dates (the serial
+# number of days since 1899-12-30, UTC, styled with the workbook's date format
+# :data:`XLSX_DATE_STYLE`), an empty cell for no time. The serial is the double openpyxl's
+# ``to_excel`` computes (whole days + seconds of the day / 86400), written so that it
+# reads back as that double: ``%!.17g`` on SQLite, ``float8::text`` (shortest exact) on
+# PostgreSQL.
 
-_CELL_OPEN = '<c t="inlineStr"><is><t>'
-_CELL_CLOSE = "</t></is></c>"
+#: the ``cellXfs`` index of the date-time format in the report's workbook (the first style
+#: ``campaigns.reports`` registers; it checks that openpyxl gave it this index)
+XLSX_DATE_STYLE = 1
+
 _EMPTY_CELL = '<c t="inlineStr"/>'
+_DATE_OPEN = f'<c s="{XLSX_DATE_STYLE}"><v>'
+_DATE_CLOSE = "</v></c>"
 
 
-def _time_cells(joined: str) -> str:
-    """The six time cells from ``joined``, their ISO text joined by ``|`` (PostgreSQL)."""
+#: seconds from Excel's day 0 (1899-12-30) to the Unix epoch (days counted from there stay
+#: positive, so integer division and remainder floor as openpyxl's ``timedelta.days`` does)
+_EXCEL_EPOCH_SECONDS = 25569 * 86400
+
+
+def _sqlite_serial(t: str) -> str:
+    """The Excel serial of SQLite time text ``t`` (a REAL; NULL for NULL): the days of its
+    date since 1899-12-30 (julianday of the date alone, 0.4 us; of the whole text 1 us)
+    plus its hours, minutes, seconds and microseconds over 86400, in openpyxl's order."""
     return (
-        f"replace('{_CELL_OPEN}' || replace({joined}, '|', '{_CELL_CLOSE}{_CELL_OPEN}')"
-        f" || '{_CELL_CLOSE}', '{_CELL_OPEN}{_CELL_CLOSE}', '{_EMPTY_CELL}')"
+        f"(julianday(substr({t}, 1, 10)) - 2415018.5"
+        f" + (substr({t}, 12, 2) * 3600 + substr({t}, 15, 2) * 60 + substr({t}, 18, 2)"
+        f" + substr({t}, 21, 6) / 1000000.0) / 86400.0)"
+    )
+
+
+def _pg_serial(t: str) -> str:
+    """The Excel serial of PostgreSQL ``timestamptz`` ``t`` (float8, NULL for NULL)."""
+    micros = f"((extract(epoch FROM {t}) * 1000000)::bigint + {_EXCEL_EPOCH_SECONDS}000000)"
+    secs = f"div({micros}, 1000000)"
+    return (
+        f"(div({secs}, 86400)::float8 + (mod({secs}, 86400)::float8"
+        f" + mod({micros}, 1000000)::float8 / 1000000.0::float8) / 86400.0::float8)"
     )
 
 
@@ -306,18 +335,17 @@ def _xlsx_select(target: str, cell: Callable[[str], str], attempts: str, time_ce
     return "SELECT " + ",\n    ".join(cells) + _FROM
 
 
-# each time its own cell (no ``|`` segment: SQLite's replace() over the joined cells cost
-# more than a CASE per time), then '.000000Z' (only a zero fraction) replaced once
+# each time its own cell: a date, or an empty cell
 _SQLITE_TIME_CELLS = (
-    "replace(printf('"
+    "printf('"
     + "%s" * len(_TIMES)
     + "', "
     + ", ".join(
         f"CASE WHEN d.{t} IS NULL THEN '{_EMPTY_CELL}'"
-        f" ELSE '{_CELL_OPEN}' || replace(d.{t}, ' ', 'T') || 'Z{_CELL_CLOSE}' END"
+        f" ELSE printf('{_DATE_OPEN}%!.17g{_DATE_CLOSE}', {_sqlite_serial(f'd.{t}')}) END"
         for t in _TIMES
     )
-    + "), '.000000Z', 'Z')"
+    + ")"
 )
 _SQLITE_XLSX = _xlsx_select(
     _sqlite_target_cell(), _sqlite_cell, "CAST(d.attempts AS TEXT)", _SQLITE_TIME_CELLS
@@ -335,14 +363,27 @@ XLSX_CELLS_SQLITE_RANGE = (
 
 
 #: markers of :data:`XLSX_WINDOW_SQLITE`'s text: each text value between TEXT_START and
-#: TEXT_END, the number (attempts) between NUMBER_START and NUMBER_END, rows joined by
-#: ROW_SEP. Control characters XML forbids in text: a value holding one is found by
-#: counting them
+#: TEXT_END, the number (attempts) between NUMBER_START and NUMBER_END, each time (an
+#: Excel serial, empty for none) between DATE_START and DATE_END, rows joined by ROW_SEP.
+#: Control characters XML forbids in text: a value holding one is found by counting them
 XLSX_TEXT_START = "\x1f"
 XLSX_TEXT_END = "\x1e"
 XLSX_NUMBER_START = "\x1d"
 XLSX_NUMBER_END = "\x1c"
 XLSX_ROW_SEP = "\x1b"
+XLSX_DATE_START = "\x19"
+XLSX_DATE_END = "\x18"
+#: the six times of a row as Excel serials, each between the date markers
+_XLSX_LINE_TIMES = (
+    "printf('"
+    + (XLSX_DATE_END + XLSX_DATE_START).join(["%s"] * len(_TIMES))
+    + "', "
+    + ", ".join(
+        f"CASE WHEN d.{t} IS NULL THEN '' ELSE printf('%!.17g', {_sqlite_serial(f'd.{t}')}) END"
+        for t in _TIMES
+    )
+    + ")"
+)
 _XLSX_LINE_CELLS = (
     _sqlite_target_cell(),
     _sqlite_cell("c.name"),
@@ -351,12 +392,16 @@ _XLSX_LINE_CELLS = (
     "d.attempts",
     _sqlite_cell("d.message_id"),
     _sqlite_cell("d.error"),
-    _SQLITE_TIMES.replace("%s,", "%s" + XLSX_TEXT_END + XLSX_TEXT_START),
+    _XLSX_LINE_TIMES,
     _sqlite_cell("d.reply_text"),
     "CASE WHEN c.opted_out THEN 'yes' ELSE 'no' END",
 )
 _XLSX_LINE_WRAPS = tuple(
-    (XLSX_NUMBER_START, XLSX_NUMBER_END) if i == 4 else (XLSX_TEXT_START, XLSX_TEXT_END)
+    (XLSX_NUMBER_START, XLSX_NUMBER_END)
+    if i == 4
+    else (XLSX_DATE_START, XLSX_DATE_END)
+    if i == 7
+    else (XLSX_TEXT_START, XLSX_TEXT_END)
     for i in range(len(_XLSX_LINE_CELLS))
 )
 #: one row's 15 values with their markers (printf, or ``||`` when a value holds a NUL,
@@ -393,14 +438,18 @@ def _pg_xlsx_cell(x: str, exempt: str | None = None) -> str:
     )
 
 
+#: the six time cells of a row, PostgreSQL: dates, or empty cells
+_PG_TIME_CELLS = "\n    || ".join(
+    f"CASE WHEN d.{t} IS NULL THEN '{_EMPTY_CELL}'"
+    f" ELSE '{_DATE_OPEN}' || ({_pg_serial(f'd.{t}')})::text || '{_DATE_CLOSE}' END"
+    for t in _TIMES
+)
+
 #: the XLSX cells of one campaign in id order (parameter: campaign id), PostgreSQL, run
-#: after :data:`PG_SESSION`; the times as in :data:`CSV_LINES_POSTGRESQL`
+#: after :data:`PG_SESSION`
 XLSX_CELLS_POSTGRESQL = (
     _xlsx_select(
-        _pg_xlsx_cell("d.target", _PG_E164),
-        _pg_xlsx_cell,
-        "d.attempts::text",
-        _time_cells(_PG_TIMES.replace(" || ',' || ", " || '|' || ")),
+        _pg_xlsx_cell("d.target", _PG_E164), _pg_xlsx_cell, "d.attempts::text", _PG_TIME_CELLS
     )
     + "\nWHERE d.campaign_id = %s\nORDER BY d.id"
 )
@@ -408,25 +457,38 @@ XLSX_CELLS_POSTGRESQL = (
 
 # ------------------------------------------------------------------------ summary figures
 
-#: microseconds from sent to delivered, at least 0, of each delivered row of one campaign
-#: (parameter ``:campaign_id``), SQLite: whole seconds through ``strftime('%s')`` of the
-#: time without its fraction (SQLite rounds a fraction to milliseconds, so .999999 would
-#: count as the next second), plus the difference of the six fraction digits (SQLAlchemy
-#: stores ``YYYY-MM-DD HH:MM:SS.ffffff``): exact, where julianday() is not
-DELIVERY_MICROS_SQLITE = (
-    "SELECT max(0, (strftime('%s', substr(delivered_at, 1, 19))"
-    " - strftime('%s', substr(sent_at, 1, 19))) * 1000000"
-    " + CAST(substr(delivered_at, 21, 6) AS INTEGER) - CAST(substr(sent_at, 21, 6) AS INTEGER))"
-    " FROM deliveries"
-    " WHERE campaign_id = :campaign_id AND sent_at IS NOT NULL AND delivered_at IS NOT NULL"
-)
 
-#: the same, PostgreSQL (``extract`` of an interval is exact numeric)
-DELIVERY_MICROS_POSTGRESQL = (
-    "SELECT greatest(0, (extract(epoch FROM delivered_at - sent_at) * 1000000)::bigint)"
-    " FROM deliveries"
-    " WHERE campaign_id = :campaign_id AND sent_at IS NOT NULL AND delivered_at IS NOT NULL"
-)
+def _micros_since_sent_sqlite(column: str) -> str:
+    """Microseconds from ``sent_at`` to ``column``, at least 0, of each row of one campaign
+    that has both (parameter ``:campaign_id``), SQLite: whole seconds through
+    ``strftime('%s')`` of the time without its fraction (SQLite rounds a fraction to
+    milliseconds, so .999999 would count as the next second), plus the difference of the
+    six fraction digits (SQLAlchemy stores ``YYYY-MM-DD HH:MM:SS.ffffff``): exact, where
+    julianday() is not."""
+    return (
+        f"SELECT max(0, (strftime('%s', substr({column}, 1, 19))"
+        " - strftime('%s', substr(sent_at, 1, 19))) * 1000000"
+        f" + CAST(substr({column}, 21, 6) AS INTEGER) - CAST(substr(sent_at, 21, 6) AS INTEGER))"
+        " FROM deliveries"
+        f" WHERE campaign_id = :campaign_id AND sent_at IS NOT NULL AND {column} IS NOT NULL"
+    )
+
+
+def _micros_since_sent_postgresql(column: str) -> str:
+    """The same, PostgreSQL (``extract`` of an interval is exact numeric)."""
+    return (
+        f"SELECT greatest(0, (extract(epoch FROM {column} - sent_at) * 1000000)::bigint)"
+        " FROM deliveries"
+        f" WHERE campaign_id = :campaign_id AND sent_at IS NOT NULL AND {column} IS NOT NULL"
+    )
+
+
+#: microseconds from sent to delivered of each delivered row of one campaign
+DELIVERY_MICROS_SQLITE = _micros_since_sent_sqlite("delivered_at")
+DELIVERY_MICROS_POSTGRESQL = _micros_since_sent_postgresql("delivered_at")
+#: microseconds from sent to read of each read row of one campaign
+READ_MICROS_SQLITE = _micros_since_sent_sqlite("read_at")
+READ_MICROS_POSTGRESQL = _micros_since_sent_postgresql("read_at")
 
 
 __all__ = [
@@ -437,9 +499,14 @@ __all__ = [
     "DELIVERY_MICROS_POSTGRESQL",
     "DELIVERY_MICROS_SQLITE",
     "PG_SESSION",
+    "READ_MICROS_POSTGRESQL",
+    "READ_MICROS_SQLITE",
     "XLSX_CELLS_POSTGRESQL",
     "XLSX_CELLS_SQLITE",
     "XLSX_CELLS_SQLITE_RANGE",
+    "XLSX_DATE_END",
+    "XLSX_DATE_START",
+    "XLSX_DATE_STYLE",
     "XLSX_NUMBER_END",
     "XLSX_NUMBER_START",
     "XLSX_ROW_SEP",

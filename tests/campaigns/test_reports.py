@@ -74,6 +74,7 @@ def test_summary(engine: Engine) -> None:
     assert s.counts["skipped"] == 1 and s.counts["delivered"] == 2
     assert s.delivery_rate == 0.75 and s.read_rate == 0.25
     assert s.median_seconds_to_delivery == 6.0
+    assert s.median_seconds_to_read == 10.0  # one read row, read 10 s after its send
 
 
 def test_median_as_timedelta_gives_it(engine: Engine) -> None:
@@ -105,7 +106,7 @@ def test_median_as_timedelta_gives_it(engine: Engine) -> None:
     got = reports.report_summary(engine, cid).median_seconds_to_delivery
     assert got == round(statistics.median(seconds), 3)
     with engine.connect() as conn:
-        micros = reports._delivery_micros(conn, cid)
+        micros = reports._micros(conn, cid, to="delivered")
     assert sorted(m / 1e6 for m in micros) == sorted(seconds)
 
 
@@ -134,6 +135,8 @@ def test_json(engine: Engine, tmp_path: Path) -> None:
     doc = json.loads(reports.write_report(engine, cid, tmp_path / "r.json").read_text())
     assert doc["campaign"]["id"] == cid
     assert doc["summary"]["delivery_rate"] == 0.75
+    assert doc["summary"]["median_seconds_to_read"] == 10.0
+    assert doc["deliveries"][0]["delivered_at"] == "2026-11-21T12:00:04Z"  # ISO 8601, UTC
     assert len(doc["deliveries"]) == 6
     assert doc["deliveries"][0]["opted_out"] is False
     assert doc["deliveries"][0]["attempts"] == 1
@@ -149,11 +152,23 @@ def test_xlsx(engine: Engine, tmp_path: Path) -> None:
     assert summary["Sent"] == 4 and summary["Delivered"] == 3 and summary["Read"] == 1
     assert summary["Failed"] == 1
     assert summary["Delivery rate (of sent)"] == 0.75
+    assert summary["Median seconds to read"] == 10.0 and summary["Times in"] == "UTC"
+    cells = {r[0].value: r[1] for r in wb["Summary"].iter_rows() if len(r) > 1 and r[0].value}
+    for label in ("Delivery rate (of sent)", "Read rate (of sent)"):
+        assert cells[label].number_format == "0.0%"  # a percentage, not a plain number
     assert len(wb["Summary"]._charts) == 1  # type: ignore[attr-defined]  # private, not in types-openpyxl
-    data = list(wb["Deliveries"].iter_rows(values_only=True))
-    assert data[0] == reports.COLUMNS
+    sheet = wb["Deliveries"]
+    data = list(sheet.iter_rows(values_only=True))
+    assert data[0] == reports.XLSX_COLUMNS
+    assert "sent_at (UTC)" in data[0] and "target" in data[0]
     assert data[1][0] == phone(0) and isinstance(data[1][0], str)
     assert data[1][1] == '\'=HYPERLINK("http://evil")'
+    # times are Excel dates in UTC (naive datetimes to openpyxl), no time an empty cell
+    sent = sheet.cell(row=2, column=data[0].index("sent_at (UTC)") + 1)
+    assert sent.value == NOW.replace(tzinfo=None) and sent.number_format == reports.XLSX_DATE_FORMAT
+    delivered = sheet.cell(row=2, column=data[0].index("delivered_at (UTC)") + 1)
+    assert delivered.value == (NOW + timedelta(seconds=4)).replace(tzinfo=None)
+    assert sheet.cell(row=2, column=data[0].index("failed_at (UTC)") + 1).value is None
 
 
 def test_errors(engine: Engine, tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import zipfile
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -118,7 +119,10 @@ def test_xlsx_cells_as_openpyxl_wrote_them(
     _assert_same_cells(out, tmp_path / "ref.xlsx")
 
     rows = _rows_openpyxl(out, read_only=False)
-    assert rows[0] == reports.COLUMNS
+    assert rows[0] == reports.XLSX_COLUMNS
+    sent = reports.XLSX_COLUMNS.index("sent_at (UTC)")
+    assert any(isinstance(r[sent], datetime) for r in rows[1:])  # times: Excel dates
+    assert all(r[sent] is None or isinstance(r[sent], datetime) for r in rows[1:])
     flat = [v for r in rows for v in r if isinstance(v, str)]
     assert "&<>\"'" in flat and "  both sides  " in flat and "漢字とかな 🎉👍🏽" in flat
     assert "'=1+1" in flat and "+14155550100" in flat and "'-12345678" in flat
@@ -166,7 +170,7 @@ def test_xlsx_empty_campaign(
     out = reports.write_report(engine, cid, tmp_path / "empty.xlsx")
     _reference(engine, cid, tmp_path / "ref.xlsx", monkeypatch)
     _assert_same_cells(out, tmp_path / "ref.xlsx")
-    assert _rows_calamine(out) == [list(reports.COLUMNS)]
+    assert _rows_calamine(out) == [list(reports.XLSX_COLUMNS)]
 
 
 def test_xlsx_in_small_chunks(

@@ -309,3 +309,98 @@ def test_apply_recent_pending_window(engine: Engine) -> None:
     assert tracking.apply_recent_pending(engine, now=T3 + timedelta(hours=1)) == 0
     assert tracking.apply_recent_pending(engine, now=T3) == 1
     assert _row(engine, 0).state == "read"
+
+
+def _at(seconds: float) -> Any:
+    return NOW + timedelta(seconds=seconds)
+
+
+def _sent_at(engine: Engine, i: int, seconds: float) -> None:
+    with engine.begin() as conn:
+        conn.execute(
+            update(deliveries).where(deliveries.c.target == phone(i)).values(sent_at=_at(seconds))
+        )
+
+
+def _times(engine: Engine, i: int) -> tuple[Any, Any, Any]:
+    r = _row(engine, i)
+    return r.sent_at, r.delivered_at, r.read_at
+
+
+def test_event_time_takes_the_receipt_within_a_whole_second_stamp() -> None:
+    got = _at(3.4)
+    assert tracking.event_time(None, got) == got  # no stamp: the receipt
+    assert tracking.event_time(_at(3), got) == got  # "during second 3", received in it
+    assert tracking.event_time(_at(1), got) == _at(1)  # received later: the stamp
+    assert tracking.event_time(_at(3.25), got) == _at(3.25)  # a fine stamp is kept
+    assert tracking.event_time(_at(5), got) == _at(5)  # ahead of our clock: left to SQL
+
+
+def test_truncated_or_skewed_stamps_never_precede_the_send(engine: Engine) -> None:
+    """A whole-second stamp before the send, or one after the receipt: the receipt time."""
+    _campaign(engine, 3, sent=3)
+    for i in range(3):
+        _sent_at(engine, i, 0.7)
+    events: list[Event] = [st(0, DeliveryStatus.DELIVERED, _at(0))]  # truncated, before send
+    tracking.record_events(engine, events, opt_out_keywords=(), now=_at(1.2))
+    tracking.record_events(
+        engine, [st(0, DeliveryStatus.READ, _at(1))], opt_out_keywords=(), now=_at(1.5)
+    )
+    assert _times(engine, 0) == (_at(0.7), _at(1.2), _at(1.5))
+    # a gateway clock ahead of ours: its stamp is after the receipt
+    tracking.record_events(
+        engine, [st(1, DeliveryStatus.DELIVERED, _at(9.5))], opt_out_keywords=(), now=_at(1.1)
+    )
+    assert _times(engine, 1) == (_at(0.7), _at(1.1), None)
+    # a failure stamped before the send fails at the receipt, never before its send
+    tracking.record_events(
+        engine, [st(2, DeliveryStatus.FAILED, _at(0), "404")], opt_out_keywords=(), now=_at(4)
+    )
+    assert _row(engine, 2).failed_at == _at(4)
+
+
+def test_read_before_delivered_keeps_sent_delivered_read_in_order(engine: Engine) -> None:
+    """Through the inbox (stored, applied later): a read first sets both times; a
+    delivered after it lands between the send and the read, or stays at the read."""
+    _campaign(engine, 3, sent=3)
+    for i in range(3):
+        _sent_at(engine, i, 0.7)
+
+    def inbox(events: list[Event], now: Any) -> None:
+        with engine.begin() as conn:
+            stats = tracking.store_events_in(conn, events, opt_out_keywords=(), now=now)
+            tracking.apply_pending(conn, stats.pending, now=now)
+
+    inbox([st(i, DeliveryStatus.READ, _at(2.5)) for i in range(3)], _at(2.6))
+    for i in range(3):
+        assert _times(engine, i) == (_at(0.7), _at(2.5), _at(2.5))
+    inbox(
+        [
+            st(0, DeliveryStatus.DELIVERED, _at(1.25)),  # plausible: corrects to earlier
+            st(1, DeliveryStatus.DELIVERED, _at(3.1)),  # after the read: kept at the read
+            st(2, DeliveryStatus.DELIVERED, _at(0.2)),  # before the send: receipt, > read
+        ],
+        _at(3.3),
+    )
+    assert _times(engine, 0) == (_at(0.7), _at(1.25), _at(2.5))
+    assert _times(engine, 1) == (_at(0.7), _at(2.5), _at(2.5))
+    assert _times(engine, 2) == (_at(0.7), _at(2.5), _at(2.5))
+
+
+def test_status_times_never_go_backwards_in_any_order(engine: Engine) -> None:
+    """Random stamps (some before the send, some after the receipt), orders, duplicates and
+    batches: always sent_at <= delivered_at <= read_at."""
+    _campaign(engine, 30, sent=30)
+    rng = random.Random(18)
+    batches: list[tuple[Any, list[Event]]] = []
+    for i in range(30):
+        _sent_at(engine, i, rng.uniform(0, 2))
+        for status in rng.sample([DeliveryStatus.DELIVERED, DeliveryStatus.READ], 2):
+            stamp = _at(rng.choice([0, 1, 2, 3]) + rng.choice([0, 0.5]))
+            batches.append((_at(rng.uniform(1, 4)), [st(i, status, stamp)] * rng.randint(1, 2)))
+    rng.shuffle(batches)
+    for now, events in batches:
+        tracking.record_events(engine, events, opt_out_keywords=(), now=now)
+    for i in range(30):
+        sent, delivered, read = _times(engine, i)
+        assert sent <= delivered <= read, (i, sent, delivered, read)

@@ -1,4 +1,5 @@
-"""Claims, leases, bursts and the failure-rate brake on SQLite and PostgreSQL."""
+"""Claims, leases, bursts, the failure-rate brake and per-send times on SQLite and
+PostgreSQL."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import Engine, select
 
 from campaigns import lifecycle
+from gateway.messages import Message
 from gateway.outcomes import OutcomeKind, SendOutcome
 from scheduler.clock import FakeClock, SystemClock
 from scheduler.dispatcher import Dispatcher
@@ -225,3 +227,30 @@ def test_an_error_463_status_event_pauses_the_sender(engine: Engine) -> None:
             )
         ).scalar_one()
     assert "463" in reason
+
+
+class _SlowSender(RecordingSender):
+    """Each send takes 10 ms of the fake clock before the gateway answers."""
+
+    def send(self, instance_id: str, to: str, message: Message) -> SendOutcome:
+        assert isinstance(self.clock, FakeClock)
+        self.clock.advance(0.01)
+        return super().send(instance_id, to, message)
+
+
+def test_sent_at_is_each_sends_acceptance_not_the_batch_record(engine: Engine) -> None:
+    """An unpaced batch: every row's sent_at is the moment its own answer came back."""
+    clock = FakeClock(T0)
+    add_instances(engine, ["A"], T0)
+    cid = add_running_campaign(engine, spec(), recipients=40, senders=["A"], now=T0)
+    sender = _SlowSender(clock)
+    with Dispatcher(engine, lambda: sender, clock=clock, apply_pending=no_events, workers=1) as d:
+        d.run(until_done=True, max_ticks=20)
+    d_ = Delivery.__table__  # type: ignore[attr-defined]
+    with engine.connect() as conn:
+        rows = conn.execute(select(d_.c.target, d_.c.sent_at).where(d_.c.campaign_id == cid))
+        got: dict[str, datetime] = {str(to): at for to, at in rows}
+    accepted = {to: at for _, to, at in sender.sent}
+    assert len(accepted) == 40
+    assert got == accepted  # not one shared time per recorded batch
+    assert len(set(got.values())) == 40

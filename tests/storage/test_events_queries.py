@@ -54,13 +54,14 @@ def _deliveries(engine: Engine, n: int) -> None:
 
 
 def _event(mid: str, status: str, at: datetime, **extra: Any) -> dict[str, Any]:
+    """A status event stamped ``at`` and received then (or at T0, if later)."""
     row = {
         "message_id": mid,
         "instance_id": "A",
         "status": status,
         "error_code": None,
         "occurred_at": at,
-        "received_at": T0,
+        "received_at": max(at, T0) if at.tzinfo else T0,
         "applied": False,
     }
     row.update(extra)

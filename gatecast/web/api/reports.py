@@ -50,6 +50,7 @@ class SummaryPublic(BaseModel):
     delivery_rate: float | None
     read_rate: float | None
     median_seconds_to_delivery: float | None
+    median_seconds_to_read: float | None
 
 
 def _public(s: ReportSummary) -> SummaryPublic:
@@ -82,7 +83,7 @@ def build_report(ctx: AppContext, campaign_id: int, fmt: str) -> FileResponse:
 
 @router.get("/campaigns/{campaign_id}/summary", response_model=SummaryPublic)
 def get_summary(campaign_id: int, ctx: Ctx) -> SummaryPublic:
-    """Counts, delivery and read rates, median time to delivery."""
+    """Counts, delivery and read rates, median times to delivery and to read."""
     get_campaign(ctx.engine, campaign_id)
     return _public(report_summary(ctx.engine, campaign_id))
 
