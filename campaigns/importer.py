@@ -341,9 +341,7 @@ def _phone_columns(columns: Sequence[str]) -> list[tuple[str, str | None]]:
     if pairs:
         return pairs
     keys = [header_key(c) for c in columns]
-    found = [
-        i for i, k in enumerate(keys) if k in PHONE_HEADERS or _PHONE_COLUMN.fullmatch(k)
-    ]
+    found = [i for i, k in enumerate(keys) if k in PHONE_HEADERS or _PHONE_COLUMN.fullmatch(k)]
     if len(found) > 1:  # "Number" next to real phone columns is something else
         found = [i for i in found if keys[i] not in _GENERIC_PHONE_HEADERS] or found[:1]
     if not found:

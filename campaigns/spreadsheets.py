@@ -192,8 +192,15 @@ def read_csv(
     sep = delimiter or sniff_delimiter(sample)
     skip = 0
     if is_header is not None:
-        skip = header_index(_first_rows(sample, sep), is_header)
-        if skip and delimiter is None:  # titles above the header can mislead the sniffer
+        # titles above the header can mislead the sniffer: try the other delimiters too
+        tried = [sep] if delimiter else [sep, *(d for d in _DELIMITERS if d != sep)]
+        for candidate in tried:
+            rows = _first_rows(sample, candidate)
+            skip = header_index(rows, is_header)
+            if skip or (rows and is_header(rows[0])):
+                sep = candidate
+                break
+        if skip and delimiter is None:
             sep = sniff_delimiter("\n".join(sample.splitlines()[skip:]))
     try:
         frame = pd.read_csv(
@@ -411,9 +418,7 @@ def read_table(
             nrows=nrows,
             is_header=is_header,
         )
-    return read_csv(
-        path, encoding=encoding, delimiter=delimiter, nrows=nrows, is_header=is_header
-    )
+    return read_csv(path, encoding=encoding, delimiter=delimiter, nrows=nrows, is_header=is_header)
 
 
 __all__ = [

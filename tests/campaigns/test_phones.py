@@ -186,7 +186,8 @@ def _reference(raw: str, region: str) -> str | None:
         international = None
     if national is None or international is None or national == international:
         return national or international
-    trunk = phonenumbers.PhoneMetadata.metadata_for_region(region).national_prefix
+    metadata = phonenumbers.PhoneMetadata.metadata_for_region(region)
+    trunk = metadata.national_prefix if metadata is not None else None
     kind = phonenumbers.number_type(phonenumbers.parse(national))
     mobile = kind in (
         phonenumbers.PhoneNumberType.MOBILE,

@@ -204,7 +204,7 @@ def _upload(api: httpx.Client, path: Path, list_name: str, region: str) -> dict[
         job: dict[str, Any] = api.get(f"/api/v1/imports/{job_id}").json()
         return job if job["status"] != "running" else None
 
-    job = wait_for(finished, timeout=60, what=f"import {job_id}")
+    job: dict[str, Any] = wait_for(finished, timeout=60, what=f"import {job_id}")
     assert job["status"] == "completed", job
     return job
 
