@@ -14,9 +14,10 @@ spreadsheets write ``+4915112345678`` as ``4915112345678``.
 ``phonenumbers`` (the tests compare them on many numbers), but most values take a fast
 path: a plain string of digits (with the usual separators and an optional ``+``) is
 validated against ``phonenumbers``' own metadata patterns, compiled once per country
-into one regular expression per number length. Anything unusual (trunk prefixes,
-international dialling prefixes, both readings valid, extensions, letters) goes through
-``phonenumbers.parse`` itself.
+into one regular expression per number length (and, when both readings are valid, the
+national number's type checked against the same metadata as ``phonenumbers.number_type``
+does). Anything unusual (trunk prefixes, international dialling prefixes, extensions,
+letters, links) goes through ``phonenumbers.parse`` itself.
 """
 
 from __future__ import annotations
@@ -79,9 +80,11 @@ class _RegionRules:
     """One region's validity rules: a pattern per national number length, compiled at
     first use (a country has up to a dozen lengths; an import meets one or two)."""
 
-    __slots__ = ("by_length", "leading_digits", "sources")
+    __slots__ = ("by_length", "descs", "leading_digits", "metadata", "sources")
 
     def __init__(self, metadata: Any) -> None:
+        self.metadata = metadata
+        self.descs: dict[str, tuple[re.Pattern[str], frozenset[int]] | None] = {}
         self.leading_digits: re.Pattern[str] | None = (
             re.compile(metadata.leading_digits) if metadata.leading_digits else None
         )
@@ -117,6 +120,31 @@ class _RegionRules:
             pattern = self.by_length[len(nsn)] = re.compile(source)
         return pattern.fullmatch(nsn) is not None
 
+    def _matches(self, name: str, nsn: str) -> bool:
+        """``phonenumbers``' ``_is_number_matching_desc`` for the type ``name``."""
+        try:
+            found = self.descs[name]
+        except KeyError:
+            desc = getattr(self.metadata, name)
+            found = None
+            if desc is not None and desc.national_number_pattern:
+                found = (re.compile(desc.national_number_pattern), frozenset(desc.possible_length))
+            self.descs[name] = found
+        if found is None:
+            return False
+        pattern, lengths = found
+        return (not lengths or len(nsn) in lengths) and pattern.fullmatch(nsn) is not None
+
+    def is_mobile(self, nsn: str) -> bool:
+        """Whether ``phonenumbers.number_type`` of this region's valid ``nsn`` is
+        ``MOBILE`` or ``FIXED_LINE_OR_MOBILE`` (its ``_number_type_helper``, in order)."""
+        if any(self._matches(name, nsn) for name in _TYPES[:-2]):
+            return False  # premium rate, toll free, ... voicemail
+        same = bool(self.metadata.same_mobile_and_fixed_line_pattern)
+        if self._matches("fixed_line", nsn):
+            return same or self._matches("mobile", nsn)
+        return not same and self._matches("mobile", nsn)
+
 
 class _CountryRules:
     """Validity of national numbers for one country calling code (all its regions)."""
@@ -134,17 +162,21 @@ class _CountryRules:
 
     def is_valid(self, nsn: str) -> bool:
         """Same answer as ``phonenumbers.is_valid_number`` for this country code."""
+        return self.region_of(nsn) is not None
+
+    def region_of(self, nsn: str) -> _RegionRules | None:
+        """The region whose rules make ``nsn`` valid, as ``phonenumbers`` picks it."""
         if len(nsn) not in self.lengths:
-            return False
+            return None
         # phonenumbers picks the region first (leading digits, else any known type),
         # then validates against that region only.
         for rules in self.regions:
             if rules.leading_digits is not None:
                 if rules.leading_digits.match(nsn):
-                    return rules.matches_type(nsn)
+                    return rules if rules.matches_type(nsn) else None
             elif rules.matches_type(nsn):
-                return True
-        return False
+                return rules
+        return None
 
 
 @lru_cache(maxsize=512)
@@ -255,7 +287,8 @@ def _fast_plain(digits: str, region: str) -> str | None:
 
     Only digits without a trunk or international prefix: their national reading is
     ``+<calling code><digits>``, their international one ``+<digits>``; when exactly one
-    is valid it wins. Both valid (the mobile question) or either unclear: None.
+    is valid it wins, when both are the national one wins if it is a mobile number.
+    Either unclear: None.
     """
     country_code = _plain_national(digits, region)
     if country_code is None:
@@ -266,8 +299,11 @@ def _fast_plain(digits: str, region: str) -> str | None:
     international = _international_state(digits)
     if international is None:
         return None
-    if rules.is_valid(digits):
-        return f"+{country_code}{digits}" if international == "" else None
+    home = rules.region_of(digits)
+    if home is not None:
+        if international == "" or home.is_mobile(digits):
+            return f"+{country_code}{digits}"
+        return international
     return international or None
 
 
@@ -431,10 +467,13 @@ def normalise_batch(
                 if plain:  # the reading rule: exactly one valid reading wins
                     international = international_state(s)
                     if international is not None:
-                        if national.is_valid(s):
-                            fast = prefix + s if international == "" else None
-                        else:
+                        home = national.region_of(s)
+                        if home is None:
                             fast = international or None
+                        elif international == "" or home.is_mobile(s):
+                            fast = prefix + s
+                        else:
+                            fast = international
         if fast is None:
             e164[i], reasons[i] = normalise_phone(values[i], region)
         else:

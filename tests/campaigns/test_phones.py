@@ -226,3 +226,26 @@ def test_unicode_digits_and_spaces_give_ascii_e164() -> None:
     assert normalise_phone("+٤٤ ٧٩١١ ١٢٣٤٥٦", "US") == PhoneResult("+447911123456", None)
     assert normalise_phone("+44\u00a07911\u00a0123456", "US") == PhoneResult("+447911123456", None)
     assert normalise_phone("０７９１１ １２３４５６", "GB") == PhoneResult("+447911123456", None)
+
+
+def test_mobile_test_agrees_with_phonenumbers_number_type() -> None:
+    from campaigns.phones import _country_rules
+
+    mobile = (
+        phonenumbers.PhoneNumberType.MOBILE,
+        phonenumbers.PhoneNumberType.FIXED_LINE_OR_MOBILE,
+    )
+    checked = 0
+    for raw, _ in _variants(seed=3):
+        if not raw.startswith("+"):
+            continue
+        number = phonenumbers.parse(raw)
+        rules = _country_rules(number.country_code)
+        if rules is None or not phonenumbers.is_valid_number(number):
+            continue
+        nsn = phonenumbers.national_significant_number(number)
+        home = rules.region_of(nsn)
+        assert home is not None, raw
+        assert home.is_mobile(nsn) == (phonenumbers.number_type(number) in mobile), raw
+        checked += 1
+    assert checked > 500
