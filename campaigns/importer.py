@@ -19,8 +19,8 @@ Rules (also in docs/contacts-import.md):
 - several phone columns (Outlook's ``Mobile Phone``/``Business Phone``/``Home Phone``, a
   CRM's ``Phone``/``Mobile``, Google's ``Phone 1 - Type``/``Phone 1 - Value`` pairs): each
   row takes the first non-empty one of a mobile column (or a value typed ``Mobile``),
-  then the others in file order; in a cell holding several numbers (Google's
-  `` ::: ``) the first;
+  then the best-named other one, then the rest in file order; in a cell holding
+  several numbers (Google's `` ::: ``) the first;
 - existing contacts: updated (name only by a non-empty name, attributes merged, new keys
   win) and counted as ``updated`` only when that changes what is stored, else as
   ``unchanged``; an opted-out contact stays opted out, joins the list, and counts as
@@ -116,7 +116,7 @@ _PHONE_COLUMN = re.compile(
     r"[a-z]*(?:phone|mobile|cell|handy|whatsapp|telefon|telephone|telefone|telefono)"
     r"(?:number|no|nummer)?\d*"
 )
-_MOBILE_WORDS = re.compile(r"whatsapp|mobil|cell|handy|celular|movil|portable|msisdn")
+_MOBILE_WORDS = re.compile(r"whatsapp|mobil|cell|handy|celular|m[oó]vil|portable|msisdn")
 _GENERIC_PHONE_HEADERS = frozenset({"number", "numero", "nummer", "tel"})
 # Google Contacts: "Phone 1 - Type" (or "- Label") = "Mobile", "Phone 1 - Value" = numbers
 _GOOGLE_VALUE = re.compile(r"phone(\d+)value")
