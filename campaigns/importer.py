@@ -1,7 +1,9 @@
 """The contact import pipeline: spreadsheet -> E.164 contacts in a named list + a report.
 
-Steps: read every cell as text (:mod:`campaigns.spreadsheets`), find the phone and name
-columns, normalise each distinct phone value once (:mod:`campaigns.phones`), reject
+Steps: read every cell as text (:mod:`campaigns.spreadsheets`; the header row is the
+first row with a phone column, below any title rows), find the phone and name columns,
+pick each row's phone when there are several phone columns (the mobile one first),
+normalise each distinct phone value once (:mod:`campaigns.phones`), reject
 unusable rows with their spreadsheet row number, merge duplicates within the file
 (last non-empty value wins), then upsert contacts and list membership in ONE
 transaction with bulk Core statements (:mod:`storage.queries.contacts`). A failure
@@ -14,9 +16,15 @@ Rules (also in docs/contacts-import.md):
   empty cells are left out, so they never blank a value stored earlier;
 - duplicates in the file: one contact per E.164 number, the last non-empty value of each
   column wins; every extra row counts as a duplicate;
+- several phone columns (Outlook's ``Mobile Phone``/``Business Phone``/``Home Phone``, a
+  CRM's ``Phone``/``Mobile``, Google's ``Phone 1 - Type``/``Phone 1 - Value`` pairs): each
+  row takes the first non-empty one of a mobile column (or a value typed ``Mobile``),
+  then the best-named other one, then the rest in file order; in a cell holding
+  several numbers (Google's `` ::: ``) the first;
 - existing contacts: updated (name only by a non-empty name, attributes merged, new keys
-  win); an opted-out contact stays opted out, joins the list, and counts as
-  ``skipped_opted_out`` instead of ``updated``.
+  win) and counted as ``updated`` only when that changes what is stored, else as
+  ``unchanged``; an opted-out contact stays opted out, joins the list, and counts as
+  ``skipped_opted_out``.
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ from campaigns.spreadsheets import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_UNCOMPRESSED,
     ExcelEngine,
+    HeaderTest,
     SpreadsheetError,
     read_table,
 )
@@ -101,6 +110,17 @@ PHONE_HEADERS = (
 )
 # substrings tried when no header matches a whole word above
 PHONE_HINTS = ("whatsapp", "mobile", "phone", "celular", "cell", "msisdn", "telef", "handy")
+# more phone columns (all used, row by row): "Mobile Phone", "Business Phone 2",
+# "Mobile Phone Number"; words that say the column holds mobile numbers
+_PHONE_COLUMN = re.compile(
+    r"[a-z]*(?:phone|mobile|cell|handy|whatsapp|telefon|telephone|telefone|telefono)"
+    r"(?:number|no|nummer)?\d*"
+)
+_MOBILE_WORDS = re.compile(r"whatsapp|mobil|cell|handy|celular|m[oó]vil|portable|msisdn")
+_GENERIC_PHONE_HEADERS = frozenset({"number", "numero", "nummer", "tel"})
+# Google Contacts: "Phone 1 - Type" (or "- Label") = "Mobile", "Phone 1 - Value" = numbers
+_GOOGLE_VALUE = re.compile(r"phone(\d+)value")
+_MULTI_VALUE_SEP = ":::"
 NAME_HEADERS = (
     "name",
     "fullname",
@@ -168,7 +188,8 @@ class RejectedRow:
 
 @dataclass
 class ImportReport:
-    """What an import did. ``imported`` counts new contacts, ``updated`` existing ones."""
+    """What an import did. ``imported`` counts new contacts, ``updated`` existing ones
+    whose stored data changed, ``unchanged`` existing ones it left as they were."""
 
     import_id: int
     list_id: int
@@ -177,6 +198,7 @@ class ImportReport:
     rows_read: int = 0
     imported: int = 0
     updated: int = 0
+    unchanged: int = 0
     duplicates: int = 0
     invalid: int = 0
     skipped_opted_out: int = 0
@@ -249,12 +271,15 @@ class _Mapping:
     first_last: tuple[str, str] | None
     attributes: list[str]
     keys: dict[str, str]
+    #: the phone columns in the order they are tried, each with its type column (Google)
+    phones: tuple[tuple[str, str | None], ...] = ()
 
     @property
     def name_label(self) -> str | None:
-        if self.first_last:
-            return f"{self.first_last[0]} + {self.first_last[1]}"
-        return self.name
+        joined = f"{self.first_last[0]} + {self.first_last[1]}" if self.first_last else None
+        if self.name and joined:
+            return f"{self.name} (else {joined})"
+        return self.name or joined
 
 
 # --- column mapping ------------------------------------------------------------------
@@ -296,35 +321,82 @@ def _named(path: Path, columns: Sequence[str], wanted: str, what: str) -> str:
     )
 
 
+def _google_pairs(columns: Sequence[str]) -> list[tuple[str, str | None]]:
+    """Google Contacts' ``Phone N - Value`` columns with their ``Phone N - Type`` (or
+    ``- Label``) columns, by N."""
+    keyed = {header_key(c): c for c in reversed(columns)}
+    pairs: list[tuple[int, str, str | None]] = []
+    for key, col in keyed.items():
+        found = _GOOGLE_VALUE.fullmatch(key)
+        if found:
+            n = found.group(1)
+            kind = keyed.get(f"phone{n}type") or keyed.get(f"phone{n}label")
+            pairs.append((int(n), col, kind))
+    return [(col, kind) for _, col, kind in sorted(pairs)]
+
+
+def _phone_columns(columns: Sequence[str]) -> list[tuple[str, str | None]]:
+    """The phone columns found by their headers, in the order each row tries them."""
+    pairs = _google_pairs(columns)
+    if pairs:
+        return pairs
+    keys = [header_key(c) for c in columns]
+    found = [i for i, k in enumerate(keys) if k in PHONE_HEADERS or _PHONE_COLUMN.fullmatch(k)]
+    if len(found) > 1:  # "Number" next to real phone columns is something else
+        found = [i for i in found if keys[i] not in _GENERIC_PHONE_HEADERS] or found[:1]
+    if not found:
+        first = next((c for hint in PHONE_HINTS for c in columns if hint in header_key(c)), None)
+        return [] if first is None else [(first, None)]
+    if len(found) == 1:
+        return [(columns[found[0]], None)]
+    primary = _find([columns[i] for i in found], PHONE_HEADERS)
+
+    def rank(i: int) -> tuple[int, int]:
+        if _MOBILE_WORDS.search(keys[i]):
+            return (0, i)
+        return (1 if columns[i] == primary or keys[i].startswith("primary") else 2, i)
+
+    return [(columns[i], None) for i in sorted(found, key=rank)]
+
+
+def _header_test(opts: ImportOptions) -> HeaderTest:
+    """Whether a row of cells is the header row: it has the phone column."""
+    if opts.phone_column:
+        wanted = header_key(opts.phone_column)
+        return lambda cells: any(header_key(c) == wanted for c in cells)
+
+    def is_header(cells: Sequence[str]) -> bool:
+        return bool(_phone_columns([c.strip() for c in cells if c.strip()]))
+
+    return is_header
+
+
 def map_columns(path: Path, columns: Sequence[str], opts: ImportOptions) -> _Mapping:
     """Choose the phone, name and attribute columns (errors name the file and headers)."""
+    phones: list[tuple[str, str | None]]
     if opts.phone_column:
-        phone = _named(path, columns, opts.phone_column, "phone number")
+        phones = [(_named(path, columns, opts.phone_column, "phone number"), None)]
     else:
-        found = _find(columns, PHONE_HEADERS)
-        if found is None:
-            found = next(
-                (c for hint in PHONE_HINTS for c in columns if hint in header_key(c)), None
-            )
-        if found is None:
+        phones = _phone_columns(columns)
+        if not phones:
             raise ImportFailed(
                 f"{path}: no phone column found among the headers: {', '.join(columns)}; "
                 "name it with --phone-column"
             )
-        phone = found
-    rest = [c for c in columns if c != phone]
+    phone = ", ".join(col for col, _ in phones)
+    phone_cells = {c for pair in phones for c in pair if c is not None}
+    rest = [c for c in columns if c not in phone_cells]
     name: str | None = None
     first_last: tuple[str, str] | None = None
     if opts.name_column:
         name = _named(path, rest, opts.name_column, "name")
     else:
         name = _find(rest, NAME_HEADERS)
-        if name is None:
-            first, last = _find(rest, FIRST_NAME_HEADERS), _find(rest, LAST_NAME_HEADERS)
-            if first and last:
-                first_last = (first, last)
-            elif first:
-                name = first
+        first, last = _find(rest, FIRST_NAME_HEADERS), _find(rest, LAST_NAME_HEADERS)
+        if first and last:
+            first_last = (first, last)
+        elif first and name is None:
+            name = first
     attributes = [c for c in rest if c != name]
     keys: dict[str, str] = {}
     used: set[str] = set()
@@ -335,7 +407,43 @@ def map_columns(path: Path, columns: Sequence[str], opts: ImportOptions) -> _Map
             key, n = f"{base}_{n}", n + 1
         used.add(key)
         keys[col] = key
-    return _Mapping(phone, name, first_last, attributes, keys)
+    return _Mapping(phone, name, first_last, attributes, keys, tuple(phones))
+
+
+def _phone_values(frame: pd.DataFrame, mapping: _Mapping) -> pd.Series:
+    """Each row's phone cell: the one phone column, or of several the first non-empty
+    value typed mobile (Google), then the first non-empty value (module notes)."""
+    if len(mapping.phones) == 1 and mapping.phones[0][1] is None:
+        return frame[mapping.phones[0][0]]
+    values: list[pd.Series] = []
+    mobile: list[pd.Series] = []
+    for col, kind in mapping.phones:
+        value = frame[col]
+        if value.str.contains(_MULTI_VALUE_SEP, regex=False).any():
+            value = value.str.split(_MULTI_VALUE_SEP, n=1).str[0]
+        values.append(value.str.strip())
+        if kind is not None:
+            mobile.append(frame[kind].str.casefold().str.contains(_MOBILE_WORDS))
+    picked = pd.Series("", index=frame.index, dtype=object)
+    for value, is_mobile in zip(values, mobile, strict=False):
+        picked = picked.mask((picked == "") & is_mobile & (value != ""), value)
+    for value in values:
+        picked = picked.mask((picked == "") & (value != ""), value)
+    return picked
+
+
+def _names(frame: pd.DataFrame, mapping: _Mapping) -> pd.Series:
+    """Each row's name: the name column, else first and last name joined."""
+    joined: pd.Series | None = None
+    if mapping.first_last:
+        first, last = mapping.first_last
+        joined = (frame[first].str.strip() + " " + frame[last].str.strip()).str.strip()
+    if mapping.name:
+        names = frame[mapping.name].str.strip()
+        return names if joined is None else names.mask(names == "", joined)
+    if joined is not None:
+        return joined
+    return pd.Series("", index=frame.index, dtype=object)
 
 
 # --- preview ------------------------------------------------------------------------
@@ -352,6 +460,7 @@ def _read(path: Path, opts: ImportOptions, nrows: int | None = None) -> Any:
             max_uncompressed=opts.xlsx_max_uncompressed_bytes,
             engine=opts.excel_engine,
             nrows=nrows,
+            is_header=_header_test(opts),
         )
     except SpreadsheetError as exc:
         raise ImportFailed(str(exc)) from None
@@ -377,7 +486,8 @@ def preview_file(path: Path, opts: ImportOptions, rows: int = 5) -> Preview:
             path.name, columns, None, None, [], {}, records, [], table.sheet,
             table.encoding, table.delimiter, problem=str(exc),
         )  # fmt: skip
-    phones = [normalise_phone(r[mapping.phone], opts.region) for r in records]
+    raw_phones = _phone_values(head, mapping).tolist()
+    phones = [normalise_phone(str(raw), opts.region) for raw in raw_phones]
     return Preview(
         path.name, columns, mapping.phone, mapping.name_label, mapping.attributes,
         mapping.keys, records, phones, table.sheet, table.encoding, table.delimiter,
@@ -526,7 +636,8 @@ def _run(
     )
 
     # 1. phones: each distinct raw value normalised once
-    codes, uniques = pd.factorize(frame[mapping.phone], sort=False)
+    phone_values = _phone_values(frame, mapping)
+    codes, uniques = pd.factorize(phone_values, sort=False)
     n_unique = len(uniques)
     total = n_unique + len(frame)
     e164_u = np.empty(n_unique, dtype=object)
@@ -546,13 +657,7 @@ def _run(
     invalid = pd.isna(e164)
 
     # 2. names
-    if mapping.first_last:
-        first, last = mapping.first_last
-        names = (frame[first].str.strip() + " " + frame[last].str.strip()).str.strip()
-    elif mapping.name:
-        names = frame[mapping.name].str.strip()
-    else:
-        names = pd.Series("", index=frame.index, dtype=object)
+    names = _names(frame, mapping)
     too_long = (names.str.len() > NAME_MAX).to_numpy() & ~invalid
     rejects = _rejects_for(frame, invalid, mapping.phone, list(reasons[invalid]))
     if too_long.any():
@@ -570,12 +675,13 @@ def _run(
     data = pd.DataFrame(
         {
             "p": e164[keep],
-            "r": frame[mapping.phone].to_numpy()[keep],
+            "r": phone_values.to_numpy()[keep],
             "n": names.to_numpy()[keep],
             **{f"a{i}": frame[c].to_numpy()[keep] for i, c in enumerate(mapping.attributes)},
         }
     )
     del table, frame, names, e164, reasons, e164_u, reason_u, codes, uniques  # memory
+    del phone_values
     n_valid = len(data)
     data = _merge_duplicates(data)
     report.duplicates = n_valid - len(data)
@@ -609,10 +715,11 @@ def _run(
             if progress is not None:
                 progress(n_unique + stop, steps)
         del phones, raw_phones, contact_names, attributes  # staged: free them for the SQL
-        existing, opted_out = q.staged_existing(conn)
-        report.imported = n_contacts - existing
-        report.updated = existing - opted_out
-        report.skipped_opted_out = opted_out
+        existing = q.staged_existing(conn)
+        report.imported = n_contacts - existing.existing
+        report.updated = existing.changed
+        report.unchanged = existing.existing - existing.opted_out - existing.changed
+        report.skipped_opted_out = existing.opted_out
         q.upsert_staged(conn, now)
         q.add_staged_members(conn, list_id, now)
         q.drop_stage(conn)

@@ -1,16 +1,23 @@
 """Phone numbers to E.164, with a reason for every value that cannot be used.
 
-:func:`normalise_phone` gives the same answer as ``phonenumbers.parse`` +
-``is_valid_number`` + E.164 formatting (the tests compare them on many numbers), but
-most values take a fast path: a plain string of digits (with the usual separators and
-an optional ``+``) is validated against ``phonenumbers``' own metadata patterns,
-compiled once per country into one regular expression per number length. Anything
-unusual (national prefixes, international dialling prefixes, extensions, letters)
-goes through ``phonenumbers.parse`` itself.
+The reading rule (docs/contacts-import.md, "Which country a number belongs to"): a value
+with ``+`` (also ``tel:+...``, ``wa.me/...``, ``api.whatsapp.com/send?phone=...``) is
+international. A value of digits alone has two readings: national, ``phonenumbers.parse``
+with the default region (which applies the region's trunk prefix, international dialling
+prefix and calling code), and international, ``+<digits>`` (``00`` dropped first). The
+valid one wins; when both are valid and differ, the national reading wins only if the
+digits start with the region's trunk prefix (``0``, ``1``, ``8``...) or the national
+reading is a mobile number there, else the international one does: the gateway and
+spreadsheets write ``+4915112345678`` as ``4915112345678``.
 
-One rule goes beyond ``phonenumbers``: a value of 11 or more digits without ``+`` that
-is not valid in the default region but is valid read as ``+<digits>`` is accepted that
-way, because spreadsheets turn ``+447911123456`` into the number ``447911123456``.
+:func:`normalise_phone` gives the same answer as that rule spelt out with
+``phonenumbers`` (the tests compare them on many numbers), but most values take a fast
+path: a plain string of digits (with the usual separators and an optional ``+``) is
+validated against ``phonenumbers``' own metadata patterns, compiled once per country
+into one regular expression per number length (and, when both readings are valid, the
+national number's type checked against the same metadata as ``phonenumbers.number_type``
+does). Anything unusual (trunk prefixes, international dialling prefixes, extensions,
+letters, links) goes through ``phonenumbers.parse`` itself.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from functools import lru_cache
 from typing import Any, NamedTuple
 
 import phonenumbers
-from phonenumbers import NumberParseException, PhoneMetadata, PhoneNumberFormat
+from phonenumbers import NumberParseException, PhoneMetadata, PhoneNumberFormat, PhoneNumberType
 from phonenumbers.phonenumberutil import ValidationResult
 
 REASON_EMPTY = "empty"
@@ -51,7 +58,15 @@ _TYPES = (
     "fixed_line",
     "mobile",
 )
-_FALLBACK_MIN_DIGITS = 11
+_MOBILE_TYPES = (PhoneNumberType.MOBILE, PhoneNumberType.FIXED_LINE_OR_MOBILE)
+# links and URIs that carry a number: tel:, wa.me/, api.whatsapp.com/send?phone=
+_TEL_URI = re.compile(r"tel:\s*([^;?]*)", re.IGNORECASE)
+_WHATSAPP_LINK = re.compile(
+    r"(?:(?:https?://)?(?:www\.)?wa\.me/"
+    r"|(?:(?:https?://)?(?:api|web|www)\.whatsapp\.com|whatsapp:/)/send/?\?(?:[^#]*&)?phone=)"
+    r"(?:\+|%2b)?(\d+)(?:[/?&#]|\Z)",
+    re.IGNORECASE,
+)
 
 
 class PhoneResult(NamedTuple):
@@ -65,9 +80,11 @@ class _RegionRules:
     """One region's validity rules: a pattern per national number length, compiled at
     first use (a country has up to a dozen lengths; an import meets one or two)."""
 
-    __slots__ = ("by_length", "leading_digits", "sources")
+    __slots__ = ("by_length", "descs", "leading_digits", "metadata", "sources")
 
     def __init__(self, metadata: Any) -> None:
+        self.metadata = metadata
+        self.descs: dict[str, tuple[re.Pattern[str], frozenset[int]] | None] = {}
         self.leading_digits: re.Pattern[str] | None = (
             re.compile(metadata.leading_digits) if metadata.leading_digits else None
         )
@@ -103,6 +120,31 @@ class _RegionRules:
             pattern = self.by_length[len(nsn)] = re.compile(source)
         return pattern.fullmatch(nsn) is not None
 
+    def _matches(self, name: str, nsn: str) -> bool:
+        """``phonenumbers``' ``_is_number_matching_desc`` for the type ``name``."""
+        try:
+            found = self.descs[name]
+        except KeyError:
+            desc = getattr(self.metadata, name)
+            found = None
+            if desc is not None and desc.national_number_pattern:
+                found = (re.compile(desc.national_number_pattern), frozenset(desc.possible_length))
+            self.descs[name] = found
+        if found is None:
+            return False
+        pattern, lengths = found
+        return (not lengths or len(nsn) in lengths) and pattern.fullmatch(nsn) is not None
+
+    def is_mobile(self, nsn: str) -> bool:
+        """Whether ``phonenumbers.number_type`` of this region's valid ``nsn`` is
+        ``MOBILE`` or ``FIXED_LINE_OR_MOBILE`` (its ``_number_type_helper``, in order)."""
+        if any(self._matches(name, nsn) for name in _TYPES[:-2]):
+            return False  # premium rate, toll free, ... voicemail
+        same = bool(self.metadata.same_mobile_and_fixed_line_pattern)
+        if self._matches("fixed_line", nsn):
+            return same or self._matches("mobile", nsn)
+        return not same and self._matches("mobile", nsn)
+
 
 class _CountryRules:
     """Validity of national numbers for one country calling code (all its regions)."""
@@ -120,17 +162,21 @@ class _CountryRules:
 
     def is_valid(self, nsn: str) -> bool:
         """Same answer as ``phonenumbers.is_valid_number`` for this country code."""
+        return self.region_of(nsn) is not None
+
+    def region_of(self, nsn: str) -> _RegionRules | None:
+        """The region whose rules make ``nsn`` valid, as ``phonenumbers`` picks it."""
         if len(nsn) not in self.lengths:
-            return False
+            return None
         # phonenumbers picks the region first (leading digits, else any known type),
         # then validates against that region only.
         for rules in self.regions:
             if rules.leading_digits is not None:
                 if rules.leading_digits.match(nsn):
-                    return rules.matches_type(nsn)
+                    return rules if rules.matches_type(nsn) else None
             elif rules.matches_type(nsn):
-                return True
-        return False
+                return rules
+        return None
 
 
 @lru_cache(maxsize=512)
@@ -145,6 +191,7 @@ class _DefaultRegion(NamedTuple):
     country_code: int
     prefix_for_parsing: re.Pattern[str] | None
     international_prefix: re.Pattern[str] | None
+    trunk_prefix: str | None
 
 
 @lru_cache(maxsize=64)
@@ -158,6 +205,7 @@ def _default_region(region: str) -> _DefaultRegion | None:
         metadata.country_code,
         re.compile(npfp) if npfp else None,
         re.compile(idd) if idd else None,
+        metadata.national_prefix or None,
     )
 
 
@@ -180,22 +228,6 @@ def _international_rules(cc: int) -> tuple[_CountryRules, re.Pattern[str] | None
 _CALLING_CODES = {str(cc): cc for cc in phonenumbers.COUNTRY_CODE_TO_REGION_CODE}
 
 
-def _fast_international(digits: str) -> str | None:
-    """E.164 for ``+<digits>`` when it is plainly valid, else None (use the slow path)."""
-    for cc_len in (1, 2, 3):
-        cc = _CALLING_CODES.get(digits[:cc_len])
-        if cc is not None:
-            nsn = digits[cc_len:]
-            found = _international_rules(cc)
-            if found is None or not nsn or nsn[0] == "0":
-                return None
-            rules, national_prefix = found
-            if national_prefix is not None and national_prefix.match(nsn):
-                return None  # phonenumbers may strip a national prefix: let it decide
-            return "+" + digits if rules.is_valid(nsn) else None
-    return None
-
-
 _MISSING: Any = object()
 # the first three digits decide the calling code: its length and rules, by those digits
 _BY_PREFIX: dict[str, tuple[int, tuple[_CountryRules, re.Pattern[str] | None] | None] | None] = {}
@@ -212,22 +244,26 @@ def _calling_code_of(
     return None
 
 
-def _fast_international_cached(digits: str) -> str | None:
-    """:func:`_fast_international` with the calling code looked up by the first digits."""
+def _international_state(digits: str) -> str | None:
+    """``+<digits>``: its E.164 form when plainly valid, ``""`` when plainly invalid, None
+    when only ``phonenumbers.parse`` can tell (the calling code found by the first digits).
+    """
     prefix = digits[:3]
     entry = _BY_PREFIX.get(prefix, _MISSING)
     if entry is _MISSING:
         entry = _BY_PREFIX[prefix] = _calling_code_of(prefix)
     if entry is None:
-        return None
+        return ""  # no calling code starts with these digits
     cc_len, found = entry
     nsn = digits[cc_len:]
-    if found is None or not nsn or nsn[0] == "0":
+    if not nsn:
+        return ""
+    if found is None or nsn[0] == "0":
         return None
     rules, national_prefix = found
     if national_prefix is not None and national_prefix.match(nsn):
         return None
-    return "+" + digits if rules.is_valid(nsn) else None
+    return "+" + digits if rules.is_valid(nsn) else ""
 
 
 def _plain_national(digits: str, region: str) -> int | None:
@@ -246,15 +282,29 @@ def _plain_national(digits: str, region: str) -> int | None:
     return default.country_code
 
 
-def _fast_national(digits: str, region: str) -> tuple[str | None, bool]:
-    """E.164 for national ``digits`` when plainly valid; and whether they were plain."""
+def _fast_plain(digits: str, region: str) -> str | None:
+    """E.164 for ``digits`` (no ``+``) when the reading rule is plainly decided, else None.
+
+    Only digits without a trunk or international prefix: their national reading is
+    ``+<calling code><digits>``, their international one ``+<digits>``; when exactly one
+    is valid it wins, when both are the national one wins if it is a mobile number.
+    Either unclear: None.
+    """
     country_code = _plain_national(digits, region)
     if country_code is None:
-        return None, False
+        return None
     rules = _country_rules(country_code)
     if rules is None:
-        return None, False
-    return (f"+{country_code}{digits}" if rules.is_valid(digits) else None), True
+        return None
+    international = _international_state(digits)
+    if international is None:
+        return None
+    home = rules.region_of(digits)
+    if home is not None:
+        if international == "" or home.is_mobile(digits):
+            return f"+{country_code}{digits}"
+        return international
+    return international or None
 
 
 def _slow(text: str, region: str) -> PhoneResult:
@@ -286,16 +336,60 @@ def _has_letters(text: str) -> bool:
     return any(ch.isalpha() for ch in text)
 
 
+def _unwrapped(text: str) -> str:
+    """The number in a ``tel:`` URI or a WhatsApp link (``+<digits>``), else ``text``."""
+    tel = _TEL_URI.match(text)
+    if tel is not None:
+        return tel.group(1).strip()
+    link = _WHATSAPP_LINK.match(text)
+    if link is not None:
+        return "+" + link.group(1)
+    return text
+
+
+def _is_mobile(e164: str) -> bool:
+    """Whether ``phonenumbers`` types the (valid) number as mobile (or fixed line or mobile)."""
+    return phonenumbers.number_type(phonenumbers.parse(e164, None)) in _MOBILE_TYPES
+
+
+def _two_readings(text: str, digits: str, region: str) -> PhoneResult:
+    """The reading rule for ``text``, digits (``digits``) without ``+`` (module notes)."""
+    national = _slow(text, region)
+    intl_digits = digits[2:] if digits.startswith("00") else digits
+    international = PhoneResult(None, REASON_NOT_A_NUMBER)
+    if intl_digits:
+        state = _international_state(intl_digits)
+        international = PhoneResult(state, None) if state else _slow("+" + intl_digits, region)
+        if international.e164 not in (None, "+" + intl_digits):  # phonenumbers changed digits
+            international = PhoneResult(None, REASON_INVALID)
+    if national.e164 is None:
+        if international.e164 is not None or digits.startswith("00"):
+            return international
+        return national
+    if international.e164 is None or international.e164 == national.e164:
+        return national
+    default = _default_region(region)
+    trunk = None if default is None else default.trunk_prefix
+    if (trunk is not None and digits.startswith(trunk)) or _is_mobile(national.e164):
+        return national
+    return international
+
+
 def normalise_phone(raw: str, region: str) -> PhoneResult:
     """Normalise ``raw`` to E.164 using ``region`` (ISO 3166 code) for national numbers.
 
-    Rejections carry one of the ``REASON_*`` strings: empty, contains letters, too
-    short, too long, invalid for its region, digits lost to scientific notation,
-    invalid country code, not a phone number.
+    Digits without ``+`` follow the reading rule of the module notes. Rejections carry
+    one of the ``REASON_*`` strings: empty, contains letters, too short, too long,
+    invalid for its region, digits lost to scientific notation, invalid country code,
+    not a phone number.
     """
     text = raw.strip()
     if not text:
         return PhoneResult(None, REASON_EMPTY)
+    if text[0].isalpha():
+        text = _unwrapped(text)
+        if not text:
+            return PhoneResult(None, REASON_EMPTY)
     if ("e" in text or "E" in text) and _SCIENTIFIC.match(text):
         return PhoneResult(None, REASON_SCIENTIFIC)
     if text[-1] == "0" and "." in text:
@@ -305,31 +399,23 @@ def normalise_phone(raw: str, region: str) -> PhoneResult:
     simple = _SIMPLE.match(text)
     if simple is None and _has_letters(text):
         return PhoneResult(None, REASON_LETTERS)
-    if simple:
-        plus, body = simple.groups()
-        digits = body.translate(_SEPARATORS)
-        if not digits.isdigit():
-            digits = _NON_DIGIT.sub("", body)
-        if not digits:
-            return PhoneResult(None, REASON_NOT_A_NUMBER)
-        if len(digits) > 17:
-            return PhoneResult(None, REASON_TOO_LONG)
-        if plus:
-            fast = _fast_international(digits)
-        else:
-            fast, plain = _fast_national(digits, region)
-            if fast is None and plain and len(digits) >= _FALLBACK_MIN_DIGITS:
-                fast = _fast_international(digits)  # the '+' rule, decided without parsing
-        if fast is not None:
-            return PhoneResult(fast, None)
-    result = _slow(text, region)
-    if result.e164 is None and simple and not simple.group(1):
-        digits = _NON_DIGIT.sub("", simple.group(2))
-        if len(digits) >= _FALLBACK_MIN_DIGITS and digits[0] != "0":
-            as_international = _fast_international(digits) or _slow("+" + digits, region).e164
-            if as_international == "+" + digits:  # only when no digit had to change
-                return PhoneResult(as_international, None)
-    return result
+    if simple is None:
+        return _slow(text, region)
+    plus, body = simple.groups()
+    digits = body.translate(_SEPARATORS)
+    if not digits.isdigit():
+        digits = _NON_DIGIT.sub("", body)
+    if not digits:
+        return PhoneResult(None, REASON_NOT_A_NUMBER)
+    if len(digits) > 17:
+        return PhoneResult(None, REASON_TOO_LONG)
+    if plus:
+        fast = _international_state(digits) or None
+        return PhoneResult(fast, None) if fast is not None else _slow(text, region)
+    fast = _fast_plain(digits, region)
+    if fast is not None:
+        return PhoneResult(fast, None)
+    return _two_readings(text, digits, region)
 
 
 _BATCH_SEP = "\x1f"  # joins a batch for one C-level translate; refused if a value holds it
@@ -362,7 +448,7 @@ def normalise_batch(
     national_prefix = None if default is None else default.prefix_for_parsing
     idd = None if default is None else default.international_prefix
     prefix = "" if default is None else f"+{default.country_code}"
-    fast_international = _fast_international_cached
+    international_state = _international_state
     for i, s in enumerate(cleaned):
         fast: str | None = None
         if s.isascii() and len(s) <= 18:
@@ -372,17 +458,22 @@ def normalise_batch(
             elif s[:1] == "+":
                 digits = s[1:]
                 if digits.isdigit() and value.lstrip()[:1] == "+":
-                    fast = fast_international(digits)
+                    fast = international_state(digits) or None
             elif s.isdigit() and len(s) <= 17 and national is not None and s[0] != "0":
                 plain = not (
                     (national_prefix is not None and national_prefix.match(s))
                     or (idd is not None and idd.match(s))
                 )
-                if plain:
-                    if national.is_valid(s):
-                        fast = prefix + s
-                    elif len(s) >= _FALLBACK_MIN_DIGITS:
-                        fast = fast_international(s)  # the lost-'+' rule
+                if plain:  # the reading rule: exactly one valid reading wins
+                    international = international_state(s)
+                    if international is not None:
+                        home = national.region_of(s)
+                        if home is None:
+                            fast = international or None
+                        elif international == "" or home.is_mobile(s):
+                            fast = prefix + s
+                        else:
+                            fast = international
         if fast is None:
             e164[i], reasons[i] = normalise_phone(values[i], region)
         else:

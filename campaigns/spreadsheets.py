@@ -7,15 +7,20 @@
   few bytes cp1252 leaves undefined). Delimiter sniffed among comma, semicolon, tab, pipe.
 - Limits before parsing: file size, and for the zip formats (XLSX, ODS) the sum of the
   members' uncompressed sizes and their compression ratio (zip bombs).
-- Rows keep their spreadsheet row number (header is row 1, the first data row is row 2)
-  as the frame's index; rows whose cells are all empty are dropped.
+- The header row is the first row, unless a caller's ``is_header`` test picks a later
+  one among the first :data:`HEADER_SEARCH_ROWS` rows and every row above it has fewer
+  non-empty cells (a title such as "Customer export 2026-11", blank rows).
+- Rows keep their spreadsheet row number (a header in row 1 puts the first data row in
+  row 2) as the frame's index; rows whose cells are all empty are dropped.
 """
 
 from __future__ import annotations
 
 import codecs
 import csv
+import io
 import zipfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from pathlib import Path
@@ -34,6 +39,11 @@ _EXCEL_SUFFIXES = {".xlsx", ".xlsm", ".xls", ".xlsb", ".ods"}
 _ZIP_SUFFIXES = {".xlsx", ".xlsm", ".xlsb", ".ods"}
 _TEXT_SUFFIXES = {".csv", ".tsv", ".txt", ""}
 _SNIFF_BYTES = 64 * 1024
+#: how many rows from the top may hold the header row (rows above it: titles, blanks)
+HEADER_SEARCH_ROWS = 10
+
+#: a caller's test of whether a row of cells (as text) is the header row
+HeaderTest = Callable[[Sequence[str]], bool]
 
 ExcelEngine = Literal["calamine", "openpyxl"]
 
@@ -51,6 +61,7 @@ class Table:
     sheet: str | None = None
     encoding: str | None = None
     delimiter: str | None = None
+    header_row: int = 1
 
     @property
     def columns(self) -> list[str]:
@@ -107,6 +118,20 @@ def check_zip_budget(
     return total
 
 
+def header_index(rows: Sequence[Sequence[str]], is_header: HeaderTest | None) -> int:
+    """The 0-based position of the header among the first rows (0 unless ``is_header``
+    picks a later row that has more non-empty cells than every row above it)."""
+    if is_header is None:
+        return 0
+    counts: list[int] = []
+    for i, row in enumerate(rows[:HEADER_SEARCH_ROWS]):
+        filled = sum(1 for cell in row if cell.strip())
+        if is_header(row) and (i == 0 or filled > max(counts)):
+            return i
+        counts.append(filled)
+    return 0
+
+
 # --- CSV ---------------------------------------------------------------------------
 
 
@@ -159,10 +184,24 @@ def read_csv(
     encoding: str | None = None,
     delimiter: str | None = None,
     nrows: int | None = None,
+    is_header: HeaderTest | None = None,
 ) -> Table:
     """Read a CSV file as text (see the module notes)."""
     enc = encoding or detect_encoding(path)
-    sep = delimiter or sniff_delimiter(_read_sample(path, enc))
+    sample = _read_sample(path, enc) if delimiter is None or is_header is not None else ""
+    sep = delimiter or sniff_delimiter(sample)
+    skip = 0
+    if is_header is not None:
+        # titles above the header can mislead the sniffer: try the other delimiters too
+        tried = [sep] if delimiter else [sep, *(d for d in _DELIMITERS if d != sep)]
+        for candidate in tried:
+            rows = _first_rows(sample, candidate)
+            skip = header_index(rows, is_header)
+            if skip or (rows and is_header(rows[0])):
+                sep = candidate
+                break
+        if skip and delimiter is None:
+            sep = sniff_delimiter("\n".join(sample.splitlines()[skip:]))
     try:
         frame = pd.read_csv(
             path,
@@ -174,6 +213,7 @@ def read_csv(
             encoding=enc,
             encoding_errors="strict",
             nrows=nrows,
+            skiprows=skip,
             engine="c",
         )
     except pd.errors.EmptyDataError:
@@ -182,7 +222,21 @@ def read_csv(
         raise SpreadsheetError(f"{path}: cannot parse as CSV ({exc})") from None
     except UnicodeDecodeError as exc:
         raise SpreadsheetError(f"{path}: not valid {enc} text ({exc.reason})") from None
-    return Table(path, _finish(path, frame), encoding=enc, delimiter=sep)
+    frame = _finish(path, frame, first_row=skip + 2)
+    return Table(path, frame, encoding=enc, delimiter=sep, header_row=skip + 1)
+
+
+def _first_rows(sample: str, sep: str) -> list[list[str]]:
+    """The first rows of a CSV sample (a row cut by the sample's end is left out)."""
+    rows: list[list[str]] = []
+    try:
+        for row in csv.reader(io.StringIO(sample), delimiter=sep):
+            rows.append(row)
+            if len(rows) > HEADER_SEARCH_ROWS:
+                break
+    except csv.Error:
+        pass
+    return rows[:HEADER_SEARCH_ROWS]
 
 
 # --- workbooks ---------------------------------------------------------------------
@@ -269,6 +323,7 @@ def read_workbook(
     max_uncompressed: int = DEFAULT_MAX_UNCOMPRESSED,
     engine: ExcelEngine = "calamine",
     nrows: int | None = None,
+    is_header: HeaderTest | None = None,
 ) -> Table:
     """Read one sheet of an XLSX/XLS/ODS workbook as text (first sheet by default).
 
@@ -276,16 +331,20 @@ def read_workbook(
     """
     if path.suffix.lower() in _ZIP_SUFFIXES:
         check_zip_budget(path, max_uncompressed)
+    limit = None if nrows is None else nrows + HEADER_SEARCH_ROWS
     if engine == "openpyxl":
-        name, rows = _rows_openpyxl(path, sheet, nrows)
+        name, rows = _rows_openpyxl(path, sheet, limit)
     else:
-        name, rows = _rows_calamine(path, sheet, nrows)
+        name, rows = _rows_calamine(path, sheet, limit)
     if not rows:
         raise SpreadsheetError(f"{path}: sheet {name!r} is empty (no header row)")
+    top = [[cell_text(v) for v in r] for r in rows[:HEADER_SEARCH_ROWS]]
+    skip = header_index(top, is_header)
     width = max(len(r) for r in rows)
-    header = [cell_text(v) for v in rows[0]] + [""] * (width - len(rows[0]))
+    header = top[skip] + [""] * (width - len(rows[skip]))
     columns = _unique_headers(header)
-    body = rows[1:]
+    stop = None if nrows is None else skip + 1 + nrows
+    body = rows[skip + 1 : stop]
     del rows
     if any(len(r) != width for r in body):  # calamine's rows are already all as wide
         body = [r if len(r) == width else [*r, *([None] * (width - len(r)))] for r in body]
@@ -295,7 +354,8 @@ def read_workbook(
         data[col] = [v if type(v) is str else cell_text(v) for v in values]
     del body
     frame = pd.DataFrame(data, dtype=str, columns=columns)
-    return Table(path, _finish(path, frame), sheet=name)
+    frame = _finish(path, frame, first_row=skip + 2)
+    return Table(path, frame, sheet=name, header_row=skip + 1)
 
 
 def _unique_headers(header: list[str]) -> list[str]:
@@ -312,12 +372,13 @@ def _unique_headers(header: list[str]) -> list[str]:
     return out
 
 
-def _finish(path: Path, frame: pd.DataFrame) -> pd.DataFrame:
-    """Strip headers, number rows as the spreadsheet does, drop all-empty rows."""
+def _finish(path: Path, frame: pd.DataFrame, first_row: int = 2) -> pd.DataFrame:
+    """Strip headers, number rows as the spreadsheet does (the first data row is
+    ``first_row``), drop all-empty rows."""
     if len(frame.columns) == 0:
         raise SpreadsheetError(f"{path}: no header row found")
     frame.columns = pd.Index(_unique_headers([str(c) for c in frame.columns]))
-    frame.index = pd.RangeIndex(2, len(frame) + 2)
+    frame.index = pd.RangeIndex(first_row, len(frame) + first_row)
     if len(frame):
         non_empty = np.zeros(len(frame), dtype=bool)
         for i in range(len(frame.columns)):  # numpy compares object arrays ~4x faster
@@ -337,8 +398,12 @@ def read_table(
     max_uncompressed: int = DEFAULT_MAX_UNCOMPRESSED,
     engine: ExcelEngine = "calamine",
     nrows: int | None = None,
+    is_header: HeaderTest | None = None,
 ) -> Table:
-    """Read a CSV or workbook file as text, after the size and zip-bomb checks."""
+    """Read a CSV or workbook file as text, after the size and zip-bomb checks.
+
+    ``is_header`` lets a later row be the header row (module notes).
+    """
     check_size(path, max_bytes)
     suffix = path.suffix.lower()
     if suffix not in _EXCEL_SUFFIXES and suffix not in _TEXT_SUFFIXES:
@@ -346,22 +411,30 @@ def read_table(
         raise SpreadsheetError(f"{path}: unsupported file type {suffix!r} (use one of {known})")
     if is_excel(path):
         return read_workbook(
-            path, sheet=sheet, max_uncompressed=max_uncompressed, engine=engine, nrows=nrows
+            path,
+            sheet=sheet,
+            max_uncompressed=max_uncompressed,
+            engine=engine,
+            nrows=nrows,
+            is_header=is_header,
         )
-    return read_csv(path, encoding=encoding, delimiter=delimiter, nrows=nrows)
+    return read_csv(path, encoding=encoding, delimiter=delimiter, nrows=nrows, is_header=is_header)
 
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_UNCOMPRESSED",
+    "HEADER_SEARCH_ROWS",
     "MAX_COMPRESSION_RATIO",
     "ExcelEngine",
+    "HeaderTest",
     "SpreadsheetError",
     "Table",
     "cell_text",
     "check_size",
     "check_zip_budget",
     "detect_encoding",
+    "header_index",
     "is_excel",
     "read_csv",
     "read_table",

@@ -45,6 +45,7 @@ def _print_report(report: ImportReport, rejects_path: Path | None) -> None:
         ("rows read", report.rows_read),
         ("imported (new)", report.imported),
         ("updated", report.updated),
+        ("unchanged", report.unchanged),
         ("duplicates merged", report.duplicates),
         ("invalid (rejected)", report.invalid),
         ("skipped (opted out)", report.skipped_opted_out),

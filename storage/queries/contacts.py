@@ -19,10 +19,12 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    and_,
     case,
     cast,
     func,
     literal,
+    or_,
     select,
     true,
     update,
@@ -319,14 +321,46 @@ def stage_rows(conn: Connection, rows: Iterable[tuple[str, str, str, str]]) -> N
     raw.executemany(f"INSERT INTO {STAGE} VALUES (?, ?, ?, ?)", rows)
 
 
-def staged_existing(conn: Connection) -> tuple[int, int]:
-    """How many staged phones are already contacts, and how many of those opted out."""
+class StagedExisting(NamedTuple):
+    """Staged phones that are already contacts: all, opted out, and (of the others) those
+    whose stored raw phone, name or attributes the upsert would change."""
+
+    existing: int
+    opted_out: int
+    changed: int
+
+
+def _would_change(
+    conn: Connection, raw_phone: Any, name: Any, attributes: ColumnElement[Any]
+) -> ColumnElement[bool]:
+    """Whether upserting ``raw_phone``, ``name`` and ``attributes`` (JSON) changes a stored
+    contact (the rules of :func:`upsert_staged`: an empty name changes nothing, the
+    attributes are merged)."""
+    stored = contacts.c.attributes
+    if conn.dialect.name == "postgresql":
+        attributes_change: ColumnElement[bool] = stored.op("||")(attributes) != stored
+    else:  # SQLite: both sides as minified JSON text
+        attributes_change = func.json_patch(stored, attributes) != func.json(stored)
+    return or_(
+        contacts.c.raw_phone != raw_phone,
+        and_(name != "", contacts.c.name != name),
+        attributes_change,
+    )
+
+
+def staged_existing(conn: Connection) -> StagedExisting:
+    """How many staged phones are already contacts, opted out, or would be changed."""
+    changed = _would_change(
+        conn, contact_stage.c.raw_phone, contact_stage.c.name, _staged_attributes(conn)
+    )
+    not_opted_out = contacts.c.opted_out.is_(False)
     stmt = select(
         func.count(),
         func.count(case((contacts.c.opted_out.is_(True), 1))),
+        func.count(case((and_(not_opted_out, changed), 1))),
     ).select_from(contact_stage.join(contacts, contacts.c.phone == contact_stage.c.phone))
     row = conn.execute(stmt).one()
-    return int(row[0]), int(row[1])
+    return StagedExisting(int(row[0]), int(row[1]), int(row[2]))
 
 
 def _staged_attributes(conn: Connection) -> ColumnElement[Any]:
@@ -337,7 +371,10 @@ def _staged_attributes(conn: Connection) -> ColumnElement[Any]:
 
 
 def upsert_staged(conn: Connection, now: datetime) -> None:
-    """Insert or update every staged contact in one statement (rules of ``upsert_contacts``)."""
+    """Insert or update every staged contact in one statement (rules of ``upsert_contacts``).
+
+    A contact the upsert would not change is left untouched (its ``updated_at`` too).
+    """
     ins = _insert(conn, contacts)
     source = select(
         contact_stage.c.phone,
@@ -361,6 +398,7 @@ def upsert_staged(conn: Connection, now: datetime) -> None:
             "attributes": _merge_json(conn, contacts.c.attributes, excluded.attributes),
             "updated_at": excluded.updated_at,
         },
+        where=_would_change(conn, excluded.raw_phone, excluded.name, excluded.attributes),
     )
     conn.execute(stmt)
 
@@ -385,6 +423,7 @@ __all__ = [
     "BATCH",
     "STAGE",
     "ContactState",
+    "StagedExisting",
     "add_members",
     "add_staged_members",
     "batched",

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import openpyxl
 import pytest
 import sqlalchemy as sa
 from sqlalchemy import Engine
@@ -398,3 +399,132 @@ def test_legacy_xls_imports(sqlite_engine: Engine) -> None:
     with sqlite_engine.connect() as conn:
         rows = conn.execute(sa.text("SELECT phone, name FROM contacts ORDER BY phone")).all()
     assert [tuple(r) for r in rows] == [("+12025550143", "Cy"), ("+447911123456", "Zoë")]
+
+
+def test_unchanged_reimport_updates_nothing(engine: Engine, tmp_path: Path) -> None:
+    report = import_file(engine, SAMPLES / "contacts.csv", ImportOptions("customers"), now=NOW)
+    assert (report.imported, report.updated, report.unchanged) == (44, 0, 0)
+    stamp = _contacts(engine)["+12025550143"].updated_at
+    later = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
+    again = import_file(engine, SAMPLES / "contacts.csv", ImportOptions("customers"), now=later)
+    assert (again.imported, again.updated, again.unchanged) == (0, 0, 44)
+    assert _contacts(engine)["+12025550143"].updated_at == stamp  # not rewritten
+    # one new attribute value, one new name, one new raw form: three updated
+    text = (SAMPLES / "contacts.csv").read_text(encoding="utf-8")
+    text = text.replace("Noah Brown,212.555.0115,", "Noah B,212.555.0115,")
+    text = text.replace(
+        "Liam Smith,415-555-0178,San Francisco,basic", "Liam Smith,415-555-0178,San Francisco,gold"
+    )
+    text = text.replace("Emma Williams,+1 312 555 0190,", "Emma Williams,+13125550190,")
+    changed = tmp_path / "changed.csv"
+    changed.write_text(text, encoding="utf-8")
+    third = import_file(engine, changed, ImportOptions("customers"), now=later)
+    assert (third.imported, third.updated, third.unchanged) == (0, 3, 41)
+    people = _contacts(engine)
+    assert people["+12125550115"].name == "Noah B"
+    assert people["+12125550115"].updated_at == later
+    assert people["+12025550143"].updated_at == stamp
+    assert people["+14155550178"].attributes["plan"] == "gold"
+    # an empty cell or an empty name changes nothing
+    blank = tmp_path / "blank.csv"
+    blank.write_text("Name,Phone,City,Plan\n,415-555-0178,,\n", encoding="utf-8")
+    fourth = import_file(engine, blank, ImportOptions("customers"), now=later)
+    assert (fourth.updated, fourth.unchanged) == (0, 1)
+    job = _jobs(engine)[-1]
+    assert (job.updated, job.imported) == (0, 0)
+
+
+def test_google_contacts_export_imports_the_mobile_numbers(engine: Engine) -> None:
+    report = import_file(
+        engine, SAMPLES / "google-contacts.csv", ImportOptions("google", region="GB"), now=NOW
+    )
+    assert (report.rows_read, report.imported, report.invalid) == (9, 8, 1)
+    assert [(r.row_number, r.reason) for r in report.rejects] == [(10, "empty")]
+    assert report.phone_column == "Phone 1 - Value, Phone 2 - Value, Phone 3 - Value"
+    assert report.name_column == "Name (else Given Name + Family Name)"
+    assert "phone_1_type" not in report.attribute_keys.values()
+    people = {c.name: c for c in _contacts(engine).values()}
+    assert {name: c.phone for name, c in people.items()} == {
+        "Maria Fischer": "+4915123456789",
+        "James Carter": "+12025550178",
+        "Sophie Martin": "+33612345678",
+        "Oliver Bennett": "+447911123460",
+        "Priya Sharma": "+919876543210",
+        "Tom Hughes": "+442079460999",
+        "Lucas Silva": "+5511987654321",
+        "Grace Lee": "+61491570156",
+    }
+    assert people["Sophie Martin"].raw_phone == "+33 6 12 34 56 78"
+    assert people["Maria Fischer"].attributes["organization_1_name"] == "Fischer Bau"
+
+
+def test_outlook_export_imports_the_mobile_numbers(engine: Engine) -> None:
+    report = import_file(engine, SAMPLES / "outlook-contacts.csv", ImportOptions("o"), now=NOW)
+    assert (report.rows_read, report.imported, report.invalid) == (6, 5, 1)
+    assert report.phone_column.startswith("Mobile Phone, Primary Phone, Home Phone,")
+    assert "Business Fax" in report.attribute_columns
+    people = {c.name: c.phone for c in _contacts(engine).values()}
+    assert people == {
+        "Emily Johnson": "+12025550147",
+        "Michael Brown": "+14155550132",
+        "Hannah Müller": "+491701234567",
+        "Daniel Smith": "+13125550190",
+        "Chloe Davis": "+447911123461",
+    }
+
+
+def test_crm_phone_and_mobile_columns(sqlite_engine: Engine, tmp_path: Path) -> None:
+    path = tmp_path / "crm.csv"
+    path.write_text(
+        "Name,Phone Number,Mobile Phone Number,Account Number\n"
+        "Ann,(202) 555-0101,(202) 555-0147,A-1\n"
+        "Ben,(202) 555-0102,,A-2\n"
+        "Cy,,,A-3\n",
+        encoding="utf-8",
+    )
+    report = import_file(sqlite_engine, path, ImportOptions("crm"), now=NOW)
+    assert report.phone_column == "Mobile Phone Number, Phone Number"
+    assert report.attribute_keys == {"Account Number": "account_number"}
+    assert [(r.row_number, r.reason) for r in report.rejects] == [(4, "empty")]
+    assert {c.name: c.phone for c in _contacts(sqlite_engine).values()} == {
+        "Ann": "+12025550147",
+        "Ben": "+12025550102",
+    }
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".xlsx"])
+def test_title_rows_above_the_header(sqlite_engine: Engine, tmp_path: Path, suffix: str) -> None:
+    rows = [
+        ["Customer export 2026-11"],
+        [],
+        ["Name", "Phone", "Type"],
+        ["Ann", "+44 7911 123456", "mobile"],
+        ["Ben", "call me", "home"],
+    ]
+    path = tmp_path / f"export{suffix}"
+    if suffix == ".csv":
+        path.write_text("\n".join(",".join(r) for r in rows) + "\n", encoding="utf-8")
+    else:
+        book = openpyxl.Workbook()
+        sheet = book.active
+        assert sheet is not None
+        for r in rows:
+            sheet.append(r)
+        book.save(path)
+    preview = preview_file(path, ImportOptions("t"))
+    assert (preview.phone_column, preview.phones[0].e164) == ("Phone", "+447911123456")
+    report = import_file(sqlite_engine, path, ImportOptions("t"), now=NOW)
+    assert (report.imported, report.phone_column, report.columns) == (
+        1,
+        "Phone",
+        ["Name", "Phone", "Type"],
+    )
+    assert [(r.row_number, r.reason) for r in report.rejects] == [(5, "contains letters")]
+
+
+def test_a_data_row_mentioning_mobile_is_not_taken_for_the_header(tmp_path: Path) -> None:
+    path = tmp_path / "odd.csv"
+    path.write_text("Who,Kind,Contact\nAnn,mobile,+447911123456\n", encoding="utf-8")
+    preview = preview_file(path, ImportOptions("t"))
+    assert preview.columns == ["Who", "Kind", "Contact"]
+    assert preview.problem is not None and "no phone column" in preview.problem

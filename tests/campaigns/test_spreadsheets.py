@@ -15,6 +15,7 @@ from campaigns.spreadsheets import (
     cell_text,
     check_zip_budget,
     detect_encoding,
+    header_index,
     read_table,
     sniff_delimiter,
 )
@@ -229,3 +230,50 @@ def test_legacy_xls_is_read_as_text() -> None:
     assert _row(table.frame, 3) == ["Bo", "+1 202 555 0143", "1.5"]
     assert _row(table.frame, 5) == ["Cy", "2025550143", "vip"]
     assert read_table(LEGACY_XLS, sheet="Other").columns == ["phone"]
+
+
+def _has_phone(cells: Any) -> bool:
+    return "Phone" in cells
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Customer export 2026-11\nName;Phone;Plan\nAnn;+44 7911 123456;pro\n",
+        "Customer export 2026-11;;\n;;\nName;Phone;Plan\n\nAnn;+44 7911 123456;pro\n",
+        '"Export, November"\nName;Phone;Plan\nAnn;+44 7911 123456;pro\n',
+    ],
+)
+def test_csv_header_below_title_rows(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text(text, encoding="utf-8")
+    table = read_table(path, is_header=_has_phone)
+    assert (table.columns, table.delimiter) == (["Name", "Phone", "Plan"], ";")
+    first = table.frame.index[0]
+    assert first == text.splitlines().index("Ann;+44 7911 123456;pro") + 1  # its row number
+    assert table.header_row == first - 1 - (1 if "\n\nAnn" in text else 0)
+    assert _row(table.frame, first) == ["Ann", "+44 7911 123456", "pro"]
+
+
+def test_workbook_header_below_a_title_row(tmp_path: Path) -> None:
+    path = tmp_path / "t.xlsx"
+    book = openpyxl.Workbook()
+    sheet = book.active
+    assert sheet is not None
+    sheet.append(["Customer export 2026-11"])
+    sheet.append(["Name", "Phone"])
+    sheet.append(["Ann", 447911123456])
+    book.save(path)
+    for engine in ("calamine", "openpyxl"):
+        table = read_table(path, is_header=_has_phone, engine=engine)
+        assert (table.columns, table.header_row) == (["Name", "Phone"], 2)
+        assert _row(table.frame, 3) == ["Ann", "447911123456"]
+    assert read_table(path).columns[0] == "Customer export 2026-11"  # no test: row 1
+
+
+def test_header_index_needs_more_cells_than_the_rows_above() -> None:
+    assert header_index([["Export"], ["Name", "Phone"]], _has_phone) == 1
+    # a data row that passes the test is not the header: the first row has as many cells
+    assert header_index([["Who", "Contact"], ["Phone", "x"]], _has_phone) == 0
+    assert header_index([["Export"], ["Name", "Mobile"]], _has_phone) == 0  # none found
+    assert header_index([["Export"], ["Name", "Phone"]], None) == 0

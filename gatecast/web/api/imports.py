@@ -75,6 +75,9 @@ class ImportPublic(BaseModel):
     rows_read: int
     imported: int
     updated: int
+    unchanged: int = Field(
+        0, description="Contacts in the file already stored exactly so (nothing changed)"
+    )
     duplicates: int
     invalid: int
     skipped_opted_out: int
@@ -189,9 +192,14 @@ def load_import(ctx: AppContext, import_id: int, rejects: int = 100) -> ImportPu
     with _progress_lock:
         running = _progress.get(import_id)
     data = dict(row)
+    # not stored: every distinct valid number is imported, updated, unchanged or opted out
+    unchanged = (data["rows_read"] or 0) - sum(
+        data[k] or 0 for k in ("invalid", "duplicates", "imported", "updated", "skipped_opted_out")
+    )
     return ImportPublic.model_validate(
         {
             **data,
+            "unchanged": max(unchanged, 0) if data["status"] == "completed" else 0,
             "progress_done": running.done if running and data["status"] == "running" else None,
             "progress_total": running.total if running and data["status"] == "running" else None,
             "rejects_total": total,
