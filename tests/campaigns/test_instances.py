@@ -111,7 +111,7 @@ def test_reset_moves_waiting_deliveries_and_campaign_lists(
 
     new = result.new_id
     assert new != old and new in sandbox.state.instances and old not in sandbox.state.instances
-    assert (result.kept_id, result.merged, result.deliveries_moved) == (False, False, 2)
+    assert (result.new_id_unknown, result.merged, result.deliveries_moved) == (False, False, 2)
     assert sorted(result.campaigns_updated) == sorted([running, draft])
     assert _row(engine, old) is None
     row = _row(engine, new)
@@ -154,7 +154,7 @@ def test_reset_onto_an_id_we_already_know_merges(engine: Engine, client: Gateway
     assert _spec_instances(engine, cid) == ["KNOWN2"]  # no duplicate
 
 
-def test_reset_that_keeps_the_id_moves_nothing(engine: Engine) -> None:
+def test_reset_without_a_new_id_marks_the_old_one_gone(engine: Engine) -> None:
     class Keeps:
         def reset_instance(self, instance_id: str) -> str:
             return instance_id
@@ -162,9 +162,16 @@ def test_reset_that_keeps_the_id_moves_nothing(engine: Engine) -> None:
     with engine.begin() as conn:
         iq.mark_state(conn, "SAME1", "connected", now=NOW, phone="15550001111")
     result = domain.reset(engine, Keeps(), "SAME1", now=NOW)  # type: ignore[arg-type]
-    assert (result.kept_id, result.deliveries_moved, result.campaigns_updated) == (True, 0, [])
+    assert (result.new_id_unknown, result.deliveries_moved, result.campaigns_updated) == (
+        True,
+        0,
+        [],
+    )
     row = _row(engine, "SAME1")
-    assert row is not None and (row.state, row.phone) == ("created", None)
+    assert row is not None and row.state == "gone"
+    assert row.paused_reason == domain.GONE_AFTER_RESET
+    with pytest.raises(domain.InstanceGone):  # never used again
+        domain.reset(engine, Keeps(), "SAME1", now=NOW)  # type: ignore[arg-type]
 
 
 def test_a_refused_reset_changes_nothing(

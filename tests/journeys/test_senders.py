@@ -7,6 +7,7 @@ Each journey drives the ``gatecast`` CLI (subprocesses), ``gatecast serve``'s HT
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import re
 import socket
@@ -36,6 +37,7 @@ def sandbox_dir(tmp_path: Path) -> Path:
     return tmp_path / "sandbox"
 
 
+@contextlib.contextmanager
 def _own_sandbox(sandbox_dir: Path, *args: str) -> Iterator[Process]:
     proc = start_sandbox(sandbox_dir, "--status-delays", "0.05,0.1,0.2", *args)
     try:
@@ -124,57 +126,54 @@ def test_next_campaign_after_the_demo_completes(ws: Workspace) -> None:
 def test_sender_dying_mid_campaign_hands_over_to_the_other(
     tmp_path: Path, sandbox_dir: Path
 ) -> None:
-    for sb in _own_sandbox(sandbox_dir):
-        with workspace(tmp_path / "work", sb.url) as ws:
-            first, second = _link(ws), _link(ws)
-            _import(ws)
-            campaign_id = _campaign(ws, **{"delay_seconds = [0, 0]": "delay_seconds = [0.3, 0.3]"})
-            run = ws.spawn(
-                "campaign",
-                "run",
-                str(campaign_id),
-                "--webhook",
-                "--settle",
-                "1",
-                "--sender-grace",
-                "1",
-                "--no-progress",
-            )
+    with _own_sandbox(sandbox_dir) as sb, workspace(tmp_path / "work", sb.url) as ws:
+        first, second = _link(ws), _link(ws)
+        _import(ws)
+        campaign_id = _campaign(ws, **{"delay_seconds = [0, 0]": "delay_seconds = [0.3, 0.3]"})
+        run = ws.spawn(
+            "campaign",
+            "run",
+            str(campaign_id),
+            "--webhook",
+            "--settle",
+            "1",
+            "--sender-grace",
+            "1",
+            "--no-progress",
+        )
 
-            def some_sent() -> bool:
-                counts = _show(ws, campaign_id)["counts"]
-                assert isinstance(counts, dict)
-                return sum(v for k, v in counts.items() if k not in ("queued", "sending")) >= 6
+        def some_sent() -> bool:
+            counts = _show(ws, campaign_id)["counts"]
+            assert isinstance(counts, dict)
+            done = sum(int(v) for k, v in counts.items() if k not in ("queued", "sending"))
+            return done >= 6
 
-            wait_for(some_sent, timeout=60, what="the first sends")
-            ws.run("instance", "logout", first)
-            assert run.popen.wait(90) == 0, run.output()
-            shown = _show(ws, campaign_id)
-            assert shown["state"] == "completed", (shown, run.output())
-            per_sender = {
-                m["instance_id"] for m in httpx.get(f"{sb.url}/sandbox/messages").json()
-            }
-            assert per_sender == {first, second}
-            stats = httpx.get(f"{sb.url}/sandbox/stats").json()
-            assert stats["accepted"] == 44 and stats["recipients_with_several"] == []
+        wait_for(some_sent, timeout=60, what="the first sends")
+        ws.run("instance", "logout", first)
+        assert run.popen.wait(90) == 0, run.output()
+        shown = _show(ws, campaign_id)
+        assert shown["state"] == "completed", (shown, run.output())
+        per_sender = {m["instance_id"] for m in httpx.get(f"{sb.url}/sandbox/messages").json()}
+        assert per_sender == {first, second}
+        stats = httpx.get(f"{sb.url}/sandbox/stats").json()
+        assert stats["accepted"] == 44 and stats["recipients_with_several"] == []
 
 
 # -- (c) no sender can send ---------------------------------------------------------------
 
 
 def test_campaign_run_ends_when_no_sender_can_send(tmp_path: Path, sandbox_dir: Path) -> None:
-    for sb in _own_sandbox(sandbox_dir):
-        with workspace(tmp_path / "work", sb.url) as ws:
-            sender = _link(ws)
-            _import(ws)
-            campaign_id = _campaign(ws)
-            # the phone logs out while gatecast hears nothing (no webhook yet)
-            httpx.post(f"{sb.url}/sandbox/instances/{sender}/logout").raise_for_status()
-            run = ws.run("campaign", "run", str(campaign_id), "--no-progress", ok=False, timeout=60)
-            assert run.code != 0, run.output
-            assert "no sender can send" in run.output, run.output
-            assert sender in run.output and "relogin" in run.output, run.output
-            assert "44 recipient" in run.output, run.output
+    with _own_sandbox(sandbox_dir) as sb, workspace(tmp_path / "work", sb.url) as ws:
+        sender = _link(ws)
+        _import(ws)
+        campaign_id = _campaign(ws)
+        # the phone logs out while gatecast hears nothing (no webhook yet)
+        httpx.post(f"{sb.url}/sandbox/instances/{sender}/logout").raise_for_status()
+        run = ws.run("campaign", "run", str(campaign_id), "--no-progress", ok=False, timeout=60)
+        assert run.code != 0, run.output
+        assert "no sender can send" in run.output, run.output
+        assert sender in run.output and "relogin" in run.output, run.output
+        assert "44 recipient" in run.output, run.output
 
 
 # -- (d) forget an instance ---------------------------------------------------------------
@@ -209,33 +208,35 @@ def test_forget_an_instance_by_cli_and_api(ws: Workspace) -> None:
 
 
 def test_no_connection_events_link_by_qr_and_serve(tmp_path: Path, sandbox_dir: Path) -> None:
-    for sb in _own_sandbox(sandbox_dir, "--no-auto-link", "--no-connection-events"):
-        with workspace(tmp_path / "work", sb.url) as ws:
-            sender = _created_id(ws.run("instance", "create").output)
-            ws.run("instance", "qr", sender)
-            httpx.post(f"{sb.url}/sandbox/instances/{sender}/scan").raise_for_status()
-            _import(ws)
-            server = ws.serve()
-            api = server.api()
-            created = api.post(
-                "/api/v1/campaigns/toml",
-                files={"file": ("campaign.toml", _toml_with(**FAST).encode(), "text/plain")},
-            )
-            assert created.status_code == 201, created.text
-            campaign_id = created.json()["id"]
+    with (
+        _own_sandbox(sandbox_dir, "--no-auto-link", "--no-connection-events") as sb,
+        workspace(tmp_path / "work", sb.url) as ws,
+    ):
+        sender = _created_id(ws.run("instance", "create").output)
+        ws.run("instance", "qr", sender)
+        httpx.post(f"{sb.url}/sandbox/instances/{sender}/scan").raise_for_status()
+        _import(ws)
+        server = ws.serve()
+        api = server.api()
+        created = api.post(
+            "/api/v1/campaigns/toml",
+            files={"file": ("campaign.toml", _toml_with(**FAST).encode(), "text/plain")},
+        )
+        assert created.status_code == 201, created.text
+        campaign_id = created.json()["id"]
 
-            def finished() -> dict[str, object] | None:
-                got = api.get(f"/api/v1/campaigns/{campaign_id}").json()
-                return got if got["state"] in ("completed", "failed") else None
+        def finished() -> dict[str, object] | None:
+            got = api.get(f"/api/v1/campaigns/{campaign_id}").json()
+            return got if got["state"] in ("completed", "failed") else None
 
-            done = wait_for(finished, timeout=90, what="the campaign to end")
-            assert done["state"] == "completed", (done, server.process.output())
-            seen = _sandbox_instances(sb.url)[sender]
-            assert seen["webhook_enabled"] is True, seen
-            assert str(seen["webhook_url"]).startswith(server.url), seen
-            events = httpx.get(f"{sb.url}/sandbox/events").json()["events"]
-            assert not [e for e in events if e["event"] == "connection"]
-            assert api.get(f"/api/v1/instances/{sender}").json()["state"] == "connected"
+        done = wait_for(finished, timeout=90, what="the campaign to end")
+        assert done["state"] == "completed", (done, server.process.output())
+        seen = _sandbox_instances(sb.url)[sender]
+        assert seen["webhook_enabled"] is True, seen
+        assert str(seen["webhook_url"]).startswith(server.url), seen
+        events = httpx.get(f"{sb.url}/sandbox/events").json()["events"]
+        assert not [e for e in events if e["event"] == "connection"]
+        assert api.get(f"/api/v1/instances/{sender}").json()["state"] == "connected"
 
 
 def _toml_with(**replace: str) -> str:
@@ -249,21 +250,23 @@ def _toml_with(**replace: str) -> str:
 
 
 def test_reset_without_new_id_marks_the_old_id_gone(tmp_path: Path, sandbox_dir: Path) -> None:
-    for sb in _own_sandbox(sandbox_dir, "--reset-without-id"):
-        with workspace(tmp_path / "work", sb.url) as ws:
-            sender = _link(ws)
-            out = ws.run("instance", "reset", sender).output
-            assert "did not return the new id" in out, out
-            assert "gatecast instance create" in out, out
-            assert "gone" in _status_row(ws, sender)
-            reboot = ws.run("instance", "reboot", sender, ok=False)
-            assert reboot.code == 1, reboot.output
-            assert "no longer exists at the gateway" in reboot.output, reboot.output
-            assert "Invalidated" not in reboot.output
-            _import(ws)
-            campaign_id = _campaign(ws)
-            run = ws.run("campaign", "run", str(campaign_id), ok=False, timeout=60)
-            assert run.code == 1 and "no sender instance" in run.output, run.output
+    with (
+        _own_sandbox(sandbox_dir, "--reset-without-id") as sb,
+        workspace(tmp_path / "work", sb.url) as ws,
+    ):
+        sender = _link(ws)
+        out = ws.run("instance", "reset", sender).output
+        assert "did not return the new id" in out, out
+        assert "gatecast instance create" in out, out
+        assert "gone" in _status_row(ws, sender)
+        reboot = ws.run("instance", "reboot", sender, ok=False)
+        assert reboot.code == 1, reboot.output
+        assert "no longer exists at the gateway" in reboot.output, reboot.output
+        assert "Invalidated" not in reboot.output
+        _import(ws)
+        campaign_id = _campaign(ws)
+        run = ws.run("campaign", "run", str(campaign_id), ok=False, timeout=60)
+        assert run.code == 1 and "no sender instance" in run.output, run.output
 
 
 # -- (g) webhook: disable without a URL, restored after a foreground run -----------------
@@ -288,7 +291,13 @@ def test_webhook_disable_and_restore_after_campaign_run(ws: Workspace) -> None:
     _import(ws)
     campaign_id = _campaign(ws)
     run = ws.run(
-        "campaign", "run", str(campaign_id), "--webhook", "--settle", "1", timeout=120,
+        "campaign",
+        "run",
+        str(campaign_id),
+        "--webhook",
+        "--settle",
+        "1",
+        timeout=120,
         GATECAST_PORT=str(port),
     )
     assert _show(ws, campaign_id)["state"] == "completed"
