@@ -363,7 +363,11 @@ def register_run(campaign_app: typer.Typer) -> None:
             "the campaign's other senders.",
         ),
     ) -> None:
-        """Run campaign ID in the foreground until nothing is left to send."""
+        """Run campaign ID in the foreground until nothing is left to send.
+
+        Exit code 0 when it completed, 1 when it ended otherwise (paused, failed), 3 when
+        no sender can send its waiting recipients (it stays running for `serve`).
+        """
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
         code = run_command(
             campaign_id,

@@ -241,6 +241,8 @@ def reset_cmd(instance_id: InstanceArg) -> None:
     """Log out, get a NEW instance id and delete the old one's data at the gateway.
 
     Queued deliveries and the instance lists of unfinished campaigns follow the new id.
+    When the gateway does not return the new id, the old one is marked gone (never used
+    again): create a new instance or find the new id at the gateway.
     """
     settings = get_settings()
     engine = open_engine_or_fail(settings)
