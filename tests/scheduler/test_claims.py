@@ -309,9 +309,8 @@ def test_rows_of_a_forgotten_sender_go_to_the_named_healthy_one(engine: Engine) 
 
     clock = FakeClock(T0)
     add_instances(engine, ["A", "B", "X"], T0)
-    cid = add_running_campaign(
-        engine, spec(instances=["A", "B"]), recipients=4, senders=["A"], now=T0
-    )
+    named = {**spec(), "instances": ["A", "B"]}
+    cid = add_running_campaign(engine, named, recipients=4, senders=["A"], now=T0)
     with engine.begin() as conn:  # B is named but logged out: not healthy
         conn.execute(
             Instance.__table__.update()  # type: ignore[attr-defined]
