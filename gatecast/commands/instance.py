@@ -194,7 +194,15 @@ def status_cmd(
             r.updated_at.strftime("%Y-%m-%d %H:%M"),
         )
     console.print(table)
-    paused = [r for r in records if r.paused_reason]
+    gone = [r for r in records if r.state == "gone"]
+    paused = [r for r in records if r.paused_reason and r.state != "gone"]
+    if gone:
+        console.print(
+            f"{len(gone)} instance(s) no longer exist at the gateway and send nothing: "
+            + ", ".join(escape(r.instance_id) for r in gone)
+            + "; remove them with `gatecast instance forget ID`",
+            highlight=False,
+        )
     if paused:
         console.print(
             f"{len(paused)} paused sender(s) send nothing until resumed:", highlight=False
