@@ -15,9 +15,22 @@ Row bookkeeping per operation:
 * reconnect -> lifts a pause a connection problem caused (the state itself follows the
   webhook's ConnectionStatus events);
 * reset -> the row takes the NEW id; deliveries still waiting (queued or sending) and
-  the ``instances`` lists of non-final campaigns follow it, in the same transaction;
+  the ``instances`` lists of non-final campaigns follow it, in the same transaction. A
+  gateway that answers without the new id has still deleted the old one: the row becomes
+  ``gone`` (paused; its queued rows go to other senders) and the new id must be found at
+  the gateway or a new instance created;
 * webhook -> ``webhook_url_registered``;
-* resume -> clears ``paused_reason`` whatever paused the sender.
+* resume -> clears ``paused_reason`` whatever paused the sender;
+* forget -> the row is deleted (the instance no longer exists at the gateway); its queued
+  deliveries lose their sender and go to the campaign's other senders; sent rows keep
+  it, so reports still name it.
+
+An instance is *usable* (a campaign without ``instances`` sends through it, ``serve``
+registers its webhook) when its state is ``connected``: a connection event said so, the
+gateway answered a QR request with "already logged in" (its QR was scanned; ``serve``
+asks about every instance waiting for a scan when it starts, see
+:func:`confirm_scans`), or the gateway accepted a send through it. Gateways that post no
+connection events are covered by the last two. ``gone`` instances are never used again.
 """
 
 from __future__ import annotations
@@ -42,8 +55,24 @@ _c = Campaign.__table__  # type: ignore[attr-defined]
 ALREADY_LINKED = "already logged in"
 #: campaign states whose spec may still start sending (their ``instances`` list matters)
 NON_FINAL = (lifecycle.DRAFT, lifecycle.SCHEDULED, lifecycle.RUNNING, lifecycle.PAUSED)
+#: what ``set_webhook`` sends as ``webhook_url`` to turn a webhook off when no address is
+#: given: the spec requires the field even then, and ``.invalid`` never resolves
+DISABLED_WEBHOOK_URL = "http://webhook-disabled.invalid/"
+#: the pause of an instance reset by a gateway that did not say its new id
+GONE_AFTER_RESET = "gone: reset at the gateway, which did not return the new id"
 #: states a QR code request moves to ``waiting_scan``
 _SCANNABLE = ("created", "logged_out", "disconnected")
+
+
+class InstanceGone(RuntimeError):
+    """The instance no longer exists at the gateway (reset without a new id, or its id
+    was invalidated): gatecast does not use it again."""
+
+    def __init__(self, instance_id: str) -> None:
+        self.instance_id = instance_id
+        super().__init__(
+            f"instance {instance_id} no longer exists at the gateway (it was reset or removed)"
+        )
 
 
 class UnknownInstance(LookupError):
@@ -112,7 +141,7 @@ class ResetOutcome:
 
     old_id: str
     new_id: str
-    kept_id: bool  # the gateway answered with the same id
+    new_id_unknown: bool  # the gateway did not return a new id: the old row is now gone
     merged: bool  # the new id already had a row: it was reset and the old row logged out
     deliveries_moved: int = 0
     campaigns_updated: list[int] = field(default_factory=list)
@@ -149,6 +178,13 @@ def require(engine: Engine, instance_id: str) -> InstanceRecord:
     return record
 
 
+def _refuse_gone(engine: Engine, instance_id: str) -> None:
+    with engine.connect() as conn:
+        record = get(conn, instance_id)
+    if record is not None and record.state == iq.GONE:
+        raise InstanceGone(instance_id)
+
+
 def _set(conn: Connection, which: str, now: datetime, **values: Any) -> None:
     values["updated_at"] = now
     conn.execute(update(_i).where(_i.c.instance_id == which).values(**values))
@@ -176,7 +212,8 @@ def fetch_qr(
     engine: Engine, client: GatewayClient, instance_id: str, *, now: datetime
 ) -> QrOutcome:
     """Ask for the login QR code and record ``waiting_scan`` (or ``connected`` when the
-    gateway says the instance is already logged in)."""
+    gateway says the instance is already logged in). :class:`InstanceGone` for a gone one."""
+    _refuse_gone(engine, instance_id)
     try:
         qr = client.get_qrcode(instance_id)
     except GatewayError as exc:
@@ -213,8 +250,14 @@ def set_webhook(
     now: datetime,
     enable: bool = True,
 ) -> None:
-    """Register (or with ``enable=False`` turn off) the instance's webhook and record it."""
-    client.set_webhook(instance_id, url, enable)
+    """Register (or with ``enable=False`` turn off) the instance's webhook and record it.
+
+    Turning it off needs no address (``url`` may be empty: :data:`DISABLED_WEBHOOK_URL`
+    goes in the field the gateway requires). :class:`InstanceGone` when registering one
+    for a gone instance."""
+    if enable:
+        _refuse_gone(engine, instance_id)
+    client.set_webhook(instance_id, url or DISABLED_WEBHOOK_URL, enable)
     with engine.begin() as conn:
         _remember(conn, instance_id, now)
         _set(conn, instance_id, now, webhook_url_registered=enable)
@@ -233,6 +276,7 @@ def operate(
     """
     if operation not in ("reboot", "reconnect", "logout"):
         raise ValueError(f"unknown instance operation {operation!r}")
+    _refuse_gone(engine, instance_id)
     getattr(client, operation)(instance_id)
     resumed: str | None = None
     with engine.begin() as conn:
@@ -280,13 +324,20 @@ def reset(
     """Reset the instance at the gateway (logout + a NEW id, old data deleted) and make
     everything that named the old id follow the new one, in one transaction: the row,
     the queued or sending deliveries, and the ``instances`` lists of non-final campaigns.
+
+    The spec says a reset changes the id. A gateway that answers without the new id (or
+    with the old one) has deleted the old id all the same: its row becomes ``gone``
+    (paused, never used again; queued rows go to the campaign's other senders).
     """
+    _refuse_gone(engine, instance_id)
     new_id = client.reset_instance(instance_id)
     with engine.begin() as conn:
         _remember(conn, instance_id, now)
         if new_id == instance_id:
-            _set(conn, instance_id, now, **_FRESH)
-            return ResetOutcome(old_id=instance_id, new_id=new_id, kept_id=True, merged=False)
+            iq.mark_gone(conn, instance_id, GONE_AFTER_RESET, now=now)
+            return ResetOutcome(
+                old_id=instance_id, new_id=new_id, new_id_unknown=True, merged=False
+            )
         merged = get(conn, new_id) is not None
         if merged:  # the gateway reused an id we know: reset that row, retire the old one
             _set(conn, new_id, now, **_FRESH)
@@ -298,11 +349,54 @@ def reset(
     return ResetOutcome(
         old_id=instance_id,
         new_id=new_id,
-        kept_id=False,
+        new_id_unknown=False,
         merged=merged,
         deliveries_moved=moved,
         campaigns_updated=campaigns,
     )
+
+
+@dataclass(frozen=True)
+class ForgetOutcome:
+    """What forget did: the row is gone; ``released`` queued rows wait for a new sender."""
+
+    instance_id: str
+    released: int
+
+
+def forget(engine: Engine, instance_id: str) -> ForgetOutcome:
+    """Remove an instance that no longer exists at the gateway from gatecast's senders
+    (the gateway is not asked). Its queued deliveries go to their campaigns' other
+    senders; sent ones keep it (reports). :class:`UnknownInstance` when there is no row."""
+    with engine.begin() as conn:
+        released = iq.forget(conn, instance_id)
+    if released is None:
+        raise UnknownInstance(instance_id)
+    return ForgetOutcome(instance_id=instance_id, released=released)
+
+
+def confirm_scans(engine: Engine, client: GatewayClient, *, now: datetime) -> list[str]:
+    """Ask the gateway about every instance waiting for a scan: those it says are
+    already logged in (their QR was scanned) become ``connected``. For gateways that
+    post no connection event. Returns the ids that became connected."""
+    with engine.connect() as conn:
+        waiting = [r.instance_id for r in list_all(conn) if r.state == "waiting_scan"]
+    linked: list[str] = []
+    for instance_id in waiting:
+        try:
+            outcome = fetch_qr(engine, client, instance_id, now=now)
+        except (GatewayError, InstanceGone):
+            continue
+        if outcome.newly_connected:
+            linked.append(instance_id)
+    return linked
+
+
+def mark_gone(engine: Engine, instance_id: str, reason: str, *, now: datetime) -> None:
+    """Record that ``instance_id`` no longer exists at the gateway (e.g. the demo's
+    embedded sandbox stopped): state ``gone``, paused with ``reason``."""
+    with engine.begin() as conn:
+        iq.mark_gone(conn, instance_id, reason, now=now)
 
 
 def resume(engine: Engine, instance_id: str, *, now: datetime) -> ResumeOutcome:
@@ -318,17 +412,24 @@ def resume(engine: Engine, instance_id: str, *, now: datetime) -> ResumeOutcome:
 
 __all__ = [
     "ALREADY_LINKED",
+    "DISABLED_WEBHOOK_URL",
+    "GONE_AFTER_RESET",
     "NON_FINAL",
+    "ForgetOutcome",
+    "InstanceGone",
     "InstanceRecord",
     "OperationOutcome",
     "QrOutcome",
     "ResetOutcome",
     "ResumeOutcome",
     "UnknownInstance",
+    "confirm_scans",
     "create",
     "fetch_qr",
+    "forget",
     "get",
     "list_all",
+    "mark_gone",
     "operate",
     "require",
     "reset",

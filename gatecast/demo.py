@@ -24,6 +24,7 @@ from sqlalchemy import Engine
 
 from campaigns.campaign_file import PaceSpec, load_campaign_file
 from campaigns.importer import ImportOptions, import_file
+from campaigns.instances import mark_gone
 from campaigns.reports import write_report
 from campaigns.service import create_campaign
 from gatecast.commands.campaign_run import RunOptions, run_campaign
@@ -46,6 +47,9 @@ from storage.queries import instances as iq
 from storage.types import utcnow
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+
+#: why the demo's instance is gone once the demo ends
+DEMO_INSTANCE_GONE = "gone: it lived in the demo's embedded sandbox, which stopped"
 
 #: numbers of samples/contacts.csv the demo sandbox treats as "not on the app" (digits)
 NOT_ON_APP = frozenset({"14155550178", "13125550190"})
@@ -161,6 +165,9 @@ def run_demo(settings: Settings, options: DemoOptions, console: Console) -> int:
             with engine.begin() as conn:
                 iq.mark_state(conn, iid, "connected", now=utcnow())
             register_webhooks(engine, gw, server.url, settings.webhook_secret, [iid], out=console)
+        # the embedded sandbox (and the instance in it) ends with the demo: record that, so
+        # later campaigns never pick it or wait for it
+        stack.callback(lambda: mark_gone(engine, iid, DEMO_INSTANCE_GONE, now=utcnow()))
 
         # import the contacts
         report = import_file(engine, options.contacts, ImportOptions(list_name="customers"))

@@ -60,6 +60,12 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = 8080
     reports_dir: str = "reports"
+    sender_grace_seconds: float = Field(
+        300.0,
+        ge=0,
+        description="How long a paused sticky sender keeps its queued recipients before "
+        "they go to the campaign's healthy senders",
+    )
     log_level: str = "INFO"
     clock_start: datetime | None = Field(
         None, description="Rehearsals and tests: the process clock starts here (ISO, with offset)"

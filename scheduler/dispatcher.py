@@ -17,6 +17,16 @@ One :meth:`Dispatcher.tick` does, for every running campaign inside its sending 
 5. pause a sender on instance problems or a burst of failures, pause a campaign whose
    failure rate passes its threshold, complete a campaign with nothing left to send.
 
+Sticky senders that cannot send hand over (:meth:`Dispatcher._hand_over`, about once a
+second per campaign): the queued rows of a sender that is paused for longer than the
+sender grace (``sender_grace_seconds``, default :data:`DEFAULT_SENDER_GRACE_SECONDS`), or
+at once when it is gone (the gateway no longer knows its id), and rows whose sender was
+forgotten, go to the campaign's healthy senders (its ``instances`` that are unpaused and
+not disconnected, logged out or gone; without ``instances``: the connected, unpaused
+ones), each row to a stable choice among them. A campaign whose queued rows all wait for
+senders that cannot send, with no healthy sender to take them, is *stalled*
+(:attr:`Dispatcher.stalled`): ``campaign run`` ends on it, ``serve`` logs it and waits.
+
 Nothing here sleeps on its own: :meth:`run` asks the injected clock to sleep until the
 next due moment, so tests drive time by hand.
 """
@@ -35,8 +45,9 @@ from typing import Any, Literal, Protocol
 from sqlalchemy import Connection, Engine, select
 
 from campaigns import lifecycle
+from campaigns.materialise import pick_sender
 from gateway.messages import Message, message_from_dict
-from gateway.outcomes import OutcomeKind, SendOutcome
+from gateway.outcomes import InstanceProblem, OutcomeKind, SendOutcome
 from scheduler.clock import Clock, SystemClock
 from scheduler.pacing import cap_remaining, next_send_at, slots_per_claim
 from scheduler.policy import CampaignPolicy, policy_from_spec
@@ -49,6 +60,10 @@ from storage.queries import instances as iq
 log = logging.getLogger("gatecast.dispatch")
 
 _campaigns = Campaign.__table__  # type: ignore[attr-defined]
+
+#: how long a sticky sender may stay paused before its queued recipients go to the
+#: campaign's healthy senders (``GATECAST_SENDER_GRACE_SECONDS``)
+DEFAULT_SENDER_GRACE_SECONDS = 300.0
 
 
 class SupportsSend(Protocol):
@@ -122,6 +137,7 @@ class Dispatcher:
         apply_pending: ApplyPending | None = None,
         pipeline: bool = True,
         on_outcome: Callable[[str], None] | None = None,
+        sender_grace_seconds: float = DEFAULT_SENDER_GRACE_SECONDS,
     ) -> None:
         self.engine = engine
         self.clock: Clock = clock or SystemClock()
@@ -145,6 +161,10 @@ class Dispatcher:
         self._on_outcome = on_outcome  # e.g. a metrics counter of the layer above
         self._inflight: list[tuple[_Job, Future[SendOutcome] | None]] = []
         self._last_sweep: datetime | None = None
+        self.sender_grace = timedelta(seconds=max(0.0, sender_grace_seconds))
+        self._last_hand_over: dict[int, datetime] = {}
+        #: running campaigns no sender can send for: campaign id -> why (senders, reasons)
+        self.stalled: dict[int, str] = {}
 
     # -- clients -------------------------------------------------------------------------
 
@@ -205,6 +225,8 @@ class Dispatcher:
             out.append(cached)
         for gone in set(self._campaigns) - seen:
             del self._campaigns[gone]
+            self.stalled.pop(gone, None)
+            self._last_hand_over.pop(gone, None)
         return out
 
     # -- one tick ------------------------------------------------------------------------
@@ -225,6 +247,8 @@ class Dispatcher:
         if result.expired:
             log.warning("%d in-flight rows outlived their lease: marked unknown", result.expired)
 
+        for camp in running:
+            self._hand_over(camp, now)
         jobs: list[_Job] = []
         wakes: list[datetime] = []
         for camp in running:
@@ -416,6 +440,8 @@ class Dispatcher:
         unknown: list[tuple[int, str | None, str | None]] = []
         skipped: list[tuple[int, str | None, str | None]] = []
         pauses: dict[str, str] = {}
+        gone: set[str] = set()
+        linked: set[str] = set()
         for job in jobs:
             row, outcome = job.row, job.outcome
             sender = row.sender or ""
@@ -432,6 +458,7 @@ class Dispatcher:
                 # sent_at: the gateway's acceptance of this send, not this batch's recording
                 sent.append((row.id, outcome.message_id, job.answered_at or now))
                 self._streaks[sender] = 0
+                linked.add(sender)
             elif kind is OutcomeKind.RETRYABLE:
                 if job.policy.retry.should_retry(row.attempts):
                     delay = job.policy.retry.delay(row.attempts, self.rng, outcome.retry_after)
@@ -442,6 +469,8 @@ class Dispatcher:
             elif kind is OutcomeKind.INSTANCE:
                 reason = outcome.problem.value if outcome.problem else "instance problem"
                 pauses.setdefault(sender, reason)
+                if outcome.problem is InstanceProblem.INVALID_INSTANCE:
+                    gone.add(sender)
                 refund.append((row.id, now, outcome.reason))
                 log.warning(
                     "sender %s cannot send (%s): %s; its rows wait",
@@ -469,6 +498,9 @@ class Dispatcher:
             for sender, reason in pauses.items():
                 if iq.pause(conn, sender, reason, now=now):
                     self._note_pause(sender, reason)
+            for sender in gone:  # the gateway no longer knows this id
+                iq.mark_state(conn, sender, iq.GONE, now=now)
+            iq.mark_linked_by_send(conn, sorted(linked - set(pauses)), now=now)
             if sent:
                 self._apply_pending(conn, [m for _, m, _ in sent], now)
         result.sent += len(sent)
@@ -478,6 +510,83 @@ class Dispatcher:
         result.skipped += len(skipped)
         if failed or unknown:
             self._check_safety({j.row.campaign_id for j in jobs}, now)
+
+    def _hand_over(self, camp: _Campaign, now: datetime) -> None:
+        """Move queued rows off senders that cannot send to the campaign's healthy
+        senders (see the module doc); record or clear the campaign's stall."""
+        last = self._last_hand_over.get(camp.id)
+        if last is not None and now - last < timedelta(seconds=1) and camp.id not in self.stalled:
+            return
+        self._last_hand_over[camp.id] = now
+        with self.engine.begin() as conn:
+            health = iq.health(conn, camp.senders)
+            unable = {
+                s: h for s, h in health.items() if h.paused_reason is not None or h.state == iq.GONE
+            }
+            orphans = iq.has_unassigned(conn, camp.id)
+            if not unable and not orphans:
+                self.stalled.pop(camp.id, None)
+                return
+            named = list(camp.policy.instances)
+            if named:
+                pool_health = iq.health(conn, named)
+                pool = [
+                    i
+                    for i in named
+                    if i in pool_health
+                    and pool_health[i].paused_reason is None
+                    and pool_health[i].state not in iq.UNABLE_STATES
+                ]
+            else:
+                pool = iq.usable_ids(conn)
+            pool = [i for i in pool if i not in unable]
+            due = [
+                s
+                for s, h in unable.items()
+                if h.state == iq.GONE
+                or str(h.paused_reason).startswith(InstanceProblem.INVALID_INSTANCE.value)
+                or h.paused_at is None
+                or now - h.paused_at >= self.sender_grace
+            ]
+            if pool:
+                moved = 0
+                for sender in [*due, *([None] if orphans else [])]:
+                    rows = iq.queued_targets(conn, camp.id, sender)
+                    moves = [(rid, pick_sender(target, pool) or pool[0]) for rid, target in rows]
+                    moved += iq.reassign_queued(conn, moves)
+                    if sender is not None and moves:
+                        log.warning(
+                            "campaign %s: sender %s cannot send (%s): %d queued recipient(s) "
+                            "handed to %s",
+                            camp.id,
+                            sender,
+                            unable[sender].paused_reason or unable[sender].state,
+                            len(moves),
+                            ", ".join(pool),
+                        )
+                if moved:
+                    camp.senders = dq.queued_senders(conn, camp.id)
+                    camp.senders_checked_at = now
+                self.stalled.pop(camp.id, None)
+                return
+            waiting = [s for s in camp.senders if s not in unable]
+            if waiting:  # some sender with queued rows can still send
+                self.stalled.pop(camp.id, None)
+                return
+            why = ", ".join(
+                f"{s} ({h.paused_reason or h.state})" for s, h in sorted(unable.items())
+            )
+            if orphans:
+                why = ", ".join(filter(None, [why, "recipients of a forgotten sender"]))
+            queued = dq.state_counts(conn, camp.id).get(states.QUEUED, 0)
+        if camp.id not in self.stalled:
+            log.warning(
+                "campaign %s: no sender can send (%s); %d recipient(s) wait",
+                camp.id,
+                why,
+                queued,
+            )
+        self.stalled[camp.id] = f"{why}; {queued} recipient(s) wait"
 
     def sweep_pending_events(self) -> int:
         """Apply stored status events whose message id a delivery now carries.
@@ -557,8 +666,10 @@ class Dispatcher:
         until_done: bool = False,
         on_tick: Callable[[TickResult], None] | None = None,
         max_ticks: int | None = None,
+        stop_when_stalled: bool = False,
     ) -> int:
-        """Tick until ``stop`` is set (or, with ``until_done``, no watched campaign runs).
+        """Tick until ``stop`` is set (or, with ``until_done``, no watched campaign runs;
+        with ``stop_when_stalled``, also when every running one is stalled).
 
         Between idle ticks the clock sleeps until the next due moment (at most
         ``poll_seconds``). Returns the number of ticks.
@@ -573,6 +684,8 @@ class Dispatcher:
                 break
             if until_done and not self._any_running():
                 break
+            if stop_when_stalled and self._all_stalled() and not self._inflight:
+                break
             if result.claimed or result.in_flight:
                 continue
             wait = 0.0
@@ -581,6 +694,11 @@ class Dispatcher:
             self.clock.sleep(min(max(wait, 0.0), self.poll_seconds) if wait > 0 else 0.001)
         self.flush()
         return ticks
+
+    def _all_stalled(self) -> bool:
+        """True when every watched running campaign is stalled (and there is one)."""
+        running = set(self._campaigns)
+        return bool(running) and running <= set(self.stalled)
 
     def _any_running(self) -> bool:
         stmt = select(_campaigns.c.id).where(_campaigns.c.state == lifecycle.RUNNING)

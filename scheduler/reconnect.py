@@ -5,7 +5,8 @@ connection, not a logout). The scheduler's leader asks the gateway to ``reconnec
 such instance, backing off between attempts (30 s, 1, 2, 5, then every 10 minutes by
 default), and a successful reconnect lifts the pause the drop caused, so the campaign goes
 on without an operator. A logged-out instance is left alone: it needs a new QR scan, and
-the gateway would refuse (``relogin``) anyway.
+the gateway would refuse (``relogin``) anyway. An instance whose id the gateway no longer
+knows ("Instance ID Invalidated") becomes ``gone`` and is not tried again.
 
 The schedule of attempts lives in memory: a restart (or a new leader) tries again at once.
 """
@@ -19,7 +20,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Engine, select
 
-from campaigns.instances import operate
+from campaigns.instances import mark_gone, operate
 from gateway.client import GatewayClient
 from gateway.errors import GatewayError
 from gateway.outcomes import InstanceProblem
@@ -33,6 +34,8 @@ _i = Instance.__table__  # type: ignore[attr-defined]
 DEFAULT_BACKOFF: tuple[float, ...] = (30.0, 60.0, 120.0, 300.0, 600.0)
 #: the instance state that webhook connection events give a dropped connection
 DROPPED = "disconnected"
+#: the pause of an instance whose reconnect the gateway refused as an invalid id
+GONE_INVALIDATED = "gone: the gateway says its id is invalid"
 
 
 @dataclass
@@ -89,6 +92,10 @@ class Reconnector:
         try:
             outcome = operate(self.engine, client, instance_id, "reconnect", now=now)
         except GatewayError as exc:
+            if exc.problem is InstanceProblem.INVALID_INSTANCE:  # the id no longer exists
+                mark_gone(self.engine, instance_id, GONE_INVALIDATED, now=now)
+                log.warning("instance %s no longer exists at the gateway: marked gone", instance_id)
+                return False
             hint = (
                 "; the gateway says it needs a new login: scan its QR code again"
                 if exc.problem is InstanceProblem.RELOGIN_REQUIRED
@@ -117,4 +124,4 @@ class Reconnector:
         return True
 
 
-__all__ = ["DEFAULT_BACKOFF", "DROPPED", "Reconnector"]
+__all__ = ["DEFAULT_BACKOFF", "DROPPED", "GONE_INVALIDATED", "Reconnector"]

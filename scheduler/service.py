@@ -24,7 +24,7 @@ from sqlalchemy import Engine
 from gateway.client import GatewayClient
 from scheduler import leader
 from scheduler.clock import Clock, SystemClock
-from scheduler.dispatcher import Dispatcher, SupportsSend
+from scheduler.dispatcher import DEFAULT_SENDER_GRACE_SECONDS, Dispatcher, SupportsSend
 from scheduler.jobs import CampaignJobs
 from scheduler.reconnect import DEFAULT_BACKOFF, Reconnector
 
@@ -44,6 +44,7 @@ class ServiceOptions:
     run_jobs: bool = True
     reconnect_check_seconds: float = 10.0
     reconnect_backoff: tuple[float, ...] = DEFAULT_BACKOFF
+    sender_grace_seconds: float = DEFAULT_SENDER_GRACE_SECONDS
 
 
 class Service:
@@ -77,6 +78,7 @@ class Service:
             campaign_ids=campaign_ids,
             poll_seconds=self.options.poll_seconds,
             on_outcome=on_outcome,
+            sender_grace_seconds=self.options.sender_grace_seconds,
         )
         self.jobs = CampaignJobs(engine, now=self.clock.now)
         self.reconnector = (

@@ -96,9 +96,14 @@ def _check(
                 "campaign %s: %s (grace %s min)", campaign_id, reason, policy.missed_grace_minutes
             )
             return StartResult(campaign_id, "missed", reason)
+        # without ``instances``: every usable (connected) one, see campaigns.instances
         instances = list(policy.instances) or iq.connected_ids(conn)
         if not instances:
-            reason = "no sender instance: none named in the campaign and none connected"
+            reason = (
+                "no sender instance: none named in the campaign and none connected "
+                "(linked: a connection event, its QR code answered 'already logged in', "
+                "or a send accepted)"
+            )
             lifecycle.transition(conn, campaign_id, lifecycle.FAILED, reason=reason, now=now)
             cq.skip_queued(conn, campaign_id, reason, now=now)
             log.error("campaign %s: %s", campaign_id, reason)

@@ -24,7 +24,12 @@ from sqlalchemy import Engine, select
 from campaigns import lifecycle
 from gatecast.runtime import GatewayNotConfigured, make_gateway_client, open_engine
 from gatecast.settings import Settings, get_settings
-from scheduler.dispatcher import Dispatcher, SupportsSend, TickResult
+from scheduler.dispatcher import (
+    DEFAULT_SENDER_GRACE_SECONDS,
+    Dispatcher,
+    SupportsSend,
+    TickResult,
+)
 from scheduler.starts import start_campaign
 from storage.models import Campaign
 from storage.queries import deliveries as dq
@@ -46,6 +51,17 @@ class RunOptions:
     progress: bool = True
     webhook: bool = False
     settle_seconds: float = 15.0
+    sender_grace_seconds: float = DEFAULT_SENDER_GRACE_SECONDS
+
+
+class NoSenderCanSend(RuntimeError):
+    """The campaign's queued recipients wait for senders that cannot send, and no healthy
+    sender can take them: a foreground run ends instead of waiting forever."""
+
+    def __init__(self, campaign_id: int, why: str) -> None:
+        self.campaign_id = campaign_id
+        self.why = why
+        super().__init__(f"campaign {campaign_id}: no sender can send: {why}")
 
 
 def campaign_state(engine: Engine, campaign_id: int) -> tuple[str, str | None] | None:
@@ -71,7 +87,8 @@ def run_campaign(
     """Start (if scheduled) and dispatch one campaign until nothing is left to send.
 
     Returns the final counts per delivery state. Raises ``LookupError`` for an unknown
-    campaign and ``lifecycle.InvalidTransition`` when it cannot run (cancelled...).
+    campaign, ``lifecycle.InvalidTransition`` when it cannot run (cancelled...) and
+    :class:`NoSenderCanSend` when it stalls (the campaign stays ``running``).
     """
     options = options or RunOptions()
     console = console or Console(stderr=True)
@@ -100,11 +117,16 @@ def run_campaign(
         lease_seconds=options.lease_seconds,
         campaign_ids=[campaign_id],
         poll_seconds=0.5,
+        sender_grace_seconds=options.sender_grace_seconds,
     ) as dispatcher:
         if not options.progress:
-            dispatcher.run(until_done=True, on_tick=on_tick)
+            dispatcher.run(until_done=True, on_tick=on_tick, stop_when_stalled=True)
         else:
             _run_with_progress(engine, campaign_id, dispatcher, console, on_tick)
+        why = dispatcher.stalled.get(campaign_id)
+    found = campaign_state(engine, campaign_id)
+    if why is not None and found is not None and found[0] == lifecycle.RUNNING:
+        raise NoSenderCanSend(campaign_id, why)
     with engine.connect() as conn:
         return dq.state_counts(conn, campaign_id)
 
@@ -148,7 +170,7 @@ def _run_with_progress(
                 )
             bar.update(task, completed=done, detail=detail)
 
-        dispatcher.run(until_done=True, on_tick=update)
+        dispatcher.run(until_done=True, on_tick=update, stop_when_stalled=True)
         with engine.connect() as conn:
             c = dq.state_counts(conn, campaign_id)
         bar.update(task, completed=sum(v for k, v in c.items() if k not in _PENDING))
@@ -181,16 +203,60 @@ def _receive_webhooks(
         ).first()
         named = list(policy_from_spec(spec[0] or {}, timezone=spec[1]).instances) if spec else []
         ids = named or iq.connected_ids(conn)
+        before = iq.webhook_registered(conn, ids)  # what serve (or a user) registered
+    base = settings.public_url or server.url
     with make_gateway_client(settings) as client:
-        register_webhooks(
-            engine,
-            client,
-            settings.public_url or server.url,
-            settings.webhook_secret,
-            ids,
-            out=console,
-        )
+        done = register_webhooks(engine, client, base, settings.webhook_secret, ids, out=console)
+    serve_base = settings.public_url or f"http://{settings.host}:{settings.port}"
+    if serve_base.rstrip("/") != base.rstrip("/"):  # a port of this process: give it back
+        stack.callback(_restore_webhooks, engine, settings, serve_base, done, before, console)
     return settings
+
+
+def _restore_webhooks(
+    engine: Engine,
+    settings: Settings,
+    serve_base: str,
+    borrowed: list[str],
+    before: dict[str, bool],
+    console: Console,
+) -> None:
+    """After a ``--webhook`` run: point each sender's webhook back at ``gatecast serve``
+    (``GATECAST_PUBLIC_URL``, else ``http://GATECAST_HOST:GATECAST_PORT``) when it was
+    registered before the run, else turn it off and warn that replies are not received."""
+    from campaigns.instances import InstanceGone, set_webhook
+    from gatecast.commands.serve import hint, register_webhooks
+    from gateway.errors import GatewayError
+
+    restore = [i for i in borrowed if before.get(i)]
+    disable = [i for i in borrowed if not before.get(i)]
+    with make_gateway_client(settings) as client:
+        if restore:
+            done = register_webhooks(
+                engine,
+                client,
+                serve_base,
+                settings.webhook_secret,
+                restore,
+                out=Console(quiet=True),
+            )
+            shown = serve_base.rstrip("/") + "/webhooks/gateway/" + hint(settings.webhook_secret)
+            for iid in done:
+                console.print(f"webhook of {iid} restored to {shown} (gatecast serve)")
+        off: list[str] = []
+        for iid in disable:
+            try:
+                set_webhook(engine, client, iid, "", now=utcnow(), enable=False)
+            except (GatewayError, InstanceGone) as exc:
+                console.print(f"[yellow]webhook of {iid} not turned off:[/] {exc}")
+                continue
+            off.append(iid)
+    if off:
+        console.print(
+            f"[yellow]warning:[/] the webhook of {', '.join(off)} is turned off now that this "
+            "run ends: replies and STOPs are not received until `gatecast serve` runs "
+            "(it registers the webhook again)"
+        )
 
 
 def _settle(engine: Engine, campaign_id: int, timeout: float) -> dict[str, int]:
@@ -239,6 +305,15 @@ def run_command(
         except lifecycle.InvalidTransition as exc:
             console.print(f"[red]error:[/] cannot run: {exc}")
             return 1
+        except NoSenderCanSend as exc:
+            console.print(
+                f"[red]campaign {campaign_id} cannot go on: no sender can send:[/] {exc.why}. "
+                "Link or resume a sender (`gatecast instance status`, `gatecast instance qr "
+                f"ID`, `gatecast instance resume ID`), then `gatecast campaign run {campaign_id}` "
+                "again, or let `gatecast serve` send it.",
+                highlight=False,
+            )
+            return 3
         if options.webhook:
             console.print("waiting for delivery statuses…")
             counts = _settle(engine, campaign_id, options.settle_seconds)
@@ -280,8 +355,19 @@ def register_run(campaign_app: typer.Typer) -> None:
         settle: float = typer.Option(
             15.0, min=0.0, help="With --webhook: how long to wait for statuses at the end."
         ),
+        sender_grace: float = typer.Option(
+            DEFAULT_SENDER_GRACE_SECONDS,
+            min=0.0,
+            envvar="GATECAST_SENDER_GRACE_SECONDS",
+            help="Seconds a paused sender keeps its queued recipients before they go to "
+            "the campaign's other senders.",
+        ),
     ) -> None:
-        """Run campaign ID in the foreground until nothing is left to send."""
+        """Run campaign ID in the foreground until nothing is left to send.
+
+        Exit code 0 when it completed, 1 when it ended otherwise (paused, failed), 3 when
+        no sender can send its waiting recipients (it stays running for `serve`).
+        """
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
         code = run_command(
             campaign_id,
@@ -293,6 +379,7 @@ def register_run(campaign_app: typer.Typer) -> None:
                 progress=progress,
                 webhook=webhook,
                 settle_seconds=settle,
+                sender_grace_seconds=sender_grace,
             ),
             console=Console(stderr=True),
         )

@@ -59,6 +59,11 @@ def _gateway_failed(exc: GatewayError) -> NoReturn:
 def _call(fn: Callable[[], T]) -> T:
     try:
         return fn()
+    except domain.InstanceGone as exc:
+        fail(
+            f"{exc}: gatecast no longer uses it. Create a new instance (`gatecast instance "
+            f"create`) and remove this one with `gatecast instance forget {exc.instance_id}`"
+        )
     except RequestValidationError as exc:
         fail(str(exc), 2)
     except GatewayError as exc:
@@ -189,7 +194,15 @@ def status_cmd(
             r.updated_at.strftime("%Y-%m-%d %H:%M"),
         )
     console.print(table)
-    paused = [r for r in records if r.paused_reason]
+    gone = [r for r in records if r.state == "gone"]
+    paused = [r for r in records if r.paused_reason and r.state != "gone"]
+    if gone:
+        console.print(
+            f"{len(gone)} instance(s) no longer exist at the gateway and send nothing: "
+            + ", ".join(escape(r.instance_id) for r in gone)
+            + "; remove them with `gatecast instance forget ID`",
+            highlight=False,
+        )
     if paused:
         console.print(
             f"{len(paused)} paused sender(s) send nothing until resumed:", highlight=False
@@ -236,13 +249,24 @@ def reset_cmd(instance_id: InstanceArg) -> None:
     """Log out, get a NEW instance id and delete the old one's data at the gateway.
 
     Queued deliveries and the instance lists of unfinished campaigns follow the new id.
+    When the gateway does not return the new id, the old one is marked gone (never used
+    again): create a new instance or find the new id at the gateway.
     """
     settings = get_settings()
     engine = open_engine_or_fail(settings)
     with _client(settings) as client:
         result = _call(lambda: domain.reset(engine, client, instance_id, now=utcnow()))
-    if result.kept_id:
-        console.print(f"instance [bold]{instance_id}[/] reset (the gateway kept the id)")
+    if result.new_id_unknown:
+        console.print(
+            f"[yellow]instance {escape(instance_id)} was reset, but the gateway did not return "
+            "the new id.[/] The old id no longer exists at the gateway: gatecast marked it "
+            "gone and sends nothing through it (its queued recipients go to other senders).\n"
+            "Next: `gatecast instance create` (a gateway hands back the reset instance's id "
+            "while it is unscanned) or look the new id up in your gateway's dashboard, link "
+            f"it with `gatecast instance qr NEW_ID`, then `gatecast instance forget "
+            f"{escape(instance_id)}`.",
+            highlight=False,
+        )
         return
     console.print(f"instance [bold]{instance_id}[/] reset: its new id is [bold]{result.new_id}[/]")
     if result.deliveries_moved or result.campaigns_updated:
@@ -273,6 +297,27 @@ def resume_cmd(instance_id: InstanceArg) -> None:
         )
 
 
+@instance_app.command("forget")
+def forget_cmd(instance_id: InstanceArg) -> None:
+    """Remove an instance that no longer exists at the gateway from gatecast's senders.
+
+    The gateway is not asked. Its queued recipients go to their campaigns' other senders;
+    the messages it sent stay in the reports.
+    """
+    settings = get_settings()
+    engine = open_engine_or_fail(settings)
+    try:
+        result = domain.forget(engine, instance_id)
+    except domain.UnknownInstance as exc:
+        fail(str(exc))
+    console.print(f"instance {escape(instance_id)} forgotten", highlight=False)
+    if result.released:
+        console.print(
+            f"{result.released} queued recipient(s) go to their campaigns' other senders",
+            highlight=False,
+        )
+
+
 @instance_app.command("webhook")
 def webhook_cmd(
     instance_id: InstanceArg,
@@ -284,8 +329,8 @@ def webhook_cmd(
 ) -> None:
     """Register (or with --disable, turn off) the instance's webhook."""
     settings = get_settings()
-    target = url or _default_webhook_url(settings)
-    if not target:
+    target = url or _default_webhook_url(settings) or ""
+    if not target and not disable:
         fail(
             "no webhook address: pass --url, or set GATECAST_PUBLIC_URL and "
             "GATECAST_WEBHOOK_SECRET",

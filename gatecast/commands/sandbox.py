@@ -98,6 +98,19 @@ def sandbox(
         typer.Option(help="Drop an instance's connection after this many sends (reconnect heals)."),
     ] = None,
     auto_link: Annotated[bool, typer.Option(help="Link new instances at once (demo).")] = False,
+    connection_events: Annotated[
+        bool,
+        typer.Option(
+            help="Post connection events (--no-connection-events: never, like gateways "
+            "that post none)."
+        ),
+    ] = True,
+    reset_without_id: Annotated[
+        bool,
+        typer.Option(
+            "--reset-without-id", help="Answer reset_instance without the new id (some gateways)."
+        ),
+    ] = False,
     token: Annotated[
         list[str] | None, typer.Option(help="Accepted access token (repeatable).")
     ] = None,
@@ -138,6 +151,8 @@ def sandbox(
             number_from_json=number_from_json,
             max_instances_per_token=max_instances,
             disconnect_after_sends=disconnect_after,
+            connection_events=connection_events,
+            reset_returns_id=not reset_without_id,
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None

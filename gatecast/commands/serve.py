@@ -1,7 +1,9 @@
 """``gatecast serve [--sandbox]``: webhook receiver, API, dashboard, scheduler and dispatcher
 in one process.
 
-The webhook is registered with ``set_webhook`` for every connected instance at
+At start, every instance waiting for a scan is checked with the gateway (a scanned one
+answers "already logged in" and becomes connected: gateways without connection events).
+The webhook is registered with ``set_webhook`` for every connected (usable) instance at
 ``{public_url or http://host:port}/webhooks/gateway/<secret>``. The secret comes from
 ``GATECAST_WEBHOOK_SECRET``, else from a generated owner-only file beside the SQLite
 database (or in the working directory); it is never printed in full.
@@ -26,6 +28,7 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
 from campaigns.import_runs import mark_interrupted_imports
+from campaigns.instances import confirm_scans
 from gatecast.runtime import GatewayNotConfigured, make_gateway_client, open_engine
 from gatecast.settings import Settings, get_settings
 from gatecast.web import auth
@@ -113,13 +116,7 @@ def register_webhooks(
             out.print(f"[yellow]webhook not registered for {iid}:[/] {exc}")
             continue
         with engine.begin() as conn:
-            iq.mark_state(
-                conn,
-                iid,
-                "connected",
-                now=utcnow(),
-                webhook_registered=True,
-            )
+            iq.set_webhook_registered(conn, iid, True, now=utcnow())
         done.append(iid)
     shown = base_url.rstrip("/") + WEBHOOK_PATH + hint(secret)
     if done:
@@ -182,15 +179,20 @@ def serve(
         ctx = AppContext(settings=settings, engine=engine, api_key=api_key.value)
         server = stack.enter_context(AsgiServer(create_app(ctx), host=host, port=port))
         base = settings.public_url or server.url
-        with engine.connect() as conn:
-            ids = iq.connected_ids(conn)
         with make_gateway_client(settings) as client:
+            # gateways that post no connection event: a scanned QR shows as "already
+            # logged in"; those instances are usable from now on
+            linked = confirm_scans(engine, client, now=utcnow())
+            if linked:
+                console.print(f"linked (QR code scanned): {', '.join(linked)}")
+            with engine.connect() as conn:
+                ids = iq.connected_ids(conn)
             register_webhooks(engine, client, base, settings.webhook_secret, ids)
         service = stack.enter_context(
             Service(
                 engine,
                 lambda: make_gateway_client(settings),
-                options=ServiceOptions(),
+                options=ServiceOptions(sender_grace_seconds=settings.sender_grace_seconds),
                 on_outcome=observe_send,
                 instance_client=lambda: make_gateway_client(settings),
             )

@@ -54,6 +54,13 @@ class SandboxConfig:
     # accepted sends since the instance last connected, as web sessions do; ``reconnect``
     # brings it back and the count starts again
     disconnect_after_sends: int | None = None
+    # False: never post a connection event (the spec names none; some gateways send
+    # none), so a client learns of a link only from a QR request ("already logged in")
+    # or an accepted send
+    connection_events: bool = True
+    # False: answer reset_instance without the new id (as some gateways do); the old id
+    # is deleted and a new unscanned instance exists all the same
+    reset_returns_id: bool = True
     qr_rotate_seconds: float = 20.0
     events_kept: int = 1_000_000  # older event records are dropped from /sandbox/events
 

@@ -273,6 +273,8 @@ class SandboxState:
             self.instances[new.id] = new
             if self.config.auto_link:
                 self._link(new)
+            if not self.config.reset_returns_id:
+                return {"status": "success", "message": "Instance ID reset successfully"}
             return {
                 "status": "success",
                 "message": "Instance ID reset successfully",
@@ -380,6 +382,8 @@ class SandboxState:
     def _emit_connection(self, inst: Instance, reason: str) -> None:
         if inst.state == CONNECTED:
             inst.sends_since_connect = 0
+        if not self.config.connection_events:
+            return
         body = ev.connection_body(
             self.config.dialect, inst.id, inst.state, reason=reason, phone=inst.phone
         )

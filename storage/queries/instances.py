@@ -7,9 +7,10 @@ and the reservation is one conditional UPDATE so two workers never take the same
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, func, insert, or_, select, update
+from sqlalchemy import Connection, bindparam, delete, func, insert, or_, select, update
 
 from storage import states
 from storage.models import Delivery, Instance, StatusEvent
@@ -20,6 +21,20 @@ _d = Delivery.__table__  # type: ignore[attr-defined]
 
 #: Paused reasons that a ConnectionStatus "connected" event clears.
 CONNECTION_PROBLEMS = ("relogin_required", "not_activated", "disconnected")
+#: The state of an instance that no longer exists at the gateway (reset without a new
+#: id, "Instance ID Invalidated", the demo's embedded sandbox stopped): it never sends.
+GONE = "gone"
+#: States in which an instance cannot send (a new login, a reconnect or nothing helps).
+UNABLE_STATES = ("disconnected", "logged_out", GONE)
+
+
+@dataclass(frozen=True)
+class SenderHealth:
+    """What decides whether a sender can send: its state and pause."""
+
+    state: str
+    paused_reason: str | None
+    paused_at: datetime | None
 
 
 def ensure(conn: Connection, instance_ids: Sequence[str], *, now: datetime) -> None:
@@ -52,6 +67,137 @@ def connected_ids(conn: Connection) -> list[str]:
     """Instance ids known to gatecast whose state is ``connected``, in id order."""
     rows = conn.execute(select(_i.c.instance_id).where(_i.c.state == "connected").order_by(_i.c.id))
     return [str(r[0]) for r in rows]
+
+
+def usable_ids(conn: Connection) -> list[str]:
+    """Connected, unpaused instances, in id order: the senders a campaign without
+    ``instances`` may hand recipients to."""
+    rows = conn.execute(
+        select(_i.c.instance_id)
+        .where(_i.c.state == "connected", _i.c.paused_reason.is_(None))
+        .order_by(_i.c.id)
+    )
+    return [str(r[0]) for r in rows]
+
+
+def health(conn: Connection, instance_ids: Sequence[str]) -> dict[str, SenderHealth]:
+    """``instance_id -> SenderHealth`` for the given ids (unknown ids are absent)."""
+    if not instance_ids:
+        return {}
+    rows = conn.execute(
+        select(_i.c.instance_id, _i.c.state, _i.c.paused_reason, _i.c.paused_at).where(
+            _i.c.instance_id.in_(list(instance_ids))
+        )
+    )
+    return {str(r[0]): SenderHealth(str(r[1]), r[2], r[3]) for r in rows}
+
+
+def queued_targets(
+    conn: Connection, campaign_id: int, sender: str | None, *, limit: int = 5000
+) -> list[tuple[int, str]]:
+    """``(delivery id, target)`` of the campaign's queued rows of ``sender`` (None: rows
+    without a sender), at most ``limit``."""
+    cond = _d.c.sender.is_(None) if sender is None else _d.c.sender == sender
+    rows = conn.execute(
+        select(_d.c.id, _d.c.target)
+        .where(_d.c.campaign_id == campaign_id, _d.c.state == states.QUEUED, cond)
+        .order_by(_d.c.id)
+        .limit(limit)
+    )
+    return [(int(r[0]), str(r[1])) for r in rows]
+
+
+def has_unassigned(conn: Connection, campaign_id: int) -> bool:
+    """True when the campaign has queued rows without a sender (it was forgotten)."""
+    row = conn.execute(
+        select(_d.c.id)
+        .where(
+            _d.c.campaign_id == campaign_id,
+            _d.c.state == states.QUEUED,
+            _d.c.sender.is_(None),
+        )
+        .limit(1)
+    ).first()
+    return row is not None
+
+
+def reassign_queued(conn: Connection, moves: Sequence[tuple[int, str]]) -> int:
+    """Give each ``(delivery id, sender)`` its new sender while the row is still queued."""
+    if not moves:
+        return 0
+    result = conn.execute(
+        update(_d)
+        .where(_d.c.id == bindparam("row_id"), _d.c.state == states.QUEUED)
+        .values(sender=bindparam("new_sender")),
+        [{"row_id": i, "new_sender": s} for i, s in moves],
+    )
+    return int(result.rowcount or 0)
+
+
+def mark_linked_by_send(conn: Connection, instance_ids: Sequence[str], *, now: datetime) -> None:
+    """An accepted send proves the session is linked: ``created``/``waiting_scan`` rows of
+    ``instance_ids`` become ``connected`` (gateways that post no connection events)."""
+    if not instance_ids:
+        return
+    conn.execute(
+        update(_i)
+        .where(
+            _i.c.instance_id.in_(list(instance_ids)),
+            _i.c.state.in_(("created", "waiting_scan")),
+        )
+        .values(state="connected", updated_at=now)
+    )
+
+
+def set_webhook_registered(
+    conn: Connection, instance_id: str, registered: bool, *, now: datetime
+) -> None:
+    """Record whether the instance's webhook points at gatecast (row created if missing)."""
+    ensure(conn, [instance_id], now=now)
+    conn.execute(
+        update(_i)
+        .where(_i.c.instance_id == instance_id)
+        .values(webhook_url_registered=registered, updated_at=now)
+    )
+
+
+def mark_gone(conn: Connection, instance_id: str, reason: str, *, now: datetime) -> None:
+    """State ``gone`` (the gateway no longer knows the id), paused with ``reason``
+    unless already paused; its webhook no longer counts as registered."""
+    ensure(conn, [instance_id], now=now)
+    conn.execute(
+        update(_i)
+        .where(_i.c.instance_id == instance_id)
+        .values(state=GONE, webhook_url_registered=False, updated_at=now)
+    )
+    pause(conn, instance_id, reason, now=now)
+
+
+def webhook_registered(conn: Connection, instance_ids: Sequence[str]) -> dict[str, bool]:
+    """``instance_id -> webhook_url_registered`` for the given ids (unknown ids absent)."""
+    if not instance_ids:
+        return {}
+    rows = conn.execute(
+        select(_i.c.instance_id, _i.c.webhook_url_registered).where(
+            _i.c.instance_id.in_(list(instance_ids))
+        )
+    )
+    return {str(r[0]): bool(r[1]) for r in rows}
+
+
+def forget(conn: Connection, instance_id: str) -> int | None:
+    """Delete the row of ``instance_id``; its queued deliveries lose their sender (the
+    dispatcher hands them to the campaign's other senders). None when there was no row,
+    else how many queued rows lost their sender. Sent rows keep it (reports)."""
+    deleted = conn.execute(delete(_i).where(_i.c.instance_id == instance_id))
+    if not deleted.rowcount:
+        return None
+    moved = conn.execute(
+        update(_d)
+        .where(_d.c.sender == instance_id, _d.c.state == states.QUEUED)
+        .values(sender=None)
+    )
+    return int(moved.rowcount or 0)
 
 
 def pause_state(conn: Connection, instance_ids: Sequence[str]) -> dict[str, str | None]:
@@ -157,19 +303,32 @@ def pause_on_restriction_events(conn: Connection, *, now: datetime, code: str = 
 
 __all__ = [
     "CONNECTION_PROBLEMS",
+    "GONE",
+    "UNABLE_STATES",
+    "SenderHealth",
     "all_ids",
     "connected_ids",
     "ensure",
+    "forget",
+    "has_unassigned",
+    "health",
+    "mark_gone",
+    "mark_linked_by_send",
     "mark_state",
     "move_waiting_deliveries",
     "next_send_times",
     "pause",
     "pause_on_restriction_events",
     "pause_state",
+    "queued_targets",
+    "reassign_queued",
     "reserve_slot",
     "resume",
     "resume_connection_pause",
     "set_next_send",
+    "set_webhook_registered",
+    "usable_ids",
+    "webhook_registered",
 ]
 
 

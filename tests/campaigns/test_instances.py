@@ -111,7 +111,7 @@ def test_reset_moves_waiting_deliveries_and_campaign_lists(
 
     new = result.new_id
     assert new != old and new in sandbox.state.instances and old not in sandbox.state.instances
-    assert (result.kept_id, result.merged, result.deliveries_moved) == (False, False, 2)
+    assert (result.new_id_unknown, result.merged, result.deliveries_moved) == (False, False, 2)
     assert sorted(result.campaigns_updated) == sorted([running, draft])
     assert _row(engine, old) is None
     row = _row(engine, new)
@@ -154,7 +154,7 @@ def test_reset_onto_an_id_we_already_know_merges(engine: Engine, client: Gateway
     assert _spec_instances(engine, cid) == ["KNOWN2"]  # no duplicate
 
 
-def test_reset_that_keeps_the_id_moves_nothing(engine: Engine) -> None:
+def test_reset_without_a_new_id_marks_the_old_one_gone(engine: Engine) -> None:
     class Keeps:
         def reset_instance(self, instance_id: str) -> str:
             return instance_id
@@ -162,9 +162,16 @@ def test_reset_that_keeps_the_id_moves_nothing(engine: Engine) -> None:
     with engine.begin() as conn:
         iq.mark_state(conn, "SAME1", "connected", now=NOW, phone="15550001111")
     result = domain.reset(engine, Keeps(), "SAME1", now=NOW)  # type: ignore[arg-type]
-    assert (result.kept_id, result.deliveries_moved, result.campaigns_updated) == (True, 0, [])
+    assert (result.new_id_unknown, result.deliveries_moved, result.campaigns_updated) == (
+        True,
+        0,
+        [],
+    )
     row = _row(engine, "SAME1")
-    assert row is not None and (row.state, row.phone) == ("created", None)
+    assert row is not None and row.state == "gone"
+    assert row.paused_reason == domain.GONE_AFTER_RESET
+    with pytest.raises(domain.InstanceGone):  # never used again
+        domain.reset(engine, Keeps(), "SAME1", now=NOW)  # type: ignore[arg-type]
 
 
 def test_a_refused_reset_changes_nothing(
@@ -296,3 +303,52 @@ def test_after_resume_and_after_reset_the_dispatcher_sends_the_waiting_rows(
         assert set(states_of(sqlite_engine, cid).values()) == {"sent"}
         by_sender = [m["instance_id"] for m in sb.messages()]
         assert len(by_sender) == 6 and by_sender.count(new) == 6 - sent_by_old
+
+
+def test_forget_releases_queued_rows_and_keeps_history(engine: Engine) -> None:
+    with engine.begin() as conn:
+        iq.mark_state(conn, "OLD1", "connected", now=NOW)
+    cid = _campaign(engine, "running", None)
+    _deliveries(engine, cid, [("OLD1", "sent"), ("OLD1", "queued"), ("OLD1", "sending")])
+    assert domain.forget(engine, "OLD1") == domain.ForgetOutcome("OLD1", released=1)
+    assert _row(engine, "OLD1") is None
+    assert _senders(engine, cid) == [("OLD1", "sent"), (None, "queued"), ("OLD1", "sending")]
+    with pytest.raises(domain.UnknownInstance):
+        domain.forget(engine, "OLD1")
+
+
+def test_confirm_scans_finds_scanned_instances_without_connection_events(
+    engine: Engine, sandbox: Sandbox, client: GatewayClient
+) -> None:
+    scanned = domain.create(engine, client, now=NOW)
+    domain.fetch_qr(engine, client, scanned, now=NOW)
+    sandbox.scan(scanned)
+    waiting = domain.create(engine, client, now=NOW)
+    domain.fetch_qr(engine, client, waiting, now=NOW)
+    with engine.begin() as conn:  # the connection event never arrived
+        iq.mark_state(conn, scanned, "waiting_scan", now=NOW)
+    assert domain.confirm_scans(engine, client, now=NOW) == [scanned]
+    states = {r.instance_id: r.state for r in _all(engine)}
+    assert states == {scanned: "connected", waiting: "waiting_scan"}
+
+
+def test_a_gone_instance_is_refused_before_the_gateway_is_asked(
+    engine: Engine, client: GatewayClient
+) -> None:
+    iid = domain.create(engine, client, now=NOW)
+    domain.mark_gone(engine, iid, "gone: test", now=NOW)
+    for call in (
+        lambda: domain.operate(engine, client, iid, "reboot", now=NOW),
+        lambda: domain.fetch_qr(engine, client, iid, now=NOW),
+        lambda: domain.set_webhook(engine, client, iid, "http://x.test/h", now=NOW),
+    ):
+        with pytest.raises(domain.InstanceGone, match="no longer exists at the gateway"):
+            call()
+    domain.set_webhook(engine, client, iid, "", now=NOW, enable=False)  # turning off is fine
+    with engine.connect() as conn:
+        assert iid not in iq.connected_ids(conn)
+
+
+def _all(engine: Engine) -> list[domain.InstanceRecord]:
+    with engine.connect() as conn:
+        return domain.list_all(conn)

@@ -404,3 +404,24 @@ def test_in_process_asgi_app_without_sockets() -> None:
         assert [m.answered for m in app.state.messages.values()] == ["dropped"]
     finally:
         app.state.close()
+
+
+def test_no_connection_events_and_reset_without_id() -> None:
+    cfg = SandboxConfig(connection_events=False, reset_returns_id=False)
+    with run_sandbox_in_thread(cfg) as sb:
+        iid = op(sb, "create_instance")["instance_id"]
+        assert op(sb, "get_qrcode", instance_id=iid)["status"] == "success"
+        sb.scan(iid)
+        # linked, but nothing says so except a QR request
+        assert (
+            op(sb, "get_qrcode", instance_id=iid)["message"] == "This instance is already logged in"
+        )
+        events = HTTP.get(f"{sb.url}/sandbox/events").json()["events"]
+        assert events and not [e for e in events if e["event"] == "connection"]
+        reset = op(sb, "reset_instance", instance_id=iid)
+        assert reset == {"status": "success", "message": "Instance ID reset successfully"}
+        assert op(sb, "logout", instance_id=iid)["message"] == "Instance ID Invalidated"
+        # the reset instance exists, unscanned: create_instance hands its id back
+        new_id = op(sb, "create_instance")["instance_id"]
+        assert new_id != iid
+        assert op(sb, "create_instance")["instance_id"] == new_id

@@ -12,7 +12,7 @@ from sqlalchemy import Engine, select
 
 from campaigns import lifecycle
 from gateway.messages import Message
-from gateway.outcomes import OutcomeKind, SendOutcome
+from gateway.outcomes import InstanceProblem, OutcomeKind, SendOutcome
 from scheduler.clock import FakeClock, SystemClock
 from scheduler.dispatcher import Dispatcher
 from storage.models import Campaign, Delivery, Instance
@@ -254,3 +254,110 @@ def test_sent_at_is_each_sends_acceptance_not_the_batch_record(engine: Engine) -
     assert len(accepted) == 40
     assert got == accepted  # not one shared time per recorded batch
     assert len(set(got.values())) == 40
+
+
+def _senders_of(engine: Engine, campaign_id: int) -> Counter[str | None]:
+    d = Delivery.__table__  # type: ignore[attr-defined]
+    with engine.connect() as conn:
+        rows = conn.execute(select(d.c.sender).where(d.c.campaign_id == campaign_id)).all()
+    return Counter(r[0] for r in rows)
+
+
+def test_a_paused_sender_hands_over_after_the_grace_and_not_before(engine: Engine) -> None:
+    clock = FakeClock(T0)
+    add_instances(engine, ["A", "B"], T0)
+    cid = add_running_campaign(engine, spec(), recipients=6, senders=["A"], now=T0)
+    relogin = SendOutcome(
+        OutcomeKind.INSTANCE, reason="relogin", problem=InstanceProblem.RELOGIN_REQUIRED
+    )
+    sender = RecordingSender(clock, script={"+15550000000": [relogin]})
+    with Dispatcher(
+        engine,
+        lambda: sender,
+        clock=clock,
+        apply_pending=no_events,
+        workers=1,
+        batch_size=1,
+        sender_grace_seconds=60,
+    ) as d:
+        d.tick()  # A is paused by its first send
+        clock.advance(30)
+        for _ in range(3):
+            d.tick()
+        assert sender.sent == [] and _senders_of(engine, cid) == {"A": 6}
+        assert d.stalled == {}  # B could take them: not stalled
+        clock.advance(31)
+        d.run(until_done=True, max_ticks=50)
+    assert Counter(states_of(engine, cid).values()) == {"sent": 6}
+    assert {i for i, _, _ in sender.sent} == {"B"}
+
+
+def test_a_gone_sender_hands_over_at_once_and_marks_itself(engine: Engine) -> None:
+    clock = FakeClock(T0)
+    add_instances(engine, ["A", "B", "C"], T0)
+    cid = add_running_campaign(engine, spec(), recipients=20, senders=["A"], now=T0)
+    invalid = SendOutcome(
+        OutcomeKind.INSTANCE,
+        reason="Instance ID Invalidated",
+        problem=InstanceProblem.INVALID_INSTANCE,
+    )
+    sender = RecordingSender(clock, script={"+15550000000": [invalid]})
+    with Dispatcher(
+        engine, lambda: sender, clock=clock, apply_pending=no_events, workers=1, batch_size=1
+    ) as d:
+        d.run(until_done=True, max_ticks=50)
+    assert Counter(states_of(engine, cid).values()) == {"sent": 20}
+    used = Counter(i for i, _, _ in sender.sent)
+    assert set(used) == {"B", "C"}  # spread over both healthy senders
+    with engine.connect() as conn:
+        state = conn.execute(
+            select(Instance.__table__.c.state).where(  # type: ignore[attr-defined]
+                Instance.__table__.c.instance_id == "A"  # type: ignore[attr-defined]
+            )
+        ).scalar_one()
+    assert state == "gone"
+
+
+def test_no_healthy_sender_stalls_the_campaign(engine: Engine) -> None:
+    clock = FakeClock(T0)
+    add_instances(engine, ["A"], T0)
+    cid = add_running_campaign(engine, spec(), recipients=3, senders=["A"], now=T0)
+    quota = SendOutcome(OutcomeKind.INSTANCE, reason="q", problem=InstanceProblem.QUOTA_EXHAUSTED)
+    sender = RecordingSender(clock, script={"+15550000000": [quota]})
+    with Dispatcher(
+        engine, lambda: sender, clock=clock, apply_pending=no_events, workers=1, batch_size=1
+    ) as d:
+        ticks = d.run(until_done=True, stop_when_stalled=True, max_ticks=100)
+        assert ticks < 100
+        assert d.stalled[cid] == "A (quota_exhausted); 3 recipient(s) wait"
+    assert Counter(states_of(engine, cid).values()) == {"queued": 3}
+
+
+def test_rows_of_a_forgotten_sender_go_to_the_named_healthy_one(engine: Engine) -> None:
+    from campaigns import instances as domain
+
+    clock = FakeClock(T0)
+    add_instances(engine, ["A", "B", "X"], T0)
+    named = {**spec(), "instances": ["A", "B"]}
+    cid = add_running_campaign(engine, named, recipients=4, senders=["A"], now=T0)
+    with engine.begin() as conn:  # B is named but logged out: not healthy
+        conn.execute(
+            Instance.__table__.update()  # type: ignore[attr-defined]
+            .where(Instance.__table__.c.instance_id == "B")  # type: ignore[attr-defined]
+            .values(state="logged_out")
+        )
+    assert domain.forget(engine, "A").released == 4
+    sender = RecordingSender(clock)
+    with Dispatcher(engine, lambda: sender, clock=clock, apply_pending=no_events) as d:
+        d.run(until_done=True, stop_when_stalled=True, max_ticks=20)
+        assert "recipients of a forgotten sender" in d.stalled[cid]  # X is not named
+    with engine.begin() as conn:
+        conn.execute(
+            Instance.__table__.update()  # type: ignore[attr-defined]
+            .where(Instance.__table__.c.instance_id == "B")  # type: ignore[attr-defined]
+            .values(state="connected")
+        )
+    with Dispatcher(engine, lambda: sender, clock=clock, apply_pending=no_events) as d:
+        d.run(until_done=True, max_ticks=50)
+    assert Counter(states_of(engine, cid).values()) == {"sent": 4}
+    assert {i for i, _, _ in sender.sent} == {"B"}

@@ -96,6 +96,21 @@ def test_refused_reconnects_back_off_and_logged_out_stays_paused(
         assert "scan its QR code again" in caplog.text
 
 
+def test_an_invalidated_id_becomes_gone_and_is_not_tried_again(engine: Engine) -> None:
+    with run_sandbox_in_thread(SandboxConfig(auto_link=True)) as sb:
+        iid = sb.create_linked_instance()
+        add_instances(engine, [iid], T0)
+        with GatewayClient(sb.url, sb.access_token, timeout=10) as gw:
+            gw.reset_instance(iid)  # the old id no longer exists at the gateway
+        _mark(engine, iid, "disconnected", None)
+        CountingClient.calls = []
+        healer = Reconnector(engine, lambda: _factory(sb), backoff=(1.0,))
+        assert healer.run_once(T0) == []
+        assert _row(engine, iid) == ("gone", "gone: the gateway says its id is invalid")
+        assert healer.run_once(T0 + timedelta(seconds=5)) == []
+        assert CountingClient.calls == [iid]
+
+
 def test_sandbox_drops_the_connection_after_n_sends() -> None:
     cfg = SandboxConfig(auto_link=True, disconnect_after_sends=2, status_delays=(3600.0,) * 3)
     with run_sandbox_in_thread(cfg) as sb, GatewayClient(sb.url, sb.access_token) as gw:

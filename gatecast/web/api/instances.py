@@ -184,13 +184,23 @@ def _gateway_failure(exc: GatewayError) -> HTTPException:
 
 
 def _gateway_call(fn: Callable[[], T], field: tuple[str, ...] = ("path", "instance_id")) -> T:
-    """Run a domain call; a gateway failure is a 502, a request it refuses a 422 on ``field``."""
+    """Run a domain call; a gateway failure is a 502, a request it refuses a 422 on
+    ``field``, a gone instance a 409."""
     try:
         return fn()
+    except domain.InstanceGone as exc:
+        raise _gone(exc) from None
     except GatewayRequestError as exc:
         raise field_error(field, exc.problem) from None
     except GatewayError as exc:
         raise _gateway_failure(exc) from None
+
+
+def _gone(exc: domain.InstanceGone) -> HTTPException:
+    return HTTPException(
+        status.HTTP_409_CONFLICT,
+        detail=f"{exc}: create a new instance, and forget this one (DELETE it)",
+    )
 
 
 def webhook_address(ctx: AppContext, fallback_base: str = "") -> str | None:
@@ -240,6 +250,10 @@ def register_webhook(
     with ctx.gateway() as client:
         try:
             domain.set_webhook(ctx.engine, client, instance_id, url, now=ctx.clock())
+        except domain.InstanceGone as exc:
+            if quiet:
+                return OperationResult(instance_id=instance_id, detail=str(exc))
+            raise _gone(exc) from None
         except GatewayRequestError as exc:
             raise field_error(("body", "url"), exc.problem) from None
         except GatewayError as exc:
@@ -267,11 +281,17 @@ def run_operation(ctx: AppContext, instance_id: str, operation: str) -> Operatio
                 + (f"; pause lifted ({done.resumed_reason})" if done.resumed_reason else ""),
                 resumed_reason=done.resumed_reason,
             )
-    detail = "reset: the gateway kept the id" if reset.kept_id else f"reset: new id {reset.new_id}"
+    detail = (
+        "reset, but the gateway did not return the new id: the old id no longer exists "
+        "there, so it is marked gone; create a new instance (a gateway hands back the reset "
+        "one's id while it is unscanned) or find the new id at the gateway"
+        if reset.new_id_unknown
+        else f"reset: new id {reset.new_id}"
+    )
     return OperationResult(
         instance_id=instance_id,
         detail=detail,
-        new_instance_id=reset.new_id,
+        new_instance_id=None if reset.new_id_unknown else reset.new_id,
         deliveries_moved=reset.deliveries_moved,
         campaigns_updated=reset.campaigns_updated,
     )
@@ -342,6 +362,28 @@ _operation_route(
 )
 _operation_route("logout", "Log the instance out of the web client.")
 _operation_route("reset", "Log out and get a NEW instance id (old data is deleted).")
+
+
+class ForgetResult(BaseModel):
+    """What forgetting an instance did."""
+
+    instance_id: str
+    detail: str
+    released: int = Field(
+        0, description="Queued deliveries that go to their campaigns' other senders"
+    )
+
+
+@router.delete("/instances/{instance_id}", response_model=ForgetResult)
+def delete_instance(instance_id: str, ctx: Ctx) -> ForgetResult:
+    """Forget an instance that no longer exists at the gateway (the gateway is not asked):
+    it leaves gatecast's senders, its queued deliveries go to their campaigns' other
+    senders, and the messages it sent stay in the reports."""
+    try:
+        result = domain.forget(ctx.engine, instance_id)
+    except domain.UnknownInstance:
+        raise not_found("instance", instance_id) from None
+    return ForgetResult(instance_id=instance_id, detail="forgotten", released=result.released)
 
 
 @router.post("/instances/{instance_id}/resume", response_model=OperationResult)
