@@ -7,13 +7,15 @@ from datetime import datetime, time
 from typing import Annotated, Any, TypeVar
 from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, HTTPException, Request, status
+from fastapi import APIRouter, Depends, Request, Response, status
 from pydantic import BaseModel, Field
 from sqlalchemy import Connection, func, select
 
 from campaigns import instances as domain
 from gatecast.web.api.common import field_error, not_found
 from gatecast.web.context import AppContext, get_ctx
+from gatecast.web.idempotency import run_once
+from gatecast.web.problems import Problem, web_terms
 from gateway.errors import GatewayError
 from gateway.errors import RequestValidationError as GatewayRequestError
 from scheduler.policy import policy_from_spec
@@ -179,8 +181,13 @@ class OperationResult(BaseModel):
 Ctx = Annotated[AppContext, Depends(get_ctx)]
 
 
-def _gateway_failure(exc: GatewayError) -> HTTPException:
-    return HTTPException(status.HTTP_502_BAD_GATEWAY, detail=f"gateway: {exc.message}")
+def _gateway_failure(exc: GatewayError) -> Problem:
+    return Problem(
+        status.HTTP_502_BAD_GATEWAY,
+        "gateway_error",
+        f"gateway: {web_terms(exc.message)}",
+        title="The gateway refused or could not be reached",
+    )
 
 
 def _gateway_call(fn: Callable[[], T], field: tuple[str, ...] = ("path", "instance_id")) -> T:
@@ -293,12 +300,19 @@ def resume_sender(ctx: AppContext, instance_id: str) -> OperationResult:
 
 
 @router.post("/instances", response_model=InstancePublic, status_code=201)
-def post_instance(body: InstanceCreate, ctx: Ctx, request: Request) -> InstancePublic:
+def post_instance(body: InstanceCreate, ctx: Ctx, request: Request) -> Response:
     """Create an instance at the gateway (then fetch its QR code and scan it).
 
     Its webhook is registered at once when the gateway allows it (else after the scan).
+    ``Idempotency-Key`` honoured (a repeat replays the first answer).
     """
-    return create_instance(ctx, body.label, str(request.base_url))
+    return run_once(
+        request,
+        ctx,
+        body,
+        lambda: create_instance(ctx, body.label, str(request.base_url)),
+        status.HTTP_201_CREATED,
+    )
 
 
 @router.get("/instances/{instance_id}/qr", response_model=QrCodePublic)
@@ -316,7 +330,9 @@ def post_webhook(
     url = (body.url if body else None) or webhook_address(ctx, str(request.base_url))
     if not url:
         raise field_error(
-            ("body", "url"), "no webhook address: set GATECAST_PUBLIC_URL or pass url"
+            ("body", "url"),
+            "no webhook address: give url, or have the server's public address "
+            "(GATECAST_PUBLIC_URL) set",
         )
     return register_webhook(ctx, instance_id, url)
 
