@@ -205,9 +205,7 @@ def test_an_upload_error_names_the_original_file_not_a_temp_path(ws: Workspace) 
     server = ws.serve()
     table = b"Customer,City\nOlivia,Berlin\n"  # no phone column
     with server.api() as api:
-        preview = api.post(
-            "/api/v1/imports/preview", files={"file": ("shop customers.csv", table)}
-        )
+        preview = api.post("/api/v1/imports/preview", files={"file": ("shop customers.csv", table)})
         assert preview.status_code == 200, preview.text
         problem = preview.json()["problem"]
         assert problem.startswith("shop customers.csv: no phone column"), problem
@@ -229,8 +227,7 @@ def test_an_upload_error_names_the_original_file_not_a_temp_path(ws: Workspace) 
         assert started.status_code == 202, started.text
         job_id = started.json()["id"]
         job = wait_for(
-            lambda: (j := api.get(f"/api/v1/imports/{job_id}").json())["status"] != "running"
-            and j,
+            lambda: (j := api.get(f"/api/v1/imports/{job_id}").json())["status"] != "running" and j,
             what="the import to end",
         )
         assert job["status"] == "failed", job
@@ -334,4 +331,3 @@ def test_the_instances_page_open_during_a_connection_drop_never_asks_for_a_qr(
     gateway_view = {i["instance_id"]: i for i in _sandbox(sandbox_process, "/sandbox/instances")}
     assert gateway_view[instance_id]["state"] == "connected", gateway_view[instance_id]
     assert _qr_requests(sandbox_process) == asked_before, "the page asked for a QR code"
-

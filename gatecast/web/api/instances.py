@@ -7,7 +7,7 @@ from datetime import datetime, time
 from typing import Annotated, Any, TypeVar
 from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, Request, Response, status
+from fastapi import APIRouter, Depends, Query, Request, Response, status
 from pydantic import BaseModel, Field
 from sqlalchemy import Connection, func, select
 
@@ -224,9 +224,26 @@ def create_instance(ctx: AppContext, label: str, base: str = "") -> InstancePubl
     return get_instance_row(ctx, instance_id)
 
 
-def fetch_qr(ctx: AppContext, instance_id: str, base: str = "") -> QrCodePublic:
-    """Ask the gateway for the current QR code; an already-linked instance becomes connected."""
+def fetch_qr(
+    ctx: AppContext, instance_id: str, base: str = "", *, relink: bool = False
+) -> QrCodePublic:
+    """Ask the gateway for the current QR code; an already-linked instance becomes connected.
+
+    A QR request ends the session of a linked phone whose connection merely dropped
+    (``disconnected``: gatecast's reconnector brings it back), so it is refused with 409
+    for such an instance unless ``relink`` says the user wants to scan again.
+    """
     row = get_instance_row(ctx, instance_id)
+    if row.state == "disconnected" and not relink:
+        raise Problem(
+            status.HTTP_409_CONFLICT,
+            "instance_reconnecting",
+            f"instance {instance_id} lost its connection and gatecast is reconnecting it; "
+            "a new QR code would end the phone's session (to link it again anyway, "
+            "ask with relink=true)",
+            title="The instance is reconnecting",
+            state=row.state,
+        )
     with ctx.gateway() as client:
         qr = _gateway_call(
             lambda: domain.fetch_qr(ctx.engine, client, instance_id, now=ctx.clock())
@@ -316,9 +333,21 @@ def post_instance(body: InstanceCreate, ctx: Ctx, request: Request) -> Response:
 
 
 @router.get("/instances/{instance_id}/qr", response_model=QrCodePublic)
-def get_qr(instance_id: str, ctx: Ctx, request: Request) -> QrCodePublic:
-    """The current login QR code as a data URI (it rotates: poll every few seconds)."""
-    return fetch_qr(ctx, instance_id, str(request.base_url))
+def get_qr(
+    instance_id: str,
+    ctx: Ctx,
+    request: Request,
+    relink: Annotated[
+        bool, Query(description="Also for a dropped (disconnected) instance: a new scan")
+    ] = False,
+) -> QrCodePublic:
+    """The current login QR code as a data URI, while the instance waits for a scan (it
+    rotates: ask again every few seconds while showing it).
+
+    Never poll it for a linked instance: for one whose connection dropped (409 unless
+    ``relink=true``) a QR request would end the phone's session.
+    """
+    return fetch_qr(ctx, instance_id, str(request.base_url), relink=relink)
 
 
 @router.post("/instances/{instance_id}/webhook", response_model=OperationResult)
