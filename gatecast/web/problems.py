@@ -26,6 +26,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 log = logging.getLogger("gatecast.web")
 
@@ -235,15 +236,15 @@ def _problem(request: Request, exc: Exception) -> Response:
     return exc.response()
 
 
-def _unexpected(request: Request, exc: Exception) -> Response:
+def _unexpected(request: Request, exc: Exception, *, with_traceback: bool = False) -> Response:
     reference = secrets.token_hex(4)
-    # Starlette re-raises the exception after this answer, so the server logs its traceback
     log.error(
-        "unexpected error (reference %s) on %s %s: %s (traceback follows)",
+        "unexpected error (reference %s) on %s %s: %s",
         reference,
         request.method,
         request.url.path,
         type(exc).__name__,
+        exc_info=exc if with_traceback else None,
     )
     message = (
         "an unexpected error happened on the server; nothing more is shown here. "
@@ -256,12 +257,41 @@ def _unexpected(request: Request, exc: Exception) -> Response:
     ).response()
 
 
+class CatchUnexpected:
+    """ASGI middleware: an exception no handler took becomes a 500 problem (logged with
+    its traceback and a reference), and the connection stays usable; Starlette's own last
+    resort would answer, then re-raise it into the server."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watch(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        except Exception as exc:
+            if started:  # too late for another answer
+                raise
+            response = _unexpected(Request(scope), exc, with_traceback=True)
+            await response(scope, receive, send)
+
+
 def install_problem_handlers(app: FastAPI) -> None:
     """Answer every error of ``app`` as problem details (HTML for dashboard pages)."""
     app.add_exception_handler(Problem, _problem)
     app.add_exception_handler(StarletteHTTPException, _http_exception)
     app.add_exception_handler(RequestValidationError, _validation)
-    app.add_exception_handler(Exception, _unexpected)
+    app.add_exception_handler(Exception, _unexpected)  # the server then logs the traceback
+    app.add_middleware(CatchUnexpected)
 
 
 __all__ = [
