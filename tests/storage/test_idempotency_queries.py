@@ -12,7 +12,9 @@ from storage.queries import idempotency as q
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 
 
-def _claim(engine: Engine, key: str = "k1", fp: str = "f1", now: datetime = NOW, who: str = "p1"):  # type: ignore[no-untyped-def]
+def _claim(
+    engine: Engine, key: str = "k1", fp: str = "f1", now: datetime = NOW, who: str = "p1"
+) -> tuple[bool, q.StoredKey]:
     return q.claim(
         engine,
         principal=who,
