@@ -204,7 +204,9 @@ def _http_exception(request: Request, exc: Exception) -> Response:
         return Problem(
             status, code, errors_detail(errors), errors=errors, headers=headers
         ).response()
-    if status == 404 and detail == "Not Found":
+    if status == 413 and detail == "Content Too Large":  # Starlette's body limit
+        detail = "the request body is larger than the limit this server accepts"
+    elif status == 404 and detail == "Not Found":
         detail = f"no such address: {request.method} {request.url.path}"
     elif status == 405:
         detail = f"{request.method} is not allowed on {request.url.path}"
@@ -212,6 +214,8 @@ def _http_exception(request: Request, exc: Exception) -> Response:
 
 
 def _clean_error(e: Mapping[str, Any]) -> dict[str, Any]:
+    if e.get("type") == "json_invalid":  # loc holds a character position
+        return {"loc": ["body"], "msg": "the body is not valid JSON", "type": "json_invalid"}
     return {
         "loc": list(e.get("loc", [])),
         "msg": str(e.get("msg", "")),

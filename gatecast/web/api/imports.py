@@ -119,12 +119,16 @@ class PreviewPublic(BaseModel):
     problem: str | None
 
 
-def _too_large(limit: int) -> HTTPException:
-    return HTTPException(
-        status.HTTP_413_CONTENT_TOO_LARGE,
-        detail=f"the upload is larger than the import limit of {limit} bytes "
-        "(GATECAST_IMPORT_MAX_BYTES)",
+def too_large_detail(limit: int) -> str:
+    """What a 413 says: the import limit (no request body may exceed it, plus the slack)."""
+    return (
+        f"the upload is larger than the import limit of {limit} bytes "
+        "(the server's GATECAST_IMPORT_MAX_BYTES)"
     )
+
+
+def _too_large(limit: int) -> HTTPException:
+    return HTTPException(status.HTTP_413_CONTENT_TOO_LARGE, detail=too_large_detail(limit))
 
 
 def _check_declared_size(request: Request, limit: int) -> None:
