@@ -325,9 +325,12 @@ def test_the_instances_page_open_during_a_connection_drop_never_asks_for_a_qr(
             re.compile("reconnecting"), timeout=15_000
         )
         expect(card.locator("[data-role=qr-img]")).to_be_hidden()
+        expect(card.locator("[data-role=reconnecting]")).to_contain_text("reconnects it")
         # gatecast's reconnector brings it back (it checks every 10 s)
         expect(card.locator("[data-role=state]")).to_have_text("connected", timeout=60_000)
         assert api.get(f"/api/v1/instances/{instance_id}").json()["state"] == "connected"
+        expect(card.locator("[data-role=reconnecting]")).to_be_hidden()
+        expect(card.locator("[data-role=show-qr]")).to_be_hidden()
     gateway_view = {i["instance_id"]: i for i in _sandbox(sandbox_process, "/sandbox/instances")}
     assert gateway_view[instance_id]["state"] == "connected", gateway_view[instance_id]
     assert _qr_requests(sandbox_process) == asked_before, "the page asked for a QR code"
