@@ -334,3 +334,33 @@ def test_the_instances_page_open_during_a_connection_drop_never_asks_for_a_qr(
     gateway_view = {i["instance_id"]: i for i in _sandbox(sandbox_process, "/sandbox/instances")}
     assert gateway_view[instance_id]["state"] == "connected", gateway_view[instance_id]
     assert _qr_requests(sandbox_process) == asked_before, "the page asked for a QR code"
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_the_dashboard_says_errors_in_web_terms(ws: Workspace, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    server = ws.serve()
+    _sign_in(page, server, "/contacts")
+    upload = ws.path / "shop customers.csv"
+    upload.write_text("Customer,City\nOlivia,Berlin\n", encoding="utf-8")
+    page.set_input_files("#file", str(upload))
+    page.click("#preview-btn")
+    problem = page.locator("#preview-problem")
+    expect(problem).to_contain_text("shop customers.csv: no phone column")
+    expect(problem).to_contain_text("phone_column field")
+    _assert_nothing_leaked(problem.inner_text())
+
+    broken = ws.path / "price list.xlsx"
+    broken.write_bytes(b"not a workbook")
+    page.set_input_files("#file", str(broken))
+    page.click("#preview-btn")
+    expect(page.locator("#upload-msg")).to_contain_text("price list.xlsx")
+    _assert_nothing_leaked(page.locator("#upload-msg").inner_text())
+
+    # pages that do not exist are pages, not JSON
+    missing = page.goto(f"{server.url}/no-such-page")
+    assert missing is not None and missing.status == 404
+    expect(page.locator("h1")).to_have_text("Not found")
+    _assert_nothing_leaked(page.content())
