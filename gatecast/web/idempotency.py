@@ -22,9 +22,9 @@ import json
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import Request
+from fastapi import Depends, Header, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse, Response
 from pydantic import SecretStr
@@ -42,6 +42,24 @@ ABANDONED_AFTER = timedelta(minutes=10)
 #: how long a repeat waits for the first request's answer before answering 409
 WAIT_FOR_FIRST = 30.0
 MAX_KEY_LENGTH = 255
+
+
+def _declare_header(
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias=HEADER,
+            description="Your key for this creation (e.g. a UUID): a repeat with the same "
+            "key and body replays the first answer instead of creating again (kept 24 h)",
+        ),
+    ] = None,
+) -> None:
+    """Declares the header in the OpenAPI document; :func:`run_once` reads and checks it."""
+    del idempotency_key
+
+
+#: add to a creating route's ``dependencies`` so its documentation shows the header
+IDEMPOTENT = Depends(_declare_header)
 
 
 def principal(request: Request) -> str:
@@ -158,6 +176,7 @@ def run_once(
 __all__ = [
     "ABANDONED_AFTER",
     "HEADER",
+    "IDEMPOTENT",
     "KEEP_FOR",
     "REPLAYED_HEADER",
     "WAIT_FOR_FIRST",

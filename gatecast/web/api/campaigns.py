@@ -41,7 +41,7 @@ from campaigns.service import (
     retry_campaign,
 )
 from gatecast.web.context import AppContext, get_ctx
-from gatecast.web.idempotency import run_once
+from gatecast.web.idempotency import IDEMPOTENT, run_once
 from storage.models import Delivery
 
 router = APIRouter(tags=["campaigns"])
@@ -323,7 +323,9 @@ def get_campaigns(
     return [_summary(s) for s in list_campaigns(ctx.engine) if state is None or s.state == state]
 
 
-@router.post("/campaigns", response_model=CampaignCreated, status_code=201)
+@router.post(
+    "/campaigns", response_model=CampaignCreated, status_code=201, dependencies=[IDEMPOTENT]
+)
 def post_campaign(
     ctx: Ctx,
     request: Request,
@@ -343,7 +345,9 @@ def post_campaign(
     return run_once(request, ctx, body, create, status.HTTP_201_CREATED)
 
 
-@router.post("/campaigns/toml", response_model=CampaignCreated, status_code=201)
+@router.post(
+    "/campaigns/toml", response_model=CampaignCreated, status_code=201, dependencies=[IDEMPOTENT]
+)
 def post_campaign_toml(
     ctx: Ctx,
     request: Request,

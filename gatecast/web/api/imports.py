@@ -37,7 +37,7 @@ from campaigns.import_runs import mark_interrupted_imports
 from campaigns.importer import ImportFailed, ImportOptions, import_file, preview_file
 from gatecast.web.api.common import Limit, Offset, Page, field_error, not_found
 from gatecast.web.context import AppContext, get_ctx
-from gatecast.web.idempotency import run_once
+from gatecast.web.idempotency import IDEMPOTENT, run_once
 from gatecast.web.problems import web_terms
 from storage.models import ContactList, ImportJob, ImportReject
 
@@ -321,7 +321,7 @@ def post_preview(
         saved.discard()
 
 
-@router.post("/imports", response_model=ImportPublic, status_code=202)
+@router.post("/imports", response_model=ImportPublic, status_code=202, dependencies=[IDEMPOTENT])
 def post_import(
     request: Request,
     ctx: Ctx,

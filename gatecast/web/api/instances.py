@@ -14,7 +14,7 @@ from sqlalchemy import Connection, func, select
 from campaigns import instances as domain
 from gatecast.web.api.common import field_error, not_found
 from gatecast.web.context import AppContext, get_ctx
-from gatecast.web.idempotency import run_once
+from gatecast.web.idempotency import IDEMPOTENT, run_once
 from gatecast.web.problems import Problem, web_terms
 from gateway.errors import GatewayError
 from gateway.errors import RequestValidationError as GatewayRequestError
@@ -316,7 +316,9 @@ def resume_sender(ctx: AppContext, instance_id: str) -> OperationResult:
     )
 
 
-@router.post("/instances", response_model=InstancePublic, status_code=201)
+@router.post(
+    "/instances", response_model=InstancePublic, status_code=201, dependencies=[IDEMPOTENT]
+)
 def post_instance(body: InstanceCreate, ctx: Ctx, request: Request) -> Response:
     """Create an instance at the gateway (then fetch its QR code and scan it).
 

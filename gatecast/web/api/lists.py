@@ -12,7 +12,7 @@ from campaigns.audiences import ListSummary, clean_list_name, create_list, list_
 from gatecast.web.api.common import Limit, Offset, Page, field_error, not_found
 from gatecast.web.api.contacts import ContactPublic, search_contacts
 from gatecast.web.context import AppContext, get_ctx
-from gatecast.web.idempotency import run_once
+from gatecast.web.idempotency import IDEMPOTENT, run_once
 
 router = APIRouter(tags=["lists"])
 Ctx = Annotated[AppContext, Depends(get_ctx)]
@@ -62,7 +62,7 @@ def get_lists(ctx: Ctx) -> list[ListPublic]:
     return [_public(s) for s in list_lists(ctx.engine)]
 
 
-@router.post("/lists", response_model=ListPublic, status_code=201)
+@router.post("/lists", response_model=ListPublic, status_code=201, dependencies=[IDEMPOTENT])
 def post_list(body: ListCreate, ctx: Ctx, request: Request) -> Response:
     """Create an empty list (or return the existing one of that name).
 
