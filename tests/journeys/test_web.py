@@ -45,7 +45,7 @@ CHROMIUM_ARGS = [
     "--no-first-run",
     "--disable-sync",
 ]
-BROWSER = [pytest.mark.slow, pytest.mark.browser]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 PROBLEM_JSON = "application/problem+json"
 
 CAMPAIGN: dict[str, Any] = {
@@ -326,6 +326,8 @@ def test_the_instances_page_open_during_a_connection_drop_never_asks_for_a_qr(
         )
         expect(card.locator("[data-role=qr-img]")).to_be_hidden()
         expect(card.locator("[data-role=reconnecting]")).to_contain_text("reconnects it")
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "instance-reconnecting.png"), full_page=True)
         # gatecast's reconnector brings it back (it checks every 10 s)
         expect(card.locator("[data-role=state]")).to_have_text("connected", timeout=60_000)
         assert api.get(f"/api/v1/instances/{instance_id}").json()["state"] == "connected"
