@@ -31,7 +31,7 @@ def campaign_file_errors(exc: CampaignFileError, root: str = "body") -> list[dic
             "type": "campaign_file",
             "loc": path_to_loc(e.path, root),
             "path": e.path,
-            "msg": web_terms(e.message),
+            "msg": e.message,
         }
         for e in exc.errors
     ]
