@@ -9,9 +9,8 @@ from gatecast.settings import Settings
 from gateway.client import GatewayClient
 from gateway.errors import RequestValidationError
 from storage.engine import current_revision, make_engine, normalise_url, upgrade
+from storage.models import HEAD_REVISION
 from storage.types import utcnow
-
-HEAD_REVISION = "0001"
 
 
 class SchemaOutOfDate(RuntimeError):

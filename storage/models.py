@@ -9,10 +9,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Column, Index, UniqueConstraint
+from sqlalchemy import Column, Index, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from storage.types import BigId, JsonDoc, UTCDateTime, utcnow
+
+#: the Alembic revision these models describe (``storage/migrations/versions``)
+HEAD_REVISION = "0002"
 
 
 def _dt() -> Any:
@@ -243,11 +246,40 @@ class Lease(SQLModel, table=True):
     expires_at: datetime = _created()
 
 
+class IdempotencyKey(SQLModel, table=True):
+    """An ``Idempotency-Key`` a client sent with a creating request, and the answer it got.
+
+    Unique per (principal, key). ``status_code`` is None while the first request is still
+    being processed; afterwards ``status_code`` and ``response_body`` replay that answer.
+    ``fingerprint`` identifies the request (method, path, body) the key was first used for.
+    """
+
+    __tablename__ = "idempotency_keys"
+    __table_args__ = (
+        UniqueConstraint("principal", "key", name="uq_idempotency_key"),
+        Index("ix_idempotency_keys_expires", "expires_at"),
+    )
+
+    id: int | None = Field(default=None, sa_type=BigId, primary_key=True)
+    principal: str = Field(max_length=64)
+    key: str = Field(max_length=255)
+    fingerprint: str = Field(max_length=64)
+    method: str = Field(max_length=8)
+    path: str = Field(max_length=500)
+    status_code: int | None = Field(default=None)
+    response_body: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    created_at: datetime = _created()
+    completed_at: datetime | None = _dt()
+    expires_at: datetime = _created()
+
+
 __all__ = [
+    "HEAD_REVISION",
     "Campaign",
     "Contact",
     "ContactList",
     "Delivery",
+    "IdempotencyKey",
     "ImportJob",
     "ImportReject",
     "InboundMessage",

@@ -16,9 +16,10 @@ from starlette.types import Receive, Scope, Send
 from gatecast.web import auth, metrics, webhook
 from gatecast.web.api import router as api_router
 from gatecast.web.api.errors import install_error_handlers
-from gatecast.web.api.imports import MULTIPART_SLACK
+from gatecast.web.api.imports import MULTIPART_SLACK, too_large_detail
 from gatecast.web.context import AppContext
 from gatecast.web.dashboard import install_dashboard
+from gatecast.web.problems import Problem
 
 DESCRIPTION = """\
 gatecast's REST API. Authenticate every call with `Authorization: Bearer <GATECAST_API_KEY>`
@@ -29,12 +30,20 @@ gatecast's REST API. Authenticate every call with `Authorization: Bearer <GATECA
 class GatecastAPI(FastAPI):
     """FastAPI with :class:`gatecast.web.webhook.WebhookFastPath` in front of its stack."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, *, max_body_size: int, too_large_detail: str, **kwargs: Any) -> None:
+        super().__init__(max_body_size=max_body_size, **kwargs)
+        self._max_body = max_body_size
+        self._too_large = Problem(status.HTTP_413_CONTENT_TOO_LARGE, "too_large", too_large_detail)
         self._front = webhook.WebhookFastPath(partial(FastAPI.__call__, self), self)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Webhook POSTs to the fast path, everything else through FastAPI."""
+        """Webhook POSTs to the fast path, everything else through FastAPI; a body declared
+        larger than the limit is refused at once (a problem, not Starlette's plain text)."""
+        if scope["type"] == "http":
+            declared = dict(scope["headers"]).get(b"content-length", b"")
+            if declared.isdigit() and int(declared) > self._max_body:
+                await self._too_large.response()(scope, receive, send)
+                return
         await self._front(scope, receive, send)
 
 
@@ -50,6 +59,7 @@ def create_app(ctx: AppContext) -> FastAPI:
         # no request body may exceed the import limit (plus multipart overhead): bigger
         # uploads, chunked ones too, are refused with 413 while they stream in
         max_body_size=ctx.settings.import_max_bytes + MULTIPART_SLACK,
+        too_large_detail=too_large_detail(ctx.settings.import_max_bytes),
         title="gatecast",
         version="0.1.0",
         description=DESCRIPTION,

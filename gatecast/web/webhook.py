@@ -39,6 +39,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from campaigns.tracking import apply_all_pending, apply_recent_pending
 from gatecast.web.context import AppContext, get_ctx
+from gatecast.web.problems import MEDIA_TYPE as PROBLEM_MEDIA_TYPE
+from gatecast.web.problems import STATUS_CODES, Problem
 from gatecast.web.webhook_appliers import make_applier, make_inline_applier, make_later_applier
 from gatecast.web.webhook_batcher import EventBatcher
 from gatecast.web.webhook_pg import make_pg_store
@@ -122,9 +124,16 @@ async def receive_gateway_event(secret: str, request: Request) -> JSONResponse:
     """Accept one webhook body; 200 once its events are committed."""
     ctx = get_ctx(request)
     if not secret_matches(secret, ctx.settings.webhook_secret.get_secret_value()):
-        return JSONResponse(_NOT_FOUND, status_code=404)
+        return _problem(404, _NOT_FOUND).response()
     status, answer = await accept_body(request.app, ctx, await request.body())
+    if status >= 400:
+        return _problem(status, answer).response()
     return JSONResponse(answer, status_code=status)
+
+
+def _problem(status: int, answer: dict[str, Any]) -> Problem:
+    """An error answer of the webhook as problem details (like every other error)."""
+    return Problem(status, STATUS_CODES.get(status, "error"), str(answer.get("detail", "")))
 
 
 #: the biggest webhook body the fast path reads (413 past it); status events are a few
@@ -189,9 +198,12 @@ async def _read_body(receive: Receive, limit: int) -> bytes | None:
 
 
 async def _send_json(send: Send, status: int, answer: dict[str, Any]) -> None:
+    media = b"application/json"
+    if status >= 400:
+        answer, media = _problem(status, answer).body(), PROBLEM_MEDIA_TYPE.encode()
     body = json.dumps(answer, separators=(",", ":")).encode()
     headers = [
-        (b"content-type", b"application/json"),
+        (b"content-type", media),
         (b"content-length", str(len(body)).encode()),
     ]
     await send({"type": "http.response.start", "status": status, "headers": headers})

@@ -96,20 +96,20 @@ def test_bad_campaigns_are_422_with_field_paths(live_sqlite: LiveApp) -> None:
         for path in ("/api/v1/campaigns", "/api/v1/campaigns/preview"):
             res = api.post(path, json=bad)
             assert res.status_code == 422, res.text
-            locs = {tuple(d["loc"]) for d in res.json()["detail"]}
+            locs = {tuple(d["loc"]) for d in res.json()["errors"]}
             assert ("body", "schedule", "timezone") in locs
             assert ("body", "pace", "delay_seconds") in locs
-            paths = {d["path"] for d in res.json()["detail"]}
+            paths = {d["path"] for d in res.json()["errors"]}
             assert "schedule.timezone" in paths
         res = api.post("/api/v1/campaigns", json={**CAMPAIGN, "list": "nobody"})
         assert res.status_code == 422
-        assert res.json()["detail"][0]["loc"] == ["body", "list"]
+        assert res.json()["errors"][0]["loc"] == ["body", "list"]
         res = api.post("/api/v1/campaigns", json={**CAMPAIGN, "colour": "red"})
         assert res.status_code == 422
-        assert res.json()["detail"][0]["loc"] == ["body", "colour"]
+        assert res.json()["errors"][0]["loc"] == ["body", "colour"]
         res = api.post("/api/v1/campaigns/toml", files={"file": ("c.toml", b"name = ")})
         assert res.status_code == 422
-        assert "TOML" in res.json()["detail"][0]["msg"]
+        assert "TOML" in res.json()["errors"][0]["msg"]
         res = api.post(
             "/api/v1/campaigns", content=b"not json", headers={"content-type": "application/json"}
         )
@@ -179,7 +179,7 @@ def test_campaign_runs_against_the_sandbox_and_reports_progress(
         assert all(d["sender"] == iid and d["message_id"] for d in sent_only["items"])
         res = api.get("/api/v1/deliveries", params={"state": "bogus"})
         assert res.status_code == 422
-        assert res.json()["detail"][0]["loc"] == ["query", "state"]
+        assert res.json()["errors"][0]["loc"] == ["query", "state"]
 
         instance = api.get(f"/api/v1/instances/{iid}").json()
         assert instance["sends_today"] == imported

@@ -120,13 +120,13 @@ def test_import_bad_bodies_are_422_with_field_paths(live_sqlite: LiveApp) -> Non
     with live_sqlite.client() as api:
         res = api.post("/api/v1/imports", data={"list_name": "x"})
         assert res.status_code == 422
-        assert res.json()["detail"][0]["loc"] == ["body", "file"]
+        assert res.json()["errors"][0]["loc"] == ["body", "file"]
         with (SAMPLES / "contacts.csv").open("rb") as fh:
             res = api.post(
                 "/api/v1/imports", files={"file": ("c.csv", fh)}, data={"list_name": "   "}
             )
         assert res.status_code == 422
-        assert res.json()["detail"][0]["loc"] == ["body", "list_name"]
+        assert res.json()["errors"][0]["loc"] == ["body", "list_name"]
         # a file with no phone column previews, saying what is wrong
         res = api.post("/api/v1/imports/preview", files={"file": ("n.csv", b"a,b\n1,2\n")})
         assert res.status_code == 200
@@ -136,13 +136,13 @@ def test_import_bad_bodies_are_422_with_field_paths(live_sqlite: LiveApp) -> Non
             "/api/v1/imports/preview", files={"file": ("broken.xlsx", b"\x00\x01\x02garbage")}
         )
         assert res.status_code == 422
-        assert res.json()["detail"][0]["loc"] == ["body", "file"]
+        assert res.json()["errors"][0]["loc"] == ["body", "file"]
         res = api.post("/api/v1/lists", json={"name": ""})
         assert res.status_code == 422
-        assert res.json()["detail"][0]["loc"] == ["body", "name"]
+        assert res.json()["errors"][0]["loc"] == ["body", "name"]
         res = api.get("/api/v1/contacts", params={"limit": 0})
         assert res.status_code == 422
-        assert res.json()["detail"][0]["loc"] == ["query", "limit"]
+        assert res.json()["errors"][0]["loc"] == ["query", "limit"]
 
 
 def test_unknown_ids_are_404(live_sqlite: LiveApp) -> None:

@@ -99,11 +99,11 @@ def test_webhook_registration(live_sqlite: LiveApp, sandbox: Any) -> None:
         assert api.get(f"/api/v1/instances/{iid}").json()["webhook_url_registered"] is True
         res = api.post(f"/api/v1/instances/{iid}/webhook", json={"url": "ftp://nope"})
         assert res.status_code == 422
-        assert res.json()["detail"][0]["loc"] == ["body", "url"]
+        assert res.json()["errors"][0]["loc"] == ["body", "url"]
         # no public URL configured and none given: 422 naming the field
         res = api.post(f"/api/v1/instances/{iid}/webhook")
         assert res.status_code == 422
-        assert res.json()["detail"][0]["loc"] == ["body", "url"]
+        assert res.json()["errors"][0]["loc"] == ["body", "url"]
 
 
 def test_unknown_instance_is_404_everywhere(live_sqlite: LiveApp, sandbox: Any) -> None:
@@ -121,7 +121,7 @@ def test_bad_body_is_422_with_field_path(live_sqlite: LiveApp) -> None:
     with live_sqlite.client() as api:
         res = api.post("/api/v1/instances", json={"label": "x" * 500})
         assert res.status_code == 422
-        assert res.json()["detail"][0]["loc"] == ["body", "label"]
+        assert res.json()["errors"][0]["loc"] == ["body", "label"]
 
 
 def test_gateway_unreachable_is_502(live_sqlite: LiveApp) -> None:
@@ -288,3 +288,26 @@ def test_resume_button_in_the_browser(
             browser.close()
     with sqlite_engine.connect() as conn:
         assert iq.pause_state(conn, [iid]) == {iid: None}
+
+
+def test_qr_code_is_refused_for_a_dropped_instance_unless_relinking(
+    make_live: Callable[..., LiveApp], sqlite_engine: Engine, sandbox: Any
+) -> None:
+    """A QR request would end a dropped phone's session: 409 unless relink=true."""
+    from storage.queries import instances as iq
+    from storage.types import utcnow
+
+    live = make_live(sqlite_engine, gateway_factory=gateway_factory_for(sandbox))
+    iid = sandbox.create_linked_instance()
+    with sqlite_engine.begin() as conn:
+        iq.mark_state(conn, iid, "disconnected", now=utcnow())
+    asked = sandbox.stats()["requests"].get("get_qrcode", 0)
+    with live.client() as api:
+        res = api.get(f"/api/v1/instances/{iid}/qr")
+        assert res.status_code == 409, res.text
+        assert res.json()["code"] == "instance_reconnecting"
+        assert sandbox.stats()["requests"].get("get_qrcode", 0) == asked
+        assert api.get(f"/api/v1/instances/{iid}").json()["state"] == "disconnected"
+        res = api.get(f"/api/v1/instances/{iid}/qr", params={"relink": "true"})
+        assert res.status_code == 200, res.text
+    assert sandbox.stats()["requests"].get("get_qrcode", 0) == asked + 1

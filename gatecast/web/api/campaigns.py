@@ -6,11 +6,23 @@ to them. Errors: 404 unknown id, 409 refused lifecycle action, 422 with field pa
 
 from __future__ import annotations
 
+import hashlib
 import tomllib
 from datetime import datetime, timedelta
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, File, HTTPException, Query, UploadFile, status
+from fastapi import (
+    APIRouter,
+    Body,
+    Depends,
+    File,
+    HTTPException,
+    Query,
+    Request,
+    Response,
+    UploadFile,
+    status,
+)
 from pydantic import BaseModel, Field
 from sqlalchemy import and_, case, func, select
 
@@ -29,6 +41,7 @@ from campaigns.service import (
     retry_campaign,
 )
 from gatecast.web.context import AppContext, get_ctx
+from gatecast.web.idempotency import IDEMPOTENT, run_once
 from storage.models import Delivery
 
 router = APIRouter(tags=["campaigns"])
@@ -310,26 +323,47 @@ def get_campaigns(
     return [_summary(s) for s in list_campaigns(ctx.engine) if state is None or s.state == state]
 
 
-@router.post("/campaigns", response_model=CampaignCreated, status_code=201)
+@router.post(
+    "/campaigns", response_model=CampaignCreated, status_code=201, dependencies=[IDEMPOTENT]
+)
 def post_campaign(
     ctx: Ctx,
+    request: Request,
     body: Annotated[dict[str, Any], Body(examples=[CAMPAIGN_EXAMPLE])],
     strict: Annotated[bool, Query(description="Refuse if any message cannot render")] = False,
-) -> CampaignCreated:
-    """Create a campaign from the campaign file's fields as JSON (scheduled at its start)."""
-    spec = parse_campaign(body, "request body")
-    return created_public(create_campaign(ctx.engine, spec, strict=strict, now=ctx.clock()))
+) -> Response:
+    """Create a campaign from the campaign file's fields as JSON (scheduled at its start).
+
+    With an ``Idempotency-Key`` header, a repeat of the same request answers the first
+    answer again instead of creating a second campaign.
+    """
+
+    def create() -> CampaignCreated:
+        spec = parse_campaign(body, "request body")
+        return created_public(create_campaign(ctx.engine, spec, strict=strict, now=ctx.clock()))
+
+    return run_once(request, ctx, body, create, status.HTTP_201_CREATED)
 
 
-@router.post("/campaigns/toml", response_model=CampaignCreated, status_code=201)
+@router.post(
+    "/campaigns/toml", response_model=CampaignCreated, status_code=201, dependencies=[IDEMPOTENT]
+)
 def post_campaign_toml(
     ctx: Ctx,
+    request: Request,
     file: Annotated[UploadFile, File(description="A TOML campaign file")],
     strict: bool = False,
-) -> CampaignCreated:
-    """Create a campaign from an uploaded TOML campaign file."""
-    spec = parse_toml_upload(file.file.read(MAX_TOML_BYTES + 1), file.filename or "")
-    return created_public(create_campaign(ctx.engine, spec, strict=strict, now=ctx.clock()))
+) -> Response:
+    """Create a campaign from an uploaded TOML campaign file (``Idempotency-Key`` honoured)."""
+    raw = file.file.read(MAX_TOML_BYTES + 1)
+    name = file.filename or ""
+    upload = {"file": name, "sha256": hashlib.sha256(raw).hexdigest()}
+
+    def create() -> CampaignCreated:
+        spec = parse_toml_upload(raw, name)
+        return created_public(create_campaign(ctx.engine, spec, strict=strict, now=ctx.clock()))
+
+    return run_once(request, ctx, upload, create, status.HTTP_201_CREATED)
 
 
 @router.post("/campaigns/preview", response_model=CampaignPreview)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Generic, TypeVar
 
-from fastapi import HTTPException, Query, status
+from fastapi import Query, status
 from pydantic import BaseModel, Field
+
+from gatecast.web.problems import Problem, field_problem
 
 T = TypeVar("T")
 
@@ -22,27 +24,41 @@ class Page(BaseModel, Generic[T]):
     offset: int
 
 
-class Message(BaseModel):
-    """A short confirmation or error text."""
+class FieldErrorPublic(BaseModel):
+    """One field at fault: its path (``["body", "list_name"]``) and what is wrong."""
 
-    detail: str
+    loc: list[str | int]
+    msg: str
+    type: str
 
 
-def not_found(what: str, ident: object) -> HTTPException:
+class ProblemPublic(BaseModel):
+    """An error answer (RFC 9457 problem details, ``application/problem+json``)."""
+
+    type: str = Field(description="tag:gatecast,2026:problem/<code>")
+    title: str
+    status: int
+    detail: str = Field(description="What went wrong, in one sentence")
+    code: str = Field(description="Stable name of the problem, e.g. not_found")
+    errors: list[FieldErrorPublic] | None = Field(None, description="The fields at fault")
+
+
+def not_found(what: str, ident: object) -> Problem:
     """A 404 naming the missing thing."""
-    return HTTPException(status.HTTP_404_NOT_FOUND, detail=f"{what} {ident} not found")
+    return Problem(status.HTTP_404_NOT_FOUND, "not_found", f"{what} {ident} not found")
 
 
-def field_error(loc: tuple[str | int, ...], msg: str, kind: str = "value_error") -> HTTPException:
-    """A 422 in FastAPI's validation shape, naming the field by its path."""
-    return HTTPException(
-        status.HTTP_422_UNPROCESSABLE_CONTENT,
-        detail=[{"type": kind, "loc": list(loc), "msg": msg}],
-    )
+def field_error(loc: tuple[str | int, ...], msg: str, kind: str = "value_error") -> Problem:
+    """A 422 naming the field by its path (``("body", "list_name")``)."""
+    return field_problem(loc, msg, kind)
 
+
+_PROBLEM = {"model": ProblemPublic, "content": {"application/problem+json": {}}}
 
 #: answers every API route may give, for the OpenAPI document
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    401: {"model": Message, "description": "Missing or wrong API key"},
-    413: {"model": Message, "description": "Request body larger than the import limit"},
+    401: {**_PROBLEM, "description": "Missing or wrong API key"},
+    413: {**_PROBLEM, "description": "Request body larger than the import limit"},
+    422: {**_PROBLEM, "description": "A field, query or file that is not valid"},
+    500: {**_PROBLEM, "description": "An unexpected error (logged with a reference)"},
 }

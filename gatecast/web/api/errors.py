@@ -1,16 +1,17 @@
-"""Domain exceptions -> HTTP answers: 404 unknown ids, 409 refused lifecycle actions,
-422 with field paths for campaign files (FastAPI's validation shape)."""
+"""Domain exceptions -> problem details: 404 unknown ids, 409 refused lifecycle actions,
+422 with field paths for campaign files (see :mod:`gatecast.web.problems`)."""
 
 from __future__ import annotations
 
 import re
 
 from fastapi import FastAPI, Request, status
-from fastapi.responses import JSONResponse
+from fastapi.responses import Response
 
 from campaigns.campaign_file import CampaignFileError
 from campaigns.lifecycle import InvalidTransition
 from campaigns.service import CampaignNotFound, CampaignSetupError, UnrenderableRecipients
+from gatecast.web.problems import Problem, errors_detail, install_problem_handlers, web_terms
 
 _PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 
@@ -23,8 +24,8 @@ def path_to_loc(path: str, root: str = "body") -> list[str | int]:
     return loc
 
 
-def campaign_file_detail(exc: CampaignFileError, root: str = "body") -> list[dict[str, object]]:
-    """Each problem of a campaign file as a validation error with ``loc`` and ``path``."""
+def campaign_file_errors(exc: CampaignFileError, root: str = "body") -> list[dict[str, object]]:
+    """Each problem of a campaign file as a field error with ``loc`` and ``path``."""
     return [
         {
             "type": "campaign_file",
@@ -36,45 +37,61 @@ def campaign_file_detail(exc: CampaignFileError, root: str = "body") -> list[dic
     ]
 
 
-def _campaign_file(_: Request, exc: Exception) -> JSONResponse:
+def _campaign_file(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, CampaignFileError)
-    return JSONResponse(
-        {"detail": campaign_file_detail(exc)}, status.HTTP_422_UNPROCESSABLE_CONTENT
-    )
+    errors = campaign_file_errors(exc)
+    return Problem(
+        status.HTTP_422_UNPROCESSABLE_CONTENT,
+        "invalid_campaign",
+        errors_detail(errors, "the campaign"),
+        title="The campaign is not valid",
+        errors=errors,
+    ).response()
 
 
-def _not_found(_: Request, exc: Exception) -> JSONResponse:
+def _not_found(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, CampaignNotFound)
-    return JSONResponse({"detail": str(exc)}, status.HTTP_404_NOT_FOUND)
+    return Problem(status.HTTP_404_NOT_FOUND, "not_found", web_terms(str(exc))).response()
 
 
-def _refused(_: Request, exc: Exception) -> JSONResponse:
+def _refused(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, InvalidTransition)
     if exc.current is None:
-        return JSONResponse({"detail": str(exc)}, status.HTTP_404_NOT_FOUND)
-    return JSONResponse(
-        {"detail": str(exc), "state": exc.current, "wanted": exc.target},
+        return Problem(status.HTTP_404_NOT_FOUND, "not_found", web_terms(str(exc))).response()
+    return Problem(
         status.HTTP_409_CONFLICT,
-    )
+        "invalid_transition",
+        web_terms(str(exc)),
+        title="The campaign's state does not allow this",
+        state=exc.current,
+        wanted=exc.target,
+    ).response()
 
 
-def _setup(_: Request, exc: Exception) -> JSONResponse:
+def _setup(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, CampaignSetupError)
     loc: list[str | int] = ["body"]
-    text = str(exc)
+    text = web_terms(str(exc))
     if text.startswith("list "):
         loc.append("list")
-    detail: list[dict[str, object]] = [{"type": "campaign_setup", "loc": loc, "msg": text}]
+    errors: list[dict[str, object]] = [{"type": "campaign_setup", "loc": loc, "msg": text}]
     if isinstance(exc, UnrenderableRecipients):
-        detail += [
+        errors += [
             {"type": "unrenderable", "loc": ["body", "message"], "msg": f"{target}: {reason}"}
             for target, reason in exc.unrenderable[:100]
         ]
-    return JSONResponse({"detail": detail}, status.HTTP_422_UNPROCESSABLE_CONTENT)
+    return Problem(
+        status.HTTP_422_UNPROCESSABLE_CONTENT,
+        "campaign_setup",
+        text,
+        title="The campaign cannot be set up",
+        errors=errors,
+    ).response()
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    """Register the handlers that translate domain errors for the API."""
+    """Register the problem-details handlers and the domain errors' translations."""
+    install_problem_handlers(app)
     app.add_exception_handler(CampaignFileError, _campaign_file)
     app.add_exception_handler(CampaignNotFound, _not_found)
     app.add_exception_handler(InvalidTransition, _refused)

@@ -10,6 +10,7 @@ status; progress while it runs is kept in memory. Reading imports first marks ro
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import tempfile
 import threading
@@ -18,7 +19,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, BinaryIO
 
-from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, UploadFile, status
+from fastapi import (
+    APIRouter,
+    Depends,
+    File,
+    Form,
+    HTTPException,
+    Request,
+    Response,
+    UploadFile,
+    status,
+)
 from pydantic import BaseModel, Field
 from sqlalchemy import func, select
 
@@ -26,6 +37,8 @@ from campaigns.import_runs import mark_interrupted_imports
 from campaigns.importer import ImportFailed, ImportOptions, import_file, preview_file
 from gatecast.web.api.common import Limit, Offset, Page, field_error, not_found
 from gatecast.web.context import AppContext, get_ctx
+from gatecast.web.idempotency import IDEMPOTENT, run_once
+from gatecast.web.problems import web_terms
 from storage.models import ContactList, ImportJob, ImportReject
 
 router = APIRouter(tags=["imports"])
@@ -109,12 +122,16 @@ class PreviewPublic(BaseModel):
     problem: str | None
 
 
-def _too_large(limit: int) -> HTTPException:
-    return HTTPException(
-        status.HTTP_413_CONTENT_TOO_LARGE,
-        detail=f"the upload is larger than the import limit of {limit} bytes "
-        "(GATECAST_IMPORT_MAX_BYTES)",
+def too_large_detail(limit: int) -> str:
+    """What a 413 says: the import limit (no request body may exceed it, plus the slack)."""
+    return (
+        f"the upload is larger than the import limit of {limit} bytes "
+        "(the server's GATECAST_IMPORT_MAX_BYTES)"
     )
+
+
+def _too_large(limit: int) -> HTTPException:
+    return HTTPException(status.HTTP_413_CONTENT_TOO_LARGE, detail=too_large_detail(limit))
 
 
 def _check_declared_size(request: Request, limit: int) -> None:
@@ -123,12 +140,30 @@ def _check_declared_size(request: Request, limit: int) -> None:
         raise _too_large(limit)
 
 
-def save_upload(upload: UploadFile, limit: int) -> Path:
+@dataclass(frozen=True)
+class SavedUpload:
+    """An upload copied to a private temporary folder under its original file name."""
+
+    path: Path
+    sha256: str
+
+    @property
+    def name(self) -> str:
+        """The file's original name (what the user chose; errors name the file by it)."""
+        return self.path.name
+
+    def discard(self) -> None:
+        """Delete the temporary copy."""
+        shutil.rmtree(self.path.parent, ignore_errors=True)
+
+
+def save_upload(upload: UploadFile, limit: int) -> SavedUpload:
     """Copy an upload into a private temporary directory; 413 past ``limit`` bytes."""
     name = Path(upload.filename or "upload").name or "upload"
     folder = Path(tempfile.mkdtemp(prefix="gatecast-upload-"))
     target = folder / name
     written = 0
+    digest = hashlib.sha256()
     source: BinaryIO = upload.file
     try:
         with target.open("wb") as out:
@@ -136,11 +171,12 @@ def save_upload(upload: UploadFile, limit: int) -> Path:
                 written += len(chunk)
                 if written > limit:
                     raise _too_large(limit)
+                digest.update(chunk)
                 out.write(chunk)
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
-    return target
+    return SavedUpload(target, digest.hexdigest())
 
 
 def _options(
@@ -196,6 +232,8 @@ def load_import(ctx: AppContext, import_id: int, rejects: int = 100) -> ImportPu
     unchanged = (data["rows_read"] or 0) - sum(
         data[k] or 0 for k in ("invalid", "duplicates", "imported", "updated", "skipped_opted_out")
     )
+    if data["error"]:  # written by the domain: may name a server path or a CLI option
+        data["error"] = web_terms(str(data["error"]))
     return ImportPublic.model_validate(
         {
             **data,
@@ -276,19 +314,22 @@ def post_preview(
     """The detected phone/name columns and the first rows, before importing."""
     limit = ctx.settings.import_max_bytes
     _check_declared_size(request, limit)
-    path = save_upload(file, limit)
+    saved = save_upload(file, limit)
     try:
         opts = _options(ctx, "preview", phone_column, name_column, region, sheet)
         try:
-            preview = preview_file(path, opts, rows=5)
+            preview = preview_file(saved.path, opts, rows=5)
         except ImportFailed as exc:
-            raise field_error(("body", "file"), str(exc)) from None
-        return PreviewPublic.model_validate(preview.to_dict())
+            raise field_error(("body", "file"), web_terms(str(exc))) from None
+        data = preview.to_dict()
+        if data.get("problem"):
+            data["problem"] = web_terms(str(data["problem"]))
+        return PreviewPublic.model_validate(data)
     finally:
-        shutil.rmtree(path.parent, ignore_errors=True)
+        saved.discard()
 
 
-@router.post("/imports", response_model=ImportPublic, status_code=202)
+@router.post("/imports", response_model=ImportPublic, status_code=202, dependencies=[IDEMPOTENT])
 def post_import(
     request: Request,
     ctx: Ctx,
@@ -298,19 +339,43 @@ def post_import(
     name_column: Annotated[str | None, Form()] = None,
     region: Annotated[str | None, Form(description="Region for numbers without +")] = None,
     sheet: Annotated[str | None, Form(description="Sheet name or 0-based index")] = None,
-) -> ImportPublic:
-    """Start importing a spreadsheet in the background; poll GET /imports/{id}."""
+) -> Response:
+    """Start importing a spreadsheet in the background; poll GET /imports/{id}.
+
+    With an ``Idempotency-Key`` header, a repeat of the same upload (same file and
+    fields) answers the first answer again instead of importing twice.
+    """
     limit = ctx.settings.import_max_bytes
     _check_declared_size(request, limit)
     if not list_name.strip():
         raise field_error(("body", "list_name"), "a list name cannot be empty")
-    path = save_upload(file, limit)
-    opts = _options(ctx, list_name, phone_column, name_column, region, sheet)
+    saved = save_upload(file, limit)
+    fields = {
+        "file": saved.name,
+        "sha256": saved.sha256,
+        "list_name": list_name,
+        "phone_column": phone_column,
+        "name_column": name_column,
+        "region": region,
+        "sheet": sheet,
+    }
+    started = False
+
+    def create() -> ImportPublic:
+        nonlocal started
+        opts = _options(ctx, list_name, phone_column, name_column, region, sheet)
+        started = True  # start_import owns the copy from here (it deletes it when done)
+        try:
+            import_id = start_import(ctx, saved.path, opts, saved.name)
+        except ImportFailed as exc:
+            raise field_error(("body", "list_name"), web_terms(str(exc))) from None
+        return load_import(ctx, import_id)
+
     try:
-        import_id = start_import(ctx, path, opts, Path(file.filename or "upload").name)
-    except ImportFailed as exc:
-        raise field_error(("body", "list_name"), str(exc)) from None
-    return load_import(ctx, import_id)
+        return run_once(request, ctx, fields, create, status.HTTP_202_ACCEPTED)
+    finally:
+        if not started:  # replayed or refused: the copy was never used
+            saved.discard()
 
 
 @router.get("/imports", response_model=list[ImportPublic])

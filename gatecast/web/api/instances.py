@@ -7,13 +7,15 @@ from datetime import datetime, time
 from typing import Annotated, Any, TypeVar
 from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, HTTPException, Request, status
+from fastapi import APIRouter, Depends, Query, Request, Response, status
 from pydantic import BaseModel, Field
 from sqlalchemy import Connection, func, select
 
 from campaigns import instances as domain
 from gatecast.web.api.common import field_error, not_found
 from gatecast.web.context import AppContext, get_ctx
+from gatecast.web.idempotency import IDEMPOTENT, run_once
+from gatecast.web.problems import Problem, web_terms
 from gateway.errors import GatewayError
 from gateway.errors import RequestValidationError as GatewayRequestError
 from scheduler.policy import policy_from_spec
@@ -179,8 +181,13 @@ class OperationResult(BaseModel):
 Ctx = Annotated[AppContext, Depends(get_ctx)]
 
 
-def _gateway_failure(exc: GatewayError) -> HTTPException:
-    return HTTPException(status.HTTP_502_BAD_GATEWAY, detail=f"gateway: {exc.message}")
+def _gateway_failure(exc: GatewayError) -> Problem:
+    return Problem(
+        status.HTTP_502_BAD_GATEWAY,
+        "gateway_error",
+        f"gateway: {web_terms(exc.message)}",
+        title="The gateway refused or could not be reached",
+    )
 
 
 def _gateway_call(fn: Callable[[], T], field: tuple[str, ...] = ("path", "instance_id")) -> T:
@@ -196,10 +203,12 @@ def _gateway_call(fn: Callable[[], T], field: tuple[str, ...] = ("path", "instan
         raise _gateway_failure(exc) from None
 
 
-def _gone(exc: domain.InstanceGone) -> HTTPException:
-    return HTTPException(
+def _gone(exc: domain.InstanceGone) -> Problem:
+    return Problem(
         status.HTTP_409_CONFLICT,
-        detail=f"{exc}: create a new instance, and forget this one (DELETE it)",
+        "instance_gone",
+        f"{exc}: create a new instance, and forget this one (DELETE it)",
+        title="The instance no longer exists at the gateway",
     )
 
 
@@ -227,9 +236,26 @@ def create_instance(ctx: AppContext, label: str, base: str = "") -> InstancePubl
     return get_instance_row(ctx, instance_id)
 
 
-def fetch_qr(ctx: AppContext, instance_id: str, base: str = "") -> QrCodePublic:
-    """Ask the gateway for the current QR code; an already-linked instance becomes connected."""
+def fetch_qr(
+    ctx: AppContext, instance_id: str, base: str = "", *, relink: bool = False
+) -> QrCodePublic:
+    """Ask the gateway for the current QR code; an already-linked instance becomes connected.
+
+    A QR request ends the session of a linked phone whose connection merely dropped
+    (``disconnected``: gatecast's reconnector brings it back), so it is refused with 409
+    for such an instance unless ``relink`` says the user wants to scan again.
+    """
     row = get_instance_row(ctx, instance_id)
+    if row.state == "disconnected" and not relink:
+        raise Problem(
+            status.HTTP_409_CONFLICT,
+            "instance_reconnecting",
+            f"instance {instance_id} lost its connection and gatecast is reconnecting it; "
+            "a new QR code would end the phone's session (to link it again anyway, "
+            "ask with relink=true)",
+            title="The instance is reconnecting",
+            state=row.state,
+        )
     with ctx.gateway() as client:
         qr = _gateway_call(
             lambda: domain.fetch_qr(ctx.engine, client, instance_id, now=ctx.clock())
@@ -312,19 +338,40 @@ def resume_sender(ctx: AppContext, instance_id: str) -> OperationResult:
     )
 
 
-@router.post("/instances", response_model=InstancePublic, status_code=201)
-def post_instance(body: InstanceCreate, ctx: Ctx, request: Request) -> InstancePublic:
+@router.post(
+    "/instances", response_model=InstancePublic, status_code=201, dependencies=[IDEMPOTENT]
+)
+def post_instance(body: InstanceCreate, ctx: Ctx, request: Request) -> Response:
     """Create an instance at the gateway (then fetch its QR code and scan it).
 
     Its webhook is registered at once when the gateway allows it (else after the scan).
+    ``Idempotency-Key`` honoured (a repeat replays the first answer).
     """
-    return create_instance(ctx, body.label, str(request.base_url))
+    return run_once(
+        request,
+        ctx,
+        body,
+        lambda: create_instance(ctx, body.label, str(request.base_url)),
+        status.HTTP_201_CREATED,
+    )
 
 
 @router.get("/instances/{instance_id}/qr", response_model=QrCodePublic)
-def get_qr(instance_id: str, ctx: Ctx, request: Request) -> QrCodePublic:
-    """The current login QR code as a data URI (it rotates: poll every few seconds)."""
-    return fetch_qr(ctx, instance_id, str(request.base_url))
+def get_qr(
+    instance_id: str,
+    ctx: Ctx,
+    request: Request,
+    relink: Annotated[
+        bool, Query(description="Also for a dropped (disconnected) instance: a new scan")
+    ] = False,
+) -> QrCodePublic:
+    """The current login QR code as a data URI, while the instance waits for a scan (it
+    rotates: ask again every few seconds while showing it).
+
+    Never poll it for a linked instance: for one whose connection dropped (409 unless
+    ``relink=true``) a QR request would end the phone's session.
+    """
+    return fetch_qr(ctx, instance_id, str(request.base_url), relink=relink)
 
 
 @router.post("/instances/{instance_id}/webhook", response_model=OperationResult)
@@ -336,7 +383,9 @@ def post_webhook(
     url = (body.url if body else None) or webhook_address(ctx, str(request.base_url))
     if not url:
         raise field_error(
-            ("body", "url"), "no webhook address: set GATECAST_PUBLIC_URL or pass url"
+            ("body", "url"),
+            "no webhook address: give url, or have the server's public address "
+            "(GATECAST_PUBLIC_URL) set",
         )
     return register_webhook(ctx, instance_id, url)
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request, Response, status
 from pydantic import BaseModel, Field
 
 from campaigns.audiences import ListSummary, clean_list_name, create_list, list_lists
 from gatecast.web.api.common import Limit, Offset, Page, field_error, not_found
 from gatecast.web.api.contacts import ContactPublic, search_contacts
 from gatecast.web.context import AppContext, get_ctx
+from gatecast.web.idempotency import IDEMPOTENT, run_once
 
 router = APIRouter(tags=["lists"])
 Ctx = Annotated[AppContext, Depends(get_ctx)]
@@ -61,14 +62,20 @@ def get_lists(ctx: Ctx) -> list[ListPublic]:
     return [_public(s) for s in list_lists(ctx.engine)]
 
 
-@router.post("/lists", response_model=ListPublic, status_code=201)
-def post_list(body: ListCreate, ctx: Ctx) -> ListPublic:
-    """Create an empty list (or return the existing one of that name)."""
-    try:
-        name = clean_list_name(body.name)
-    except ValueError as exc:
-        raise field_error(("body", "name"), str(exc)) from None
-    return find_list(ctx, create_list(ctx.engine, name, now=ctx.clock()))
+@router.post("/lists", response_model=ListPublic, status_code=201, dependencies=[IDEMPOTENT])
+def post_list(body: ListCreate, ctx: Ctx, request: Request) -> Response:
+    """Create an empty list (or return the existing one of that name).
+
+    ``Idempotency-Key`` honoured (a repeat replays the first answer)."""
+
+    def create() -> ListPublic:
+        try:
+            name = clean_list_name(body.name)
+        except ValueError as exc:
+            raise field_error(("body", "name"), str(exc)) from None
+        return find_list(ctx, create_list(ctx.engine, name, now=ctx.clock()))
+
+    return run_once(request, ctx, body, create, status.HTTP_201_CREATED)
 
 
 @router.get("/lists/{list_id}", response_model=ListPublic)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -59,12 +60,27 @@ def home() -> RedirectResponse:
     return RedirectResponse("/campaigns", status_code=303)
 
 
+#: how the Instances page names each stored state
+INSTANCE_STATE_LABELS = {
+    "created": "not linked",
+    "waiting_scan": "waiting for the scan",
+    "connected": "connected",
+    "disconnected": "reconnecting",
+    "logged_out": "logged out",
+}
+
+
 @page.get("/instances")
 def instances_page(request: Request, ctx: Ctx) -> HTMLResponse:
-    """Instances: state, live QR, operations, sends today against the cap."""
+    """Instances: state, QR code on request, operations, sends today against the cap."""
     from gatecast.web.api.instances import list_instance_rows
 
-    return render(request, "instances.html", instances=list_instance_rows(ctx))
+    return render(
+        request,
+        "instances.html",
+        instances=list_instance_rows(ctx),
+        state_labels=INSTANCE_STATE_LABELS,
+    )
 
 
 @page.get("/contacts")
@@ -97,16 +113,24 @@ def campaigns_page(request: Request, ctx: Ctx) -> HTMLResponse:
 
 @page.get("/campaigns/new")
 def new_campaign_page(request: Request, ctx: Ctx) -> HTMLResponse:
-    """Create a campaign from a form or a TOML file, with a preview first."""
+    """Create a campaign from a form or a TOML file, with a preview first.
+
+    Each rendering carries a fresh idempotency key per form (hidden fields the scripts
+    send as ``Idempotency-Key``), so submitting one rendering twice creates once.
+    """
     from gatecast.web.api.instances import list_instance_rows
     from gatecast.web.api.lists import get_lists
 
-    return render(
+    response = render(
         request,
         "campaign_new.html",
         lists=get_lists(ctx),
         instances=list_instance_rows(ctx),
+        form_key=f"form-{secrets.token_urlsafe(18)}",
+        toml_key=f"toml-{secrets.token_urlsafe(18)}",
     )
+    response.headers["Cache-Control"] = "no-store"  # "back" renders new keys
+    return response
 
 
 @page.get("/campaigns/{campaign_id}")

@@ -1,8 +1,8 @@
 // gatecast dashboard helpers: JSON calls to /api/v1 with the session cookie.
 "use strict";
 
-async function gcApi(method, path, body) {
-  const opts = { method: method, headers: { "Accept": "application/json", "X-Gatecast-Dashboard": "1" }, credentials: "same-origin" };
+async function gcApi(method, path, body, headers) {
+  const opts = { method: method, headers: Object.assign({ "Accept": "application/json", "X-Gatecast-Dashboard": "1" }, headers || {}), credentials: "same-origin" };
   if (body instanceof FormData) {
     opts.body = body;
   } else if (body !== undefined) {
@@ -22,15 +22,25 @@ async function gcApi(method, path, body) {
   return data;
 }
 
+// errors are problem details: {title, status, detail, code, errors: [{loc, msg}]}
 function gcErrorText(status, data) {
-  if (data && Array.isArray(data.detail)) {
-    return data.detail.map(function (e) {
-      const loc = (e.loc || []).filter(function (p) { return p !== "body"; }).join(".");
+  if (data && Array.isArray(data.errors) && data.errors.length) {
+    return data.errors.map(function (e) {
+      const loc = (e.loc || []).filter(function (p) { return p !== "body" && p !== "query"; }).join(".");
       return (loc ? loc + ": " : "") + e.msg;
     }).join("\n");
   }
   if (data && data.detail) { return String(data.detail); }
+  if (data && data.title) { return String(data.title); }
   return "HTTP " + status;
+}
+
+// run fn() with the buttons disabled (a second click while it runs does nothing)
+async function gcWhileBusy(buttons, fn) {
+  if (buttons.some(function (b) { return b.disabled; })) { return undefined; }
+  buttons.forEach(function (b) { b.disabled = true; });
+  try { return await fn(); }
+  finally { buttons.forEach(function (b) { b.disabled = false; }); }
 }
 
 function gcShow(el, text, isError) {
