@@ -22,11 +22,13 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Connection, Engine, select
+from sqlalchemy.exc import OperationalError
 
 from campaigns import lifecycle
+from campaigns.campaign_file import CampaignFileError, start_missed
 from campaigns.materialise import materialise, materialise_committed
 from scheduler.policy import policy_from_spec
 from storage import states
@@ -40,6 +42,12 @@ _campaigns = Campaign.__table__  # type: ignore[attr-defined]
 
 #: the error of left-over queued rows of a campaign cancelled while it was starting
 CANCELLED_WHILE_STARTING = "campaign cancelled"
+
+#: why a campaign without a sender to send through failed to start
+NO_SENDER = (
+    "no sender instance: none named in the campaign and none connected "
+    "(link a sender, then create the campaign again)"
+)
 
 #: campaigns being started by this process
 _starting: set[int] = set()
@@ -65,6 +73,35 @@ def missed_reason(start_at: datetime) -> str:
     return f"missed start at {start_at.isoformat()}"
 
 
+def start_failure_reason(exc: Exception) -> str:
+    """What the user reads on a campaign whose start raised ``exc``."""
+    if isinstance(exc, CampaignFileError):
+        problems = "; ".join(str(e) for e in exc.errors)
+        return f"cannot start: the stored campaign is not valid ({problems})"[:500]
+    return f"cannot start: {exc}"[:500]
+
+
+def _mark_failed(conn: Connection, campaign_id: int, reason: str, *, now: datetime) -> None:
+    lifecycle.transition(conn, campaign_id, lifecycle.FAILED, reason=reason, now=now)
+    cq.skip_queued(conn, campaign_id, reason, now=now)  # rows of an interrupted start
+
+
+def fail_start(engine: Engine, campaign_id: int, reason: str, *, now: datetime) -> StartResult:
+    """Mark a ``scheduled`` campaign whose start cannot happen ``failed`` with ``reason``.
+
+    Once: the scheduler starts only ``scheduled`` campaigns, so it is not retried each
+    sync; ``campaign show`` and the API show the reason. Left-over queued rows (an
+    interrupted start) become skipped with the same reason.
+    """
+    with engine.begin() as conn:
+        try:
+            _mark_failed(conn, campaign_id, reason, now=now)
+        except lifecycle.InvalidTransition as exc:
+            return StartResult(campaign_id, "skipped", str(exc))
+    log.error("campaign %s failed to start: %s", campaign_id, reason)
+    return StartResult(campaign_id, "failed", reason)
+
+
 def _check(
     engine: Engine, campaign_id: int, *, now: datetime, enforce_grace: bool
 ) -> StartResult | list[str]:
@@ -87,22 +124,19 @@ def _check(
         if (
             enforce_grace
             and start_at is not None
-            and now - start_at > timedelta(minutes=policy.missed_grace_minutes)
+            and start_missed(start_at, now, policy.missed_grace_minutes)
         ):
             reason = missed_reason(start_at)
-            lifecycle.transition(conn, campaign_id, lifecycle.FAILED, reason=reason, now=now)
-            cq.skip_queued(conn, campaign_id, reason, now=now)  # rows of an interrupted start
+            _mark_failed(conn, campaign_id, reason, now=now)
             log.warning(
                 "campaign %s: %s (grace %s min)", campaign_id, reason, policy.missed_grace_minutes
             )
             return StartResult(campaign_id, "missed", reason)
         instances = list(policy.instances) or iq.connected_ids(conn)
         if not instances:
-            reason = "no sender instance: none named in the campaign and none connected"
-            lifecycle.transition(conn, campaign_id, lifecycle.FAILED, reason=reason, now=now)
-            cq.skip_queued(conn, campaign_id, reason, now=now)
-            log.error("campaign %s: %s", campaign_id, reason)
-            return StartResult(campaign_id, "failed", reason)
+            _mark_failed(conn, campaign_id, NO_SENDER, now=now)
+            log.error("campaign %s failed to start: %s", campaign_id, NO_SENDER)
+            return StartResult(campaign_id, "failed", NO_SENDER)
         iq.ensure(conn, instances, now=now)
     return instances
 
@@ -111,6 +145,10 @@ def start_campaign(
     engine: Engine, campaign_id: int, *, now: datetime, enforce_grace: bool = True
 ) -> StartResult:
     """Start a ``scheduled`` campaign now, or mark it failed when its start was missed.
+
+    A start that cannot happen (no sender, an unreadable stored spec, any error but an
+    unavailable database) marks the campaign ``failed`` once with the reason
+    (:func:`fail_start`); an unavailable database is raised for the caller to retry.
 
     Missed-start policy: a start up to ``schedule.missed_grace_minutes`` late runs late;
     later than that (the service was down) the campaign becomes ``failed`` with the
@@ -127,6 +165,11 @@ def start_campaign(
         _starting.add(campaign_id)
     try:
         return _start(engine, campaign_id, now=now, enforce_grace=enforce_grace)
+    except OperationalError:
+        raise  # the database is unavailable or busy: nothing to record, the caller retries
+    except Exception as exc:
+        log.exception("campaign %s could not start", campaign_id)
+        return fail_start(engine, campaign_id, start_failure_reason(exc), now=now)
     finally:
         with _starting_lock:
             _starting.discard(campaign_id)
