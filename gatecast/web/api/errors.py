@@ -60,10 +60,8 @@ def _refused(_: Request, exc: Exception) -> JSONResponse:
 
 def _setup(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, CampaignSetupError)
-    loc: list[str | int] = ["body"]
     text = str(exc)
-    if text.startswith("list "):
-        loc.append("list")
+    loc = path_to_loc(exc.field) if exc.field else ["body"]
     detail: list[dict[str, object]] = [{"type": "campaign_setup", "loc": loc, "msg": text}]
     if isinstance(exc, UnrenderableRecipients):
         detail += [
