@@ -35,7 +35,7 @@ def _campaign(engine: Engine, now: datetime, **schedule: Any) -> int:
         "schedule": {"timezone": "Europe/Berlin", **schedule},
     }
     with engine.begin() as conn:  # senders gatecast knows (create refuses others)
-        iq.ensure(conn, data["instances"], now=T0)
+        iq.ensure(conn, list(data["instances"]), now=T0)
     created = create_campaign(engine, parse_campaign(data, "test.toml"), now=now)
     return int(created.id)
 

@@ -47,7 +47,7 @@ def _campaign(engine: Engine, instances: list[str], **schedule: Any) -> int:
         "schedule": {"timezone": "UTC", "start": "2026-11-23T09:00", **schedule},
     }
     with engine.begin() as conn:  # senders gatecast knows (create refuses others)
-        iq.ensure(conn, data["instances"], now=T0)
+        iq.ensure(conn, list(data["instances"]), now=T0)
     return int(create_campaign(engine, parse_campaign(data, "t.toml"), now=T0).id)
 
 

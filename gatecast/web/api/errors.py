@@ -63,6 +63,8 @@ def _setup(_: Request, exc: Exception) -> JSONResponse:
     text = str(exc)
     loc = path_to_loc(exc.field) if exc.field else ["body"]
     detail: list[dict[str, object]] = [{"type": "campaign_setup", "loc": loc, "msg": text}]
+    if exc.field:
+        detail[0]["path"] = exc.field
     if isinstance(exc, UnrenderableRecipients):
         detail += [
             {"type": "unrenderable", "loc": ["body", "message"], "msg": f"{target}: {reason}"}
