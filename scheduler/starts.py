@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import Connection, Engine, select
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from campaigns import lifecycle
 from campaigns.campaign_file import CampaignFileError, start_missed
@@ -86,19 +86,27 @@ def _mark_failed(conn: Connection, campaign_id: int, reason: str, *, now: dateti
     cq.skip_queued(conn, campaign_id, reason, now=now)  # rows of an interrupted start
 
 
-def fail_start(engine: Engine, campaign_id: int, reason: str, *, now: datetime) -> StartResult:
+def fail_start(
+    engine: Engine,
+    campaign_id: int,
+    reason: str,
+    *,
+    now: datetime,
+    exc: BaseException | None = None,
+) -> StartResult:
     """Mark a ``scheduled`` campaign whose start cannot happen ``failed`` with ``reason``.
 
     Once: the scheduler starts only ``scheduled`` campaigns, so it is not retried each
     sync; ``campaign show`` and the API show the reason. Left-over queued rows (an
-    interrupted start) become skipped with the same reason.
+    interrupted start) become skipped with the same reason. One log record, with the
+    traceback of ``exc`` when an error caused it.
     """
     with engine.begin() as conn:
         try:
             _mark_failed(conn, campaign_id, reason, now=now)
-        except lifecycle.InvalidTransition as exc:
-            return StartResult(campaign_id, "skipped", str(exc))
-    log.error("campaign %s failed to start: %s", campaign_id, reason)
+        except lifecycle.InvalidTransition as refused:
+            return StartResult(campaign_id, "skipped", str(refused))
+    log.error("campaign %s failed to start: %s", campaign_id, reason, exc_info=exc)
     return StartResult(campaign_id, "failed", reason)
 
 
@@ -147,8 +155,8 @@ def start_campaign(
     """Start a ``scheduled`` campaign now, or mark it failed when its start was missed.
 
     A start that cannot happen (no sender, an unreadable stored spec, any error but an
-    unavailable database) marks the campaign ``failed`` once with the reason
-    (:func:`fail_start`); an unavailable database is raised for the caller to retry.
+    unavailable database or a race with another process) marks the campaign ``failed``
+    once with the reason (:func:`fail_start`); those two are raised for the caller to retry.
 
     Missed-start policy: a start up to ``schedule.missed_grace_minutes`` late runs late;
     later than that (the service was down) the campaign becomes ``failed`` with the
@@ -165,11 +173,12 @@ def start_campaign(
         _starting.add(campaign_id)
     try:
         return _start(engine, campaign_id, now=now, enforce_grace=enforce_grace)
-    except OperationalError:
-        raise  # the database is unavailable or busy: nothing to record, the caller retries
+    except (OperationalError, IntegrityError):
+        # the database is unavailable or busy, or another process raced this start:
+        # nothing to record, the caller retries (the next start is idempotent)
+        raise
     except Exception as exc:
-        log.exception("campaign %s could not start", campaign_id)
-        return fail_start(engine, campaign_id, start_failure_reason(exc), now=now)
+        return fail_start(engine, campaign_id, start_failure_reason(exc), now=now, exc=exc)
     finally:
         with _starting_lock:
             _starting.discard(campaign_id)
