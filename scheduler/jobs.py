@@ -71,7 +71,7 @@ class CampaignJobs:
 
     def _start_job(self, campaign_id: int) -> None:
         # a start that cannot happen marks the campaign failed (scheduler.starts); what
-        # reaches here is transient (the database unavailable) and is retried next sync
+        # reaches here is transient (database unavailable, a race) and is retried next sync
         try:
             start_campaign(self.engine, campaign_id, now=self.now())
         except Exception:

@@ -65,7 +65,7 @@ def latest_fire_time(
 
     Looks back from ``until`` in windows that double in width (a minute, two, four...)
     until one holds a fire time, then narrows that window by bisection to the second:
-    about forty trigger evaluations whatever the frequency and however far ``after`` is.
+    a few dozen trigger evaluations whatever the frequency and however far ``after`` is.
     """
     trigger = make_trigger(cron, tz)
     floor = after + timedelta(microseconds=1)
