@@ -46,7 +46,8 @@ CANCELLED_WHILE_STARTING = "campaign cancelled"
 #: why a campaign without a sender to send through failed to start
 NO_SENDER = (
     "no sender instance: none named in the campaign and none connected "
-    "(link a sender, then create the campaign again)"
+    "(linked: a connection event, its QR code answered 'already logged in', "
+    "or a send accepted); link a sender, then create the campaign again"
 )
 
 #: campaigns being started by this process

@@ -257,6 +257,13 @@ def test_window_sample_under_serve_starts_once_without_errors(ws: Workspace) -> 
     assert "ERROR" not in log and "Traceback" not in log, log
 
 
+def _field_errors(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The field errors of a 422 answer (``errors`` of a problem, or FastAPI's ``detail``)."""
+    found = body.get("errors") or body.get("detail")
+    assert isinstance(found, list), body
+    return found
+
+
 def _refusal(ws: Workspace, name: str, text: str) -> str:
     refused = ws.run("campaign", "create", str(_write(ws, name, text)), ok=False)
     assert refused.code == 1, refused.output
@@ -287,7 +294,7 @@ def test_unknown_sender_and_past_start_are_refused_at_create(ws: Workspace) -> N
     with server.api() as api:
         answer = api.post("/api/v1/campaigns", json=body)
         assert answer.status_code == 422, answer.text
-        detail = answer.json()["detail"]
+        detail = _field_errors(answer.json())
         assert any(d["loc"][:2] == ["body", "instances"] for d in detail), detail
         assert sender in answer.text and "6501A9176BD17" in answer.text
         late = {
@@ -298,7 +305,7 @@ def test_unknown_sender_and_past_start_are_refused_at_create(ws: Workspace) -> N
         }
         answer = api.post("/api/v1/campaigns", json=late)
         assert answer.status_code == 422, answer.text
-        detail = answer.json()["detail"]
+        detail = _field_errors(answer.json())
         assert any(d["loc"][:3] == ["body", "schedule", "start"] for d in detail), detail
         assert "2026-11-19 09:00" in answer.text and "--" not in answer.text
         assert api.get("/api/v1/campaigns").json() == []
