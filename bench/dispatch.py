@@ -220,7 +220,11 @@ def create_campaign_for(engine: Engine, instance_id: str, list_name: str = LIST_
     after starting it)."""
     from campaigns.campaign_file import parse_campaign
     from campaigns.service import create_campaign
+    from storage.queries import instances as iq
+    from storage.types import utcnow
 
+    with engine.begin() as conn:  # gatecast's record of the sender (create checks it)
+        iq.ensure(conn, [instance_id], now=utcnow())
     spec = parse_campaign(
         {
             "name": "bench",

@@ -81,7 +81,11 @@ def create_campaign(url_engine: Any, instances: list[str]) -> int:
     """A text campaign to the benchmark list through ``instances`` (scheduled now)."""
     from campaigns.campaign_file import parse_campaign
     from campaigns.service import create_campaign as create
+    from storage.queries import instances as iq
+    from storage.types import utcnow
 
+    with url_engine.begin() as conn:  # gatecast's record of the senders (create checks it)
+        iq.ensure(conn, instances, now=utcnow())
     spec = parse_campaign(
         {
             "name": "bench",

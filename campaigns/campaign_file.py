@@ -2,8 +2,8 @@
 
 Every problem is reported at once, each with the path of the field it concerns
 (``message.buttons[2].url: not a URL``). The validated spec is stored in
-``Campaign.spec`` as ``spec.model_dump(mode="json")`` and read back with
-``CampaignSpec.model_validate(campaign.spec)``.
+``Campaign.spec`` as ``spec.model_dump(mode="json")`` (times of day as HH:MM) and read
+back with :func:`stored_spec`; every field round-trips.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, time
+from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -26,6 +26,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    field_serializer,
     field_validator,
     model_validator,
 )
@@ -40,7 +41,7 @@ GROUP_MESSAGE_TYPES = ("text", "media")
 MAX_NAME = 300
 MAX_TARGET = 64
 MAX_INSTANCE = 64
-_HOUR_MINUTE = re.compile(r"^([0-9]{1,2}):([0-9]{2})$")
+_HOUR_MINUTE = re.compile(r"^([0-9]{1,2}):([0-9]{2})(?::([0-9]{2}))?$")
 _GROUP_ID = re.compile(r"^[0-9A-Za-z\-]+@g\.us$")
 _PHONE_PLUS = re.compile(r"^\+[0-9]{6,15}$")
 _syntax_env = SandboxedEnvironment()
@@ -245,6 +246,11 @@ class MessageSpec(_Model):
         return out
 
 
+def _time_text(value: time) -> str:
+    """A time of day as HH:MM, or HH:MM:SS when it has seconds."""
+    return f"{value:%H:%M:%S}" if value.second or value.microsecond else f"{value:%H:%M}"
+
+
 class ScheduleSpec(_Model):
     """When to send: a start in a timezone, an optional daily window and recurrence.
 
@@ -261,7 +267,7 @@ class ScheduleSpec(_Model):
     @field_validator("window", mode="before")
     @classmethod
     def _hours(cls, value: Any) -> Any:
-        """Accept "9:00" for "09:00", and "24:00" as the end of the day."""
+        """Accept "9:00" for "09:00", "24:00" as the end of the day, and HH:MM:SS."""
         if not isinstance(value, list | tuple):
             return value
         out: builtins.list[Any] = []
@@ -270,12 +276,19 @@ class ScheduleSpec(_Model):
                 m = _HOUR_MINUTE.match(item.strip())
                 if m is None:
                     raise ValueError(f"{item!r} is not a time of day: expected HH:MM (24-hour)")
-                hour, minute = int(m.group(1)), int(m.group(2))
-                if (hour, minute) == (24, 0):
+                hour, minute, second = int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+                if (hour, minute, second) == (24, 0, 0):
                     hour = 0
-                item = f"{hour:02d}:{minute:02d}"
+                item = f"{hour:02d}:{minute:02d}:{second:02d}"
             out.append(item)
         return out
+
+    @field_serializer("window", when_used="json")
+    def _window_json(self, window: tuple[time, time] | None) -> builtins.list[str] | None:
+        """Stored and shown as written: HH:MM (HH:MM:SS only when seconds are given)."""
+        if window is None:
+            return None
+        return [_time_text(t) for t in window]
 
     @model_validator(mode="after")
     def _rules(self) -> ScheduleSpec:
@@ -324,6 +337,11 @@ class ScheduleSpec(_Model):
         if begin < end:
             return begin <= local < end
         return local >= begin or local < end
+
+
+def start_missed(start_at: datetime, now: datetime, grace_minutes: float) -> bool:
+    """True when a start at ``start_at`` is later than its grace at ``now`` (missed)."""
+    return now - start_at > timedelta(minutes=grace_minutes)
 
 
 class PaceSpec(_Model):
@@ -493,6 +511,19 @@ def parse_campaign(data: Mapping[str, Any], source: str = "<campaign>") -> Campa
     raise CampaignFileError(errors, source)
 
 
+def stored_spec(
+    data: Mapping[str, Any] | CampaignSpec, campaign_id: int | None = None
+) -> CampaignSpec:
+    """Read back a spec stored by ``spec.model_dump(mode="json")`` (the one reader of it).
+
+    Raises :class:`CampaignFileError` naming each field that no longer validates.
+    """
+    source = "stored campaign" if campaign_id is None else f"stored campaign {campaign_id}"
+    if isinstance(data, CampaignSpec):
+        return data
+    return parse_campaign(data, source)
+
+
 def load_campaign_file(path: Path) -> CampaignSpec:
     """Read and validate the TOML campaign file at ``path``."""
     source = str(path)
@@ -526,4 +557,6 @@ __all__ = [
     "SectionSpec",
     "load_campaign_file",
     "parse_campaign",
+    "start_missed",
+    "stored_spec",
 ]

@@ -14,13 +14,14 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Table, insert, select
 
 from campaigns import lifecycle
-from campaigns.campaign_file import CampaignSpec
+from campaigns.campaign_file import CampaignSpec, start_missed, stored_spec
 from campaigns.materialise import Recipient, group_recipients, list_recipients
 from campaigns.render import RenderError, recipient_rng, render_message
 from gateway.messages import message_to_dict
 from storage import states
 from storage.models import Campaign, ContactList
 from storage.queries import campaigns as q
+from storage.queries import instances as iq
 from storage.types import utcnow
 
 _campaigns: Table = Campaign.__table__  # type: ignore[attr-defined]
@@ -48,7 +49,15 @@ class CampaignNotFound(LookupError):
 
 
 class CampaignSetupError(ValueError):
-    """A campaign that cannot be created as asked (e.g. its list does not exist)."""
+    """A campaign that cannot be created as asked (e.g. its list does not exist).
+
+    ``field`` is the path of the campaign file's field at fault (``list``,
+    ``instances``, ``schedule.start``), or None.
+    """
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class UnrenderableRecipients(CampaignSetupError):
@@ -196,7 +205,7 @@ def _scan(conn: Connection, spec: CampaignSpec, *, first: int, at_most: int | No
         out.list_id = _list_id(conn, spec.list)
         if out.list_id is None:
             raise CampaignSetupError(
-                f"list {spec.list!r} does not exist (import contacts into it first)"
+                f"list {spec.list!r} does not exist (import contacts into it first)", "list"
             )
     watch = _SpinWatch(0)  # whether a message renders does not depend on the spintax choices
     chunk: list[Recipient]
@@ -263,10 +272,49 @@ def preview_campaign(
     )
 
 
+def _check_senders(conn: Connection, spec: CampaignSpec) -> None:
+    """Every sender the campaign names must be one gatecast has a record of."""
+    if not spec.instances:
+        return
+    known = iq.all_ids(conn)
+    unknown = [i for i in spec.instances if i not in known]
+    if unknown:
+        knows = (
+            f"the ones it knows: {', '.join(known)}"
+            if known
+            else "it knows none yet (create and link a sender first)"
+        )
+        raise CampaignSetupError(
+            f"instances: gatecast has no sender instance {', '.join(unknown)}; {knows}. "
+            "Omit instances to send through every connected sender.",
+            "instances",
+        )
+
+
+def _check_start(spec: CampaignSpec, now: datetime) -> None:
+    """A start already missed (beyond the grace) would only fail: refuse it now."""
+    start_at = spec.start_at_utc()
+    grace = spec.schedule.missed_grace_minutes
+    if start_at is None or not start_missed(start_at, now, grace):
+        return
+    zone = spec.schedule.zone
+    shown = f"{start_at.astimezone(zone):%Y-%m-%d %H:%M}"
+    current = f"{now.astimezone(zone):%Y-%m-%d %H:%M}"
+    raise CampaignSetupError(
+        f"schedule.start: {shown} {spec.schedule.timezone} is in the past (it is now "
+        f"{current} {spec.schedule.timezone}); omit start to send now, or give a later time",
+        "schedule.start",
+    )
+
+
 def create_campaign(
     engine: Engine, spec: CampaignSpec, *, strict: bool = False, now: datetime | None = None
 ) -> CreatedCampaign:
     """Store a campaign in state ``scheduled`` (start: the file's, else ``now``).
+
+    Refused with :class:`CampaignSetupError` naming the field: a list that does not
+    exist, a sender instance gatecast has no record of, a start already missed (later
+    than ``schedule.missed_grace_minutes`` ago).
 
     Renders every recipient once to list those whose message cannot render (they will be
     skipped with the reason); with ``strict`` any such recipient refuses the campaign and
@@ -275,7 +323,9 @@ def create_campaign(
     """
     now = now or utcnow()
     start_at = spec.start_at_utc() or now
+    _check_start(spec, now)
     with engine.connect() as conn:
+        _check_senders(conn, spec)
         scan = _scan(conn, spec, first=PREVIEW_SIZE)
     if strict and scan.bad:
         raise UnrenderableRecipients(scan.unrenderable, scan.bad)
@@ -370,7 +420,7 @@ def get_campaign(engine: Engine, campaign_id: int) -> CampaignDetail:
         created_at=r.created_at,
         started_at=r.started_at,
         finished_at=r.finished_at,
-        spec=CampaignSpec.model_validate(r.spec),
+        spec=stored_spec(r.spec, int(r.id)),
         counts=counts,
     )
 
@@ -393,19 +443,17 @@ def pause_campaign(
     """Pause a scheduled or running campaign; returns the new state."""
     with engine.begin() as conn:
         _state(conn, campaign_id)
-        lifecycle.transition(conn, campaign_id, lifecycle.PAUSED, reason=reason, now=now)
+        lifecycle.transition(
+            conn, campaign_id, lifecycle.PAUSED, reason=reason, now=now, action="paused"
+        )
     return lifecycle.PAUSED
 
 
 def resume_campaign(engine: Engine, campaign_id: int, *, now: datetime | None = None) -> str:
     """Resume a paused campaign: running if it had started, else scheduled again."""
     with engine.begin() as conn:
-        row = _row(conn, campaign_id)
-        target = lifecycle.RUNNING if row.started_at is not None else lifecycle.SCHEDULED
-        if row.state != lifecycle.PAUSED:
-            raise lifecycle.InvalidTransition(campaign_id, row.state, target)
-        lifecycle.transition(conn, campaign_id, target, reason="resumed by user", now=now)
-    return target
+        _row(conn, campaign_id)
+        return lifecycle.resume(conn, campaign_id, now=now)
 
 
 def cancel_campaign(engine: Engine, campaign_id: int, *, now: datetime | None = None) -> int:
@@ -416,7 +464,9 @@ def cancel_campaign(engine: Engine, campaign_id: int, *, now: datetime | None = 
     now = now or utcnow()
     with engine.begin() as conn:
         _state(conn, campaign_id)
-        lifecycle.transition(conn, campaign_id, lifecycle.CANCELLED, reason="cancelled", now=now)
+        lifecycle.transition(
+            conn, campaign_id, lifecycle.CANCELLED, reason="cancelled", now=now, action="cancelled"
+        )
         return q.skip_queued(conn, campaign_id, CANCELLED_ERROR, now=now)
 
 

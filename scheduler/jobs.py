@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -24,8 +24,8 @@ from apscheduler.triggers.date import DateTrigger
 from sqlalchemy import Engine, select
 
 from campaigns import lifecycle
-from scheduler.recurrence import catch_up, fire_occurrence, latest_fire_time, make_trigger
-from scheduler.starts import start_campaign
+from scheduler.recurrence import catch_up, make_trigger
+from scheduler.starts import fail_start, start_campaign
 from storage.models import Campaign
 from storage.types import utcnow
 
@@ -70,12 +70,14 @@ class CampaignJobs:
     # -- jobs ----------------------------------------------------------------------------
 
     def _start_job(self, campaign_id: int) -> None:
+        # a start that cannot happen marks the campaign failed (scheduler.starts); what
+        # reaches here is transient (database unavailable, a race) and is retried next sync
         try:
             start_campaign(self.engine, campaign_id, now=self.now())
         except Exception:
-            log.exception("starting campaign %s failed", campaign_id)
+            log.exception("starting campaign %s failed; retrying at the next sync", campaign_id)
 
-    def _cron_job(self, parent_id: int, cron: str, tz: str) -> None:
+    def _cron_job(self, parent_id: int) -> None:
         now = self.now()
         try:
             with self.engine.connect() as conn:
@@ -85,9 +87,7 @@ class CampaignJobs:
             if state != lifecycle.SCHEDULED:
                 return
             # the occurrence this fire stands for: the latest fire time up to now
-            due = latest_fire_time(cron, tz, now - timedelta(days=366), now)
-            if due is not None:
-                fire_occurrence(self.engine, parent_id, due, now=now)
+            catch_up(self.engine, parent_id, now=now)
         except Exception:
             log.exception("recurring campaign %s failed to fire", parent_id)
 
@@ -114,8 +114,12 @@ class CampaignJobs:
                         catch_up(self.engine, cid, now=now)
                     except Exception:
                         log.exception("catching up recurring campaign %s failed", cid)
-                trigger = make_trigger(cron, tz or "UTC")
-                wanted[f"cron:{cid}"] = (trigger, self._cron_job, (cid, cron, tz or "UTC"))
+                try:
+                    trigger = make_trigger(cron, tz or "UTC")
+                except ValueError as exc:  # validated at create: only a damaged row
+                    fail_start(self.engine, cid, f"cannot schedule {cron!r}: {exc}", now=now)
+                    continue
+                wanted[f"cron:{cid}"] = (trigger, self._cron_job, (cid,))
             elif start_at is None or start_at <= now:
                 due_now.append(cid)
             else:

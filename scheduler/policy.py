@@ -1,8 +1,8 @@
 """The parts of a stored campaign spec that the scheduler obeys, read once per campaign.
 
-``Campaign.spec`` holds ``CampaignSpec.model_dump(mode="json")`` (validated by
-``campaigns.campaign_file``); this reads its pace, retry, safety and schedule sections
-into plain frozen values. Missing keys fall back to the campaign file's defaults.
+``Campaign.spec`` holds ``CampaignSpec.model_dump(mode="json")``; it is read back by
+``campaigns.campaign_file.stored_spec`` (the one parser of campaign specs) and its pace,
+retry, safety and schedule sections become plain frozen values here.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from datetime import time
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from campaigns.campaign_file import CampaignSpec, stored_spec
 from scheduler.retry import RetryPolicy
 
 
@@ -53,58 +54,40 @@ class CampaignPolicy:
     cron: str | None = None
 
 
-def _time(value: Any, field: str) -> time:
-    if isinstance(value, time):
-        return value
-    try:
-        return time.fromisoformat(str(value))
-    except ValueError as exc:
-        raise ValueError(f"{field}: {value!r} is not a time of day (HH:MM)") from exc
-
-
-def _section(spec: Mapping[str, Any], name: str) -> Mapping[str, Any]:
-    value = spec.get(name) or {}
-    if not isinstance(value, Mapping):
-        raise ValueError(f"{name}: expected a table, got {type(value).__name__}")
-    return value
-
-
-def policy_from_spec(spec: Mapping[str, Any], *, timezone: str | None = None) -> CampaignPolicy:
-    """Read the scheduler's view of a stored campaign spec (raises ValueError naming a field)."""
-    schedule = _section(spec, "schedule")
-    pace = _section(spec, "pace")
-    retry = _section(spec, "retry")
-    safety = _section(spec, "safety")
-    tz_name = str(schedule.get("timezone") or timezone or "UTC")
-    window_raw = schedule.get("window")
-    window: tuple[time, time] | None = None
-    if window_raw:
-        if len(window_raw) != 2:
-            raise ValueError("schedule.window: expected [start, end]")
-        window = (
-            _time(window_raw[0], "schedule.window[0]"),
-            _time(window_raw[1], "schedule.window[1]"),
-        )
-    delay = pace.get("delay_seconds", (5, 15))
-    cap = pace.get("daily_cap", 500)
+def policy_of(spec: CampaignSpec) -> CampaignPolicy:
+    """The scheduler's view of a validated campaign spec."""
+    schedule, pace = spec.schedule, spec.pace
     return CampaignPolicy(
-        timezone=ZoneInfo(tz_name),
-        window=window,
+        timezone=schedule.zone,
+        window=schedule.window,
         pace=Pace(
-            per_minute=float(pace.get("per_minute", 20)),
-            delay_min=float(delay[0]),
-            delay_max=float(delay[1]),
-            daily_cap=None if cap is None else int(cap),
+            per_minute=float(pace.per_minute),
+            delay_min=float(pace.delay_seconds[0]),
+            delay_max=float(pace.delay_seconds[1]),
+            daily_cap=pace.daily_cap,
         ),
         retry=RetryPolicy(
-            max_attempts=int(retry.get("max_attempts", 4)),
-            backoff_seconds=float(retry.get("backoff_seconds", 30)),
+            max_attempts=spec.retry.max_attempts,
+            backoff_seconds=float(spec.retry.backoff_seconds),
         ),
         safety=Safety(
-            max_failure_rate=float(safety.get("max_failure_rate", 0.5)),
-            min_sample=int(safety.get("min_sample", 20)),
+            max_failure_rate=spec.safety.max_failure_rate,
+            min_sample=spec.safety.min_sample,
         ),
-        instances=tuple(str(i) for i in spec.get("instances") or ()),
-        missed_grace_minutes=float(schedule.get("missed_grace_minutes", 60)),
-        cron=schedule.get("cron") or None,
+        instances=tuple(spec.instances),
+        missed_grace_minutes=float(schedule.missed_grace_minutes),
+        cron=schedule.cron or None,
     )
+
+
+def policy_from_spec(
+    spec: Mapping[str, Any] | CampaignSpec, *, timezone: str | None = None
+) -> CampaignPolicy:
+    """The policy of a stored campaign spec, read by :func:`campaign_file.stored_spec`.
+
+    Raises ``CampaignFileError`` (a ValueError) naming each field that does not validate.
+    ``timezone`` (the campaign row's column) is accepted for the callers' convenience;
+    the spec's own ``schedule.timezone``, which that column copies, is the one obeyed.
+    """
+    del timezone
+    return policy_of(stored_spec(spec))

@@ -47,22 +47,55 @@ def fire_times(cron: str, tz: str | ZoneInfo, after: datetime, until: datetime) 
             return out
 
 
+#: the narrowest window :func:`latest_fire_time` looks back first
+_FIRST_LOOK_BACK = timedelta(minutes=1)
+#: the resolution of its search: crontab fire times are whole seconds
+_RESOLUTION = timedelta(seconds=1)
+
+
+def _fire_at_or_after(trigger: CronTrigger, moment: datetime) -> datetime | None:
+    fire: datetime | None = trigger.get_next_fire_time(None, moment)
+    return fire
+
+
 def latest_fire_time(
     cron: str, tz: str | ZoneInfo, after: datetime, until: datetime
 ) -> datetime | None:
-    """The latest fire time of ``cron`` in (after, until], or None."""
+    """The latest fire time of ``cron`` in (after, until], or None.
+
+    Looks back from ``until`` in windows that double in width (a minute, two, four...)
+    until one holds a fire time, then narrows that window by bisection to the second:
+    a few dozen trigger evaluations whatever the frequency and however far ``after`` is.
+    """
     trigger = make_trigger(cron, tz)
-    latest: datetime | None = None
-    current = after + timedelta(microseconds=1)
-    previous: datetime | None = None
-    for _ in range(100_000):
-        nxt = trigger.get_next_fire_time(previous, current)
-        if nxt is None or nxt > until:
-            break
-        latest = nxt
-        previous = nxt
-        current = nxt + timedelta(microseconds=1)
-    return None if latest is None else latest.astimezone(until.tzinfo)
+    floor = after + timedelta(microseconds=1)
+    if floor > until:
+        return None
+    # a moment from which a fire time <= until follows, and one from which none does
+    hit: datetime | None = None
+    miss = until + _RESOLUTION
+    width = _FIRST_LOOK_BACK
+    while hit is None:
+        start = max(floor, until - width)
+        nxt = _fire_at_or_after(trigger, start)
+        if nxt is not None and nxt <= until:
+            hit = start
+        elif start == floor:
+            return None
+        else:
+            miss = start
+            width *= 2
+    # invariant: a fire time in [hit, until], none in [miss, until]
+    while miss - hit > _RESOLUTION:
+        middle = hit + (miss - hit) / 2
+        nxt = _fire_at_or_after(trigger, middle)
+        if nxt is not None and nxt <= until:
+            hit = middle
+        else:
+            miss = middle
+    latest = _fire_at_or_after(trigger, hit)
+    assert latest is not None and latest <= until
+    return latest.astimezone(until.tzinfo)
 
 
 def create_occurrence(engine: Engine, parent_id: int, occurrence_at: datetime) -> int | None:
@@ -128,7 +161,11 @@ def last_occurrence(engine: Engine, parent_id: int) -> datetime | None:
 
 
 def catch_up(engine: Engine, parent_id: int, *, now: datetime) -> StartResult | None:
-    """After downtime: fire the latest occurrence due since the last one, if any."""
+    """Fire the latest occurrence due since the last one (or since the start), if any.
+
+    Both a cron job's fire and the catch-up after downtime come here: an occurrence at
+    the campaign's start counts, one before it does not.
+    """
     with engine.connect() as conn:
         row = conn.execute(
             select(
@@ -140,7 +177,8 @@ def catch_up(engine: Engine, parent_id: int, *, now: datetime) -> StartResult | 
         ).first()
     if row is None or not row.cron:
         return None
-    since = last_occurrence(engine, parent_id) or row.start_at or row.created_at
+    last = last_occurrence(engine, parent_id)
+    since = last or (row.start_at or row.created_at) - timedelta(microseconds=1)
     due = latest_fire_time(row.cron, row.timezone or "UTC", since, now)
     if due is None:
         return None

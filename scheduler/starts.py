@@ -22,11 +22,13 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Connection, Engine, select
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from campaigns import lifecycle
+from campaigns.campaign_file import CampaignFileError, start_missed
 from campaigns.materialise import materialise, materialise_committed
 from scheduler.policy import policy_from_spec
 from storage import states
@@ -40,6 +42,13 @@ _campaigns = Campaign.__table__  # type: ignore[attr-defined]
 
 #: the error of left-over queued rows of a campaign cancelled while it was starting
 CANCELLED_WHILE_STARTING = "campaign cancelled"
+
+#: why a campaign without a sender to send through failed to start
+NO_SENDER = (
+    "no sender instance: none named in the campaign and none connected "
+    "(linked: a connection event, its QR code answered 'already logged in', "
+    "or a send accepted); link a sender, then create the campaign again"
+)
 
 #: campaigns being started by this process
 _starting: set[int] = set()
@@ -65,6 +74,43 @@ def missed_reason(start_at: datetime) -> str:
     return f"missed start at {start_at.isoformat()}"
 
 
+def start_failure_reason(exc: Exception) -> str:
+    """What the user reads on a campaign whose start raised ``exc``."""
+    if isinstance(exc, CampaignFileError):
+        problems = "; ".join(str(e) for e in exc.errors)
+        return f"cannot start: the stored campaign is not valid ({problems})"[:500]
+    return f"cannot start: {exc}"[:500]
+
+
+def _mark_failed(conn: Connection, campaign_id: int, reason: str, *, now: datetime) -> None:
+    lifecycle.transition(conn, campaign_id, lifecycle.FAILED, reason=reason, now=now)
+    cq.skip_queued(conn, campaign_id, reason, now=now)  # rows of an interrupted start
+
+
+def fail_start(
+    engine: Engine,
+    campaign_id: int,
+    reason: str,
+    *,
+    now: datetime,
+    exc: BaseException | None = None,
+) -> StartResult:
+    """Mark a ``scheduled`` campaign whose start cannot happen ``failed`` with ``reason``.
+
+    Once: the scheduler starts only ``scheduled`` campaigns, so it is not retried each
+    sync; ``campaign show`` and the API show the reason. Left-over queued rows (an
+    interrupted start) become skipped with the same reason. One log record, with the
+    traceback of ``exc`` when an error caused it.
+    """
+    with engine.begin() as conn:
+        try:
+            _mark_failed(conn, campaign_id, reason, now=now)
+        except lifecycle.InvalidTransition as refused:
+            return StartResult(campaign_id, "skipped", str(refused))
+    log.error("campaign %s failed to start: %s", campaign_id, reason, exc_info=exc)
+    return StartResult(campaign_id, "failed", reason)
+
+
 def _check(
     engine: Engine, campaign_id: int, *, now: datetime, enforce_grace: bool
 ) -> StartResult | list[str]:
@@ -87,11 +133,10 @@ def _check(
         if (
             enforce_grace
             and start_at is not None
-            and now - start_at > timedelta(minutes=policy.missed_grace_minutes)
+            and start_missed(start_at, now, policy.missed_grace_minutes)
         ):
             reason = missed_reason(start_at)
-            lifecycle.transition(conn, campaign_id, lifecycle.FAILED, reason=reason, now=now)
-            cq.skip_queued(conn, campaign_id, reason, now=now)  # rows of an interrupted start
+            _mark_failed(conn, campaign_id, reason, now=now)
             log.warning(
                 "campaign %s: %s (grace %s min)", campaign_id, reason, policy.missed_grace_minutes
             )
@@ -99,15 +144,9 @@ def _check(
         # without ``instances``: every usable (connected) one, see campaigns.instances
         instances = list(policy.instances) or iq.connected_ids(conn)
         if not instances:
-            reason = (
-                "no sender instance: none named in the campaign and none connected "
-                "(linked: a connection event, its QR code answered 'already logged in', "
-                "or a send accepted)"
-            )
-            lifecycle.transition(conn, campaign_id, lifecycle.FAILED, reason=reason, now=now)
-            cq.skip_queued(conn, campaign_id, reason, now=now)
-            log.error("campaign %s: %s", campaign_id, reason)
-            return StartResult(campaign_id, "failed", reason)
+            _mark_failed(conn, campaign_id, NO_SENDER, now=now)
+            log.error("campaign %s failed to start: %s", campaign_id, NO_SENDER)
+            return StartResult(campaign_id, "failed", NO_SENDER)
         iq.ensure(conn, instances, now=now)
     return instances
 
@@ -116,6 +155,10 @@ def start_campaign(
     engine: Engine, campaign_id: int, *, now: datetime, enforce_grace: bool = True
 ) -> StartResult:
     """Start a ``scheduled`` campaign now, or mark it failed when its start was missed.
+
+    A start that cannot happen (no sender, an unreadable stored spec, any error but an
+    unavailable database or a race with another process) marks the campaign ``failed``
+    once with the reason (:func:`fail_start`); those two are raised for the caller to retry.
 
     Missed-start policy: a start up to ``schedule.missed_grace_minutes`` late runs late;
     later than that (the service was down) the campaign becomes ``failed`` with the
@@ -132,6 +175,12 @@ def start_campaign(
         _starting.add(campaign_id)
     try:
         return _start(engine, campaign_id, now=now, enforce_grace=enforce_grace)
+    except (OperationalError, IntegrityError):
+        # the database is unavailable or busy, or another process raced this start:
+        # nothing to record, the caller retries (the next start is idempotent)
+        raise
+    except Exception as exc:
+        return fail_start(engine, campaign_id, start_failure_reason(exc), now=now, exc=exc)
     finally:
         with _starting_lock:
             _starting.discard(campaign_id)

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, select, update
 
 from campaigns import lifecycle, service
+from campaigns.campaign_file import load_campaign_file, stored_spec
 from campaigns.materialise import materialise
 from storage.models import Campaign, Delivery
+from storage.queries import instances as iq
 from tests.campaigns.campaign_fixtures import NOW, make_list, people, phone, spec
 
 deliveries = Delivery.__table__  # type: ignore[attr-defined]
 campaigns = Campaign.__table__  # type: ignore[attr-defined]
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
 
 def test_create_scheduled_with_preview_and_unrenderable(engine: Engine) -> None:
@@ -166,3 +170,62 @@ def test_list_campaigns_with_counts(engine: Engine) -> None:
     assert [c.id for c in listed] == [b, a]
     assert listed[1].total == 3 and listed[1].counts["queued"] == 3
     assert listed[0].total == 0
+
+
+@pytest.mark.parametrize("sample", sorted(p.name for p in SAMPLES.glob("campaign*.toml")))
+def test_every_sample_stored_reads_back_equal(engine: Engine, sample: str) -> None:
+    """Sample -> create -> the stored JSON column -> the same CampaignSpec, on every face."""
+    make_list(engine, "customers", people(2))
+    original = load_campaign_file(SAMPLES / sample)
+    cid = service.create_campaign(engine, original, now=NOW).id
+    with engine.connect() as conn:
+        stored = conn.execute(select(campaigns.c.spec).where(campaigns.c.id == cid)).scalar_one()
+    assert stored_spec(stored) == original
+    assert service.get_campaign(engine, cid).spec == original
+    assert service.pause_campaign(engine, cid) == "paused"
+    assert service.resume_campaign(engine, cid) == "scheduled"
+    service.cancel_campaign(engine, cid)
+
+
+def test_an_unknown_sender_is_refused_naming_the_known_ones(engine: Engine) -> None:
+    make_list(engine, "customers", people(2))
+    with pytest.raises(service.CampaignSetupError) as info:
+        service.create_campaign(engine, spec(instances=["6501A9176BD17"]), now=NOW)
+    assert info.value.field == "instances"
+    assert "6501A9176BD17" in str(info.value) and "knows none yet" in str(info.value)
+    with engine.begin() as conn:
+        iq.ensure(conn, ["KNOWN1", "KNOWN2"], now=NOW)
+    with pytest.raises(service.CampaignSetupError, match="knows: KNOWN1, KNOWN2"):
+        service.create_campaign(engine, spec(instances=["KNOWN1", "NOPE"]), now=NOW)
+    assert service.list_campaigns(engine) == []
+    assert service.create_campaign(engine, spec(instances=["KNOWN2"]), now=NOW).id
+
+
+def test_a_start_already_missed_is_refused_in_the_campaigns_timezone(engine: Engine) -> None:
+    make_list(engine, "customers", people(2))
+    # NOW is 2026-11-21 12:00 UTC, 07:00 in New York
+    past = spec(schedule={"start": "2026-11-21T05:30", "timezone": "America/New_York"})
+    with pytest.raises(service.CampaignSetupError) as info:
+        service.create_campaign(engine, past, now=NOW)
+    assert info.value.field == "schedule.start"
+    assert str(info.value) == (
+        "schedule.start: 2026-11-21 05:30 America/New_York is in the past (it is now "
+        "2026-11-21 07:00 America/New_York); omit start to send now, or give a later time"
+    )
+    # within the missed-start grace (60 minutes) it is accepted and runs late
+    late = spec(schedule={"start": "2026-11-21T06:30", "timezone": "America/New_York"})
+    assert service.create_campaign(engine, late, now=NOW).start_at < NOW
+
+
+def test_resume_of_a_finished_campaign_says_only_paused_can_be_resumed(engine: Engine) -> None:
+    make_list(engine, "customers", people(1))
+    cid = service.create_campaign(engine, spec(), now=NOW).id
+    with engine.begin() as conn:
+        lifecycle.transition(conn, cid, lifecycle.RUNNING, now=NOW)
+        lifecycle.transition(conn, cid, lifecycle.COMPLETED, now=NOW)
+    with pytest.raises(lifecycle.InvalidTransition) as info:
+        service.resume_campaign(engine, cid)
+    assert str(info.value) == f"campaign {cid} is completed; only a paused campaign can be resumed"
+    with pytest.raises(lifecycle.InvalidTransition) as info:
+        service.pause_campaign(engine, cid)
+    assert str(info.value).endswith("only a running or scheduled campaign can be paused")

@@ -17,7 +17,7 @@ from storage.models import Campaign, Contact, Delivery, Instance
 
 BASE_SPEC: dict[str, Any] = {
     "name": "t",
-    "list": None,
+    "list": "customers",  # a valid stored spec (the list need not exist here)
     "groups": [],
     "instances": [],
     "message": {"type": "text", "text": "hi"},

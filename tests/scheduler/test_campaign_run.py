@@ -16,6 +16,8 @@ from campaigns.service import create_campaign
 from gateway.sandbox import SandboxConfig, run_sandbox_in_thread
 from storage.engine import make_engine, upgrade
 from storage.models import Delivery
+from storage.queries import instances as iq
+from storage.types import utcnow
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,6 +40,8 @@ def test_campaign_run_with_webhook_sends_and_learns_statuses(tmp_path: Path) -> 
             },
             "t.toml",
         )
+        with engine.begin() as conn:  # what `gatecast instance create` records
+            iq.ensure(conn, [iid], now=utcnow())
         cid = create_campaign(engine, spec).id
         env = {k: v for k, v in os.environ.items() if not k.startswith("GATECAST_")}
         env |= {

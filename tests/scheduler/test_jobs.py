@@ -7,17 +7,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, select, update
 
 from campaigns import lifecycle
 from campaigns.campaign_file import parse_campaign
 from campaigns.importer import ImportOptions, import_file
 from campaigns.service import create_campaign
-from scheduler import leader
+from scheduler import leader, starts
 from scheduler.jobs import CampaignJobs
-from scheduler.recurrence import catch_up, create_occurrence, fire_times
+from scheduler.recurrence import catch_up, create_occurrence, fire_times, latest_fire_time
 from scheduler.starts import start_campaign
 from storage.models import Campaign, Delivery
+from storage.queries import instances as iq
 from tests.scheduler.helpers import add_instances
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
@@ -33,6 +34,8 @@ def _campaign(engine: Engine, now: datetime, **schedule: Any) -> int:
         "message": {"type": "text", "text": "Hi {{ name }}"},
         "schedule": {"timezone": "Europe/Berlin", **schedule},
     }
+    with engine.begin() as conn:  # senders gatecast knows (create refuses others)
+        iq.ensure(conn, list(data["instances"]), now=T0)
     created = create_campaign(engine, parse_campaign(data, "test.toml"), now=now)
     return int(created.id)
 
@@ -186,3 +189,87 @@ def test_sync_builds_jobs_from_the_database(sqlite_engine: Engine, jobs: Any) ->
     j.sync()
     assert j.job_ids() == [f"cron:{recurring}"]
     clock["now"] = T0 + timedelta(days=1)
+
+
+@pytest.mark.parametrize(
+    "cron",
+    ["*/2 * * * *", "* * * * *", "0 9 * * MON", "30 2 * * *", "* 9 * * *", "0 0 1 */3 *"],
+)
+@pytest.mark.parametrize("tz", ["UTC", "Europe/Berlin", "America/New_York"])
+def test_latest_fire_time_is_the_last_of_all_fire_times(cron: str, tz: str) -> None:
+    until = datetime(2026, 3, 29, 1, 1, 52, tzinfo=UTC)  # the night Berlin's clocks go forward
+    for span in (timedelta(minutes=1), timedelta(hours=5), timedelta(days=3)):
+        every = fire_times(cron, tz, until - span, until)
+        assert latest_fire_time(cron, tz, until - span, until) == (every[-1] if every else None)
+    # a year back, whatever the frequency (the old search stopped after 100,000 fire times)
+    year = latest_fire_time(cron, tz, until - timedelta(days=366), until)
+    recent = fire_times(cron, tz, until - timedelta(days=3), until) or fire_times(
+        cron, tz, until - timedelta(days=100), until
+    )
+    assert year == recent[-1]
+
+
+def test_latest_fire_time_bounds_are_exclusive_then_inclusive() -> None:
+    fire = datetime(2026, 11, 24, 9, 2, tzinfo=UTC)
+    assert latest_fire_time("*/2 * * * *", "UTC", fire, fire + timedelta(seconds=119)) is None
+    assert latest_fire_time("*/2 * * * *", "UTC", fire - timedelta(seconds=1), fire) == fire
+    assert latest_fire_time("0 9 29 2 *", "UTC", fire - timedelta(days=5000), fire) == datetime(
+        2024, 2, 29, 9, 0, tzinfo=UTC
+    )
+
+
+def test_a_frequent_cron_fires_the_current_occurrence(sqlite_engine: Engine, jobs: Any) -> None:
+    """``*/2 * * * *``: the fire at 09:02 creates the 09:02 occurrence, not one months ago."""
+    j, clock = jobs
+    parent = _campaign(sqlite_engine, T0, cron="*/2 * * * *")
+    clock["now"] = T0 + timedelta(minutes=2, seconds=1)
+    j._cron_job(parent)
+    c = Campaign.__table__  # type: ignore[attr-defined]
+    with sqlite_engine.connect() as conn:
+        kids = conn.execute(
+            select(c.c.occurrence_at, c.c.state).where(c.c.parent_id == parent)
+        ).all()
+    assert kids == [(T0 + timedelta(minutes=2), lifecycle.RUNNING)]
+
+
+def test_a_cron_starting_at_a_fire_time_runs_that_occurrence(sqlite_engine: Engine) -> None:
+    parent = _campaign(sqlite_engine, T0, cron="0 10 * * *", start="2026-11-23T10:00")
+    res = catch_up(sqlite_engine, parent, now=T0 + timedelta(seconds=1))  # 10:00:01 Berlin
+    assert res is not None and res.outcome == "started"
+    assert catch_up(sqlite_engine, parent, now=T0 - timedelta(minutes=1)) is None
+
+
+def test_a_start_that_raises_fails_once_with_the_reason(sqlite_engine: Engine, jobs: Any) -> None:
+    """A start that cannot happen is marked failed, not retried at each sync."""
+    j, _ = jobs
+    cid = _campaign(sqlite_engine, T0)
+    c = Campaign.__table__  # type: ignore[attr-defined]
+    with sqlite_engine.begin() as conn:  # a stored spec damaged after creation
+        spec = conn.execute(select(c.c.spec).where(c.c.id == cid)).scalar_one()
+        spec["schedule"]["window"] = ["nine", "20:00"]
+        conn.execute(update(c).where(c.c.id == cid).values(spec=spec))
+    j.scheduler.start(paused=True)
+    j.sync()
+    state, reason = _state(sqlite_engine, cid)
+    assert state == lifecycle.FAILED
+    assert reason is not None and reason.startswith(
+        "cannot start: the stored campaign is not valid (schedule.window:"
+    )
+    j.sync()  # the next tick leaves it alone
+    assert _state(sqlite_engine, cid) == (state, reason)
+    res = start_campaign(sqlite_engine, cid, now=T0)
+    assert res.outcome == "skipped"
+
+
+def test_no_sender_fails_once(sqlite_engine: Engine, jobs: Any, caplog: Any) -> None:
+    j, _ = jobs
+    import_file(
+        sqlite_engine, SAMPLES / "contacts.csv", ImportOptions(list_name="customers"), now=T0
+    )
+    data = {"name": "n", "list": "customers", "message": {"type": "text", "text": "Hi"}}
+    cid = create_campaign(sqlite_engine, parse_campaign(data, "t.toml"), now=T0).id
+    j.scheduler.start(paused=True)
+    j.sync()
+    j.sync()
+    assert _state(sqlite_engine, cid) == (lifecycle.FAILED, starts.NO_SENDER)
+    assert sum("no sender instance" in r.getMessage() for r in caplog.records) == 1

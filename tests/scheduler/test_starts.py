@@ -27,6 +27,7 @@ from scheduler.clock import FakeClock
 from scheduler.dispatcher import Dispatcher
 from scheduler.starts import start_campaign
 from storage.models import Campaign, Delivery
+from storage.queries import instances as iq
 from tests.scheduler.helpers import add_instances
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
@@ -45,6 +46,8 @@ def _campaign(engine: Engine, instances: list[str], **schedule: Any) -> int:
         "pace": {"per_minute": 0, "delay_seconds": [0, 0]},
         "schedule": {"timezone": "UTC", "start": "2026-11-23T09:00", **schedule},
     }
+    with engine.begin() as conn:  # senders gatecast knows (create refuses others)
+        iq.ensure(conn, list(data["instances"]), now=T0)
     return int(create_campaign(engine, parse_campaign(data, "t.toml"), now=T0).id)
 
 

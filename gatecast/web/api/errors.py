@@ -70,11 +70,11 @@ def _refused(_: Request, exc: Exception) -> Response:
 
 def _setup(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, CampaignSetupError)
-    loc: list[str | int] = ["body"]
     text = web_terms(str(exc))
-    if text.startswith("list "):
-        loc.append("list")
+    loc = path_to_loc(exc.field) if exc.field else ["body"]
     errors: list[dict[str, object]] = [{"type": "campaign_setup", "loc": loc, "msg": text}]
+    if exc.field:
+        errors[0]["path"] = exc.field
     if isinstance(exc, UnrenderableRecipients):
         errors += [
             {"type": "unrenderable", "loc": ["body", "message"], "msg": f"{target}: {reason}"}
