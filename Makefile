@@ -17,8 +17,8 @@ install: $(STAMP)
 demo: install          ## the main job: sandbox + SQLite, import, campaign, report
 	$(BIN)/gatecast demo
 
-test: install          ## the fast suite (SQLite and PostgreSQL, sandbox over real HTTP)
-	$(BIN)/pytest
+test: install          ## the fast suite: journeys, SQLite and PostgreSQL, sandbox over real HTTP
+	$(BIN)/pytest -n 2
 
 test-slow: install     ## kill/soak and browser runs
 	$(BIN)/pytest -m slow

@@ -75,6 +75,10 @@ def campaign_state(engine: Engine, campaign_id: int) -> tuple[str, str | None] |
     return None if row is None else (str(row[0]), row[1])
 
 
+class StartRefused(RuntimeError):
+    """The campaign's start failed (no sender, a missed start...); the message says why."""
+
+
 def run_campaign(
     engine: Engine,
     campaign_id: int,
@@ -87,7 +91,8 @@ def run_campaign(
     """Start (if scheduled) and dispatch one campaign until nothing is left to send.
 
     Returns the final counts per delivery state. Raises ``LookupError`` for an unknown
-    campaign, ``lifecycle.InvalidTransition`` when it cannot run (cancelled...) and
+    campaign, ``lifecycle.InvalidTransition`` when it cannot run (cancelled...),
+    :class:`StartRefused` when its start fails (the reason is recorded on it) and
     :class:`NoSenderCanSend` when it stalls (the campaign stays ``running``).
     """
     options = options or RunOptions()
@@ -102,7 +107,7 @@ def run_campaign(
                 lifecycle.transition(conn, campaign_id, lifecycle.SCHEDULED, now=utcnow())
         result = start_campaign(engine, campaign_id, now=utcnow(), enforce_grace=False)
         if result.outcome != "started":
-            raise lifecycle.InvalidTransition(campaign_id, result.detail, lifecycle.RUNNING)
+            raise StartRefused(f"campaign {campaign_id} did not start: {result.detail}")
         console.print(
             f"campaign {campaign_id} started: {result.queued} queued, {result.skipped} skipped"
         )
@@ -302,7 +307,7 @@ def run_command(
         except LookupError as exc:
             console.print(f"[red]error:[/] {exc}")
             return 1
-        except lifecycle.InvalidTransition as exc:
+        except (lifecycle.InvalidTransition, StartRefused) as exc:
             console.print(f"[red]error:[/] cannot run: {exc}")
             return 1
         except NoSenderCanSend as exc:

@@ -6,6 +6,7 @@ import base64
 import io
 import json
 import re
+import time
 from typing import Any
 
 import httpx
@@ -416,7 +417,11 @@ def test_no_connection_events_and_reset_without_id() -> None:
         assert (
             op(sb, "get_qrcode", instance_id=iid)["message"] == "This instance is already logged in"
         )
-        events = HTTP.get(f"{sb.url}/sandbox/events").json()["events"]
+        deadline = time.monotonic() + 10  # events are emitted by a thread: wait for them
+        events: list[dict[str, Any]] = []
+        while not events and time.monotonic() < deadline:
+            events = HTTP.get(f"{sb.url}/sandbox/events").json()["events"]
+            time.sleep(0.05)
         assert events and not [e for e in events if e["event"] == "connection"]
         reset = op(sb, "reset_instance", instance_id=iid)
         assert reset == {"status": "success", "message": "Instance ID reset successfully"}
