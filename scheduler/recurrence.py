@@ -58,6 +58,12 @@ def _fire_at_or_after(trigger: CronTrigger, moment: datetime) -> datetime | None
     return fire
 
 
+def next_fire_time(cron: str, tz: str | ZoneInfo, after: datetime) -> datetime | None:
+    """The first fire time of ``cron`` after ``after`` (UTC-aware), or None."""
+    nxt = make_trigger(cron, tz).get_next_fire_time(None, after + timedelta(microseconds=1))
+    return None if nxt is None else nxt.astimezone(after.tzinfo)
+
+
 def latest_fire_time(
     cron: str, tz: str | ZoneInfo, after: datetime, until: datetime
 ) -> datetime | None:

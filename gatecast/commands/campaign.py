@@ -10,9 +10,10 @@ import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
+from zoneinfo import ZoneInfo
 
 import typer
 from rich.console import Console
@@ -25,6 +26,8 @@ from campaigns import lifecycle, reports, service
 from campaigns.campaign_file import CampaignFileError, load_campaign_file
 from gatecast.commands import campaign_run
 from gatecast.commands.common import fail, open_engine_or_fail
+from scheduler.recurrence import next_fire_time
+from storage.types import utcnow
 
 console = Console()
 err = Console(stderr=True)
@@ -78,6 +81,24 @@ def _when(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M UTC") if value else "-"
 
 
+def _local(value: datetime, tz: str) -> str:
+    """``value`` in the campaign's timezone, with UTC beside it when they differ."""
+    local = value.astimezone(ZoneInfo(tz))
+    if local.utcoffset() == timedelta(0) and tz in ("UTC", "Etc/UTC"):
+        return _when(value)
+    return f"{local:%Y-%m-%d %H:%M} {tz} ({value:%H:%M} UTC)"
+
+
+def _schedule_text(start_at: datetime | None, cron: str | None, tz: str) -> str:
+    """When a campaign sends, as the user wrote it: a start, or a recurrence's next run."""
+    if cron:
+        nxt = next_fire_time(cron, tz, max(start_at or utcnow(), utcnow()))
+        return f"recurs {cron} ({tz}), next run {_local(nxt, tz) if nxt else 'never'}"
+    if start_at is None or start_at <= utcnow():
+        return "starts now"
+    return f"starts {_local(start_at, tz)}"
+
+
 def _counts_text(counts: dict[str, int]) -> str:
     return ", ".join(f"{s} {counts[s]:,}" for s in _STATE_ORDER if counts.get(s)) or "-"
 
@@ -114,7 +135,8 @@ def create_cmd(
         return
     console.print(
         f"campaign [bold]{created.id}[/] [green]{escape(spec.name)}[/] is {created.state}, "
-        f"starts {_when(created.start_at)}; {created.recipients:,} recipient(s)"
+        f"{_schedule_text(created.start_at, spec.schedule.cron, spec.schedule.timezone)}; "
+        f"{created.recipients:,} recipient(s)"
         + (f", {created.opted_out:,} opted out (skipped)" if created.opted_out else "")
     )
     if created.recipients == 0:
@@ -198,8 +220,8 @@ def show_cmd(
         ("message", d.message_type),
         ("audience", d.list_name or ", ".join(d.spec.groups)),
         ("instances", ", ".join(d.spec.instances) or "all connected"),
-        ("start", _when(d.start_at)),
-        ("recurrence", d.cron or "-"),
+        ("start", _local(d.start_at, d.timezone) if d.start_at and not d.cron else "-"),
+        ("recurrence", _schedule_text(d.start_at, d.cron, d.timezone) if d.cron else "-"),
         ("timezone / window", f"{d.timezone} / {window}"),
         (
             "pace",

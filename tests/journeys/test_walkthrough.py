@@ -9,7 +9,9 @@ from __future__ import annotations
 import csv
 import json
 import re
+from datetime import datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import openpyxl
 
@@ -104,3 +106,14 @@ def test_run_without_a_linked_sender_says_why(ws: Workspace) -> None:
     assert "can become" not in run.output, run.output  # no list of states that contradicts it
     shown = ws.run("campaign", "show", str(campaign_id), "--json").json()
     assert shown["state"] == "failed", shown
+
+
+def test_create_says_when_it_sends_in_the_campaigns_own_zone(ws: Workspace) -> None:
+    """A recurring sample names its next run, a dated one its start, both in their zone."""
+    ws.clock_start = datetime(2026, 11, 24, 12, 0, tzinfo=ZoneInfo("UTC"))
+    _import_customers(ws)
+    weekly = ws.run("campaign", "create", str(SAMPLES / "campaign-list.toml")).output
+    assert "recurs 0 9 * * MON (Europe/Berlin), next run 2026-11-30 09:00" in weekly, weekly
+    assert "starts 2026-11-24" not in weekly, weekly
+    dated = ws.run("campaign", "create", str(SAMPLES / "campaign-interactive.toml")).output
+    assert "starts 2026-11-27 09:00 America/New_York (14:00 UTC)" in dated, dated
