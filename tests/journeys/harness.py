@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -179,6 +180,16 @@ class Workspace:
             raise JourneyError(f"gatecast {' '.join(args)} printed a traceback:\n{result.output}")
         return result
 
+    def link_sender(self) -> str:
+        """README step 1: ``instance create``, then ``instance qr ID`` (an auto-linking
+        sandbox links it then, as a phone's scan would); returns the instance id."""
+        created = self.run("instance", "create").output
+        found = re.search(r"\b([0-9A-F]{10,})\b", created)
+        if not found:
+            raise JourneyError(f"instance create printed no instance id:\n{created}")
+        self.run("instance", "qr", found.group(1))
+        return found.group(1)
+
     def spawn(self, *args: str, **env: str) -> Process:
         """Start ``gatecast ARGS`` in the background (stopped when the journey ends)."""
         log_path = self.path / f"{args[0]}-{len(self.processes)}.log"
@@ -227,8 +238,6 @@ class Server:
 
 def table_value(output: str, label: str) -> str:
     """The value beside ``label`` in a table the CLI printed (``│ label │ value │``)."""
-    import re
-
     found = re.search(rf"{re.escape(label)}\s*[│|]\s*([^│|\n]+?)\s*[│|]", output)
     if not found:
         raise JourneyError(f"no {label!r} in the output:\n{output}")

@@ -10,7 +10,6 @@ PostgreSQL; the stored numbers are read back as the user can and compared as E.1
 from __future__ import annotations
 
 import csv
-import re
 from pathlib import Path
 from typing import Any
 
@@ -93,13 +92,6 @@ def _check_stored(ws: Workspace, expected: dict[str, str], list_name: str) -> No
         assert list_name in shown["lists"], shown
 
 
-def _link_sender(ws: Workspace) -> None:
-    created = ws.run("instance", "create")
-    found = re.search(r"\b([0-9A-F]{10,})\b", created.output)
-    assert found, created.output
-    ws.run("instance", "qr", found.group(1))
-
-
 def _campaign_numbers(ws: Workspace, list_name: str, expected: int) -> set[str]:
     """A fast text campaign to ``list_name``, run with webhooks; the report's numbers."""
     toml = ws.path / "hello.toml"
@@ -137,7 +129,7 @@ def test_excel_with_number_cells_and_a_title_row_imports_and_is_sent(ws: Workspa
     again = _import(ws, book, "de-customers", "--region", "DE")
     assert (again["imported"], again["updated"], again["unchanged"]) == (0, 0, 7), again
 
-    _link_sender(ws)
+    ws.link_sender()
     assert _campaign_numbers(ws, "de-customers", 7) == set(EXCEL_E164.values())
 
 

@@ -35,12 +35,9 @@ delay_seconds = [0, 0]
 
 def _link_sender(ws: Workspace) -> str:
     """A sender instance created and linked by the sandbox (state connected)."""
-    created = ws.run("instance", "create").output
-    found = re.search(r"\b([0-9A-F]{10,})\b", created)
-    assert found, created
-    ws.run("instance", "qr", found.group(1))
+    instance_id = ws.link_sender()
     assert "connected" in ws.run("instance", "status").output
-    return found.group(1)
+    return instance_id
 
 
 def _import_customers(ws: Workspace) -> None:

@@ -54,8 +54,7 @@ def _created_id(output: str) -> str:
 
 def _link(ws: Workspace) -> str:
     """Create an instance (the auto-link sandbox links it) and let gatecast see it linked."""
-    instance_id = _created_id(ws.run("instance", "create").output)
-    ws.run("instance", "qr", instance_id)
+    instance_id = ws.link_sender()
     assert instance_id in ws.run("instance", "status").output
     return instance_id
 

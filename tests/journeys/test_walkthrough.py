@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import json
-import re
 from datetime import datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -19,15 +18,9 @@ from tests.journeys.harness import SAMPLES, Workspace, table_value
 
 
 def _link_sender(ws: Workspace) -> str:
-    """Step 1: create an instance, fetch its QR (the sandbox links it), see it connected."""
-    created = ws.run("instance", "create")
-    found = re.search(r"\b([0-9A-F]{10,})\b", created.output)
-    assert found, created.output
-    instance_id = found.group(1)
-    qr = ws.run("instance", "qr", instance_id).output
-    assert "linked" in qr or (ws.path / f"{instance_id}.png").exists(), qr
-    status = ws.run("instance", "status")
-    assert instance_id in status.output
+    """Step 1: create an instance, fetch its QR (the sandbox links it), see it listed."""
+    instance_id = ws.link_sender()
+    assert instance_id in ws.run("instance", "status").output
     return instance_id
 
 

@@ -60,16 +60,6 @@ CAMPAIGN: dict[str, Any] = {
 # --- steps ----------------------------------------------------------------------------
 
 
-def _link_sender(ws: Workspace) -> str:
-    """An instance created and linked with the CLI (the sandbox links on the QR request)."""
-    created = ws.run("instance", "create")
-    found = re.search(r"\b([0-9A-F]{10,})\b", created.output)
-    assert found, created.output
-    instance_id = found.group(1)
-    ws.run("instance", "qr", instance_id)
-    return instance_id
-
-
 def _import_customers(ws: Workspace) -> None:
     out = ws.run("contacts", "import", str(SAMPLES / "contacts.csv"), "--list", "customers")
     assert table_value(out.output, "imported (new)") == "44"
@@ -307,7 +297,7 @@ def test_the_instances_page_open_during_a_connection_drop_never_asks_for_a_qr(
 ) -> None:
     from playwright.sync_api import expect
 
-    instance_id = _link_sender(ws)
+    instance_id = ws.link_sender()
     server = ws.serve()
     _sign_in(page, server, "/instances")
     card = page.locator(f".instance[data-instance='{instance_id}']")
