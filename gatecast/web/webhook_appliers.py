@@ -7,13 +7,13 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from sqlalchemy import Connection
-from sqlalchemy.exc import OperationalError
 
 from campaigns.tracking import ApplyStats, apply_pending, record_events_in, store_events_in
 from gatecast.web.context import AppContext
 from gatecast.web.webhook_batcher import WouldBlock
 from gateway.events import Event
-from storage.engine import SQLITE_BUSY_TIMEOUT_MS, is_lock_error, is_sqlite_file
+from storage.engine import is_sqlite_file
+from storage.event_store import Locked, NoWaitConnection
 
 
 def make_applier(
@@ -52,17 +52,17 @@ class InlineApplier:
 
     SQLite work is CPU under the GIL, so a worker thread only adds hand-offs and GIL
     convoys (bench/webhooks.py: about 0.6x -> 0.8x of a bare endpoint's rate). The
-    connection's busy timeout is 0: when another writer holds the lock the batch raises
-    :class:`WouldBlock` at once (nothing applied) and the batcher hands it to a thread,
-    so the loop never stalls. Not for PostgreSQL, whose work waits on the server: there a
-    thread overlaps that wait with serving requests. ``store_only``: see
-    :func:`campaigns.tracking.store_events_in`.
+    connection (:class:`storage.event_store.NoWaitConnection`) never waits for a lock:
+    when another writer holds it the batch raises :class:`WouldBlock` at once (nothing
+    applied) and the batcher hands it to a thread, so the loop never stalls. Not for
+    PostgreSQL, whose work waits on the server: there a thread overlaps that wait with
+    serving requests. ``store_only``: see :func:`campaigns.tracking.store_events_in`.
     """
 
     def __init__(self, ctx: AppContext, *, store_only: bool = False) -> None:
         self._ctx = ctx
         self._record = store_events_in if store_only else record_events_in
-        self._conn: Connection | None = None
+        self._conn = NoWaitConnection(ctx.engine)
 
     def __call__(self, events: list[Event]) -> ApplyStats:
         """Record ``events`` in one transaction; :class:`WouldBlock` if the DB is locked."""
@@ -78,33 +78,14 @@ class InlineApplier:
         return self._transaction(lambda conn: apply_pending(conn, message_ids, now=now))
 
     def _transaction(self, work: Callable[[Connection], _T]) -> _T:
-        conn = self._connection()
         try:
-            with conn.begin():
-                return work(conn)
-        except OperationalError as exc:
-            if is_lock_error(exc):
-                raise WouldBlock from exc
-            self.close()
-            raise
-
-    def _connection(self) -> Connection:
-        if self._conn is None:
-            conn = self._ctx.engine.connect()
-            raw = conn.connection.dbapi_connection
-            assert raw is not None
-            raw.execute("PRAGMA busy_timeout=0")  # not through SQLAlchemy: no autobegin
-            self._conn = conn
-        return self._conn
+            return self._conn.transaction(work)
+        except Locked as exc:
+            raise WouldBlock from exc
 
     def close(self) -> None:
         """Give the held connection back (with the usual busy timeout)."""
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            raw = conn.connection.dbapi_connection
-            if raw is not None:
-                raw.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-            conn.close()
+        self._conn.close()
 
 
 def make_inline_applier(ctx: AppContext, *, store_only: bool = False) -> InlineApplier | None:

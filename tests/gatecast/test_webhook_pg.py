@@ -59,7 +59,7 @@ def _stored(engine: Engine) -> list[tuple[str, str, bool]]:
 
 
 def _backend_pid(store: PgStatusStore) -> int:
-    conn = store._conn
+    conn = store.inserter._conn
     assert conn is not None
     return int(conn.info.backend_pid)
 
@@ -140,8 +140,8 @@ def test_reconnects_after_the_connection_is_closed_or_killed(pg_engine: Engine) 
         assert stats is not None and stats.pending == ["m0000002"]
         assert _backend_pid(store) != old
         # closed under it
-        assert store._conn is not None
-        await store._conn.close()
+        assert store.inserter._conn is not None
+        await store.inserter._conn.close()
         assert await store(_events(_status(3, "sent")))
         await store.close()
 
@@ -156,6 +156,7 @@ def test_a_failed_store_answers_503_and_the_next_batch_recovers(pg_engine: Engin
     good = ctx.engine
     # the same database through a port nothing listens on
     ctx.engine = make_engine(good.url.set(port=1).render_as_string(hide_password=False))
+    store.inserter.engine = ctx.engine
 
     async def go() -> list[int]:
         batcher = EventBatcher(lambda _: pytest.fail("thread path"), store=store)
@@ -167,7 +168,7 @@ def test_a_failed_store_answers_503_and_the_next_batch_recovers(pg_engine: Engin
         body = json.dumps(_status(1, "read")).encode()
         codes.append((await webhook.accept_body(app, ctx, body))[0])
         ctx.engine.dispose()
-        ctx.engine = good
+        ctx.engine = store.inserter.engine = good
         codes.append((await webhook.accept_body(app, ctx, body))[0])
         await batcher.stop()
         await store.close()
