@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
-import itertools
 import json
 import os
 import re
@@ -32,12 +31,14 @@ from typing import IO, Any
 from sqlalchemy import Connection, Engine, Table, func, select
 from sqlalchemy import text as sql_text
 
-from campaigns import sqlite_csv, xlsx_sheet
-from campaigns.report_fetch import campaign_span, prefetched, read_transaction
+from campaigns import xlsx_sheet
 from storage import states
 from storage.models import Campaign, Contact, Delivery
-from storage.queries import reports as report_queries
 from storage.queries.campaigns import delivery_counts
+from storage.reports import postgresql as pg_reports
+from storage.reports import sql as report_sql
+from storage.reports import sqlite as sqlite_reports
+from storage.reports.read_ahead import prefetched
 
 _d: Table = Delivery.__table__  # type: ignore[attr-defined]
 _c: Table = Contact.__table__  # type: ignore[attr-defined]
@@ -156,14 +157,14 @@ def _median_seconds(micros: array[int]) -> float:
 
 def _micros(conn: Connection, campaign_id: int, *, to: str) -> array[int]:
     """Microseconds from sent to ``to`` ("delivered" or "read") of the campaign's rows that
-    got there, computed by the database (``storage.queries.reports.*_MICROS_*``): no
+    got there, computed by the database (``storage.reports.sql.*_MICROS_*``): no
     datetime per row."""
     pg = conn.dialect.name == "postgresql"
     sql = {
-        ("delivered", True): report_queries.DELIVERY_MICROS_POSTGRESQL,
-        ("delivered", False): report_queries.DELIVERY_MICROS_SQLITE,
-        ("read", True): report_queries.READ_MICROS_POSTGRESQL,
-        ("read", False): report_queries.READ_MICROS_SQLITE,
+        ("delivered", True): report_sql.DELIVERY_MICROS_POSTGRESQL,
+        ("delivered", False): report_sql.DELIVERY_MICROS_SQLITE,
+        ("read", True): report_sql.READ_MICROS_POSTGRESQL,
+        ("read", False): report_sql.READ_MICROS_SQLITE,
     }[(to, pg)]
     micros = array("q")
     stream = conn.execution_options(yield_per=YIELD_PER).execute(
@@ -290,54 +291,29 @@ _BOM = "\ufeff"
 
 def _write_lines(fetch: Callable[[], list[Any]], close: Callable[[], None], fh: IO[bytes]) -> None:
     """Write the one-column rows that ``fetch()`` returns, chunk by chunk, as CRLF lines
-    (fetched ahead by a thread: :func:`campaigns.report_fetch.prefetched`)."""
+    (fetched ahead by a thread: :func:`storage.reports.read_ahead.prefetched`)."""
     with prefetched(fetch, close, "csv-fetch") as chunks:
         for rows in chunks:
             fh.write(("\r\n".join([r[0] for r in rows]) + "\r\n").encode("utf-8"))
 
 
-def _pg_rows(
-    dbapi: Any, sql: str, campaign_id: int, size: int
-) -> tuple[Callable[[], list[Any]], Callable[[], None]]:
-    """Fetch (``size`` rows a chunk) and close for the rows of ``sql`` (CSV lines or XLSX
-    cells) on PostgreSQL.
-    ``stream`` (libpq chunked rows mode, no cursor) lets the server run the query with
-    parallel workers, which a named cursor forbids; before libpq 17 a named cursor is the
-    streamed fallback."""
-    from psycopg import pq
-
-    for statement in report_queries.PG_SESSION:  # SET LOCAL: ends with the transaction
-        dbapi.execute(statement)
-    cur = dbapi.cursor()
-    if pq.version() < 170000:  # pragma: no cover - psycopg[binary] ships a newer libpq
-        cur = dbapi.cursor(name=f"gatecast_report_{campaign_id}")
-        cur.itersize = size
-        cur.execute(sql, (campaign_id,))
-        return lambda: list(cur.fetchmany(size)), cur.close
-    rows = cur.stream(sql, (campaign_id,), size=size)
-
-    def close() -> None:
-        rows.close()  # cancels and drains the query when the writer stopped early
-        cur.close()
-
-    return lambda: list(itertools.islice(rows, size)), close
-
-
 def _write_csv(conn: Connection, campaign_id: int, fh: IO[bytes]) -> None:
     """The CSV (UTF-8 with a BOM) with every line rendered by the database
-    (``storage.queries.reports``); same bytes as :func:`_write_csv_per_row`. SQLite
-    renders windows of ids as blobs, in parallel on a WAL file (``campaigns.sqlite_csv``);
+    (``storage.reports.sql``); same bytes as :func:`_write_csv_per_row`. SQLite
+    renders windows of ids as blobs, in parallel on a WAL file (``storage.reports.sqlite``);
     PostgreSQL streams lines, fetched in chunks by a thread and joined. Memory stays
     flat."""
     fh.write((_BOM + ",".join(COLUMNS) + "\r\n").encode("utf-8"))
     dbapi: Any = conn.connection.driver_connection
     if conn.dialect.name == "postgresql":
-        fetch, close = _pg_rows(dbapi, report_queries.CSV_LINES_POSTGRESQL, campaign_id, CSV_CHUNK)
+        fetch, close = pg_reports.rows(
+            dbapi, report_sql.CSV_LINES_POSTGRESQL, campaign_id, CSV_CHUNK
+        )
     elif conn.dialect.name == "sqlite":
-        if sqlite_csv.write_windows(dbapi, campaign_id, fh):
+        if sqlite_reports.write_windows(dbapi, campaign_id, fh):
             return
         cur = dbapi.cursor()  # rows sparse in their id range: the campaign index, sorted
-        cur.execute(report_queries.CSV_LINES_SQLITE, (campaign_id,))
+        cur.execute(report_sql.CSV_LINES_SQLITE, (campaign_id,))
         fetch, close = (lambda: cur.fetchmany(CSV_CHUNK)), cur.close
     else:  # pragma: no cover - gatecast runs on SQLite and PostgreSQL only
         text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
@@ -370,7 +346,7 @@ def _excel_time(value: datetime | None) -> datetime | str:
 def _summary_workbook(summary: ReportSummary) -> Any:
     """A write-only openpyxl workbook: the "Summary" sheet with its funnel chart, then an
     empty "Deliveries" sheet (returned as the workbook's second sheet). Its first cell
-    style is the date format (``storage.queries.reports.XLSX_DATE_STYLE``, which the
+    style is the date format (``storage.reports.sql.XLSX_DATE_STYLE``, which the
     database's date cells name); rates are percentages."""
     from openpyxl import Workbook
     from openpyxl.cell import WriteOnlyCell
@@ -380,7 +356,7 @@ def _summary_workbook(summary: ReportSummary) -> Any:
     ws = wb.create_sheet("Summary")
     date = WriteOnlyCell(ws)
     date.number_format = XLSX_DATE_FORMAT
-    if date.style_id != report_queries.XLSX_DATE_STYLE:  # pragma: no cover - openpyxl changed
+    if date.style_id != report_sql.XLSX_DATE_STYLE:  # pragma: no cover - openpyxl changed
         raise RuntimeError(f"the XLSX date style is {date.style_id}, not the one the SQL names")
 
     def rate(value: float | None) -> Any:
@@ -462,49 +438,18 @@ _XLSX_MARKED = xlsx_sheet.Marked(
     texts=8,
     numbers=1,
     dates=6,
-    date_start=report_queries.XLSX_DATE_START.encode(),
-    date_end=report_queries.XLSX_DATE_END.encode(),
-    date_style=report_queries.XLSX_DATE_STYLE,
-    text_start=report_queries.XLSX_TEXT_START.encode(),
-    text_end=report_queries.XLSX_TEXT_END.encode(),
-    number_start=report_queries.XLSX_NUMBER_START.encode(),
-    number_end=report_queries.XLSX_NUMBER_END.encode(),
-    row_sep=report_queries.XLSX_ROW_SEP.encode(),
+    date_start=report_sql.XLSX_DATE_START.encode(),
+    date_end=report_sql.XLSX_DATE_END.encode(),
+    date_style=report_sql.XLSX_DATE_STYLE,
+    text_start=report_sql.XLSX_TEXT_START.encode(),
+    text_end=report_sql.XLSX_TEXT_END.encode(),
+    number_start=report_sql.XLSX_NUMBER_START.encode(),
+    number_end=report_sql.XLSX_NUMBER_END.encode(),
+    row_sep=report_sql.XLSX_ROW_SEP.encode(),
 )
-#: ids per window of the SQLite XLSX sheet (at most this many rows, about 2.5 MB of XML)
-XLSX_WINDOW_IDS = 4096
-
 #: a window: its rows as XML, or as rows of ``XLSX_CELLS_SQLITE_RANGE`` (when a value
 #: needs the careful path), and their number
 _Window = tuple[bytes | list[Any], int]
-
-
-def _sqlite_windows(
-    dbapi: Any, campaign_id: int, first: int, last: int
-) -> tuple[Callable[[], list[Any]], Callable[[], None]]:
-    """Fetch and close for the windows of the campaign's id range: one :data:`_Window` a
-    call, [] at the end. Each window is one text rendered by SQLite (the GIL is free
-    meanwhile); one whose values need escaping or dropping is fetched again as rows, in
-    the fetching thread."""
-    windows = iter(range(first, last + 1, XLSX_WINDOW_IDS))
-    cur = dbapi.cursor()
-
-    def fetch() -> list[Any]:
-        for lo in windows:
-            hi = min(lo + XLSX_WINDOW_IDS - 1, last)
-            blob, n = cur.execute(
-                report_queries.XLSX_WINDOW_SQLITE, (lo, hi, campaign_id)
-            ).fetchone()
-            if not n:
-                continue
-            xml = _XLSX_MARKED.expand(blob, n)
-            if xml is not None:
-                return [(xml, n)]
-            rows = cur.execute(report_queries.XLSX_CELLS_SQLITE_RANGE, (lo, hi, campaign_id))
-            return [(rows.fetchall(), n)]
-        return []
-
-    return fetch, cur.close
 
 
 def _xlsx_window_rows(windows: Iterable[list[_Window]]) -> Iterator[str | bytes]:
@@ -527,20 +472,22 @@ def _xlsx_rows(conn: Connection, campaign_id: int) -> Iterator[Iterable[str | by
     forbids, rows of ``XLSX_CELLS_*`` (:data:`_XLSX_LAYOUT`) rendered one by one."""
     dbapi: Any = conn.connection.driver_connection
     if conn.dialect.name == "postgresql":
-        sql = report_queries.XLSX_CELLS_POSTGRESQL
-        fetch, close = _pg_rows(dbapi, sql, campaign_id, XLSX_CHUNK)
+        sql = report_sql.XLSX_CELLS_POSTGRESQL
+        fetch, close = pg_reports.rows(dbapi, sql, campaign_id, XLSX_CHUNK)
         with prefetched(fetch, close, "xlsx-fetch") as chunks:
             yield xlsx_sheet.rendered(_XLSX_LAYOUT, chunks)
         return
-    first, last, n = campaign_span(dbapi, campaign_id)
-    if report_queries.use_rowid_range(first, last, n):
-        with read_transaction(dbapi):  # one snapshot for all the windows
-            fetch, close = _sqlite_windows(dbapi, campaign_id, first, last)
+    first, last, n = sqlite_reports.campaign_span(dbapi, campaign_id)
+    if report_sql.use_rowid_range(first, last, n):
+        with sqlite_reports.read_transaction(dbapi):  # one snapshot for all the windows
+            fetch, close = sqlite_reports.xlsx_windows(
+                dbapi, campaign_id, first, last, _XLSX_MARKED.expand
+            )
             with prefetched(fetch, close, "xlsx-fetch") as windows:
                 yield _xlsx_window_rows(windows)
         return
     cur = dbapi.cursor()  # sparse rows: the campaign index, sorted
-    cur.execute(report_queries.XLSX_CELLS_SQLITE, (campaign_id,))
+    cur.execute(report_sql.XLSX_CELLS_SQLITE, (campaign_id,))
     with prefetched(lambda: cur.fetchmany(XLSX_CHUNK), cur.close, "xlsx-fetch") as chunks:
         yield xlsx_sheet.rendered(_XLSX_LAYOUT, chunks)
 

@@ -17,7 +17,7 @@ from campaigns.materialise import materialise
 from storage import states
 from storage.engine import make_engine
 from storage.models import Delivery
-from storage.queries import reports as report_queries
+from storage.reports import sql as report_sql
 from tests.campaigns.campaign_fixtures import NOW, make_list, people, phone, spec
 
 deliveries = Delivery.__table__  # type: ignore[attr-defined]
@@ -239,7 +239,7 @@ def test_fast_csv_with_other_campaigns_rows_between(
             select(deliveries.c.id).where(deliveries.c.campaign_id == cid)
         ).scalars()
         ids = sorted(span)
-    assert report_queries.use_rowid_range(ids[0], ids[-1], len(ids)) is (gap == 1)
+    assert report_sql.use_rowid_range(ids[0], ids[-1], len(ids)) is (gap == 1)
     out = reports.write_report(engine, cid, tmp_path / "r.csv")
     got = out.read_bytes()
     assert got.count(b"\r\n") >= 7 and b"x0-" not in got
@@ -247,10 +247,10 @@ def test_fast_csv_with_other_campaigns_rows_between(
 
 
 def test_use_rowid_range() -> None:
-    assert report_queries.use_rowid_range(None, None, 0) is False
-    assert report_queries.use_rowid_range(10, 10, 1) is True
-    assert report_queries.use_rowid_range(1, 400, 100) is True
-    assert report_queries.use_rowid_range(1, 401, 100) is False
+    assert report_sql.use_rowid_range(None, None, 0) is False
+    assert report_sql.use_rowid_range(10, 10, 1) is True
+    assert report_sql.use_rowid_range(1, 400, 100) is True
+    assert report_sql.use_rowid_range(1, 401, 100) is False
 
 
 def test_fast_csv_sqlite_nul_bytes(sqlite_engine: Engine, tmp_path: Path) -> None:
