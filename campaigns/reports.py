@@ -15,7 +15,6 @@ a failure leaves no half-written file.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import json
@@ -29,16 +28,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from sqlalchemy import Connection, Engine, Table, func, select
-from sqlalchemy import text as sql_text
 
 from campaigns import xlsx_sheet
+from storage import reports as report_store
 from storage import states
 from storage.models import Campaign, Contact, Delivery
 from storage.queries.campaigns import delivery_counts
-from storage.reports import postgresql as pg_reports
 from storage.reports import sql as report_sql
-from storage.reports import sqlite as sqlite_reports
-from storage.reports.read_ahead import prefetched
 
 _d: Table = Delivery.__table__  # type: ignore[attr-defined]
 _c: Table = Contact.__table__  # type: ignore[attr-defined]
@@ -47,10 +43,6 @@ _campaigns: Table = Campaign.__table__  # type: ignore[attr-defined]
 FORMATS = (".csv", ".xlsx", ".json")
 #: rows an Excel sheet holds, header included
 XLSX_MAX_ROWS = 1_048_576
-#: rows fetched per round trip while streaming
-YIELD_PER = 2000
-#: rows per chunk of the XLSX sheet (about 1.5 MB of XML)
-XLSX_CHUNK = 2000
 _DELIVERIES = "Deliveries"
 
 COLUMNS = (
@@ -155,26 +147,6 @@ def _median_seconds(micros: array[int]) -> float:
     return (float(middle[k - 1]) / 1e6 + float(middle[k]) / 1e6) / 2
 
 
-def _micros(conn: Connection, campaign_id: int, *, to: str) -> array[int]:
-    """Microseconds from sent to ``to`` ("delivered" or "read") of the campaign's rows that
-    got there, computed by the database (``storage.reports.sql.*_MICROS_*``): no
-    datetime per row."""
-    pg = conn.dialect.name == "postgresql"
-    sql = {
-        ("delivered", True): report_sql.DELIVERY_MICROS_POSTGRESQL,
-        ("delivered", False): report_sql.DELIVERY_MICROS_SQLITE,
-        ("read", True): report_sql.READ_MICROS_POSTGRESQL,
-        ("read", False): report_sql.READ_MICROS_SQLITE,
-    }[(to, pg)]
-    micros = array("q")
-    stream = conn.execution_options(yield_per=YIELD_PER).execute(
-        sql_text(sql), {"campaign_id": campaign_id}
-    )
-    for part in stream.scalars().partitions():
-        micros.extend(part)
-    return micros
-
-
 def _summary(conn: Connection, campaign_id: int) -> ReportSummary:
     camp = _campaign(conn, campaign_id)
     counts = delivery_counts(conn, campaign_id)
@@ -191,8 +163,8 @@ def _summary(conn: Connection, campaign_id: int) -> ReportSummary:
         .select_from(_d.join(_c, _c.c.id == _d.c.contact_id))
         .where(_d.c.campaign_id == campaign_id, _c.c.opted_out.is_(True))
     ).scalar_one()
-    to_delivery = _micros(conn, campaign_id, to="delivered")
-    to_read = _micros(conn, campaign_id, to="read")
+    to_delivery = report_store.micros_since_sent(conn, campaign_id, to="delivered")
+    to_read = report_store.micros_since_sent(conn, campaign_id, to="read")
     sent, delivered, read, replied = (int(x) for x in agg)
     return ReportSummary(
         campaign_id=int(camp.id),
@@ -246,7 +218,7 @@ def iter_report_rows(
         .where(_d.c.campaign_id == campaign_id)
         .order_by(_d.c.id)
     )
-    for r in conn.execution_options(yield_per=YIELD_PER).execute(stmt):
+    for r in conn.execution_options(yield_per=report_store.YIELD_PER).execute(stmt):
         row: dict[str, Any] = {
             "target": r.target,
             "name": r.name or "",
@@ -284,45 +256,22 @@ def _write_csv_per_row(conn: Connection, campaign_id: int, fh: IO[str]) -> None:
         writer.writerow(_cells(row))
 
 
-#: lines per chunk of the CSV fast path (about 330 kB of text)
-CSV_CHUNK = 2000
 _BOM = "\ufeff"
-
-
-def _write_lines(fetch: Callable[[], list[Any]], close: Callable[[], None], fh: IO[bytes]) -> None:
-    """Write the one-column rows that ``fetch()`` returns, chunk by chunk, as CRLF lines
-    (fetched ahead by a thread: :func:`storage.reports.read_ahead.prefetched`)."""
-    with prefetched(fetch, close, "csv-fetch") as chunks:
-        for rows in chunks:
-            fh.write(("\r\n".join([r[0] for r in rows]) + "\r\n").encode("utf-8"))
 
 
 def _write_csv(conn: Connection, campaign_id: int, fh: IO[bytes]) -> None:
     """The CSV (UTF-8 with a BOM) with every line rendered by the database
-    (``storage.reports.sql``); same bytes as :func:`_write_csv_per_row`. SQLite
-    renders windows of ids as blobs, in parallel on a WAL file (``storage.reports.sqlite``);
-    PostgreSQL streams lines, fetched in chunks by a thread and joined. Memory stays
-    flat."""
+    (:func:`storage.reports.write_csv_lines`); same bytes as :func:`_write_csv_per_row`.
+    Memory stays flat."""
     fh.write((_BOM + ",".join(COLUMNS) + "\r\n").encode("utf-8"))
-    dbapi: Any = conn.connection.driver_connection
-    if conn.dialect.name == "postgresql":
-        fetch, close = pg_reports.rows(
-            dbapi, report_sql.CSV_LINES_POSTGRESQL, campaign_id, CSV_CHUNK
-        )
-    elif conn.dialect.name == "sqlite":
-        if sqlite_reports.write_windows(dbapi, campaign_id, fh):
-            return
-        cur = dbapi.cursor()  # rows sparse in their id range: the campaign index, sorted
-        cur.execute(report_sql.CSV_LINES_SQLITE, (campaign_id,))
-        fetch, close = (lambda: cur.fetchmany(CSV_CHUNK)), cur.close
-    else:  # pragma: no cover - gatecast runs on SQLite and PostgreSQL only
+    if not report_store.supported(conn):  # pragma: no cover - SQLite and PostgreSQL only
         text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
         writer = csv.writer(text)
         for row in iter_report_rows(conn, campaign_id):
             writer.writerow(_cells(row))
         text.detach()
         return
-    _write_lines(fetch, close, fh)
+    report_store.write_csv_lines(conn, campaign_id, fh)
 
 
 def _write_json(conn: Connection, campaign_id: int, summary: ReportSummary, fh: IO[str]) -> None:
@@ -447,15 +396,13 @@ _XLSX_MARKED = xlsx_sheet.Marked(
     number_end=report_sql.XLSX_NUMBER_END.encode(),
     row_sep=report_sql.XLSX_ROW_SEP.encode(),
 )
-#: a window: its rows as XML, or as rows of ``XLSX_CELLS_SQLITE_RANGE`` (when a value
-#: needs the careful path), and their number
-_Window = tuple[bytes | list[Any], int]
 
 
-def _xlsx_window_rows(windows: Iterable[list[_Window]]) -> Iterator[str | bytes]:
-    """The ``<row>`` elements of the windows, numbered (the careful ones) from 2."""
+def _xlsx_window_rows(items: Iterable[report_store.XlsxItem]) -> Iterator[str | bytes]:
+    """The sheet's ``<row>`` elements: XML the database's windows expanded to, and rows
+    of ``XLSX_CELLS_*`` (:data:`_XLSX_LAYOUT`) rendered one by one, numbered from 2."""
     r = 2
-    for ((payload, n),) in windows:
+    for payload, n in items:
         if isinstance(payload, bytes):
             yield payload
         else:
@@ -463,46 +410,17 @@ def _xlsx_window_rows(windows: Iterable[list[_Window]]) -> Iterator[str | bytes]
         r += n
 
 
-@contextlib.contextmanager
-def _xlsx_rows(conn: Connection, campaign_id: int) -> Iterator[Iterable[str | bytes]]:
-    """The sheet's ``<row>`` elements, fetched ahead by a thread. SQLite, rows dense in
-    their id range: windows rendered as one blob each by the database
-    (``XLSX_WINDOW_SQLITE``), made XML by a few ``bytes.replace`` in the fetching thread
-    (:class:`campaigns.xlsx_sheet.Marked`); elsewhere, and for a window with a value XML
-    forbids, rows of ``XLSX_CELLS_*`` (:data:`_XLSX_LAYOUT`) rendered one by one."""
-    dbapi: Any = conn.connection.driver_connection
-    if conn.dialect.name == "postgresql":
-        sql = report_sql.XLSX_CELLS_POSTGRESQL
-        fetch, close = pg_reports.rows(dbapi, sql, campaign_id, XLSX_CHUNK)
-        with prefetched(fetch, close, "xlsx-fetch") as chunks:
-            yield xlsx_sheet.rendered(_XLSX_LAYOUT, chunks)
-        return
-    first, last, n = sqlite_reports.campaign_span(dbapi, campaign_id)
-    if report_sql.use_rowid_range(first, last, n):
-        with sqlite_reports.read_transaction(dbapi):  # one snapshot for all the windows
-            fetch, close = sqlite_reports.xlsx_windows(
-                dbapi, campaign_id, first, last, _XLSX_MARKED.expand
-            )
-            with prefetched(fetch, close, "xlsx-fetch") as windows:
-                yield _xlsx_window_rows(windows)
-        return
-    cur = dbapi.cursor()  # sparse rows: the campaign index, sorted
-    cur.execute(report_sql.XLSX_CELLS_SQLITE, (campaign_id,))
-    with prefetched(lambda: cur.fetchmany(XLSX_CHUNK), cur.close, "xlsx-fetch") as chunks:
-        yield xlsx_sheet.rendered(_XLSX_LAYOUT, chunks)
-
-
 def _write_xlsx(conn: Connection, campaign_id: int, summary: ReportSummary, target: Path) -> None:
     """The XLSX: openpyxl writes the summary, its chart and an empty "Deliveries" sheet
     to memory; ``campaigns.xlsx_sheet`` copies that package to ``target`` with the
     Deliveries sheet streamed from the database. Memory stays flat."""
-    if conn.dialect.name not in ("sqlite", "postgresql"):  # pragma: no cover
+    if not report_store.supported(conn):  # pragma: no cover
         _write_xlsx_openpyxl(conn, campaign_id, summary, target)
         return
     package = io.BytesIO()
     _summary_workbook(summary).save(package)
-    with _xlsx_rows(conn, campaign_id) as body:
-        xml = xlsx_sheet.sheet_xml(XLSX_COLUMNS, body)
+    with report_store.xlsx_items(conn, campaign_id, expand=_XLSX_MARKED.expand) as items:
+        xml = xlsx_sheet.sheet_xml(XLSX_COLUMNS, _xlsx_window_rows(items))
         xlsx_sheet.replace_sheet(package, _DELIVERIES, xml, target)
 
 

@@ -14,6 +14,7 @@ from sqlalchemy import Engine, insert, select, update
 
 from campaigns import lifecycle, reports, service
 from campaigns.materialise import materialise
+from storage import reports as report_store
 from storage import states
 from storage.engine import make_engine
 from storage.models import Delivery
@@ -190,7 +191,7 @@ def test_fast_csv_in_small_chunks(
 ) -> None:
     """Many chunks through the fetching thread and its bounded queue: same bytes."""
     cid = _campaign(engine)
-    monkeypatch.setattr(reports, "CSV_CHUNK", 3)
+    monkeypatch.setattr(report_store, "CSV_CHUNK", 3)
     out = reports.write_report(engine, cid, tmp_path / "r.csv")
     _assert_same(out.read_bytes(), _per_row(engine, cid))
 
@@ -306,7 +307,7 @@ def test_fast_csv_write_error_stops_the_fetcher(
 ) -> None:
     """A failed write raises at once, the fetching thread ends, the connection is reusable."""
     cid = _campaign(engine)
-    monkeypatch.setattr(reports, "CSV_CHUNK", 2)
+    monkeypatch.setattr(report_store, "CSV_CHUNK", 2)
     before = threading.active_count()
     with engine.connect() as conn:
         with pytest.raises(OSError, match="no space"):

@@ -18,6 +18,7 @@ from sqlalchemy import Engine, update
 
 from campaigns import reports, service, xlsx_sheet
 from campaigns.materialise import materialise
+from storage import reports as report_store
 from storage.models import Delivery
 from storage.reports import sqlite as sqlite_reports
 from tests.campaigns.campaign_fixtures import NOW, make_list, people, spec
@@ -179,7 +180,7 @@ def test_xlsx_in_small_chunks(
 ) -> None:
     """Many chunks through the fetching thread and the writing thread: same cells."""
     cid = tricky_campaign(engine)
-    monkeypatch.setattr(reports, "XLSX_CHUNK", 3)
+    monkeypatch.setattr(report_store, "XLSX_CHUNK", 3)
     monkeypatch.setattr(sqlite_reports, "XLSX_WINDOW_IDS", 3)
     out = reports.write_report(engine, cid, tmp_path / "r.xlsx")
     _reference(engine, cid, tmp_path / "ref.xlsx", monkeypatch)
@@ -245,7 +246,7 @@ def test_failed_xlsx_leaves_no_file(
     import threading
 
     cid = tricky_campaign(engine)
-    monkeypatch.setattr(reports, "XLSX_CHUNK", 2)
+    monkeypatch.setattr(report_store, "XLSX_CHUNK", 2)
     monkeypatch.setattr(sqlite_reports, "XLSX_WINDOW_IDS", 2)
     calls = 0
     render = xlsx_sheet.render_rows
