@@ -405,20 +405,6 @@ def _missing_page(
     return _inputs(conn.execute(stmt).all())
 
 
-def _analyse(conn: Connection) -> None:
-    """Refresh PostgreSQL's statistics of the tables a materialisation reads.
-
-    A list imported minutes ago, or a ``deliveries`` table that was empty when last
-    analysed, has no statistics yet; the planner then guesses a few hundred rows and
-    picks plans that read and sort every remaining member for each keyset page, or scan
-    the campaign's rows for each member: a start became quadratic in the list's size.
-    ``ANALYZE`` samples a fixed number of rows (milliseconds to a fraction of a second),
-    and is run only for lists longer than one chunk. No-op elsewhere.
-    """
-    if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql(f"ANALYZE {_members.name}, {_contacts.name}, {_d.name}")
-
-
 def _group_inputs(conn: Connection, campaign_id: int, groups: Sequence[str]) -> list[_Input]:
     todo = group_recipients(groups)
     existing = _existing_targets(conn, campaign_id, [r.target for r in todo])
@@ -452,7 +438,7 @@ def _pages(
     while page := _missing_page(conn, list_id, probe, after=after, limit=chunk):
         yield page
         if after == 0 and len(page) == chunk:
-            _analyse(conn)
+            dq.refresh_statistics(conn)  # a long list: run only past one chunk
         after = page[-1][2] or 0
 
 
@@ -514,7 +500,7 @@ def materialise_committed(
         with engine.begin() as conn:
             dq.insert_new_deliveries(conn, rows)
             if after == 0 and len(page) == chunk:
-                _analyse(conn)  # a long list: statistics for the next pages' plans
+                dq.refresh_statistics(conn)  # a long list: statistics for the next pages' plans
         queued += n
         total += len(rows)
         after = page[-1][2] or 1
