@@ -15,10 +15,8 @@ a failure leaves no half-written file.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
-import itertools
 import json
 import os
 import re
@@ -30,14 +28,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from sqlalchemy import Connection, Engine, Table, func, select
-from sqlalchemy import text as sql_text
 
-from campaigns import sqlite_csv, xlsx_sheet
-from campaigns.report_fetch import campaign_span, prefetched, read_transaction
+from campaigns import xlsx_sheet
+from storage import reports as report_store
 from storage import states
 from storage.models import Campaign, Contact, Delivery
-from storage.queries import reports as report_queries
 from storage.queries.campaigns import delivery_counts
+from storage.reports import sql as report_sql
 
 _d: Table = Delivery.__table__  # type: ignore[attr-defined]
 _c: Table = Contact.__table__  # type: ignore[attr-defined]
@@ -46,10 +43,6 @@ _campaigns: Table = Campaign.__table__  # type: ignore[attr-defined]
 FORMATS = (".csv", ".xlsx", ".json")
 #: rows an Excel sheet holds, header included
 XLSX_MAX_ROWS = 1_048_576
-#: rows fetched per round trip while streaming
-YIELD_PER = 2000
-#: rows per chunk of the XLSX sheet (about 1.5 MB of XML)
-XLSX_CHUNK = 2000
 _DELIVERIES = "Deliveries"
 
 COLUMNS = (
@@ -154,26 +147,6 @@ def _median_seconds(micros: array[int]) -> float:
     return (float(middle[k - 1]) / 1e6 + float(middle[k]) / 1e6) / 2
 
 
-def _micros(conn: Connection, campaign_id: int, *, to: str) -> array[int]:
-    """Microseconds from sent to ``to`` ("delivered" or "read") of the campaign's rows that
-    got there, computed by the database (``storage.queries.reports.*_MICROS_*``): no
-    datetime per row."""
-    pg = conn.dialect.name == "postgresql"
-    sql = {
-        ("delivered", True): report_queries.DELIVERY_MICROS_POSTGRESQL,
-        ("delivered", False): report_queries.DELIVERY_MICROS_SQLITE,
-        ("read", True): report_queries.READ_MICROS_POSTGRESQL,
-        ("read", False): report_queries.READ_MICROS_SQLITE,
-    }[(to, pg)]
-    micros = array("q")
-    stream = conn.execution_options(yield_per=YIELD_PER).execute(
-        sql_text(sql), {"campaign_id": campaign_id}
-    )
-    for part in stream.scalars().partitions():
-        micros.extend(part)
-    return micros
-
-
 def _summary(conn: Connection, campaign_id: int) -> ReportSummary:
     camp = _campaign(conn, campaign_id)
     counts = delivery_counts(conn, campaign_id)
@@ -190,8 +163,8 @@ def _summary(conn: Connection, campaign_id: int) -> ReportSummary:
         .select_from(_d.join(_c, _c.c.id == _d.c.contact_id))
         .where(_d.c.campaign_id == campaign_id, _c.c.opted_out.is_(True))
     ).scalar_one()
-    to_delivery = _micros(conn, campaign_id, to="delivered")
-    to_read = _micros(conn, campaign_id, to="read")
+    to_delivery = report_store.micros_since_sent(conn, campaign_id, to="delivered")
+    to_read = report_store.micros_since_sent(conn, campaign_id, to="read")
     sent, delivered, read, replied = (int(x) for x in agg)
     return ReportSummary(
         campaign_id=int(camp.id),
@@ -245,7 +218,7 @@ def iter_report_rows(
         .where(_d.c.campaign_id == campaign_id)
         .order_by(_d.c.id)
     )
-    for r in conn.execution_options(yield_per=YIELD_PER).execute(stmt):
+    for r in conn.execution_options(yield_per=report_store.YIELD_PER).execute(stmt):
         row: dict[str, Any] = {
             "target": r.target,
             "name": r.name or "",
@@ -283,70 +256,22 @@ def _write_csv_per_row(conn: Connection, campaign_id: int, fh: IO[str]) -> None:
         writer.writerow(_cells(row))
 
 
-#: lines per chunk of the CSV fast path (about 330 kB of text)
-CSV_CHUNK = 2000
 _BOM = "\ufeff"
-
-
-def _write_lines(fetch: Callable[[], list[Any]], close: Callable[[], None], fh: IO[bytes]) -> None:
-    """Write the one-column rows that ``fetch()`` returns, chunk by chunk, as CRLF lines
-    (fetched ahead by a thread: :func:`campaigns.report_fetch.prefetched`)."""
-    with prefetched(fetch, close, "csv-fetch") as chunks:
-        for rows in chunks:
-            fh.write(("\r\n".join([r[0] for r in rows]) + "\r\n").encode("utf-8"))
-
-
-def _pg_rows(
-    dbapi: Any, sql: str, campaign_id: int, size: int
-) -> tuple[Callable[[], list[Any]], Callable[[], None]]:
-    """Fetch (``size`` rows a chunk) and close for the rows of ``sql`` (CSV lines or XLSX
-    cells) on PostgreSQL.
-    ``stream`` (libpq chunked rows mode, no cursor) lets the server run the query with
-    parallel workers, which a named cursor forbids; before libpq 17 a named cursor is the
-    streamed fallback."""
-    from psycopg import pq
-
-    for statement in report_queries.PG_SESSION:  # SET LOCAL: ends with the transaction
-        dbapi.execute(statement)
-    cur = dbapi.cursor()
-    if pq.version() < 170000:  # pragma: no cover - psycopg[binary] ships a newer libpq
-        cur = dbapi.cursor(name=f"gatecast_report_{campaign_id}")
-        cur.itersize = size
-        cur.execute(sql, (campaign_id,))
-        return lambda: list(cur.fetchmany(size)), cur.close
-    rows = cur.stream(sql, (campaign_id,), size=size)
-
-    def close() -> None:
-        rows.close()  # cancels and drains the query when the writer stopped early
-        cur.close()
-
-    return lambda: list(itertools.islice(rows, size)), close
 
 
 def _write_csv(conn: Connection, campaign_id: int, fh: IO[bytes]) -> None:
     """The CSV (UTF-8 with a BOM) with every line rendered by the database
-    (``storage.queries.reports``); same bytes as :func:`_write_csv_per_row`. SQLite
-    renders windows of ids as blobs, in parallel on a WAL file (``campaigns.sqlite_csv``);
-    PostgreSQL streams lines, fetched in chunks by a thread and joined. Memory stays
-    flat."""
+    (:func:`storage.reports.write_csv_lines`); same bytes as :func:`_write_csv_per_row`.
+    Memory stays flat."""
     fh.write((_BOM + ",".join(COLUMNS) + "\r\n").encode("utf-8"))
-    dbapi: Any = conn.connection.driver_connection
-    if conn.dialect.name == "postgresql":
-        fetch, close = _pg_rows(dbapi, report_queries.CSV_LINES_POSTGRESQL, campaign_id, CSV_CHUNK)
-    elif conn.dialect.name == "sqlite":
-        if sqlite_csv.write_windows(dbapi, campaign_id, fh):
-            return
-        cur = dbapi.cursor()  # rows sparse in their id range: the campaign index, sorted
-        cur.execute(report_queries.CSV_LINES_SQLITE, (campaign_id,))
-        fetch, close = (lambda: cur.fetchmany(CSV_CHUNK)), cur.close
-    else:  # pragma: no cover - gatecast runs on SQLite and PostgreSQL only
+    if not report_store.supported(conn):  # pragma: no cover - SQLite and PostgreSQL only
         text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
         writer = csv.writer(text)
         for row in iter_report_rows(conn, campaign_id):
             writer.writerow(_cells(row))
         text.detach()
         return
-    _write_lines(fetch, close, fh)
+    report_store.write_csv_lines(conn, campaign_id, fh)
 
 
 def _write_json(conn: Connection, campaign_id: int, summary: ReportSummary, fh: IO[str]) -> None:
@@ -370,7 +295,7 @@ def _excel_time(value: datetime | None) -> datetime | str:
 def _summary_workbook(summary: ReportSummary) -> Any:
     """A write-only openpyxl workbook: the "Summary" sheet with its funnel chart, then an
     empty "Deliveries" sheet (returned as the workbook's second sheet). Its first cell
-    style is the date format (``storage.queries.reports.XLSX_DATE_STYLE``, which the
+    style is the date format (``storage.reports.sql.XLSX_DATE_STYLE``, which the
     database's date cells name); rates are percentages."""
     from openpyxl import Workbook
     from openpyxl.cell import WriteOnlyCell
@@ -380,7 +305,7 @@ def _summary_workbook(summary: ReportSummary) -> Any:
     ws = wb.create_sheet("Summary")
     date = WriteOnlyCell(ws)
     date.number_format = XLSX_DATE_FORMAT
-    if date.style_id != report_queries.XLSX_DATE_STYLE:  # pragma: no cover - openpyxl changed
+    if date.style_id != report_sql.XLSX_DATE_STYLE:  # pragma: no cover - openpyxl changed
         raise RuntimeError(f"the XLSX date style is {date.style_id}, not the one the SQL names")
 
     def rate(value: float | None) -> Any:
@@ -462,55 +387,22 @@ _XLSX_MARKED = xlsx_sheet.Marked(
     texts=8,
     numbers=1,
     dates=6,
-    date_start=report_queries.XLSX_DATE_START.encode(),
-    date_end=report_queries.XLSX_DATE_END.encode(),
-    date_style=report_queries.XLSX_DATE_STYLE,
-    text_start=report_queries.XLSX_TEXT_START.encode(),
-    text_end=report_queries.XLSX_TEXT_END.encode(),
-    number_start=report_queries.XLSX_NUMBER_START.encode(),
-    number_end=report_queries.XLSX_NUMBER_END.encode(),
-    row_sep=report_queries.XLSX_ROW_SEP.encode(),
+    date_start=report_sql.XLSX_DATE_START.encode(),
+    date_end=report_sql.XLSX_DATE_END.encode(),
+    date_style=report_sql.XLSX_DATE_STYLE,
+    text_start=report_sql.XLSX_TEXT_START.encode(),
+    text_end=report_sql.XLSX_TEXT_END.encode(),
+    number_start=report_sql.XLSX_NUMBER_START.encode(),
+    number_end=report_sql.XLSX_NUMBER_END.encode(),
+    row_sep=report_sql.XLSX_ROW_SEP.encode(),
 )
-#: ids per window of the SQLite XLSX sheet (at most this many rows, about 2.5 MB of XML)
-XLSX_WINDOW_IDS = 4096
-
-#: a window: its rows as XML, or as rows of ``XLSX_CELLS_SQLITE_RANGE`` (when a value
-#: needs the careful path), and their number
-_Window = tuple[bytes | list[Any], int]
 
 
-def _sqlite_windows(
-    dbapi: Any, campaign_id: int, first: int, last: int
-) -> tuple[Callable[[], list[Any]], Callable[[], None]]:
-    """Fetch and close for the windows of the campaign's id range: one :data:`_Window` a
-    call, [] at the end. Each window is one text rendered by SQLite (the GIL is free
-    meanwhile); one whose values need escaping or dropping is fetched again as rows, in
-    the fetching thread."""
-    windows = iter(range(first, last + 1, XLSX_WINDOW_IDS))
-    cur = dbapi.cursor()
-
-    def fetch() -> list[Any]:
-        for lo in windows:
-            hi = min(lo + XLSX_WINDOW_IDS - 1, last)
-            blob, n = cur.execute(
-                report_queries.XLSX_WINDOW_SQLITE, (lo, hi, campaign_id)
-            ).fetchone()
-            if not n:
-                continue
-            xml = _XLSX_MARKED.expand(blob, n)
-            if xml is not None:
-                return [(xml, n)]
-            rows = cur.execute(report_queries.XLSX_CELLS_SQLITE_RANGE, (lo, hi, campaign_id))
-            return [(rows.fetchall(), n)]
-        return []
-
-    return fetch, cur.close
-
-
-def _xlsx_window_rows(windows: Iterable[list[_Window]]) -> Iterator[str | bytes]:
-    """The ``<row>`` elements of the windows, numbered (the careful ones) from 2."""
+def _xlsx_window_rows(items: Iterable[report_store.XlsxItem]) -> Iterator[str | bytes]:
+    """The sheet's ``<row>`` elements: XML the database's windows expanded to, and rows
+    of ``XLSX_CELLS_*`` (:data:`_XLSX_LAYOUT`) rendered one by one, numbered from 2."""
     r = 2
-    for ((payload, n),) in windows:
+    for payload, n in items:
         if isinstance(payload, bytes):
             yield payload
         else:
@@ -518,44 +410,17 @@ def _xlsx_window_rows(windows: Iterable[list[_Window]]) -> Iterator[str | bytes]
         r += n
 
 
-@contextlib.contextmanager
-def _xlsx_rows(conn: Connection, campaign_id: int) -> Iterator[Iterable[str | bytes]]:
-    """The sheet's ``<row>`` elements, fetched ahead by a thread. SQLite, rows dense in
-    their id range: windows rendered as one blob each by the database
-    (``XLSX_WINDOW_SQLITE``), made XML by a few ``bytes.replace`` in the fetching thread
-    (:class:`campaigns.xlsx_sheet.Marked`); elsewhere, and for a window with a value XML
-    forbids, rows of ``XLSX_CELLS_*`` (:data:`_XLSX_LAYOUT`) rendered one by one."""
-    dbapi: Any = conn.connection.driver_connection
-    if conn.dialect.name == "postgresql":
-        sql = report_queries.XLSX_CELLS_POSTGRESQL
-        fetch, close = _pg_rows(dbapi, sql, campaign_id, XLSX_CHUNK)
-        with prefetched(fetch, close, "xlsx-fetch") as chunks:
-            yield xlsx_sheet.rendered(_XLSX_LAYOUT, chunks)
-        return
-    first, last, n = campaign_span(dbapi, campaign_id)
-    if report_queries.use_rowid_range(first, last, n):
-        with read_transaction(dbapi):  # one snapshot for all the windows
-            fetch, close = _sqlite_windows(dbapi, campaign_id, first, last)
-            with prefetched(fetch, close, "xlsx-fetch") as windows:
-                yield _xlsx_window_rows(windows)
-        return
-    cur = dbapi.cursor()  # sparse rows: the campaign index, sorted
-    cur.execute(report_queries.XLSX_CELLS_SQLITE, (campaign_id,))
-    with prefetched(lambda: cur.fetchmany(XLSX_CHUNK), cur.close, "xlsx-fetch") as chunks:
-        yield xlsx_sheet.rendered(_XLSX_LAYOUT, chunks)
-
-
 def _write_xlsx(conn: Connection, campaign_id: int, summary: ReportSummary, target: Path) -> None:
     """The XLSX: openpyxl writes the summary, its chart and an empty "Deliveries" sheet
     to memory; ``campaigns.xlsx_sheet`` copies that package to ``target`` with the
     Deliveries sheet streamed from the database. Memory stays flat."""
-    if conn.dialect.name not in ("sqlite", "postgresql"):  # pragma: no cover
+    if not report_store.supported(conn):  # pragma: no cover
         _write_xlsx_openpyxl(conn, campaign_id, summary, target)
         return
     package = io.BytesIO()
     _summary_workbook(summary).save(package)
-    with _xlsx_rows(conn, campaign_id) as body:
-        xml = xlsx_sheet.sheet_xml(XLSX_COLUMNS, body)
+    with report_store.xlsx_items(conn, campaign_id, expand=_XLSX_MARKED.expand) as items:
+        xml = xlsx_sheet.sheet_xml(XLSX_COLUMNS, _xlsx_window_rows(items))
         xlsx_sheet.replace_sheet(package, _DELIVERIES, xml, target)
 
 

@@ -219,15 +219,6 @@ class Marked:
         return b"<row>" + blob + b"</row>"
 
 
-def rendered(layout: Layout, chunks: Iterable[Sequence[Sequence[str]]]) -> Iterator[str]:
-    """The ``<row>`` elements of ``chunks`` of rows, numbered from 2 (after the header)."""
-    r = 2
-    for rows in chunks:
-        if rows:
-            yield render_rows(layout, rows, r)
-            r += len(rows)
-
-
 def sheet_xml(header: Sequence[str], body: Iterable[str | bytes]) -> Iterator[bytes]:
     """The worksheet XML in UTF-8 pieces: the header row (text), then ``body``'s rows."""
     text: Kind = "text"
@@ -315,7 +306,6 @@ __all__ = [
     "Marked",
     "clean",
     "render_rows",
-    "rendered",
     "replace_sheet",
     "sheet_part",
     "sheet_xml",

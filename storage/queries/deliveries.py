@@ -27,6 +27,7 @@ from storage.models import Contact, Delivery, ListMember, StatusEvent
 _d = Delivery.__table__  # type: ignore[attr-defined]
 _contacts = Contact.__table__  # type: ignore[attr-defined]
 _events = StatusEvent.__table__  # type: ignore[attr-defined]
+_members = ListMember.__table__  # type: ignore[attr-defined]
 
 #: The error recorded on a row whose lease ran out while it was being sent.
 LEASE_EXPIRED_ERROR = "lease expired while sending: the process stopped mid-send"
@@ -291,6 +292,7 @@ __all__ = [
     "record_requeued",
     "record_sent",
     "record_terminal",
+    "refresh_statistics",
     "sends_since",
     "state_counts",
 ]

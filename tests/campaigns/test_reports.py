@@ -13,6 +13,7 @@ from sqlalchemy import Engine, select, update
 
 from campaigns import lifecycle, reports, service
 from campaigns.materialise import materialise
+from storage import reports as report_store
 from storage.models import Delivery
 from tests.campaigns.campaign_fixtures import NOW, make_list, people, phone, spec
 
@@ -106,7 +107,7 @@ def test_median_as_timedelta_gives_it(engine: Engine) -> None:
     got = reports.report_summary(engine, cid).median_seconds_to_delivery
     assert got == round(statistics.median(seconds), 3)
     with engine.connect() as conn:
-        micros = reports._micros(conn, cid, to="delivered")
+        micros = report_store.micros_since_sent(conn, cid, to="delivered")
     assert sorted(m / 1e6 for m in micros) == sorted(seconds)
 
 
@@ -191,7 +192,7 @@ def test_neutralise() -> None:
 def test_streams_many_rows(
     sqlite_engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(reports, "YIELD_PER", 7)
+    monkeypatch.setattr(report_store, "YIELD_PER", 7)
     make_list(sqlite_engine, "customers", people(50))
     cid = service.create_campaign(sqlite_engine, spec(), now=NOW).id
     with sqlite_engine.begin() as conn:

@@ -14,10 +14,11 @@ from sqlalchemy import Engine, insert, select, update
 
 from campaigns import lifecycle, reports, service
 from campaigns.materialise import materialise
+from storage import reports as report_store
 from storage import states
 from storage.engine import make_engine
 from storage.models import Delivery
-from storage.queries import reports as report_queries
+from storage.reports import sql as report_sql
 from tests.campaigns.campaign_fixtures import NOW, make_list, people, phone, spec
 
 deliveries = Delivery.__table__  # type: ignore[attr-defined]
@@ -190,7 +191,7 @@ def test_fast_csv_in_small_chunks(
 ) -> None:
     """Many chunks through the fetching thread and its bounded queue: same bytes."""
     cid = _campaign(engine)
-    monkeypatch.setattr(reports, "CSV_CHUNK", 3)
+    monkeypatch.setattr(report_store, "CSV_CHUNK", 3)
     out = reports.write_report(engine, cid, tmp_path / "r.csv")
     _assert_same(out.read_bytes(), _per_row(engine, cid))
 
@@ -239,7 +240,7 @@ def test_fast_csv_with_other_campaigns_rows_between(
             select(deliveries.c.id).where(deliveries.c.campaign_id == cid)
         ).scalars()
         ids = sorted(span)
-    assert report_queries.use_rowid_range(ids[0], ids[-1], len(ids)) is (gap == 1)
+    assert report_sql.use_rowid_range(ids[0], ids[-1], len(ids)) is (gap == 1)
     out = reports.write_report(engine, cid, tmp_path / "r.csv")
     got = out.read_bytes()
     assert got.count(b"\r\n") >= 7 and b"x0-" not in got
@@ -247,10 +248,10 @@ def test_fast_csv_with_other_campaigns_rows_between(
 
 
 def test_use_rowid_range() -> None:
-    assert report_queries.use_rowid_range(None, None, 0) is False
-    assert report_queries.use_rowid_range(10, 10, 1) is True
-    assert report_queries.use_rowid_range(1, 400, 100) is True
-    assert report_queries.use_rowid_range(1, 401, 100) is False
+    assert report_sql.use_rowid_range(None, None, 0) is False
+    assert report_sql.use_rowid_range(10, 10, 1) is True
+    assert report_sql.use_rowid_range(1, 400, 100) is True
+    assert report_sql.use_rowid_range(1, 401, 100) is False
 
 
 def test_fast_csv_sqlite_nul_bytes(sqlite_engine: Engine, tmp_path: Path) -> None:
@@ -306,7 +307,7 @@ def test_fast_csv_write_error_stops_the_fetcher(
 ) -> None:
     """A failed write raises at once, the fetching thread ends, the connection is reusable."""
     cid = _campaign(engine)
-    monkeypatch.setattr(reports, "CSV_CHUNK", 2)
+    monkeypatch.setattr(report_store, "CSV_CHUNK", 2)
     before = threading.active_count()
     with engine.connect() as conn:
         with pytest.raises(OSError, match="no space"):

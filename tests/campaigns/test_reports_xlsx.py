@@ -18,7 +18,9 @@ from sqlalchemy import Engine, update
 
 from campaigns import reports, service, xlsx_sheet
 from campaigns.materialise import materialise
+from storage import reports as report_store
 from storage.models import Delivery
+from storage.reports import sqlite as sqlite_reports
 from tests.campaigns.campaign_fixtures import NOW, make_list, people, spec
 from tests.campaigns.test_reports_csv_fast import _campaign as tricky_campaign
 from tests.campaigns.test_reports_csv_fast import _other_rows
@@ -178,8 +180,8 @@ def test_xlsx_in_small_chunks(
 ) -> None:
     """Many chunks through the fetching thread and the writing thread: same cells."""
     cid = tricky_campaign(engine)
-    monkeypatch.setattr(reports, "XLSX_CHUNK", 3)
-    monkeypatch.setattr(reports, "XLSX_WINDOW_IDS", 3)
+    monkeypatch.setattr(report_store, "XLSX_CHUNK", 3)
+    monkeypatch.setattr(sqlite_reports, "XLSX_WINDOW_IDS", 3)
     out = reports.write_report(engine, cid, tmp_path / "r.xlsx")
     _reference(engine, cid, tmp_path / "ref.xlsx", monkeypatch)
     _assert_same_cells(out, tmp_path / "ref.xlsx")
@@ -196,7 +198,7 @@ def test_xlsx_plain_windows_among_careful_ones(
     with engine.begin() as conn:
         materialise(conn, cid, now=NOW, instances=["A"])
     _add_xml_tricky(engine, cid)  # at the end: their own windows
-    monkeypatch.setattr(reports, "XLSX_WINDOW_IDS", 8)
+    monkeypatch.setattr(sqlite_reports, "XLSX_WINDOW_IDS", 8)
     rendered: list[int] = []
     render = xlsx_sheet.render_rows
 
@@ -244,8 +246,8 @@ def test_failed_xlsx_leaves_no_file(
     import threading
 
     cid = tricky_campaign(engine)
-    monkeypatch.setattr(reports, "XLSX_CHUNK", 2)
-    monkeypatch.setattr(reports, "XLSX_WINDOW_IDS", 2)
+    monkeypatch.setattr(report_store, "XLSX_CHUNK", 2)
+    monkeypatch.setattr(sqlite_reports, "XLSX_WINDOW_IDS", 2)
     calls = 0
     render = xlsx_sheet.render_rows
 

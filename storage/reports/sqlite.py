@@ -1,8 +1,9 @@
-"""The SQLite CSV export: windows of ids rendered by SQLite, in worker processes when
-that pays.
+"""The SQLite side of the report exports: the CSV by windows of ids rendered by SQLite,
+in worker processes when that pays; the XLSX sheet by windows rendered as one blob each;
+the read transaction and campaign span both use.
 
 A window is :data:`WINDOW_IDS` ids of the campaign's id range, rendered by one statement
-(``storage.queries.reports.CSV_WINDOW_SQLITE``) that returns all its lines as one blob:
+(``storage.reports.sql.CSV_WINDOW_SQLITE``) that returns all its lines as one blob:
 Python handles one value per window instead of one per row.
 
 Several cores evaluate windows only in several *processes*: two threads on connections
@@ -12,7 +13,7 @@ one process-wide mutex (memory statistics are on in this build) for each of the 
 allocations a row, and the threads queue on it. Two processes evaluating the statement
 scale fully. So on a database file in WAL mode, with no transaction of the caller's open,
 more than one usable core and at least :data:`PROCESS_MIN_ROWS` rows, worker processes
-(``campaigns.sqlite_csv_procs``) evaluate alternate windows on one snapshot while the
+(``storage.reports.sqlite_workers``) evaluate alternate windows on one snapshot while the
 caller's thread writes them in order. Elsewhere (or when the write lock that lines their
 snapshots up is not had within :data:`LOCK_WAIT_SECONDS`) a thread evaluates the windows
 on the caller's connection, inside one read transaction, holding at most :data:`_AHEAD`
@@ -22,15 +23,16 @@ writing overlaps). Memory stays flat either way.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
-from campaigns import sqlite_csv_procs
-from campaigns.report_fetch import campaign_span, prefetched, read_transaction
-from campaigns.sqlite_csv_worker import windows as worker_windows
-from storage.queries import reports as report_queries
+from storage.reports import sql as report_sql
+from storage.reports import sqlite_workers
+from storage.reports.read_ahead import prefetched
+from storage.reports.sqlite_worker_main import windows as worker_windows
 
 #: ids per window: at most this many lines (about 0.8 MB), at least a quarter of it on the
 #: dense id ranges this path is used for
@@ -46,6 +48,28 @@ LOCK_WAIT_SECONDS = 2.0
 #: windows the evaluating thread may hold ahead of the writer
 _AHEAD = 2
 _CRLF = b"\r\n"
+
+
+@contextlib.contextmanager
+def read_transaction(dbapi: sqlite3.Connection) -> Iterator[None]:
+    """A read transaction on the caller's connection (one snapshot for every statement
+    inside), or the caller's own if one is open."""
+    began = not dbapi.in_transaction
+    if began:
+        dbapi.execute("BEGIN")
+    try:
+        yield
+    finally:
+        if began:
+            dbapi.execute("ROLLBACK")
+
+
+def campaign_span(dbapi: sqlite3.Connection, campaign_id: int) -> tuple[Any, Any, int]:
+    """First id, last id (None for no row) and number of rows of the campaign (SQLite)."""
+    span: tuple[Any, Any, int] = dbapi.execute(
+        report_sql.CAMPAIGN_SPAN_SQLITE, (campaign_id,)
+    ).fetchone()
+    return span
 
 
 def process_count() -> int:
@@ -85,7 +109,7 @@ def _run(
         window = next(todo, None)
         if window is None:
             return []
-        (blob,) = cur.execute(report_queries.CSV_WINDOW_SQLITE, (*window, campaign_id)).fetchone()
+        (blob,) = cur.execute(report_sql.CSV_WINDOW_SQLITE, (*window, campaign_id)).fetchone()
         return [blob]  # a chunk of one window
 
     with prefetched(fetch, cur.close, "csv-windows", _AHEAD) as chunks:
@@ -103,18 +127,18 @@ def write_windows(dbapi: sqlite3.Connection, campaign_id: int, fh: IO[bytes]) ->
     """Write the campaign's CSV lines (each with its CRLF) to ``fh`` window by window, in
     worker processes where they pay (see the module docstring). Returns False, writing
     nothing, when the campaign's rows are too sparse in their id range for windows
-    (:func:`storage.queries.reports.use_rowid_range`)."""
+    (:func:`storage.reports.sql.use_rowid_range`)."""
     count = process_count()
     path = _wal_file(dbapi) if count > 1 else None
     with read_transaction(dbapi):
         first, last, rows = campaign_span(dbapi, campaign_id)
-        if not report_queries.use_rowid_range(first, last, rows):
+        if not report_sql.use_rowid_range(first, last, rows):
             return bool(rows == 0)  # nothing to write for an empty campaign
         if path is None or rows < PROCESS_MIN_ROWS:
             _run(dbapi, campaign_id, _windows(first, last), fh.write)
             return True
     # the workers' snapshot is later than this one: they take in rows committed since
-    done = sqlite_csv_procs.export(
+    done = sqlite_workers.export(
         path,
         campaign_id,
         (first, last),
@@ -126,10 +150,45 @@ def write_windows(dbapi: sqlite3.Connection, campaign_id: int, fh: IO[bytes]) ->
     if not done:  # the write lock was not had in time: read alone
         with read_transaction(dbapi):
             first, last, rows = campaign_span(dbapi, campaign_id)
-            if not report_queries.use_rowid_range(first, last, rows):
+            if not report_sql.use_rowid_range(first, last, rows):
                 return bool(rows == 0)
             _run(dbapi, campaign_id, _windows(first, last), fh.write)
     return True
+
+
+#: ids per window of the XLSX sheet (at most this many rows, about 2.5 MB of XML)
+XLSX_WINDOW_IDS = 4096
+
+
+def xlsx_windows(
+    dbapi: sqlite3.Connection,
+    campaign_id: int,
+    first: int,
+    last: int,
+    expand: Callable[[bytes, int], bytes | None],
+) -> tuple[Callable[[], list[Any]], Callable[[], None]]:
+    """Fetch and close for the XLSX windows of the campaign's id range: one
+    ``(payload, rows)`` a call, [] at the end. Each window is one text rendered by SQLite
+    (``XLSX_WINDOW_SQLITE``; the GIL is free meanwhile) that ``expand`` makes XML in the
+    fetching thread; one whose values need escaping or dropping (``expand`` gives None)
+    is fetched again as rows of ``XLSX_CELLS_SQLITE_RANGE``."""
+    windows = iter(range(first, last + 1, XLSX_WINDOW_IDS))
+    cur = dbapi.cursor()
+
+    def fetch() -> list[Any]:
+        for lo in windows:
+            hi = min(lo + XLSX_WINDOW_IDS - 1, last)
+            blob, n = cur.execute(report_sql.XLSX_WINDOW_SQLITE, (lo, hi, campaign_id)).fetchone()
+            if not n:
+                continue
+            xml = expand(blob, n)
+            if xml is not None:
+                return [(xml, n)]
+            rows = cur.execute(report_sql.XLSX_CELLS_SQLITE_RANGE, (lo, hi, campaign_id))
+            return [(rows.fetchall(), n)]
+        return []
+
+    return fetch, cur.close
 
 
 __all__ = [
@@ -137,6 +196,10 @@ __all__ = [
     "MAX_PROCESSES",
     "PROCESS_MIN_ROWS",
     "WINDOW_IDS",
+    "XLSX_WINDOW_IDS",
+    "campaign_span",
     "process_count",
+    "read_transaction",
     "write_windows",
+    "xlsx_windows",
 ]

@@ -1,7 +1,7 @@
-"""A worker process of the SQLite CSV export (``campaigns.sqlite_csv``); standard library
+"""A worker process of the SQLite CSV export (``storage.reports.sqlite``); standard library
 only, so it starts in tens of milliseconds.
 
-``python -m campaigns.sqlite_csv_worker``, talking over its pipes:
+``python -I -S storage/reports/sqlite_worker_main.py``, talking over its pipes:
 
 1. reads one JSON line from stdin (:class:`Job`), opens the database file with
    ``query_only`` on and writes :data:`STARTED`;

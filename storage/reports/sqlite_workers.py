@@ -1,5 +1,5 @@
 """The parent's side of the SQLite CSV export's worker processes
-(``campaigns.sqlite_csv_worker`` has the protocol).
+(``storage.reports.sqlite_worker_main`` has the protocol).
 
 :func:`export` starts the workers, holds the write lock (``BEGIN IMMEDIATE``) while every
 worker fixes its snapshot (so no commit falls between them; the lock is held for a few
@@ -21,9 +21,9 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import IO
 
-from campaigns import sqlite_csv_worker as worker
 from storage.engine import SQLITE_BUSY_TIMEOUT_MS
-from storage.queries import reports as report_queries
+from storage.reports import sql as report_sql
+from storage.reports import sqlite_worker_main as worker
 
 #: bytes a worker's pipe holds; None keeps the system's (64 kB on Linux): 1 MB (a whole
 #: window, so a worker could render its next one before the writer takes the last) was
@@ -183,7 +183,7 @@ def export(
     jobs: list[worker.Job] = [
         {
             "path": path,
-            "sql": report_queries.CSV_WINDOW_SQLITE,
+            "sql": report_sql.CSV_WINDOW_SQLITE,
             "last_sql": LAST_AFTER_SQL,
             "campaign_id": campaign_id,
             "first": span[0],

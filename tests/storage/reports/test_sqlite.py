@@ -1,4 +1,4 @@
-"""The SQLite CSV export by windows (``campaigns.sqlite_csv``): same bytes as the per-row
+"""The SQLite CSV export by windows (``storage.reports.sqlite``): same bytes as the per-row
 Python path in this process and in any number of worker processes, whatever the window
 size; one snapshot across the workers; fallbacks; failed workers raise and are reaped;
 and the SQL's cells against Python's for arbitrary text."""
@@ -21,9 +21,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, update
 
-from campaigns import reports, sqlite_csv, sqlite_csv_procs
+from campaigns import reports
 from storage.models import Delivery
-from storage.queries import reports as report_queries
+from storage.reports import sql as report_sql
+from storage.reports import sqlite as sqlite_reports
+from storage.reports import sqlite_workers
 from tests.campaigns.campaign_fixtures import NOW
 from tests.campaigns.test_reports_csv_fast import _assert_same, _campaign, _other_rows, _per_row
 
@@ -40,21 +42,21 @@ def _db_file(engine: Engine) -> str:
 def spawned(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[subprocess.Popen[bytes]]]:
     """The worker processes the test's exports start; none may outlive its export."""
     procs: list[subprocess.Popen[bytes]] = []
-    init = sqlite_csv_procs._Worker.__init__
+    init = sqlite_workers._Worker.__init__
 
     def recording(self: Any, name: str) -> None:
         init(self, name)
         procs.append(self.proc)
 
-    monkeypatch.setattr(sqlite_csv_procs._Worker, "__init__", recording)
+    monkeypatch.setattr(sqlite_workers._Worker, "__init__", recording)
     yield procs
     assert all(p.returncode is not None for p in procs), "a worker was not reaped"
 
 
 def _processes(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
     """Exports of test-sized campaigns in ``n`` worker processes (1: in this process)."""
-    monkeypatch.setattr(sqlite_csv, "process_count", lambda: n)
-    monkeypatch.setattr(sqlite_csv, "PROCESS_MIN_ROWS", 1)
+    monkeypatch.setattr(sqlite_reports, "process_count", lambda: n)
+    monkeypatch.setattr(sqlite_reports, "PROCESS_MIN_ROWS", 1)
 
 
 @pytest.mark.parametrize("processes", [1, 2, 3])
@@ -70,7 +72,7 @@ def test_windows_byte_identical(
     """In this process or any number of workers, windows of any size (down to one id):
     the bytes of the per-row path."""
     cid = _campaign(sqlite_engine)
-    monkeypatch.setattr(sqlite_csv, "WINDOW_IDS", window)
+    monkeypatch.setattr(sqlite_reports, "WINDOW_IDS", window)
     _processes(monkeypatch, processes)
     before = threading.active_count()
     out = reports.write_report(sqlite_engine, cid, tmp_path / "r.csv")
@@ -87,7 +89,7 @@ def test_windows_below_the_process_threshold(
 ) -> None:
     """A campaign smaller than PROCESS_MIN_ROWS is exported in this process."""
     cid = _campaign(sqlite_engine)
-    monkeypatch.setattr(sqlite_csv, "process_count", lambda: 2)
+    monkeypatch.setattr(sqlite_reports, "process_count", lambda: 2)
     out = reports.write_report(sqlite_engine, cid, tmp_path / "r.csv")
     assert spawned == []
     _assert_same(out.read_bytes(), _per_row(sqlite_engine, cid))
@@ -113,7 +115,7 @@ def test_windows_skip_other_campaigns_rows(
         for i in range(40):
             _other_rows(conn, cid, 1, f"+1415000{i:04d}")
             _other_rows(conn, other, 2, f"o{i}-")
-    monkeypatch.setattr(sqlite_csv, "WINDOW_IDS", 1)
+    monkeypatch.setattr(sqlite_reports, "WINDOW_IDS", 1)
     _processes(monkeypatch, processes)
     got = reports.write_report(sqlite_engine, cid, tmp_path / "r.csv").read_bytes()
     assert got.count(b"\r\n") == 41 and b"o1-" not in got
@@ -157,8 +159,8 @@ def test_windows_read_one_snapshot(
     with sqlite_engine.begin() as conn:
         _other_rows(conn, cid, 600, "+1415666")
     expected = _per_row(sqlite_engine, cid)
-    monkeypatch.setattr(sqlite_csv, "WINDOW_IDS", 1)
-    monkeypatch.setattr(sqlite_csv_procs, "PIPE_BYTES", 4096)
+    monkeypatch.setattr(sqlite_reports, "WINDOW_IDS", 1)
+    monkeypatch.setattr(sqlite_workers, "PIPE_BYTES", 4096)
     _processes(monkeypatch, processes)
     fh = _CommitAfterFirstWindow(sqlite_engine, cid, spawned)
     with sqlite_engine.connect() as conn:
@@ -177,16 +179,16 @@ def test_rows_committed_before_the_snapshot_are_written(
     """A row committed after the campaign's span was read but before the workers' snapshot
     lies past that span: the workers find it and write it."""
     cid = _campaign(sqlite_engine)
-    monkeypatch.setattr(sqlite_csv, "WINDOW_IDS", 2)
+    monkeypatch.setattr(sqlite_reports, "WINDOW_IDS", 2)
     _processes(monkeypatch, 2)
-    export = sqlite_csv_procs.export
+    export = sqlite_workers.export
 
     def commit_first(*args: Any, **kwargs: Any) -> bool:
         with sqlite_engine.begin() as conn:
             _other_rows(conn, cid, 3, "+1415777")
         return export(*args, **kwargs)
 
-    monkeypatch.setattr(sqlite_csv_procs, "export", commit_first)
+    monkeypatch.setattr(sqlite_workers, "export", commit_first)
     fh = io.BytesIO()
     with sqlite_engine.connect() as conn:
         reports._write_csv(conn, cid, fh)
@@ -205,8 +207,8 @@ def test_windows_wait_for_the_write_lock_then_read_alone(
     unharmed)."""
     cid = _campaign(sqlite_engine)
     expected = _per_row(sqlite_engine, cid)
-    monkeypatch.setattr(sqlite_csv, "LOCK_WAIT_SECONDS", 0.05)
-    monkeypatch.setattr(sqlite_csv, "WINDOW_IDS", 3)
+    monkeypatch.setattr(sqlite_reports, "LOCK_WAIT_SECONDS", 0.05)
+    monkeypatch.setattr(sqlite_reports, "WINDOW_IDS", 3)
     _processes(monkeypatch, 2)
     writer = sqlite3.connect(_db_file(sqlite_engine), isolation_level=None)
     try:
@@ -256,11 +258,11 @@ def test_processes_only_on_a_wal_file(tmp_path: Path) -> None:
     wal = sqlite3.connect(tmp_path / "wal.db", isolation_level=None)
     try:
         wal.execute("PRAGMA journal_mode=WAL")
-        assert sqlite_csv._wal_file(memory) is None
-        assert sqlite_csv._wal_file(plain) is None
-        assert sqlite_csv._wal_file(wal) == str(tmp_path / "wal.db")
+        assert sqlite_reports._wal_file(memory) is None
+        assert sqlite_reports._wal_file(plain) is None
+        assert sqlite_reports._wal_file(wal) == str(tmp_path / "wal.db")
         wal.execute("BEGIN")
-        assert sqlite_csv._wal_file(wal) is None
+        assert sqlite_reports._wal_file(wal) is None
     finally:
         for conn in (memory, plain, wal):
             conn.close()
@@ -274,7 +276,7 @@ def test_windows_connections_closed(
 ) -> None:
     """After the export no reader is left behind: a TRUNCATE checkpoint completes."""
     cid = _campaign(sqlite_engine)
-    monkeypatch.setattr(sqlite_csv, "WINDOW_IDS", 5)
+    monkeypatch.setattr(sqlite_reports, "WINDOW_IDS", 5)
     _processes(monkeypatch, 3)
     reports.write_report(sqlite_engine, cid, tmp_path / "r.csv")
     assert len(spawned) == 3
@@ -295,8 +297,8 @@ def test_windows_write_error(
 ) -> None:
     """A failed write raises at once; the thread or every worker ends."""
     cid = _campaign(sqlite_engine)
-    monkeypatch.setattr(sqlite_csv, "WINDOW_IDS", 2)
-    monkeypatch.setattr(sqlite_csv, "_AHEAD", 1)
+    monkeypatch.setattr(sqlite_reports, "WINDOW_IDS", 2)
+    monkeypatch.setattr(sqlite_reports, "_AHEAD", 1)
     _processes(monkeypatch, processes)
 
     class Full(io.BytesIO):
@@ -323,9 +325,9 @@ def test_windows_query_error_reaches_the_writer(
     """An error in a window's statement is raised in the writer's thread; from a worker,
     as a WorkerError naming the worker and the database with SQLite's message."""
     cid = _campaign(sqlite_engine)
-    monkeypatch.setattr(sqlite_csv, "WINDOW_IDS", 2)
+    monkeypatch.setattr(sqlite_reports, "WINDOW_IDS", 2)
     _processes(monkeypatch, processes)
-    monkeypatch.setattr(report_queries, "CSV_WINDOW_SQLITE", "SELECT no_such_function(?, ?, ?)")
+    monkeypatch.setattr(report_sql, "CSV_WINDOW_SQLITE", "SELECT no_such_function(?, ?, ?)")
     before = threading.active_count()
     with (
         sqlite_engine.connect() as conn,
@@ -334,7 +336,7 @@ def test_windows_query_error_reaches_the_writer(
         reports._write_csv(conn, cid, io.BytesIO())
     assert threading.active_count() == before
     if processes > 1:
-        assert isinstance(e.value, sqlite_csv_procs.WorkerError)
+        assert isinstance(e.value, sqlite_workers.WorkerError)
         assert f"CSV worker 1 of 2 on {_db_file(sqlite_engine)} failed" in str(e.value)
 
 
@@ -352,12 +354,12 @@ def test_killed_worker_raises_and_none_is_left(
         ).scalar_one()
     # window 1 is b"A"; every other window counts for ever (stopped only by a kill)
     monkeypatch.setattr(
-        report_queries,
+        report_sql,
         "CSV_WINDOW_SQLITE",
         "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c"
         f" WHERE ?1 <> {first}) SELECT x'41' FROM (SELECT max(x) FROM c) WHERE ?2 AND ?3",
     )
-    monkeypatch.setattr(sqlite_csv, "WINDOW_IDS", 1)
+    monkeypatch.setattr(sqlite_reports, "WINDOW_IDS", 1)
     _processes(monkeypatch, 2)
 
     class KillSecond(io.BytesIO):
@@ -368,14 +370,14 @@ def test_killed_worker_raises_and_none_is_left(
 
     with (
         sqlite_engine.connect() as conn,
-        pytest.raises(sqlite_csv_procs.WorkerError, match=r"worker 2 of 2 .* killed by SIGKILL"),
+        pytest.raises(sqlite_workers.WorkerError, match=r"worker 2 of 2 .* killed by SIGKILL"),
     ):
         reports._write_csv(conn, cid, KillSecond())
     assert len(spawned) == 2
 
 
 def test_process_count() -> None:
-    assert 1 <= sqlite_csv.process_count() <= sqlite_csv.MAX_PROCESSES
+    assert 1 <= sqlite_reports.process_count() <= sqlite_reports.MAX_PROCESSES
 
 
 # ---------------------------------------------------------------- cells against Python's
@@ -460,11 +462,11 @@ def test_sql_cells_match_python(rows: list[dict[str, Any]]) -> None:
             row["name"] = None
             row["opted_out"] = None
     expected = b"\r\n".join(_python_line(r).removesuffix(b"\r\n") for r in rows)
-    (blob,) = db.execute(report_queries.CSV_WINDOW_SQLITE, (1, len(rows), 1)).fetchone()
+    (blob,) = db.execute(report_sql.CSV_WINDOW_SQLITE, (1, len(rows), 1)).fetchone()
     assert blob == expected
     lines = [
         str(line).encode("utf-8")
-        for (line,) in db.execute(report_queries.CSV_LINES_SQLITE, (1,)).fetchall()
+        for (line,) in db.execute(report_sql.CSV_LINES_SQLITE, (1,)).fetchall()
     ]
     assert b"\r\n".join(lines) == expected
     db.close()

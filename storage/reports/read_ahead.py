@@ -1,18 +1,14 @@
-"""Fetching a report's rows: a read-ahead thread, and SQLite's read transaction and
-campaign span, shared by the CSV (``campaigns.sqlite_csv``, ``campaigns.reports``) and
-the XLSX writers.
+"""Fetching a report's rows ahead: a thread fetches chunks while the writer works on the
+previous ones (the CSV and XLSX exports of both dialects).
 """
 
 from __future__ import annotations
 
 import contextlib
 import queue
-import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
-
-from storage.queries import reports as report_queries
 
 #: chunks the fetching thread may hold ahead of the writer, by default
 AHEAD = 4
@@ -71,26 +67,4 @@ def prefetched(
         fetcher.join()
 
 
-@contextlib.contextmanager
-def read_transaction(dbapi: sqlite3.Connection) -> Iterator[None]:
-    """A read transaction on the caller's connection (one snapshot for every statement
-    inside), or the caller's own if one is open."""
-    began = not dbapi.in_transaction
-    if began:
-        dbapi.execute("BEGIN")
-    try:
-        yield
-    finally:
-        if began:
-            dbapi.execute("ROLLBACK")
-
-
-def campaign_span(dbapi: sqlite3.Connection, campaign_id: int) -> tuple[Any, Any, int]:
-    """First id, last id (None for no row) and number of rows of the campaign (SQLite)."""
-    span: tuple[Any, Any, int] = dbapi.execute(
-        report_queries.CAMPAIGN_SPAN_SQLITE, (campaign_id,)
-    ).fetchone()
-    return span
-
-
-__all__ = ["AHEAD", "campaign_span", "prefetched", "read_transaction"]
+__all__ = ["AHEAD", "prefetched"]
