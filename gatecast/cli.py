@@ -1,12 +1,14 @@
-"""The ``gatecast`` command line: one root Typer app, command groups in ``commands``."""
+"""The ``gatecast`` command line: one root Typer app, command groups in ``commands``.
+
+Command modules import their heavy libraries (SQLAlchemy, pandas, FastAPI, ...) inside
+the commands, so ``--help`` and every command start without paying for the others.
+"""
 
 from __future__ import annotations
 
 import typer
 
 from gatecast.commands import campaign, contacts, db, demo, instance, sandbox, serve
-from gatecast.settings import get_settings
-from scheduler.clock import install_process_clock
 
 app = typer.Typer(
     name="gatecast",
@@ -22,8 +24,12 @@ for module in (instance, sandbox, contacts, campaign, serve, demo, db):
 @app.callback()
 def _root() -> None:
     """Bulk campaigns and scheduling for WhatsApp-style messaging gateways."""
+    from gatecast.settings import get_settings
+
     start = get_settings().clock_start
     if start is not None:
+        from scheduler.clock import install_process_clock
+
         install_process_clock(start)
 
 

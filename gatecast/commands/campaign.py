@@ -12,22 +12,21 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 from zoneinfo import ZoneInfo
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
-from sqlalchemy import Engine
-from sqlalchemy.exc import SQLAlchemyError
 
-from campaigns import lifecycle, reports, service
-from campaigns.campaign_file import CampaignFileError, load_campaign_file
 from gatecast.commands import campaign_run
 from gatecast.commands.common import fail, open_engine_or_fail
-from scheduler.recurrence import next_fire_time
-from storage.types import utcnow
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from campaigns.reports import ReportSummary
 
 console = Console()
 err = Console(stderr=True)
@@ -42,6 +41,11 @@ _STATE_ORDER = ("queued", "sending", "sent", "delivered", "read", "failed", "unk
 @contextmanager
 def _errors() -> Iterator[None]:
     """Turn the domain's errors into one red line and exit code 1."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from campaigns import lifecycle, reports, service
+    from campaigns.campaign_file import CampaignFileError
+
     try:
         yield
     except (
@@ -91,6 +95,9 @@ def _local(value: datetime, tz: str) -> str:
 
 def _schedule_text(start_at: datetime | None, cron: str | None, tz: str) -> str:
     """When a campaign sends, as the user wrote it: a start, or a recurrence's next run."""
+    from scheduler.recurrence import next_fire_time
+    from storage.types import utcnow
+
     if cron:
         nxt = next_fire_time(cron, tz, max(start_at or utcnow(), utcnow()))
         return f"recurs {cron} ({tz}), next run {_local(nxt, tz) if nxt else 'never'}"
@@ -127,6 +134,9 @@ def create_cmd(
     ),
 ) -> None:
     """Validate a campaign file, preview its messages and schedule it."""
+    from campaigns import service
+    from campaigns.campaign_file import load_campaign_file
+
     with _errors():
         spec = load_campaign_file(file)
         created = service.create_campaign(open_engine_or_fail(), spec, strict=strict)
@@ -168,6 +178,8 @@ def create_cmd(
 @campaign_app.command("list")
 def list_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List campaigns, newest first, with delivery counts."""
+    from campaigns import service
+
     with _errors():
         rows = service.list_campaigns(open_engine_or_fail())
     if as_json:
@@ -201,6 +213,8 @@ def show_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Show one campaign: state, schedule, pace and delivery counts."""
+    from campaigns import service
+
     with _errors():
         d = service.get_campaign(open_engine_or_fail(), campaign_id)
     if as_json:
@@ -239,17 +253,20 @@ def show_cmd(
     console.print(table)
 
 
-def _simple(
-    name: str, action: Callable[[Engine, int], Any], describe: Callable[[int, Any], str]
-) -> None:
+def _simple(name: str, action: str, describe: Callable[[int, Any], str]) -> None:
+    """Add command ``name``, which calls ``campaigns.service.<action>(engine, campaign_id)``."""
+
     @campaign_app.command(name)
     def command(
         campaign_id: int = typer.Argument(..., help="Campaign id."),
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     ) -> None:
+        from campaigns import service
+
+        act: Callable[[Engine, int], Any] = getattr(service, action)
         with _errors():
             engine = open_engine_or_fail()
-            result = action(engine, campaign_id)
+            result = act(engine, campaign_id)
             state = service.get_campaign(engine, campaign_id).state
         if as_json:
             _print_json({"id": campaign_id, "state": state, "result": result})
@@ -263,11 +280,11 @@ def _simple(
     }[name]
 
 
-_simple("pause", service.pause_campaign, lambda cid, _: f"campaign {cid} paused")
-_simple("resume", service.resume_campaign, lambda cid, state: f"campaign {cid} is {state} again")
+_simple("pause", "pause_campaign", lambda cid, _: f"campaign {cid} paused")
+_simple("resume", "resume_campaign", lambda cid, state: f"campaign {cid} is {state} again")
 _simple(
     "cancel",
-    service.cancel_campaign,
+    "cancel_campaign",
     lambda cid, n: f"campaign {cid} cancelled; {n:,} queued recipient(s) skipped",
 )
 
@@ -283,6 +300,8 @@ def retry_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Re-queue failed recipients (never those already sent)."""
+    from campaigns import service
+
     with _errors():
         n = service.retry_campaign(open_engine_or_fail(), campaign_id, include_unknown=unknown)
         state = service.get_campaign(open_engine_or_fail(), campaign_id).state
@@ -301,6 +320,8 @@ def report_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Write a per-recipient report and print its summary."""
+    from campaigns import reports
+
     with _errors():
         engine = open_engine_or_fail()
         path = reports.write_report(engine, campaign_id, output)
@@ -312,7 +333,7 @@ def report_cmd(
     console.print(f"report written to {escape(str(path))}")
 
 
-def print_summary(summary: reports.ReportSummary) -> None:
+def print_summary(summary: ReportSummary) -> None:
     """A Rich table of a report summary (also used by the demo)."""
 
     def pct(x: float | None) -> str:

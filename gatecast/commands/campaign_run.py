@@ -15,30 +15,31 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from sqlalchemy import Engine, select
 
-from campaigns import lifecycle
-from gatecast.runtime import GatewayNotConfigured, make_gateway_client, open_engine
-from gatecast.settings import Settings, get_settings
-from scheduler.dispatcher import (
-    DEFAULT_SENDER_GRACE_SECONDS,
-    Dispatcher,
-    SupportsSend,
-    TickResult,
-)
-from scheduler.starts import start_campaign
-from storage.models import Campaign
-from storage.queries import deliveries as dq
-from storage.types import utcnow
+if TYPE_CHECKING:
+    from sqlalchemy import Engine, Table
 
-_campaigns = Campaign.__table__  # type: ignore[attr-defined]
+    from gatecast.settings import Settings
+    from scheduler.dispatcher import Dispatcher, SupportsSend, TickResult
 
 #: Delivery states that still need the dispatcher.
 _PENDING = ("queued", "sending")
+
+#: ``--sender-grace`` default: ``scheduler.dispatcher.DEFAULT_SENDER_GRACE_SECONDS``, written
+#: out so that ``--help`` needs no scheduler import (tests/gatecast/test_cli_startup.py
+#: checks that the two agree).
+DEFAULT_SENDER_GRACE_SECONDS = 300.0
+
+
+def _campaigns() -> Table:
+    from storage.models import Campaign
+
+    table: Table = Campaign.__table__  # type: ignore[attr-defined]
+    return table
 
 
 @dataclass(frozen=True)
@@ -66,11 +67,12 @@ class NoSenderCanSend(RuntimeError):
 
 def campaign_state(engine: Engine, campaign_id: int) -> tuple[str, str | None] | None:
     """``(state, reason)`` of a campaign, or None when it does not exist."""
+    from sqlalchemy import select
+
+    campaigns = _campaigns()
     with engine.connect() as conn:
         row = conn.execute(
-            select(_campaigns.c.state, _campaigns.c.state_reason).where(
-                _campaigns.c.id == campaign_id
-            )
+            select(campaigns.c.state, campaigns.c.state_reason).where(campaigns.c.id == campaign_id)
         ).first()
     return None if row is None else (str(row[0]), row[1])
 
@@ -95,6 +97,12 @@ def run_campaign(
     :class:`StartRefused` when its start fails (the reason is recorded on it) and
     :class:`NoSenderCanSend` when it stalls (the campaign stays ``running``).
     """
+    from campaigns import lifecycle
+    from scheduler.dispatcher import Dispatcher
+    from scheduler.starts import start_campaign
+    from storage.queries import deliveries as dq
+    from storage.types import utcnow
+
     options = options or RunOptions()
     console = console or Console(stderr=True)
     found = campaign_state(engine, campaign_id)
@@ -143,6 +151,16 @@ def _run_with_progress(
     console: Console,
     on_tick: Callable[[TickResult], None] | None,
 ) -> None:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    from storage.queries import deliveries as dq
+
     with engine.connect() as conn:
         counts = dq.state_counts(conn, campaign_id)
     total = sum(counts.values())
@@ -189,7 +207,10 @@ def _receive_webhooks(
     console: Console,
 ) -> Settings:
     """Serve the HTTP app in this process and register its webhook for the senders."""
+    from sqlalchemy import select
+
     from gatecast.commands.serve import register_webhooks, with_webhook_secret
+    from gatecast.runtime import make_gateway_client
     from gatecast.web.app import create_app
     from gatecast.web.context import AppContext
     from gatecast.web.webhook import install_log_redaction
@@ -202,9 +223,10 @@ def _receive_webhooks(
     port = settings.port if settings.public_url else 0
     app = create_app(AppContext(settings=settings, engine=engine))
     server = stack.enter_context(AsgiServer(app, host=settings.host, port=port))
+    campaigns = _campaigns()
     with engine.connect() as conn:
         spec = conn.execute(
-            select(_campaigns.c.spec, _campaigns.c.timezone).where(_campaigns.c.id == campaign_id)
+            select(campaigns.c.spec, campaigns.c.timezone).where(campaigns.c.id == campaign_id)
         ).first()
         named = list(policy_from_spec(spec[0] or {}, timezone=spec[1]).instances) if spec else []
         ids = named or iq.connected_ids(conn)
@@ -231,7 +253,9 @@ def _restore_webhooks(
     registered before the run, else turn it off and warn that replies are not received."""
     from campaigns.instances import InstanceGone, set_webhook
     from gatecast.commands.serve import hint, register_webhooks
+    from gatecast.runtime import make_gateway_client
     from gateway.errors import GatewayError
+    from storage.types import utcnow
 
     restore = [i for i in borrowed if before.get(i)]
     disable = [i for i in borrowed if not before.get(i)]
@@ -266,6 +290,8 @@ def _restore_webhooks(
 
 def _settle(engine: Engine, campaign_id: int, timeout: float) -> dict[str, int]:
     """Wait until the campaign's counts stop moving for 2 s (or ``timeout``)."""
+    from storage.queries import deliveries as dq
+
     deadline = time.monotonic() + timeout
     last: dict[str, int] = {}
     stable_since = time.monotonic()
@@ -287,6 +313,9 @@ def run_command(
     console: Console,
 ) -> int:
     """The CLI body: returns the process exit code (0 when the campaign completed)."""
+    from campaigns import lifecycle
+    from gatecast.runtime import GatewayNotConfigured, make_gateway_client, open_engine
+
     try:
         engine = open_engine(settings)
         make_gateway_client(settings).close()  # fail fast, naming the missing variable
@@ -373,6 +402,8 @@ def register_run(campaign_app: typer.Typer) -> None:
         Exit code 0 when it completed, 1 when it ended otherwise (paused, failed), 3 when
         no sender can send its waiting recipients (it stays running for `serve`).
         """
+        from gatecast.settings import get_settings
+
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
         code = run_command(
             campaign_id,

@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from sqlalchemy import Engine
 
-from gatecast.runtime import SchemaOutOfDate, open_engine
-from gatecast.settings import Settings, get_settings
-from gateway.errors import redact
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from gatecast.settings import Settings
 
 err_console = Console(stderr=True)
 
 
 def configured_secrets(settings: Settings | None = None) -> tuple[str, ...]:
     """The secret values a message must never show (access token, webhook secret, API key)."""
+    from gatecast.settings import get_settings
+
     s = settings or get_settings()
     values = (s.access_token, s.webhook_secret, s.api_key)
     return tuple(v.get_secret_value() for v in values if v.get_secret_value())
@@ -25,6 +27,8 @@ def configured_secrets(settings: Settings | None = None) -> tuple[str, ...]:
 
 def fail(message: str, code: int = 1) -> NoReturn:
     """Print ``error: message`` in red on stderr (secrets redacted) and exit with ``code``."""
+    from gateway.errors import redact
+
     shown = redact(message, configured_secrets())
     err_console.print(f"[red]error:[/] {escape(shown)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
@@ -32,6 +36,9 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 def open_engine_or_fail(settings: Settings | None = None) -> Engine:
     """The configured database, or a clean exit naming what is wrong with it."""
+    from gatecast.runtime import SchemaOutOfDate, open_engine
+    from gatecast.settings import get_settings
+
     try:
         return open_engine(settings or get_settings())
     except SchemaOutOfDate as exc:

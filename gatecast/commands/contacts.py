@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -12,13 +12,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from campaigns.audiences import list_lists
-from campaigns.importer import ImportFailed, ImportOptions, ImportReport, import_file
-from campaigns.phones import normalise_phone
 from gatecast.commands.common import fail, open_engine_or_fail
-from gatecast.settings import get_settings
-from storage.queries import contacts as q
-from storage.types import utcnow
+
+if TYPE_CHECKING:
+    from campaigns.importer import ImportReport
 
 console = Console()
 err = Console(stderr=True)
@@ -83,6 +80,9 @@ def import_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
 ) -> None:
     """Import contacts from a spreadsheet into a list (created if missing)."""
+    from campaigns.importer import ImportFailed, ImportOptions, import_file
+    from gatecast.settings import get_settings
+
     settings = get_settings()
     opts = ImportOptions(
         list_name=list_name,
@@ -135,6 +135,8 @@ def lists_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="print as JSON")] = False,
 ) -> None:
     """The lists with their member counts."""
+    from campaigns.audiences import list_lists
+
     engine = open_engine_or_fail()
     try:
         summaries = list_lists(engine)
@@ -158,6 +160,9 @@ def lists_cmd(
 
 
 def _e164(phone: str) -> str:
+    from campaigns.phones import normalise_phone
+    from gatecast.settings import get_settings
+
     result = normalise_phone(phone, get_settings().default_region)
     if result.e164 is None:
         fail(f"{phone!r} is not a usable phone number: {result.reason}")
@@ -170,6 +175,8 @@ def show_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="print as JSON")] = False,
 ) -> None:
     """Show one contact: name, attributes, opt-out state and lists."""
+    from storage.queries import contacts as q
+
     e164 = _e164(phone)
     engine = open_engine_or_fail()
     try:
@@ -200,6 +207,9 @@ def show_cmd(
 
 
 def _set_opt_out(phone: str, opted_out: bool, reason: str | None) -> None:
+    from storage.queries import contacts as q
+    from storage.types import utcnow
+
     e164 = _e164(phone)
     engine = open_engine_or_fail()
     try:

@@ -5,10 +5,6 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 
-from gatecast.runtime import describe_url
-from gatecast.settings import get_settings
-from storage.engine import current_revision, make_engine, upgrade
-
 console = Console()
 db_app = typer.Typer(help="Database schema (Alembic migrations).", no_args_is_help=True)
 
@@ -16,6 +12,10 @@ db_app = typer.Typer(help="Database schema (Alembic migrations).", no_args_is_he
 @db_app.command("upgrade")
 def upgrade_cmd() -> None:
     """Upgrade the database schema to the latest revision."""
+    from gatecast.runtime import describe_url
+    from gatecast.settings import get_settings
+    from storage.engine import current_revision, make_engine, upgrade
+
     settings = get_settings()
     engine = make_engine(settings.database_url)
     upgrade(engine)
@@ -27,6 +27,9 @@ def upgrade_cmd() -> None:
 @db_app.command("current")
 def current_cmd() -> None:
     """Print the schema revision of the configured database."""
+    from gatecast.settings import get_settings
+    from storage.engine import current_revision, make_engine
+
     settings = get_settings()
     engine = make_engine(settings.database_url)
     console.print(current_revision(engine) or "empty (run `gatecast db upgrade`)")

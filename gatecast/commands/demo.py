@@ -9,9 +9,6 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from gatecast.demo import DemoOptions, run_demo
-from gatecast.settings import get_settings
-
 
 def register(app: typer.Typer) -> None:
     """Add ``gatecast demo`` to the root app."""
@@ -30,6 +27,9 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Run the whole product once against an embedded sandbox gateway."""
+        from gatecast.demo import DemoOptions, run_demo
+        from gatecast.settings import get_settings
+
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
         code = run_demo(
             get_settings(),

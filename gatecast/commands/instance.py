@@ -12,22 +12,20 @@ import binascii
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
 from urllib.parse import quote
 
-import segno
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from campaigns import instances as domain
 from gatecast.commands.common import configured_secrets, fail, open_engine_or_fail
-from gatecast.runtime import GatewayNotConfigured, make_gateway_client
-from gatecast.settings import Settings, get_settings
-from gateway.client import GatewayClient
-from gateway.errors import GatewayError, RequestValidationError, redact
-from storage.types import utcnow
+
+if TYPE_CHECKING:
+    from gatecast.settings import Settings
+    from gateway.client import GatewayClient
+    from gateway.errors import GatewayError
 
 console = Console()
 err_console = Console(stderr=True)
@@ -41,8 +39,17 @@ T = TypeVar("T")
 InstanceArg = Annotated[str, typer.Argument(help="The gateway's instance id.")]
 
 
+def make_gateway_client(settings: Settings) -> GatewayClient:
+    """The configured gateway client (its modules load when a command needs them)."""
+    from gatecast.runtime import make_gateway_client as make
+
+    return make(settings)
+
+
 @contextmanager
 def _client(settings: Settings) -> Iterator[GatewayClient]:
+    from gatecast.runtime import GatewayNotConfigured
+
     try:
         client = make_gateway_client(settings)
     except GatewayNotConfigured as exc:
@@ -57,6 +64,9 @@ def _gateway_failed(exc: GatewayError) -> NoReturn:
 
 
 def _call(fn: Callable[[], T]) -> T:
+    from campaigns import instances as domain
+    from gateway.errors import GatewayError, RequestValidationError
+
     try:
         return fn()
     except domain.InstanceGone as exc:
@@ -86,6 +96,10 @@ def create_cmd(
     label: Annotated[str, typer.Option(help="A name for it, shown in gatecast.")] = "",
 ) -> None:
     """Create an instance at the gateway and record it (the same id while one is unscanned)."""
+    from campaigns import instances as domain
+    from gatecast.settings import get_settings
+    from storage.types import utcnow
+
     settings = get_settings()
     engine = open_engine_or_fail(settings)
     with _client(settings) as client:
@@ -134,6 +148,10 @@ def qr_cmd(
     show: Annotated[bool, typer.Option(help="Print the QR code in the terminal.")] = True,
 ) -> None:
     """Fetch the login QR code: save the PNG and print it in the terminal (it rotates ~20 s)."""
+    from campaigns import instances as domain
+    from gatecast.settings import get_settings
+    from storage.types import utcnow
+
     settings = get_settings()
     engine = open_engine_or_fail(settings)
     with _client(settings) as client:
@@ -152,6 +170,8 @@ def qr_cmd(
     path.write_bytes(png)
     text = qr_text_of(png) if show else None
     if text is not None:
+        import segno
+
         segno.make(text, error="l").terminal(compact=True)
     console.print(f"QR code saved to [bold]{path}[/]; scan it within ~20 s (it rotates)")
 
@@ -162,6 +182,9 @@ def status_cmd(
 ) -> None:
     """What gatecast knows about its instances, paused senders with their reason
     (updated by the webhook and the dispatcher; not a live query)."""
+    from campaigns import instances as domain
+    from gatecast.settings import get_settings
+
     settings = get_settings()
     engine = open_engine_or_fail(settings)
     with engine.connect() as conn:
@@ -216,6 +239,10 @@ def status_cmd(
 
 def _operation(operation: str, done: str) -> Callable[[str], None]:
     def command(instance_id: InstanceArg) -> None:
+        from campaigns import instances as domain
+        from gatecast.settings import get_settings
+        from storage.types import utcnow
+
         settings = get_settings()
         engine = open_engine_or_fail(settings)
         with _client(settings) as client:
@@ -252,6 +279,10 @@ def reset_cmd(instance_id: InstanceArg) -> None:
     When the gateway does not return the new id, the old one is marked gone (never used
     again): create a new instance or find the new id at the gateway.
     """
+    from campaigns import instances as domain
+    from gatecast.settings import get_settings
+    from storage.types import utcnow
+
     settings = get_settings()
     engine = open_engine_or_fail(settings)
     with _client(settings) as client:
@@ -281,6 +312,10 @@ def reset_cmd(instance_id: InstanceArg) -> None:
 def resume_cmd(instance_id: InstanceArg) -> None:
     """Let a paused sender send again (paused for quota, error 463, a failure burst or
     relogin). Fix the cause first: the dispatcher pauses it again if it persists."""
+    from campaigns import instances as domain
+    from gatecast.settings import get_settings
+    from storage.types import utcnow
+
     settings = get_settings()
     engine = open_engine_or_fail(settings)
     try:
@@ -304,6 +339,9 @@ def forget_cmd(instance_id: InstanceArg) -> None:
     The gateway is not asked. Its queued recipients go to their campaigns' other senders;
     the messages it sent stay in the reports.
     """
+    from campaigns import instances as domain
+    from gatecast.settings import get_settings
+
     settings = get_settings()
     engine = open_engine_or_fail(settings)
     try:
@@ -328,6 +366,11 @@ def webhook_cmd(
     disable: Annotated[bool, typer.Option("--disable", help="Turn the webhook off.")] = False,
 ) -> None:
     """Register (or with --disable, turn off) the instance's webhook."""
+    from campaigns import instances as domain
+    from gatecast.settings import get_settings
+    from gateway.errors import redact
+    from storage.types import utcnow
+
     settings = get_settings()
     target = url or _default_webhook_url(settings) or ""
     if not target and not disable:

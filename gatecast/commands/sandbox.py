@@ -11,8 +11,6 @@ from typing import Annotated, Literal
 import typer
 from rich.console import Console
 
-from gateway.sandbox import SandboxConfig, run_sandbox_in_thread
-
 
 def _latency(value: str) -> tuple[int, int]:
     try:
@@ -119,6 +117,8 @@ def sandbox(
     ] = None,
 ) -> None:
     """Run the local gateway emulator (both bases /api and /messenger_api) until Ctrl-C."""
+    from gateway.sandbox import SandboxConfig, run_sandbox_in_thread
+
     if dialect not in ("spec", "reference"):
         raise typer.BadParameter("must be spec or reference", param_hint="--dialect")
     chosen: Literal["spec", "reference"] = "spec" if dialect == "spec" else "reference"

@@ -19,29 +19,17 @@ import signal
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from pydantic import SecretStr
 from rich.console import Console
-from sqlalchemy import Engine
-from sqlalchemy.engine import make_url
 
-from campaigns.import_runs import mark_interrupted_imports
-from campaigns.instances import confirm_scans
-from gatecast.runtime import GatewayNotConfigured, make_gateway_client, open_engine
-from gatecast.settings import Settings, get_settings
-from gatecast.web import auth
-from gatecast.web.app import create_app
-from gatecast.web.context import AppContext
-from gatecast.web.metrics import observe_send
-from gatecast.web.webhook import install_log_redaction
-from gateway.client import GatewayClient
-from gateway.errors import GatewayError
-from scheduler.service import AsgiServer, Service, ServiceOptions
-from storage.engine import normalise_url
-from storage.queries import instances as iq
-from storage.types import utcnow
+if TYPE_CHECKING:
+    from pydantic import SecretStr
+    from sqlalchemy import Engine
+
+    from gatecast.settings import Settings
+    from gateway.client import GatewayClient
 
 log = logging.getLogger("gatecast.serve")
 console = Console()
@@ -52,6 +40,10 @@ WEBHOOK_PATH = "/webhooks/gateway/"
 
 def secret_file_path(settings: Settings) -> Path:
     """Where a generated webhook secret is kept (beside the SQLite file, else the cwd)."""
+    from sqlalchemy.engine import make_url
+
+    from storage.engine import normalise_url
+
     url = make_url(normalise_url(settings.database_url))
     if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
         return Path(str(url.database)).resolve().parent / SECRET_FILE_NAME
@@ -60,6 +52,8 @@ def secret_file_path(settings: Settings) -> Path:
 
 def ensure_webhook_secret(settings: Settings) -> tuple[SecretStr, bool]:
     """The webhook secret and whether it was generated now (never logged in full)."""
+    from pydantic import SecretStr
+
     configured = settings.webhook_secret.get_secret_value()
     if configured:
         return SecretStr(configured), False
@@ -106,6 +100,10 @@ def register_webhooks(
     out: Console | None = None,
 ) -> list[str]:
     """``set_webhook`` for each instance; returns those that were registered."""
+    from gateway.errors import GatewayError
+    from storage.queries import instances as iq
+    from storage.types import utcnow
+
     out = out or console
     url = webhook_url(base_url, secret)
     done: list[str] = []
@@ -144,6 +142,20 @@ def serve(
     ready: Callable[[str], None] | None = None,
 ) -> int:
     """Run everything until ``stop`` is set (or SIGINT/SIGTERM). Returns the exit code."""
+    from pydantic import SecretStr
+
+    from campaigns.import_runs import mark_interrupted_imports
+    from campaigns.instances import confirm_scans
+    from gatecast.runtime import GatewayNotConfigured, make_gateway_client, open_engine
+    from gatecast.web import auth
+    from gatecast.web.app import create_app
+    from gatecast.web.context import AppContext
+    from gatecast.web.metrics import observe_send
+    from gatecast.web.webhook import install_log_redaction
+    from scheduler.service import AsgiServer, Service, ServiceOptions
+    from storage.queries import instances as iq
+    from storage.types import utcnow
+
     stop = stop or threading.Event()
     with contextlib.ExitStack() as stack:
         if sandbox:
@@ -222,6 +234,8 @@ def register(app: typer.Typer) -> None:
         port: int | None = typer.Option(None, help="Port (default GATECAST_PORT)."),
     ) -> None:
         """Serve the webhook receiver, API and dashboard, and run scheduler and dispatcher."""
+        from gatecast.settings import get_settings
+
         settings = get_settings()
         logging.basicConfig(
             level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s"
