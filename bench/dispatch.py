@@ -40,6 +40,7 @@ import httpx
 from sqlalchemy import Connection, Engine, insert, update
 
 from bench.common import BenchError, Figures, peak_rss_mb, report, stopwatch
+from storage import tables
 
 PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 TOKEN = "sandbox-token"  # noqa: S105 (the local sandbox's default token)
@@ -248,9 +249,7 @@ def unpace(engine: Engine, campaign_id: int) -> None:
     """
     from sqlalchemy import select
 
-    from storage.models import Campaign
-
-    campaigns = Campaign.__table__  # type: ignore[attr-defined]
+    campaigns = tables.campaigns
     with engine.begin() as conn:
         stored = dict(
             conn.execute(select(campaigns.c.spec).where(campaigns.c.id == campaign_id)).scalar_one()
@@ -274,10 +273,9 @@ def seed_campaign(
     the webhook benchmark); by default a realistic mix of read, delivered, sent, failed.
     """
     from campaigns.campaign_file import parse_campaign
-    from storage.models import Campaign
     from storage.types import utcnow
 
-    campaigns = Campaign.__table__  # type: ignore[attr-defined]
+    campaigns = tables.campaigns
     spec = parse_campaign(
         {
             "name": name,

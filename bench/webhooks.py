@@ -44,6 +44,7 @@ from fastapi.responses import JSONResponse
 
 from bench.common import BenchError, Figures, report
 from bench.dispatch import database, open_db, phone, seed_campaign
+from storage import tables
 
 SECRET = "bench-webhook-secret-0123456789abcdef"  # noqa: S105 (a throwaway local secret)
 INSTANCE = "BENCH1"
@@ -276,9 +277,8 @@ def applied_counter(url: str) -> tuple[Callable[[], int], Callable[[], None]]:
     from sqlalchemy import func, select
 
     from storage.engine import make_engine
-    from storage.models import StatusEvent
 
-    se = StatusEvent.__table__  # type: ignore[attr-defined]
+    se = tables.status_events
     stmt = select(func.count()).select_from(se).where(se.c.applied.is_(True))
     engine = make_engine(url)
 
@@ -293,10 +293,8 @@ def verify(url: str, campaign_id: int, events: int) -> dict[str, int]:
     """Counts in the database after the run."""
     from sqlalchemy import func, select
 
-    from storage.models import Delivery, StatusEvent
-
-    d = Delivery.__table__  # type: ignore[attr-defined]
-    se = StatusEvent.__table__  # type: ignore[attr-defined]
+    d = tables.deliveries
+    se = tables.status_events
     engine = open_db(url)
     with engine.connect() as conn:
         stored = conn.execute(select(func.count()).select_from(se)).scalar_one()

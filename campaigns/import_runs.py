@@ -22,9 +22,9 @@ from pathlib import Path
 
 from sqlalchemy import Engine, Table, select, update
 
-from storage.models import ImportJob
+from storage import tables
 
-imports: Table = ImportJob.__table__  # type: ignore[attr-defined]
+imports: Table = tables.imports
 
 #: a running import older than this is taken as dead whatever its runner says
 STALE_AFTER = timedelta(hours=1)

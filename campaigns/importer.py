@@ -56,13 +56,13 @@ from campaigns.spreadsheets import (
     SpreadsheetError,
     read_table,
 )
-from storage.models import ImportJob
+from storage import tables
 from storage.queries import contacts as q
 from storage.types import utcnow
 
 Progress = Callable[[int, int], None]
 
-imports: Table = ImportJob.__table__  # type: ignore[attr-defined]
+imports: Table = tables.imports
 
 NAME_MAX = 300
 RAW_PHONE_MAX = 200

@@ -45,11 +45,11 @@ from sqlalchemy import Connection, Engine, select, update
 from campaigns import lifecycle
 from gateway.client import GatewayClient
 from gateway.errors import GatewayError
-from storage.models import Campaign, Instance
+from storage import tables
 from storage.queries import instances as iq
 
-_i = Instance.__table__  # type: ignore[attr-defined]
-_c = Campaign.__table__  # type: ignore[attr-defined]
+_i = tables.instances
+_c = tables.campaigns
 
 #: what the gateway says when a QR code is asked for an instance that is already linked
 ALREADY_LINKED = "already logged in"

@@ -18,7 +18,7 @@ from datetime import datetime
 
 from sqlalchemy import Connection, select, update
 
-from storage.models import Campaign
+from storage import tables
 from storage.types import utcnow
 
 DRAFT = "draft"
@@ -48,7 +48,7 @@ ACTIONS: dict[str, frozenset[str]] = {
     "cancelled": ALLOWED_FROM[CANCELLED],
 }
 
-_campaigns = Campaign.__table__  # type: ignore[attr-defined]
+_campaigns = tables.campaigns
 
 
 def _either(states: frozenset[str]) -> str:

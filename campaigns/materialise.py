@@ -24,14 +24,13 @@ from sqlalchemy import Connection, Engine, Select, Table, func, select
 from campaigns.campaign_file import CampaignSpec, MessageSpec
 from campaigns.render import ContactData, RenderError, recipient_rng, render_message
 from gateway.messages import message_to_dict
-from storage import states
-from storage.models import Campaign, Contact, Delivery, ListMember
+from storage import states, tables
 from storage.queries import deliveries as dq
 
-_campaigns: Table = Campaign.__table__  # type: ignore[attr-defined]
-_contacts: Table = Contact.__table__  # type: ignore[attr-defined]
-_members: Table = ListMember.__table__  # type: ignore[attr-defined]
-_d: Table = Delivery.__table__  # type: ignore[attr-defined]
+_campaigns: Table = tables.campaigns
+_contacts: Table = tables.contacts
+_members: Table = tables.list_members
+_d: Table = tables.deliveries
 
 #: recipients read, rendered and inserted per round trip
 CHUNK = 5000

@@ -31,14 +31,13 @@ from sqlalchemy import Connection, Engine, Table, func, select
 
 from campaigns import xlsx_sheet
 from storage import reports as report_store
-from storage import states
-from storage.models import Campaign, Contact, Delivery
+from storage import states, tables
 from storage.queries.campaigns import delivery_counts
 from storage.reports import sql as report_sql
 
-_d: Table = Delivery.__table__  # type: ignore[attr-defined]
-_c: Table = Contact.__table__  # type: ignore[attr-defined]
-_campaigns: Table = Campaign.__table__  # type: ignore[attr-defined]
+_d: Table = tables.deliveries
+_c: Table = tables.contacts
+_campaigns: Table = tables.campaigns
 
 FORMATS = (".csv", ".xlsx", ".json")
 #: rows an Excel sheet holds, header included

@@ -18,14 +18,13 @@ from campaigns.campaign_file import CampaignSpec, start_missed, stored_spec
 from campaigns.materialise import Recipient, group_recipients, list_recipients
 from campaigns.render import RenderError, recipient_rng, render_message
 from gateway.messages import message_to_dict
-from storage import states
-from storage.models import Campaign, ContactList
+from storage import states, tables
 from storage.queries import campaigns as q
 from storage.queries import instances as iq
 from storage.types import utcnow
 
-_campaigns: Table = Campaign.__table__  # type: ignore[attr-defined]
-_lists: Table = ContactList.__table__  # type: ignore[attr-defined]
+_campaigns: Table = tables.campaigns
+_lists: Table = tables.lists
 
 #: rendered messages shown by ``campaign create``
 PREVIEW_SIZE = 5

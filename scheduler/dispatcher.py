@@ -52,14 +52,13 @@ from scheduler.clock import Clock, SystemClock
 from scheduler.pacing import cap_remaining, next_send_at, slots_per_claim
 from scheduler.policy import CampaignPolicy, policy_from_spec
 from scheduler.windows import in_window, local_day_start, next_local_day_start, next_window_open
-from storage import states
-from storage.models import Campaign
+from storage import states, tables
 from storage.queries import deliveries as dq
 from storage.queries import instances as iq
 
 log = logging.getLogger("gatecast.dispatch")
 
-_campaigns = Campaign.__table__  # type: ignore[attr-defined]
+_campaigns = tables.campaigns
 
 #: how long a sticky sender may stay paused before its queued recipients go to the
 #: campaign's healthy senders (``GATECAST_SENDER_GRACE_SECONDS``)

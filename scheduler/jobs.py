@@ -26,12 +26,12 @@ from sqlalchemy import Engine, select
 from campaigns import lifecycle
 from scheduler.recurrence import catch_up, make_trigger
 from scheduler.starts import fail_start, start_campaign
-from storage.models import Campaign
+from storage import tables
 from storage.types import utcnow
 
 log = logging.getLogger("gatecast.scheduler")
 
-_campaigns = Campaign.__table__  # type: ignore[attr-defined]
+_campaigns = tables.campaigns
 
 JOB_DEFAULTS: dict[str, Any] = {
     "misfire_grace_time": None,

@@ -12,9 +12,9 @@ from datetime import datetime, timedelta
 from sqlalchemy import Engine, delete, insert, or_, update
 from sqlalchemy.exc import IntegrityError
 
-from storage.models import Lease
+from storage import tables
 
-_leases = Lease.__table__  # type: ignore[attr-defined]
+_leases = tables.leases
 
 SCHEDULER_LEASE = "scheduler"
 

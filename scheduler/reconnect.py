@@ -24,11 +24,11 @@ from campaigns.instances import mark_gone, operate
 from gateway.client import GatewayClient
 from gateway.errors import GatewayError
 from gateway.outcomes import InstanceProblem
-from storage.models import Instance
+from storage import tables
 
 log = logging.getLogger("gatecast.reconnect")
 
-_i = Instance.__table__  # type: ignore[attr-defined]
+_i = tables.instances
 
 #: seconds to wait before the 1st, 2nd, ... retry of one dropped instance (the last repeats)
 DEFAULT_BACKOFF: tuple[float, ...] = (30.0, 60.0, 120.0, 300.0, 600.0)

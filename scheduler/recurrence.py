@@ -18,11 +18,11 @@ from sqlalchemy.exc import IntegrityError
 
 from campaigns import lifecycle
 from scheduler.starts import StartResult, start_campaign
-from storage.models import Campaign
+from storage import tables
 
 log = logging.getLogger("gatecast.scheduler")
 
-_campaigns = Campaign.__table__  # type: ignore[attr-defined]
+_campaigns = tables.campaigns
 
 
 def make_trigger(cron: str, tz: str | ZoneInfo) -> CronTrigger:

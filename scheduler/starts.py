@@ -31,14 +31,13 @@ from campaigns import lifecycle
 from campaigns.campaign_file import CampaignFileError, start_missed
 from campaigns.materialise import materialise, materialise_committed
 from scheduler.policy import policy_from_spec
-from storage import states
-from storage.models import Campaign
+from storage import states, tables
 from storage.queries import campaigns as cq
 from storage.queries import instances as iq
 
 log = logging.getLogger("gatecast.scheduler")
 
-_campaigns = Campaign.__table__  # type: ignore[attr-defined]
+_campaigns = tables.campaigns
 
 #: the error of left-over queued rows of a campaign cancelled while it was starting
 CANCELLED_WHILE_STARTING = "campaign cancelled"

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 import typer
 from rich.console import Console
 
+from storage import tables
+
 if TYPE_CHECKING:
     from sqlalchemy import Engine, Table
 
@@ -36,9 +38,8 @@ DEFAULT_SENDER_GRACE_SECONDS = 300.0
 
 
 def _campaigns() -> Table:
-    from storage.models import Campaign
 
-    table: Table = Campaign.__table__  # type: ignore[attr-defined]
+    table: Table = tables.campaigns
     return table
 
 

@@ -31,14 +31,13 @@ from prometheus_client.registry import Collector
 from sqlalchemy import Engine, func, select
 
 from gatecast.web.context import AppContext
-from storage import states
-from storage.models import Campaign, Delivery, InboundMessage, Instance, StatusEvent
+from storage import states, tables
 
-_d = Delivery.__table__  # type: ignore[attr-defined]
-_c = Campaign.__table__  # type: ignore[attr-defined]
-_i = Instance.__table__  # type: ignore[attr-defined]
-_se = StatusEvent.__table__  # type: ignore[attr-defined]
-_in = InboundMessage.__table__  # type: ignore[attr-defined]
+_d = tables.deliveries
+_c = tables.campaigns
+_i = tables.instances
+_se = tables.status_events
+_in = tables.inbound_messages
 
 _ATTEMPTS_REGISTRY = CollectorRegistry(auto_describe=True)
 _SEND_ATTEMPTS = Counter(

@@ -12,10 +12,9 @@ from typing import Any
 from sqlalchemy import Connection, Table, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from storage import states
-from storage.models import Delivery
+from storage import states, tables
 
-_d: Table = Delivery.__table__  # type: ignore[attr-defined]
+_d: Table = tables.deliveries
 
 #: rows per executemany
 BATCH = 5000

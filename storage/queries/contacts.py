@@ -33,13 +33,13 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.sql.elements import ColumnElement
 
-from storage.models import Contact, ContactList, ImportReject, ListMember
+from storage import tables
 from storage.types import UTCDateTime
 
-contacts: Table = Contact.__table__  # type: ignore[attr-defined]
-lists: Table = ContactList.__table__  # type: ignore[attr-defined]
-list_members: Table = ListMember.__table__  # type: ignore[attr-defined]
-import_rejects: Table = ImportReject.__table__  # type: ignore[attr-defined]
+contacts: Table = tables.contacts
+lists: Table = tables.lists
+list_members: Table = tables.list_members
+import_rejects: Table = tables.import_rejects
 
 #: rows per executemany / per IN (...) lookup
 BATCH = 5000

@@ -21,13 +21,13 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, bindparam, exists, func, or_, select, update
 
-from storage import states
-from storage.models import Contact, Delivery, ListMember, StatusEvent
+from storage import states, tables
+from storage.models import Contact, Delivery, ListMember
 
-_d = Delivery.__table__  # type: ignore[attr-defined]
-_contacts = Contact.__table__  # type: ignore[attr-defined]
-_events = StatusEvent.__table__  # type: ignore[attr-defined]
-_members = ListMember.__table__  # type: ignore[attr-defined]
+_d = tables.deliveries
+_contacts = tables.contacts
+_events = tables.status_events
+_members = tables.list_members
 
 #: The error recorded on a row whose lease ran out while it was being sent.
 LEASE_EXPIRED_ERROR = "lease expired while sending: the process stopped mid-send"
@@ -357,7 +357,7 @@ def bind_processor(conn: Connection, column: str) -> Callable[[Any], Any]:
     process = _d.c[column].type.dialect_impl(dialect).bind_processor(dialect)
     if process is None:
         return lambda value: value
-    return process  # type: ignore[no-any-return]
+    return process
 
 
 def insert_new_deliveries(conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
@@ -397,5 +397,5 @@ def refresh_statistics(conn: Connection) -> None:
     No-op on other databases.
     """
     if conn.dialect.name == "postgresql":
-        tables = (ListMember.__tablename__, Contact.__tablename__, Delivery.__tablename__)
-        conn.exec_driver_sql(f"ANALYZE {', '.join(tables)}")
+        names = (ListMember.__tablename__, Contact.__tablename__, Delivery.__tablename__)
+        conn.exec_driver_sql(f"ANALYZE {', '.join(names)}")

@@ -37,15 +37,14 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.elements import ColumnElement
 
-from storage import states
-from storage.models import Campaign, Contact, Delivery, InboundMessage, Instance, StatusEvent
+from storage import states, tables
 
-_d: Table = Delivery.__table__  # type: ignore[attr-defined]
-_e: Table = StatusEvent.__table__  # type: ignore[attr-defined]
-_in: Table = InboundMessage.__table__  # type: ignore[attr-defined]
-_i: Table = Instance.__table__  # type: ignore[attr-defined]
-_c: Table = Contact.__table__  # type: ignore[attr-defined]
-_campaigns: Table = Campaign.__table__  # type: ignore[attr-defined]
+_d: Table = tables.deliveries
+_e: Table = tables.status_events
+_in: Table = tables.inbound_messages
+_i: Table = tables.instances
+_c: Table = tables.contacts
+_campaigns: Table = tables.campaigns
 
 #: ids per IN (...) lookup
 BATCH = 1000

@@ -15,9 +15,9 @@ from typing import Any
 from sqlalchemy import Engine, and_, delete, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
-from storage.models import IdempotencyKey
+from storage import tables
 
-_k = IdempotencyKey.__table__  # type: ignore[attr-defined]
+_k = tables.idempotency_keys
 
 
 @dataclass(frozen=True)

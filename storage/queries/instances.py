@@ -12,12 +12,11 @@ from datetime import datetime
 
 from sqlalchemy import Connection, bindparam, delete, func, insert, or_, select, update
 
-from storage import states
-from storage.models import Delivery, Instance, StatusEvent
+from storage import states, tables
 
-_i = Instance.__table__  # type: ignore[attr-defined]
-_events = StatusEvent.__table__  # type: ignore[attr-defined]
-_d = Delivery.__table__  # type: ignore[attr-defined]
+_i = tables.instances
+_events = tables.status_events
+_d = tables.deliveries
 
 #: Paused reasons that a ConnectionStatus "connected" event clears.
 CONNECTION_PROBLEMS = ("relogin_required", "not_activated", "disconnected")

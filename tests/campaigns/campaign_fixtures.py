@@ -9,13 +9,13 @@ from typing import Any
 from sqlalchemy import Engine, insert, select
 
 from campaigns.campaign_file import CampaignSpec, parse_campaign
-from storage.models import Contact, ContactList, ListMember
+from storage import tables
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 
-contacts = Contact.__table__  # type: ignore[attr-defined]
-lists = ContactList.__table__  # type: ignore[attr-defined]
-members = ListMember.__table__  # type: ignore[attr-defined]
+contacts = tables.contacts
+lists = tables.lists
+members = tables.list_members
 
 
 def phone(i: int) -> str:

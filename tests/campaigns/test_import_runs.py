@@ -18,9 +18,9 @@ from campaigns.import_runs import (
     runner_id,
 )
 from campaigns.importer import ImportOptions, import_file
-from storage.models import ImportJob
+from storage import tables
 
-_jobs = ImportJob.__table__  # type: ignore[attr-defined]
+_jobs = tables.imports
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 

@@ -13,13 +13,13 @@ from campaigns import instances as domain
 from gateway.client import GatewayClient
 from gateway.errors import GatewayError
 from gateway.sandbox import Sandbox
-from storage.models import Campaign, Delivery, Instance
+from storage import tables
 from storage.queries import instances as iq
 from tests.campaigns.campaign_fixtures import NOW
 
-_i = Instance.__table__  # type: ignore[attr-defined]
-_c = Campaign.__table__  # type: ignore[attr-defined]
-_d = Delivery.__table__  # type: ignore[attr-defined]
+_i = tables.instances
+_c = tables.campaigns
+_d = tables.deliveries
 
 
 @pytest.fixture

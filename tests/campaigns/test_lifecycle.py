@@ -8,9 +8,9 @@ import pytest
 from sqlalchemy import Engine, insert, select
 
 from campaigns import lifecycle as lc
-from storage.models import Campaign
+from storage import tables
 
-T = Campaign.__table__  # type: ignore[attr-defined]
+T = tables.campaigns
 
 
 def _campaign(engine: Engine, state: str = lc.DRAFT) -> int:

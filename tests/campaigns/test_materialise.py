@@ -10,10 +10,10 @@ from campaigns import materialise as mat
 from campaigns.render import ContactData, recipient_rng, render_message
 from campaigns.service import create_campaign
 from gateway.messages import message_to_dict
-from storage.models import Delivery
+from storage import tables
 from tests.campaigns.campaign_fixtures import NOW, make_list, people, phone, spec
 
-deliveries = Delivery.__table__  # type: ignore[attr-defined]
+deliveries = tables.deliveries
 
 
 def _rows(engine: Engine, campaign_id: int) -> dict[str, Any]:

@@ -20,11 +20,11 @@ from campaigns import materialise as mat
 from campaigns.campaign_file import parse_campaign
 from campaigns.render import recipient_rng
 from campaigns.service import create_campaign
-from storage.models import Delivery
+from storage import tables
 from storage.queries.campaigns import insert_deliveries
 from tests.campaigns.campaign_fixtures import NOW, make_list, people, spec
 
-deliveries = Delivery.__table__  # type: ignore[attr-defined]
+deliveries = tables.deliveries
 COLUMNS: tuple[str, ...] = ("target", "target_kind", "contact_id", "sender", "state")
 COLUMNS += ("attempts", "due_at", "content", "error", "queued_at")
 

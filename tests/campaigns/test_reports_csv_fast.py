@@ -15,13 +15,12 @@ from sqlalchemy import Engine, insert, select, update
 from campaigns import lifecycle, reports, service
 from campaigns.materialise import materialise
 from storage import reports as report_store
-from storage import states
+from storage import states, tables
 from storage.engine import make_engine
-from storage.models import Delivery
 from storage.reports import sql as report_sql
 from tests.campaigns.campaign_fixtures import NOW, make_list, people, phone, spec
 
-deliveries = Delivery.__table__  # type: ignore[attr-defined]
+deliveries = tables.deliveries
 
 #: names, replies, errors... that a spreadsheet or a CSV reader could trip on
 TRICKY = [

@@ -19,13 +19,13 @@ from sqlalchemy import Engine, update
 from campaigns import reports, service, xlsx_sheet
 from campaigns.materialise import materialise
 from storage import reports as report_store
-from storage.models import Delivery
+from storage import tables
 from storage.reports import sqlite as sqlite_reports
 from tests.campaigns.campaign_fixtures import NOW, make_list, people, spec
 from tests.campaigns.test_reports_csv_fast import _campaign as tricky_campaign
 from tests.campaigns.test_reports_csv_fast import _other_rows
 
-deliveries = Delivery.__table__  # type: ignore[attr-defined]
+deliveries = tables.deliveries
 
 #: more text around XML's rules: markup, white-space edges, forbidden characters
 XML_TRICKY = [

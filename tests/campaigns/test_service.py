@@ -11,12 +11,12 @@ from sqlalchemy import Engine, select, update
 from campaigns import lifecycle, service
 from campaigns.campaign_file import load_campaign_file, stored_spec
 from campaigns.materialise import materialise
-from storage.models import Campaign, Delivery
+from storage import tables
 from storage.queries import instances as iq
 from tests.campaigns.campaign_fixtures import NOW, make_list, people, phone, spec
 
-deliveries = Delivery.__table__  # type: ignore[attr-defined]
-campaigns = Campaign.__table__  # type: ignore[attr-defined]
+deliveries = tables.deliveries
+campaigns = tables.campaigns
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
 

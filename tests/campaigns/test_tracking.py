@@ -19,15 +19,15 @@ from gateway.events import (
     MessageStatus,
     Presence,
 )
-from storage.models import Contact, Delivery, InboundMessage, Instance, StatusEvent
+from storage import tables
 from storage.queries import events as q_events
 from tests.campaigns.campaign_fixtures import NOW, make_list, people, phone, spec
 
-deliveries = Delivery.__table__  # type: ignore[attr-defined]
-status_events = StatusEvent.__table__  # type: ignore[attr-defined]
-inbound = InboundMessage.__table__  # type: ignore[attr-defined]
-contacts = Contact.__table__  # type: ignore[attr-defined]
-instances = Instance.__table__  # type: ignore[attr-defined]
+deliveries = tables.deliveries
+status_events = tables.status_events
+inbound = tables.inbound_messages
+contacts = tables.contacts
+instances = tables.instances
 
 T1 = NOW + timedelta(minutes=1)
 T2 = NOW + timedelta(minutes=2)

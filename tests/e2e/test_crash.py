@@ -22,8 +22,8 @@ from sqlalchemy import Engine, select
 
 from campaigns import lifecycle
 from gateway.sandbox import Sandbox, SandboxConfig, run_sandbox_in_thread
+from storage import tables
 from storage.engine import make_engine, upgrade
-from storage.models import Campaign, Delivery
 from storage.types import utcnow
 from tests.scheduler.helpers import add_instances, add_running_campaign, spec
 
@@ -51,13 +51,13 @@ def _runner(
 
 
 def _campaign_state(engine: Engine, cid: int) -> str:
-    c = Campaign.__table__  # type: ignore[attr-defined]
+    c = tables.campaigns
     with engine.connect() as conn:
         return str(conn.execute(select(c.c.state).where(c.c.id == cid)).scalar_one())
 
 
 def _sent_so_far(engine: Engine, cid: int) -> int:
-    d = Delivery.__table__  # type: ignore[attr-defined]
+    d = tables.deliveries
     with engine.connect() as conn:
         return len(
             conn.execute(select(d.c.id).where(d.c.campaign_id == cid, d.c.state != "queued")).all()
@@ -116,7 +116,7 @@ def _crash_run(
         truth = Counter(m["to"] for m in sb.messages())
         ids = {m["message_id"]: m["to"] for m in sb.messages()}
 
-    d = Delivery.__table__  # type: ignore[attr-defined]
+    d = tables.deliveries
     with engine.connect() as conn:
         rows = conn.execute(
             select(d.c.target, d.c.state, d.c.message_id).where(d.c.campaign_id == cid)

@@ -20,7 +20,7 @@ from campaigns import lifecycle
 from gateway.sandbox import SandboxConfig
 from scheduler.clock import SystemClock
 from scheduler.dispatcher import Dispatcher
-from storage.models import Campaign, Delivery
+from storage import tables
 from storage.types import utcnow
 from tests.e2e.live import live_gateway
 from tests.scheduler.helpers import add_running_campaign, spec
@@ -77,8 +77,8 @@ def test_faulty_gateway_final_states_equal_the_sandbox_truth(
         per_recipient = Counter(m["to"] for m in truth.values())
         faults = sb.stats()
 
-    c = Campaign.__table__  # type: ignore[attr-defined]
-    dt = Delivery.__table__  # type: ignore[attr-defined]
+    c = tables.campaigns
+    dt = tables.deliveries
     with engine.connect() as conn:
         assert conn.execute(select(c.c.state).where(c.c.id == cid)).scalar() == (
             lifecycle.COMPLETED

@@ -16,7 +16,7 @@ from sqlalchemy import Engine, select
 from gateway.sandbox import SandboxConfig
 from scheduler.clock import SystemClock
 from scheduler.dispatcher import Dispatcher
-from storage.models import Delivery
+from storage import tables
 from storage.types import utcnow
 from tests.e2e.live import live_gateway
 from tests.scheduler.helpers import add_running_campaign, spec
@@ -53,7 +53,7 @@ def test_every_reply_is_attached_to_its_delivery(engine: Engine, dialect: str) -
             d.sweep_pending_events()
         truth = {m["message_id"]: m for m in sb.messages()}
 
-    dt = Delivery.__table__  # type: ignore[attr-defined]
+    dt = tables.deliveries
     with engine.connect() as conn:
         rows = conn.execute(
             select(dt.c.message_id, dt.c.sent_at, dt.c.replied_at, dt.c.reply_text).where(

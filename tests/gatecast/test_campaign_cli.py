@@ -14,12 +14,12 @@ from campaigns import lifecycle
 from campaigns.materialise import materialise
 from gatecast.cli import app
 from gatecast.settings import get_settings
+from storage import tables
 from storage.engine import make_engine, upgrade
-from storage.models import Delivery
 from tests.campaigns.campaign_fixtures import NOW, make_list, people, phone
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
-deliveries = Delivery.__table__  # type: ignore[attr-defined]
+deliveries = tables.deliveries
 runner = CliRunner()
 
 

@@ -16,11 +16,11 @@ from typer.testing import CliRunner
 from gatecast.cli import app
 from gatecast.settings import get_settings
 from gateway.sandbox import Sandbox, SandboxConfig, run_sandbox_in_thread
+from storage import tables
 from storage.engine import make_engine, upgrade
-from storage.models import Instance
 
 runner = CliRunner()
-_i = Instance.__table__  # type: ignore[attr-defined]
+_i = tables.instances
 
 
 @pytest.fixture
@@ -245,10 +245,9 @@ def test_resume_status_and_reconnect_of_paused_senders(
 
 
 def test_reset_moves_queued_deliveries(env: pytest.MonkeyPatch, sqlite_url: str) -> None:
-    from storage.models import Campaign, Delivery
     from storage.types import utcnow
 
-    c, d = Campaign.__table__, Delivery.__table__  # type: ignore[attr-defined]
+    c, d = tables.campaigns, tables.deliveries
     with run_sandbox_in_thread(SandboxConfig(dialect="spec", seed=6)) as sb:
         old = sb.create_linked_instance()
         env.setenv("GATECAST_DATABASE_URL", sqlite_url)

@@ -24,13 +24,13 @@ from campaigns.materialise import materialise
 from gatecast.settings import Settings
 from gatecast.web import webhook, webhook_batcher
 from gatecast.web.context import AppContext
-from storage.models import Delivery, InboundMessage, StatusEvent
+from storage import tables
 from tests.campaigns.campaign_fixtures import NOW, make_list, people, phone, spec
 
 SECRET = "s3cr3t-webhook-path"
-deliveries = Delivery.__table__  # type: ignore[attr-defined]
-status_events = StatusEvent.__table__  # type: ignore[attr-defined]
-inbound = InboundMessage.__table__  # type: ignore[attr-defined]
+deliveries = tables.deliveries
+status_events = tables.status_events
+inbound = tables.inbound_messages
 
 
 def _app(engine: Engine, secret: str = SECRET) -> FastAPI:

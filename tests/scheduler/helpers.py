@@ -13,7 +13,7 @@ from sqlalchemy import Engine, insert, select
 from gateway.messages import Message, Text, message_to_dict
 from gateway.outcomes import OutcomeKind, SendOutcome
 from scheduler.clock import Clock
-from storage.models import Campaign, Contact, Delivery, Instance
+from storage import tables
 
 BASE_SPEC: dict[str, Any] = {
     "name": "t",
@@ -47,7 +47,7 @@ def spec(**sections: dict[str, Any]) -> dict[str, Any]:
 
 def add_instances(engine: Engine, ids: Sequence[str], now: datetime) -> None:
     """Connected instance rows."""
-    t = Instance.__table__  # type: ignore[attr-defined]
+    t = tables.instances
     with engine.begin() as conn:
         conn.execute(
             insert(t),
@@ -70,9 +70,9 @@ def add_running_campaign(
     start_at: datetime | None = None,
 ) -> int:
     """A campaign in ``state`` with ``recipients`` queued rows spread over ``senders``."""
-    c = Campaign.__table__  # type: ignore[attr-defined]
-    ct = Contact.__table__  # type: ignore[attr-defined]
-    d = Delivery.__table__  # type: ignore[attr-defined]
+    c = tables.campaigns
+    ct = tables.contacts
+    d = tables.deliveries
     with engine.begin() as conn:
         key = conn.execute(
             insert(c).values(
@@ -156,7 +156,7 @@ class RecordingSender:
 
 def states_of(engine: Engine, campaign_id: int) -> dict[str, str]:
     """target -> state for the campaign."""
-    d = Delivery.__table__  # type: ignore[attr-defined]
+    d = tables.deliveries
     with engine.connect() as conn:
         rows = conn.execute(
             select(d.c.target, d.c.state).where(d.c.campaign_id == campaign_id)

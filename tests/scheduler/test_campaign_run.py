@@ -14,8 +14,8 @@ from campaigns.campaign_file import parse_campaign
 from campaigns.importer import ImportOptions, import_file
 from campaigns.service import create_campaign
 from gateway.sandbox import SandboxConfig, run_sandbox_in_thread
+from storage import tables
 from storage.engine import make_engine, upgrade
-from storage.models import Delivery
 from storage.queries import instances as iq
 from storage.types import utcnow
 
@@ -65,7 +65,7 @@ def test_campaign_run_with_webhook_sends_and_learns_statuses(tmp_path: Path) -> 
     assert f"campaign {cid} is completed" in done.stderr
     secret = (tmp_path / ".gatecast-webhook-secret").read_text().strip()
     assert secret not in done.stdout + done.stderr
-    d = Delivery.__table__  # type: ignore[attr-defined]
+    d = tables.deliveries
     with engine.connect() as conn:
         states = Counter(conn.execute(select(d.c.state).where(d.c.campaign_id == cid)).scalars())
     assert len(messages) == sum(states.values())

@@ -15,7 +15,7 @@ from gateway.messages import Message
 from gateway.outcomes import InstanceProblem, OutcomeKind, SendOutcome
 from scheduler.clock import FakeClock, SystemClock
 from scheduler.dispatcher import Dispatcher
-from storage.models import Campaign, Delivery, Instance
+from storage import tables
 from storage.queries import deliveries as dq
 from storage.types import utcnow
 from tests.scheduler.helpers import (
@@ -90,9 +90,7 @@ def test_expired_lease_marks_unknown_and_is_never_resent(engine: Engine) -> None
         d.run(until_done=True, max_ticks=10)
     assert Counter(states_of(engine, cid).values()) == {"unknown": 2, "sent": 1}
     with engine.connect() as conn:
-        state = conn.execute(
-            select(Campaign.__table__.c.state)  # type: ignore[attr-defined]
-        ).scalar_one()
+        state = conn.execute(select(tables.campaigns.c.state)).scalar_one()
     assert state == lifecycle.COMPLETED
     assert len(sender.sent) == 1
 
@@ -123,9 +121,7 @@ def test_a_burst_of_failures_pauses_the_sender(engine: Engine) -> None:
     got = Counter(states_of(engine, cid).values())
     assert got == {"failed": 5, "queued": 3}
     with engine.connect() as conn:
-        reason = conn.execute(
-            select(Instance.__table__.c.paused_reason)  # type: ignore[attr-defined]
-        ).scalar_one()
+        reason = conn.execute(select(tables.instances.c.paused_reason)).scalar_one()
     assert reason == "burst of 5 consecutive failures"
 
 
@@ -152,7 +148,7 @@ def test_failure_rate_pauses_the_campaign_with_the_reason(engine: Engine) -> Non
         failure_burst=0,
     ) as d:
         d.run(until_done=True, max_ticks=50)
-    c = Campaign.__table__  # type: ignore[attr-defined]
+    c = tables.campaigns
     with engine.connect() as conn:
         state, reason = conn.execute(select(c.c.state, c.c.state_reason)).one()
     assert state == lifecycle.PAUSED
@@ -188,7 +184,7 @@ def test_two_dispatchers_on_one_campaign_never_double_send(engine: Engine) -> No
     per = Counter(to for _, to, _ in sender.sent)
     assert len(per) == 300 and set(per.values()) == {1}
     assert set(states_of(engine, cid).values()) == {"sent"}
-    d_t = Delivery.__table__  # type: ignore[attr-defined]
+    d_t = tables.deliveries
     with engine.connect() as conn:
         assert set(conn.execute(select(d_t.c.attempts)).scalars()) == {1}
 
@@ -196,14 +192,12 @@ def test_two_dispatchers_on_one_campaign_never_double_send(engine: Engine) -> No
 def test_an_error_463_status_event_pauses_the_sender(engine: Engine) -> None:
     from sqlalchemy import insert
 
-    from storage.models import StatusEvent
-
     clock = FakeClock(T0)
     add_instances(engine, ["A", "B"], T0)
     cid = add_running_campaign(engine, spec(), recipients=6, senders=["A", "B"], now=T0)
     with engine.begin() as conn:
         conn.execute(
-            insert(StatusEvent.__table__).values(  # type: ignore[attr-defined]
+            insert(tables.status_events).values(
                 message_id="X1",
                 instance_id="A",
                 status="failed",
@@ -222,9 +216,7 @@ def test_an_error_463_status_event_pauses_the_sender(engine: Engine) -> None:
     assert got == {"sent": 3, "queued": 3}
     with engine.connect() as conn:
         reason = conn.execute(
-            select(Instance.__table__.c.paused_reason).where(  # type: ignore[attr-defined]
-                Instance.__table__.c.instance_id == "A"  # type: ignore[attr-defined]
-            )
+            select(tables.instances.c.paused_reason).where(tables.instances.c.instance_id == "A")
         ).scalar_one()
     assert "463" in reason
 
@@ -246,7 +238,7 @@ def test_sent_at_is_each_sends_acceptance_not_the_batch_record(engine: Engine) -
     sender = _SlowSender(clock)
     with Dispatcher(engine, lambda: sender, clock=clock, apply_pending=no_events, workers=1) as d:
         d.run(until_done=True, max_ticks=20)
-    d_ = Delivery.__table__  # type: ignore[attr-defined]
+    d_ = tables.deliveries
     with engine.connect() as conn:
         rows = conn.execute(select(d_.c.target, d_.c.sent_at).where(d_.c.campaign_id == cid))
         got: dict[str, datetime] = {str(to): at for to, at in rows}
@@ -257,7 +249,7 @@ def test_sent_at_is_each_sends_acceptance_not_the_batch_record(engine: Engine) -
 
 
 def _senders_of(engine: Engine, campaign_id: int) -> Counter[str | None]:
-    d = Delivery.__table__  # type: ignore[attr-defined]
+    d = tables.deliveries
     with engine.connect() as conn:
         rows = conn.execute(select(d.c.sender).where(d.c.campaign_id == campaign_id)).all()
     return Counter(r[0] for r in rows)
@@ -311,9 +303,7 @@ def test_a_gone_sender_hands_over_at_once_and_marks_itself(engine: Engine) -> No
     assert set(used) == {"B", "C"}  # spread over both healthy senders
     with engine.connect() as conn:
         state = conn.execute(
-            select(Instance.__table__.c.state).where(  # type: ignore[attr-defined]
-                Instance.__table__.c.instance_id == "A"  # type: ignore[attr-defined]
-            )
+            select(tables.instances.c.state).where(tables.instances.c.instance_id == "A")
         ).scalar_one()
     assert state == "gone"
 
@@ -342,8 +332,8 @@ def test_rows_of_a_forgotten_sender_go_to_the_named_healthy_one(engine: Engine) 
     cid = add_running_campaign(engine, named, recipients=4, senders=["A"], now=T0)
     with engine.begin() as conn:  # B is named but logged out: not healthy
         conn.execute(
-            Instance.__table__.update()  # type: ignore[attr-defined]
-            .where(Instance.__table__.c.instance_id == "B")  # type: ignore[attr-defined]
+            tables.instances.update()
+            .where(tables.instances.c.instance_id == "B")
             .values(state="logged_out")
         )
     assert domain.forget(engine, "A").released == 4
@@ -353,8 +343,8 @@ def test_rows_of_a_forgotten_sender_go_to_the_named_healthy_one(engine: Engine) 
         assert "recipients of a forgotten sender" in d.stalled[cid]  # X is not named
     with engine.begin() as conn:
         conn.execute(
-            Instance.__table__.update()  # type: ignore[attr-defined]
-            .where(Instance.__table__.c.instance_id == "B")  # type: ignore[attr-defined]
+            tables.instances.update()
+            .where(tables.instances.c.instance_id == "B")
             .values(state="connected")
         )
     with Dispatcher(engine, lambda: sender, clock=clock, apply_pending=no_events) as d:

@@ -14,7 +14,7 @@ from gateway.client import GatewayClient
 from gateway.sandbox import Sandbox, SandboxConfig, run_sandbox_in_thread
 from scheduler.clock import FakeClock
 from scheduler.dispatcher import Dispatcher
-from storage.models import Delivery, Instance
+from storage import tables
 from tests.scheduler.helpers import add_instances, add_running_campaign, spec, states_of
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
@@ -58,7 +58,7 @@ def test_every_recipient_gets_exactly_one_message(sqlite_engine: Engine, dialect
         msgs = sb.messages()
         per = Counter(m["to"] for m in msgs)
         assert len(per) == 60 and set(per.values()) == {1}
-        d_t = Delivery.__table__  # type: ignore[attr-defined]
+        d_t = tables.deliveries
         with sqlite_engine.connect() as conn:
             rows = conn.execute(select(d_t.c.target, d_t.c.message_id, d_t.c.sender)).all()
         truth = {m["message_id"]: (m["to"], m["instance_id"]) for m in msgs}
@@ -80,8 +80,8 @@ def test_quota_trap_pauses_the_sender_and_keeps_its_rows(
             assert iid in d.paused_senders
         got = Counter(states_of(sqlite_engine, cid).values())
         assert got == {"sent": 3, "queued": 7}
-        d_t = Delivery.__table__  # type: ignore[attr-defined]
-        i_t = Instance.__table__  # type: ignore[attr-defined]
+        d_t = tables.deliveries
+        i_t = tables.instances
         with sqlite_engine.connect() as conn:
             attempts = conn.execute(select(d_t.c.attempts).where(d_t.c.state == "queued")).scalars()
             assert set(attempts) == {0}  # an instance problem does not burn attempts
@@ -117,7 +117,7 @@ def test_refused_sends_retry_with_backoff_then_fail(sqlite_engine: Engine) -> No
             senders=[iid],
             now=T0,
         )
-        d_t = Delivery.__table__  # type: ignore[attr-defined]
+        d_t = tables.deliveries
         with dispatcher(sqlite_engine, sb, clock, failure_burst=0) as d:
             d.tick()
             d.flush()  # unpaced batches are pipelined: record the one in flight

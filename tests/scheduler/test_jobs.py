@@ -17,7 +17,7 @@ from scheduler import leader, starts
 from scheduler.jobs import CampaignJobs
 from scheduler.recurrence import catch_up, create_occurrence, fire_times, latest_fire_time
 from scheduler.starts import start_campaign
-from storage.models import Campaign, Delivery
+from storage import tables
 from storage.queries import instances as iq
 from tests.scheduler.helpers import add_instances
 
@@ -41,14 +41,14 @@ def _campaign(engine: Engine, now: datetime, **schedule: Any) -> int:
 
 
 def _state(engine: Engine, cid: int) -> tuple[str, str | None]:
-    c = Campaign.__table__  # type: ignore[attr-defined]
+    c = tables.campaigns
     with engine.connect() as conn:
         state, reason = conn.execute(select(c.c.state, c.c.state_reason).where(c.c.id == cid)).one()
     return str(state), reason
 
 
 def _rows(engine: Engine, cid: int) -> int:
-    d = Delivery.__table__  # type: ignore[attr-defined]
+    d = tables.deliveries
     with engine.connect() as conn:
         return len(conn.execute(select(d.c.id).where(d.c.campaign_id == cid)).all())
 
@@ -99,7 +99,7 @@ def test_all_connected_instances_are_used_when_none_are_named(sqlite_engine: Eng
     )
     cid = create_campaign(sqlite_engine, spec, now=T0).id
     assert start_campaign(sqlite_engine, cid, now=T0).outcome == "started"
-    d = Delivery.__table__  # type: ignore[attr-defined]
+    d = tables.deliveries
     with sqlite_engine.connect() as conn:
         senders = set(conn.execute(select(d.c.sender).where(d.c.state == "queued")).scalars())
     assert senders == {"C1", "C2"}
@@ -122,7 +122,7 @@ def test_each_occurrence_is_created_once(engine: Engine) -> None:
     child = create_occurrence(engine, parent, occ)
     assert child is not None
     assert create_occurrence(engine, parent, occ) is None  # a double fire
-    c = Campaign.__table__  # type: ignore[attr-defined]
+    c = tables.campaigns
     with engine.connect() as conn:
         row = conn.execute(select(c).where(c.c.id == child)).one()
     assert row.parent_id == parent and row.occurrence_at == occ and row.cron is None
@@ -135,7 +135,7 @@ def test_catch_up_after_downtime_runs_only_the_latest_occurrence(engine: Engine)
     back = datetime(2026, 11, 26, 8, 30, tzinfo=UTC)
     res = catch_up(engine, parent, now=back)
     assert res is not None and res.outcome == "started"
-    c = Campaign.__table__  # type: ignore[attr-defined]
+    c = tables.campaigns
     with engine.connect() as conn:
         kids = conn.execute(
             select(c.c.occurrence_at, c.c.state).where(c.c.parent_id == parent)
@@ -224,7 +224,7 @@ def test_a_frequent_cron_fires_the_current_occurrence(sqlite_engine: Engine, job
     parent = _campaign(sqlite_engine, T0, cron="*/2 * * * *")
     clock["now"] = T0 + timedelta(minutes=2, seconds=1)
     j._cron_job(parent)
-    c = Campaign.__table__  # type: ignore[attr-defined]
+    c = tables.campaigns
     with sqlite_engine.connect() as conn:
         kids = conn.execute(
             select(c.c.occurrence_at, c.c.state).where(c.c.parent_id == parent)
@@ -243,7 +243,7 @@ def test_a_start_that_raises_fails_once_with_the_reason(sqlite_engine: Engine, j
     """A start that cannot happen is marked failed, not retried at each sync."""
     j, _ = jobs
     cid = _campaign(sqlite_engine, T0)
-    c = Campaign.__table__  # type: ignore[attr-defined]
+    c = tables.campaigns
     with sqlite_engine.begin() as conn:  # a stored spec damaged after creation
         spec = conn.execute(select(c.c.spec).where(c.c.id == cid)).scalar_one()
         spec["schedule"]["window"] = ["nine", "20:00"]

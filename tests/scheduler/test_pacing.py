@@ -14,7 +14,7 @@ from sqlalchemy import Engine, select, update
 
 from scheduler.clock import FakeClock
 from scheduler.dispatcher import Dispatcher
-from storage.models import Contact, Instance
+from storage import tables
 from tests.scheduler.helpers import (
     RecordingSender,
     add_instances,
@@ -237,7 +237,7 @@ def test_pace_state_survives_a_restart(engine: Engine) -> None:
     with make(engine, clock, sender) as d:
         d.tick()
     assert len(sender.sent) == 1
-    inst = Instance.__table__  # type: ignore[attr-defined]
+    inst = tables.instances
     with engine.connect() as conn:
         nxt = conn.execute(select(inst.c.next_send_at)).scalar_one()
     assert nxt == T0 + timedelta(seconds=60)
@@ -254,7 +254,7 @@ def test_opted_out_contacts_are_skipped_at_send_time(engine: Engine) -> None:
     clock = FakeClock(T0)
     add_instances(engine, ["A"], T0)
     cid = add_running_campaign(engine, spec(), recipients=4, senders=["A"], now=T0)
-    ct = Contact.__table__  # type: ignore[attr-defined]
+    ct = tables.contacts
     with engine.begin() as conn:
         conn.execute(update(ct).where(ct.c.phone == "+15550000002").values(opted_out=True))
     sender = RecordingSender(clock)

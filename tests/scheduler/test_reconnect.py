@@ -21,13 +21,13 @@ from gateway.sandbox import Sandbox, SandboxConfig, run_sandbox_in_thread
 from gateway.sandbox.records import CONNECTED, DISCONNECTED, LOGGED_OUT
 from scheduler.reconnect import Reconnector
 from scheduler.service import Service, ServiceOptions
-from storage.models import Campaign, Instance
+from storage import tables
 from storage.types import utcnow
 from tests.e2e.live import live_gateway
 from tests.scheduler.helpers import add_instances, add_running_campaign, spec
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
-_i = Instance.__table__  # type: ignore[attr-defined]
+_i = tables.instances
 
 
 class CountingClient(GatewayClient):
@@ -142,7 +142,7 @@ def test_service_heals_drops_and_the_campaign_completes_once_per_recipient(
             reconnect_backoff=(0.2,),
         )
 
-        c = Campaign.__table__  # type: ignore[attr-defined]
+        c = tables.campaigns
         with Service(engine, live.client, options=options, instance_client=live.client):
             deadline = time.monotonic() + 60
             state = None

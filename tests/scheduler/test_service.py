@@ -15,8 +15,8 @@ from campaigns.importer import ImportOptions, import_file
 from campaigns.service import create_campaign
 from gatecast.commands import serve as serve_cmd
 from gatecast.settings import Settings
+from storage import tables
 from storage.engine import make_engine
-from storage.models import Campaign, Delivery, Lease
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
@@ -56,8 +56,8 @@ def test_serve_with_sandbox_runs_a_campaign_to_delivered(tmp_path: Path) -> None
             "t.toml",
         )
         cid = create_campaign(engine, spec).id
-        c = Campaign.__table__  # type: ignore[attr-defined]
-        d = Delivery.__table__  # type: ignore[attr-defined]
+        c = tables.campaigns
+        d = tables.deliveries
         delivered = 0
         while time.monotonic() < deadline:
             with engine.connect() as conn:
@@ -74,7 +74,7 @@ def test_serve_with_sandbox_runs_a_campaign_to_delivered(tmp_path: Path) -> None
             time.sleep(0.2)
         assert state == "completed" and delivered >= 40, (state, delivered)
         with engine.connect() as conn:
-            holder = conn.execute(select(Lease.__table__.c.holder)).scalar()  # type: ignore[attr-defined]
+            holder = conn.execute(select(tables.leases.c.holder)).scalar()
         assert holder  # this process held the scheduler lease
         secret = (tmp_path / ".gatecast-webhook-secret").read_text().strip()
         assert len(secret) >= 24
@@ -82,4 +82,4 @@ def test_serve_with_sandbox_runs_a_campaign_to_delivered(tmp_path: Path) -> None
         stop.set()
         thread.join(timeout=30)
     with engine.connect() as conn:
-        assert conn.execute(select(Lease.__table__)).first() is None  # type: ignore[attr-defined]
+        assert conn.execute(select(tables.leases)).first() is None

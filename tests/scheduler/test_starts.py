@@ -26,14 +26,14 @@ from scheduler import starts
 from scheduler.clock import FakeClock
 from scheduler.dispatcher import Dispatcher
 from scheduler.starts import start_campaign
-from storage.models import Campaign, Delivery
+from storage import tables
 from storage.queries import instances as iq
 from tests.scheduler.helpers import add_instances
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 T0 = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)
-_d = Delivery.__table__  # type: ignore[attr-defined]
-_c = Campaign.__table__  # type: ignore[attr-defined]
+_d = tables.deliveries
+_c = tables.campaigns
 
 
 def _campaign(engine: Engine, instances: list[str], **schedule: Any) -> int:

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy import Engine
 
+from storage import tables
 from storage.queries import contacts as q
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -88,9 +89,8 @@ def test_lists_and_members(engine: Engine) -> None:
 
 
 def test_insert_rejects(engine: Engine) -> None:
-    from storage.models import ImportJob
 
-    imports = ImportJob.__table__  # type: ignore[attr-defined]
+    imports = tables.imports
     with engine.begin() as conn:
         import_id = conn.execute(
             sa.insert(imports).values(filename="f.csv", started_at=NOW)

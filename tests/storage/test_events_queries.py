@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, func, insert, select
 
-from storage.models import Campaign, Delivery, StatusEvent
+from storage import tables
 from storage.queries import events as q
 
-deliveries = Delivery.__table__  # type: ignore[attr-defined]
-status_events = StatusEvent.__table__  # type: ignore[attr-defined]
-campaigns = Campaign.__table__  # type: ignore[attr-defined]
+deliveries = tables.deliveries
+status_events = tables.status_events
+campaigns = tables.campaigns
 
 T0 = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 

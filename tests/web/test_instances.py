@@ -15,6 +15,7 @@ import zxingcpp
 from PIL import Image
 from sqlalchemy import Engine
 
+from storage import tables
 from tests.web.conftest import API_KEY, LiveApp, gateway_factory_for
 
 
@@ -210,10 +211,9 @@ def test_reset_reports_what_followed_the_new_id(
 ) -> None:
     from sqlalchemy import insert, select
 
-    from storage.models import Campaign, Delivery
     from storage.types import utcnow
 
-    c, d = Campaign.__table__, Delivery.__table__  # type: ignore[attr-defined]
+    c, d = tables.campaigns, tables.deliveries
     live_sqlite.ctx.gateway_factory = gateway_factory_for(sandbox)
     with live_sqlite.client() as api:
         iid = api.post("/api/v1/instances", json={}).json()["instance_id"]

@@ -8,7 +8,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import insert
 
 from gatecast.web.metrics import observe_send
-from storage.models import Campaign, Delivery, InboundMessage, Instance, StatusEvent
+from storage import tables
 from tests.web.conftest import LiveApp
 
 
@@ -25,7 +25,7 @@ def test_figures_come_from_the_database(live: LiveApp) -> None:
     engine = live.ctx.engine
     with engine.begin() as conn:
         conn.execute(
-            insert(Instance.__table__),  # type: ignore[attr-defined]
+            insert(tables.instances),
             [
                 {
                     "instance_id": "AAA",
@@ -44,7 +44,7 @@ def test_figures_come_from_the_database(live: LiveApp) -> None:
             ],
         )
         cid = conn.execute(
-            insert(Campaign.__table__)  # type: ignore[attr-defined]
+            insert(tables.campaigns)
             .values(
                 name="m",
                 state="running",
@@ -53,7 +53,7 @@ def test_figures_come_from_the_database(live: LiveApp) -> None:
                 created_at=now,
                 updated_at=now,
             )
-            .returning(Campaign.__table__.c.id)  # type: ignore[attr-defined]
+            .returning(tables.campaigns.c.id)
         ).scalar_one()
         base = {
             "campaign_id": cid,
@@ -65,7 +65,7 @@ def test_figures_come_from_the_database(live: LiveApp) -> None:
             "content": {},
         }
         conn.execute(
-            insert(Delivery.__table__),  # type: ignore[attr-defined]
+            insert(tables.deliveries),
             [
                 {**base, "target": "+1", "state": "queued", "due_at": now - timedelta(seconds=1)},
                 {**base, "target": "+2", "state": "queued", "due_at": now + timedelta(hours=1)},
@@ -83,7 +83,7 @@ def test_figures_come_from_the_database(live: LiveApp) -> None:
             ],
         )
         conn.execute(
-            insert(StatusEvent.__table__),  # type: ignore[attr-defined]
+            insert(tables.status_events),
             [
                 {"message_id": "m1", "status": "delivered", "occurred_at": now, "received_at": now},
                 {"message_id": "m1", "status": "read", "occurred_at": now, "received_at": now},
@@ -91,7 +91,7 @@ def test_figures_come_from_the_database(live: LiveApp) -> None:
             ],
         )
         conn.execute(
-            insert(InboundMessage.__table__),  # type: ignore[attr-defined]
+            insert(tables.inbound_messages),
             [{"message_id": "in1", "chat": "1@s.whatsapp.net", "text": "STOP", "received_at": now}],
         )
     observe_send("accepted")

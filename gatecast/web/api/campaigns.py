@@ -42,12 +42,12 @@ from campaigns.service import (
 )
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.idempotency import IDEMPOTENT, run_once
-from storage.models import Delivery
+from storage import tables
 
 router = APIRouter(tags=["campaigns"])
 Ctx = Annotated[AppContext, Depends(get_ctx)]
 
-_d = Delivery.__table__  # type: ignore[attr-defined]
+_d = tables.deliveries
 
 #: largest TOML campaign file accepted
 MAX_TOML_BYTES = 1024 * 1024

@@ -11,12 +11,12 @@ from sqlalchemy import func, or_, select
 
 from gatecast.web.api.common import Limit, Offset, Page, not_found
 from gatecast.web.context import AppContext, get_ctx
-from storage.models import Contact, ListMember
+from storage import tables
 
 router = APIRouter(tags=["contacts"])
 
-_ct = Contact.__table__  # type: ignore[attr-defined]
-_lm = ListMember.__table__  # type: ignore[attr-defined]
+_ct = tables.contacts
+_lm = tables.list_members
 
 
 class ContactPublic(BaseModel):

@@ -11,13 +11,12 @@ from sqlalchemy import func, select
 
 from gatecast.web.api.common import Limit, Offset, Page, not_found
 from gatecast.web.context import AppContext, get_ctx
-from storage import states
-from storage.models import Campaign, Delivery
+from storage import states, tables
 
 router = APIRouter(tags=["deliveries"])
 
-_d = Delivery.__table__  # type: ignore[attr-defined]
-_c = Campaign.__table__  # type: ignore[attr-defined]
+_d = tables.deliveries
+_c = tables.campaigns
 
 
 class DeliveryPublic(BaseModel):

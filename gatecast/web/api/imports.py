@@ -39,14 +39,14 @@ from gatecast.web.api.common import Limit, Offset, Page, field_error, not_found
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.idempotency import IDEMPOTENT, run_once
 from gatecast.web.problems import web_terms
-from storage.models import ContactList, ImportJob, ImportReject
+from storage import tables
 
 router = APIRouter(tags=["imports"])
 Ctx = Annotated[AppContext, Depends(get_ctx)]
 
-_jobs = ImportJob.__table__  # type: ignore[attr-defined]
-_rejects = ImportReject.__table__  # type: ignore[attr-defined]
-_lists = ContactList.__table__  # type: ignore[attr-defined]
+_jobs = tables.imports
+_rejects = tables.import_rejects
+_lists = tables.lists
 
 #: multipart overhead tolerated on top of the file itself before refusing on Content-Length
 MULTIPART_SLACK = 64 * 1024

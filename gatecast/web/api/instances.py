@@ -19,14 +19,14 @@ from gatecast.web.problems import Problem, web_terms
 from gateway.errors import GatewayError
 from gateway.errors import RequestValidationError as GatewayRequestError
 from scheduler.policy import policy_from_spec
-from storage.models import Campaign, Delivery, Instance
+from storage import tables
 
 router = APIRouter(tags=["instances"])
 T = TypeVar("T")
 
-_i = Instance.__table__  # type: ignore[attr-defined]
-_d = Delivery.__table__  # type: ignore[attr-defined]
-_c = Campaign.__table__  # type: ignore[attr-defined]
+_i = tables.instances
+_d = tables.deliveries
+_c = tables.campaigns
 
 
 _ROW_FIELDS = (

@@ -22,14 +22,14 @@ from hypothesis import strategies as st
 from sqlalchemy import Engine, update
 
 from campaigns import reports
-from storage.models import Delivery
+from storage import tables
 from storage.reports import sql as report_sql
 from storage.reports import sqlite as sqlite_reports
 from storage.reports import sqlite_workers
 from tests.campaigns.campaign_fixtures import NOW
 from tests.campaigns.test_reports_csv_fast import _assert_same, _campaign, _other_rows, _per_row
 
-deliveries = Delivery.__table__  # type: ignore[attr-defined]
+deliveries = tables.deliveries
 
 
 def _db_file(engine: Engine) -> str:

@@ -1,0 +1,29 @@
+"""One typed handle per table (``sqlalchemy.Table``), for Core statements.
+
+SQLModel declares the tables in :mod:`storage.models`, but its ``Model.__table__`` is not
+typed; these come from the shared metadata, where every table is a typed ``Table``.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from sqlalchemy import Table
+from sqlmodel import SQLModel
+
+import storage.models  # noqa: F401  (declares the tables in SQLModel's metadata)
+
+_tables = SQLModel.metadata.tables
+
+instances: Final[Table] = _tables["instances"]
+contacts: Final[Table] = _tables["contacts"]
+lists: Final[Table] = _tables["lists"]
+list_members: Final[Table] = _tables["list_members"]
+imports: Final[Table] = _tables["imports"]
+import_rejects: Final[Table] = _tables["import_rejects"]
+campaigns: Final[Table] = _tables["campaigns"]
+deliveries: Final[Table] = _tables["deliveries"]
+status_events: Final[Table] = _tables["status_events"]
+inbound_messages: Final[Table] = _tables["inbound_messages"]
+leases: Final[Table] = _tables["leases"]
+idempotency_keys: Final[Table] = _tables["idempotency_keys"]
