@@ -20,8 +20,6 @@ from typing import TYPE_CHECKING
 import typer
 from rich.console import Console
 
-from storage import tables
-
 if TYPE_CHECKING:
     from sqlalchemy import Engine, Table
 
@@ -38,9 +36,9 @@ DEFAULT_SENDER_GRACE_SECONDS = 300.0
 
 
 def _campaigns() -> Table:
+    from storage import tables  # imported when a command runs: --help stays light
 
-    table: Table = tables.campaigns
-    return table
+    return tables.campaigns
 
 
 @dataclass(frozen=True)
