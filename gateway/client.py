@@ -39,7 +39,7 @@ from gateway.requests import (
     build_send,
     build_set_webhook,
 )
-from gateway.wire import WireResponse, WireSender, wire_usable
+from gateway.send_transport import WireResponse, WireSender, wire_usable
 
 Clock = Callable[[], datetime]
 USER_AGENT = "gatecast/0.1 (+https://github.com/gatecast)"

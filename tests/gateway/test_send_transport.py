@@ -1,5 +1,6 @@
-"""The httpcore send path (gateway.wire): it must put the same request on the wire as httpx,
-read answers the same way, and fail with the same httpx exceptions (so the same outcomes)."""
+"""The httpcore send path (gateway.send_transport): it must put the same request on the
+wire as httpx, read answers the same way, and fail with the same httpx exceptions (so the
+same outcomes)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pytest
 from gateway import Button, GatewayClient, Interactive, Media, OutcomeKind, Text
 from gateway.messages import Message
 from gateway.sandbox import SandboxConfig, run_sandbox_in_thread
-from gateway.wire import as_httpx_error, wire_usable
+from gateway.send_transport import as_httpx_error, wire_usable
 
 TOKEN = "wire-secret-token"
 SUCCESS = {"status": "success", "message": "Message sent", "data": {"key": {"id": "3EB0F00D"}}}
