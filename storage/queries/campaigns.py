@@ -10,9 +10,9 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Table, func, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 from storage import states, tables
+from storage.dialect import dialect_insert
 
 _d: Table = tables.deliveries
 
@@ -20,18 +20,9 @@ _d: Table = tables.deliveries
 BATCH = 5000
 
 
-def _insert(conn: Connection, table: Table) -> Any:
-    """The dialect's INSERT (it has ``on_conflict_do_nothing``)."""
-    if conn.dialect.name == "postgresql":
-        return postgresql.insert(table)
-    if conn.dialect.name == "sqlite":
-        return sqlite.insert(table)
-    raise NotImplementedError(f"unsupported database: {conn.dialect.name}")
-
-
 def insert_deliveries(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
     """Insert delivery rows; a row whose (campaign_id, target) exists is left alone."""
-    stmt = _insert(conn, _d).on_conflict_do_nothing(index_elements=["campaign_id", "target"])
+    stmt = dialect_insert(conn, _d).on_conflict_do_nothing(index_elements=["campaign_id", "target"])
     for start in range(0, len(rows), BATCH):
         batch = [dict(r) for r in rows[start : start + BATCH]]
         if batch:

@@ -29,11 +29,11 @@ from sqlalchemy import (
     true,
     update,
 )
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.sql.elements import ColumnElement
 
 from storage import tables
+from storage.dialect import dialect_insert
 from storage.types import UTCDateTime
 
 contacts: Table = tables.contacts
@@ -58,13 +58,15 @@ def batched(items: Sequence[Any], size: int = BATCH) -> Iterator[Sequence[Any]]:
         yield items[start : start + size]
 
 
-def _insert(conn: Connection, table: Table) -> Any:
-    """The dialect's INSERT (it has ``on_conflict_do_update`` / ``on_conflict_do_nothing``)."""
-    if conn.dialect.name == "postgresql":
-        return postgresql.insert(table)
-    if conn.dialect.name == "sqlite":
-        return sqlite.insert(table)
-    raise NotImplementedError(f"unsupported database: {conn.dialect.name}")
+def _contact_update(conn: Connection, excluded: Any) -> dict[str, Any]:
+    """An upsert's SET for an existing contact: ``raw_phone`` replaced, ``name`` only by a
+    non-empty name, attributes merged (new keys win); ``opted_out`` never touched."""
+    return {
+        "raw_phone": excluded.raw_phone,
+        "name": case((excluded.name != "", excluded.name), else_=contacts.c.name),
+        "attributes": _merge_json(conn, contacts.c.attributes, excluded.attributes),
+        "updated_at": excluded.updated_at,
+    }
 
 
 def _merge_json(conn: Connection, old: Any, new: Any) -> ColumnElement[Any]:
@@ -109,16 +111,9 @@ def upsert_contacts(conn: Connection, rows: Sequence[Mapping[str, Any]], now: da
     """
     if not rows:
         return
-    ins = _insert(conn, contacts)
-    excluded = ins.excluded
+    ins = dialect_insert(conn, contacts)
     stmt = ins.on_conflict_do_update(
-        index_elements=[contacts.c.phone],
-        set_={
-            "raw_phone": excluded.raw_phone,
-            "name": case((excluded.name != "", excluded.name), else_=contacts.c.name),
-            "attributes": _merge_json(conn, contacts.c.attributes, excluded.attributes),
-            "updated_at": excluded.updated_at,
-        },
+        index_elements=[contacts.c.phone], set_=_contact_update(conn, ins.excluded)
     )
     for chunk in batched(rows):
         params = [
@@ -138,7 +133,7 @@ def upsert_contacts(conn: Connection, rows: Sequence[Mapping[str, Any]], now: da
 
 def add_members(conn: Connection, list_id: int, ids: Iterable[int], now: datetime) -> None:
     """Add contacts to a list (already-present members are left as they are)."""
-    stmt = _insert(conn, list_members).on_conflict_do_nothing(
+    stmt = dialect_insert(conn, list_members).on_conflict_do_nothing(
         index_elements=[list_members.c.list_id, list_members.c.contact_id]
     )
     rows = [{"list_id": list_id, "contact_id": cid, "added_at": now} for cid in ids]
@@ -152,7 +147,7 @@ def ensure_list(conn: Connection, name: str, now: datetime) -> tuple[int, bool]:
     if found is not None:
         return found, False
     stmt = (
-        _insert(conn, lists)
+        dialect_insert(conn, lists)
         .values(name=name, description="", created_at=now)
         .on_conflict_do_nothing(index_elements=[lists.c.name])
         .returning(lists.c.id)
@@ -375,7 +370,7 @@ def upsert_staged(conn: Connection, now: datetime) -> None:
 
     A contact the upsert would not change is left untouched (its ``updated_at`` too).
     """
-    ins = _insert(conn, contacts)
+    ins = dialect_insert(conn, contacts)
     source = select(
         contact_stage.c.phone,
         contact_stage.c.raw_phone,
@@ -392,12 +387,7 @@ def upsert_staged(conn: Connection, now: datetime) -> None:
     excluded = stmt.excluded
     stmt = stmt.on_conflict_do_update(
         index_elements=[contacts.c.phone],
-        set_={
-            "raw_phone": excluded.raw_phone,
-            "name": case((excluded.name != "", excluded.name), else_=contacts.c.name),
-            "attributes": _merge_json(conn, contacts.c.attributes, excluded.attributes),
-            "updated_at": excluded.updated_at,
-        },
+        set_=_contact_update(conn, excluded),
         where=_would_change(conn, excluded.raw_phone, excluded.name, excluded.attributes),
     )
     conn.execute(stmt)
@@ -412,7 +402,7 @@ def add_staged_members(conn: Connection, list_id: int, now: datetime) -> None:
         .order_by(contacts.c.id)
     )
     stmt = (
-        _insert(conn, list_members)
+        dialect_insert(conn, list_members)
         .from_select(["list_id", "contact_id", "added_at"], source)
         .on_conflict_do_nothing(index_elements=[list_members.c.list_id, list_members.c.contact_id])
     )

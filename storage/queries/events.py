@@ -32,12 +32,13 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.elements import ColumnElement
 
 from storage import states, tables
+from storage.dialect import dialect_insert, insert_for
 
 _d: Table = tables.deliveries
 _e: Table = tables.status_events
@@ -71,18 +72,6 @@ CONNECTION_PAUSE_REASONS = ("relogin_required", "not_activated", "disconnected")
 def _state_in(allowed: Sequence[str]) -> ColumnElement[bool]:
     """``state IN (...)`` with inline constants (one cached statement for every batch)."""
     return or_(*(_d.c.state == literal_column(f"'{s}'") for s in allowed))
-
-
-def _insert(conn: Connection, table: Table) -> Any:
-    return _insert_for(conn.dialect.name, table)
-
-
-def _insert_for(dialect: str, table: Table) -> Any:
-    if dialect == "postgresql":
-        return postgresql.insert(table)
-    if dialect == "sqlite":
-        return sqlite.insert(table)
-    raise NotImplementedError(f"unsupported database: {dialect}")
 
 
 def _chunks(items: Sequence[Any], size: int = BATCH) -> list[Sequence[Any]]:
@@ -152,7 +141,7 @@ def pg_status_event_columns(rows: Sequence[Mapping[str, Any]]) -> tuple[list[Any
 @functools.cache
 def _insert_status_event(dialect: str) -> Any:
     """``INSERT ... ON CONFLICT (message_id, status) DO NOTHING``, built once per dialect."""
-    return _insert_for(dialect, _e).on_conflict_do_nothing(index_elements=["message_id", "status"])
+    return insert_for(dialect, _e).on_conflict_do_nothing(index_elements=["message_id", "status"])
 
 
 def unapplied_matching(conn: Connection, *, since: datetime, limit: int) -> list[str]:
@@ -455,7 +444,7 @@ def insert_inbound(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
     """Store inbound messages; an id already stored is dropped."""
     if not rows:
         return
-    stmt = _insert(conn, _in).on_conflict_do_nothing(index_elements=["message_id"])
+    stmt = dialect_insert(conn, _in).on_conflict_do_nothing(index_elements=["message_id"])
     conn.execute(stmt, [dict(r) for r in rows])
 
 
