@@ -20,13 +20,12 @@ from typing import Any
 from pydantic import SecretStr
 from rich.console import Console
 from rich.table import Table
-from sqlalchemy import Engine
 
 from campaigns.campaign_file import PaceSpec, load_campaign_file
 from campaigns.importer import ImportOptions, import_file
-from campaigns.instances import mark_gone
+from campaigns.instances import mark_connected, mark_gone
 from campaigns.reports import write_report
-from campaigns.service import create_campaign
+from campaigns.service import campaign_counts, create_campaign, reply_stats
 from gatecast.commands.campaign_run import RunOptions, run_campaign
 from gatecast.commands.serve import (
     embedded_sandbox,
@@ -34,7 +33,7 @@ from gatecast.commands.serve import (
     register_webhooks,
     with_webhook_secret,
 )
-from gatecast.runtime import describe_url, open_engine
+from gatecast.runtime import open_engine
 from gatecast.settings import Settings
 from gatecast.web.app import create_app
 from gatecast.web.context import AppContext
@@ -42,8 +41,7 @@ from gatecast.web.webhook import install_log_redaction
 from gateway.client import GatewayClient
 from scheduler.service import AsgiServer, Service, ServiceOptions
 from scheduler.starts import start_campaign
-from storage.queries import deliveries as dq
-from storage.queries import instances as iq
+from storage.engine import Engine, describe_url
 from storage.types import utcnow
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
@@ -91,8 +89,7 @@ def _settle(engine: Engine, campaign_id: int, sb: Any, timeout: float) -> None:
     last: dict[str, int] | None = None
     stable_since = time.monotonic()
     while time.monotonic() < deadline:
-        with engine.connect() as conn:
-            counts = dq.state_counts(conn, campaign_id)
+        counts = campaign_counts(engine, campaign_id)
         if counts != last:
             last, stable_since = counts, time.monotonic()
         elif time.monotonic() - stable_since > 1.0:
@@ -162,8 +159,7 @@ def run_demo(settings: Settings, options: DemoOptions, console: Console) -> int:
                 f"{'saved to ' + str(qr_path) if qr_path else 'sent through the webhook'}; "
                 "scanned (sandbox)"
             )
-            with engine.begin() as conn:
-                iq.mark_state(conn, iid, "connected", now=utcnow())
+            mark_connected(engine, iid, now=utcnow())
             register_webhooks(engine, gw, server.url, settings.webhook_secret, [iid], out=console)
         # the embedded sandbox (and the instance in it) ends with the demo: record that, so
         # later campaigns never pick it or wait for it
@@ -209,9 +205,8 @@ def run_demo(settings: Settings, options: DemoOptions, console: Console) -> int:
         )
         console.print("waiting for delivery statuses and replies…")
         _settle(engine, created.id, sb, options.settle_seconds)
-        with engine.connect() as conn:
-            counts = dq.state_counts(conn, created.id)
-            replies, opted_out = dq.reply_stats(conn, created.id)
+        counts = campaign_counts(engine, created.id)
+        replies, opted_out = reply_stats(engine, created.id)
         console.print(_summary_table(counts, f"campaign {created.id}: {spec.name}"))
         console.print(f"replies: {replies}; contacts who opted out (STOP): {opted_out}")
         slug = slugify(spec.name)

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Engine
-from sqlalchemy.engine import make_url
-
 from gatecast.settings import Settings
 from gateway.client import GatewayClient
 from gateway.errors import RequestValidationError
-from storage.engine import current_revision, make_engine, normalise_url, upgrade
+from storage.engine import (
+    Engine,
+    current_revision,
+    is_sqlite_url,
+    make_engine,
+    normalise_url,
+    upgrade,
+)
 from storage.models import HEAD_REVISION
 from storage.types import utcnow
 
@@ -31,7 +35,7 @@ def open_engine(settings: Settings, *, auto_upgrade: bool | None = None) -> Engi
     url = normalise_url(settings.database_url)
     engine = make_engine(url)
     if auto_upgrade is None:
-        auto_upgrade = make_url(url).get_backend_name() == "sqlite"
+        auto_upgrade = is_sqlite_url(url)
     if auto_upgrade:
         upgrade(engine)
     else:
@@ -42,11 +46,6 @@ def open_engine(settings: Settings, *, auto_upgrade: bool | None = None) -> Engi
                 "run `gatecast db upgrade`"
             )
     return engine
-
-
-def describe_url(url: str) -> str:
-    """The database URL with any password hidden, for messages and logs."""
-    return make_url(normalise_url(url)).render_as_string(hide_password=True)
 
 
 def make_gateway_client(settings: Settings) -> GatewayClient:

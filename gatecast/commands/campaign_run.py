@@ -21,10 +21,9 @@ import typer
 from rich.console import Console
 
 if TYPE_CHECKING:
-    from sqlalchemy import Engine, Table
-
     from gatecast.settings import Settings
     from scheduler.dispatcher import Dispatcher, SupportsSend, TickResult
+    from storage.engine import Engine
 
 #: Delivery states that still need the dispatcher.
 _PENDING = ("queued", "sending")
@@ -33,12 +32,6 @@ _PENDING = ("queued", "sending")
 #: out so that ``--help`` needs no scheduler import (tests/gatecast/test_cli_startup.py
 #: checks that the two agree).
 DEFAULT_SENDER_GRACE_SECONDS = 300.0
-
-
-def _campaigns() -> Table:
-    from storage import tables  # imported when a command runs: --help stays light
-
-    return tables.campaigns
 
 
 @dataclass(frozen=True)
@@ -64,18 +57,6 @@ class NoSenderCanSend(RuntimeError):
         super().__init__(f"campaign {campaign_id}: no sender can send: {why}")
 
 
-def campaign_state(engine: Engine, campaign_id: int) -> tuple[str, str | None] | None:
-    """``(state, reason)`` of a campaign, or None when it does not exist."""
-    from sqlalchemy import select
-
-    campaigns = _campaigns()
-    with engine.connect() as conn:
-        row = conn.execute(
-            select(campaigns.c.state, campaigns.c.state_reason).where(campaigns.c.id == campaign_id)
-        ).first()
-    return None if row is None else (str(row[0]), row[1])
-
-
 class StartRefused(RuntimeError):
     """The campaign's start failed (no sender, a missed start...); the message says why."""
 
@@ -97,9 +78,9 @@ def run_campaign(
     :class:`NoSenderCanSend` when it stalls (the campaign stays ``running``).
     """
     from campaigns import lifecycle
+    from campaigns.service import campaign_counts, campaign_state
     from scheduler.dispatcher import Dispatcher
     from scheduler.starts import start_campaign
-    from storage.queries import deliveries as dq
     from storage.types import utcnow
 
     options = options or RunOptions()
@@ -139,8 +120,7 @@ def run_campaign(
     found = campaign_state(engine, campaign_id)
     if why is not None and found is not None and found[0] == lifecycle.RUNNING:
         raise NoSenderCanSend(campaign_id, why)
-    with engine.connect() as conn:
-        return dq.state_counts(conn, campaign_id)
+    return campaign_counts(engine, campaign_id)
 
 
 def _run_with_progress(
@@ -158,10 +138,9 @@ def _run_with_progress(
         TimeElapsedColumn,
     )
 
-    from storage.queries import deliveries as dq
+    from campaigns.service import campaign_counts
 
-    with engine.connect() as conn:
-        counts = dq.state_counts(conn, campaign_id)
+    counts = campaign_counts(engine, campaign_id)
     total = sum(counts.values())
     columns = (
         TextColumn("[bold]campaign {task.fields[cid]}"),
@@ -182,8 +161,7 @@ def _run_with_progress(
             if now - last < 0.25 and not result.completed:
                 return
             last = now
-            with engine.connect() as conn:
-                c = dq.state_counts(conn, campaign_id)
+            c = campaign_counts(engine, campaign_id)
             done = sum(v for k, v in c.items() if k not in _PENDING)
             detail = ", ".join(f"{k} {v}" for k, v in c.items() if v and k not in _PENDING)
             if dispatcher.paused_senders:
@@ -193,8 +171,7 @@ def _run_with_progress(
             bar.update(task, completed=done, detail=detail)
 
         dispatcher.run(until_done=True, on_tick=update, stop_when_stalled=True)
-        with engine.connect() as conn:
-            c = dq.state_counts(conn, campaign_id)
+        c = campaign_counts(engine, campaign_id)
         bar.update(task, completed=sum(v for k, v in c.items() if k not in _PENDING))
 
 
@@ -206,30 +183,22 @@ def _receive_webhooks(
     console: Console,
 ) -> Settings:
     """Serve the HTTP app in this process and register its webhook for the senders."""
-    from sqlalchemy import select
-
+    from campaigns.instances import connected_ids, webhook_registered
+    from campaigns.service import campaign_instances
     from gatecast.commands.serve import register_webhooks, with_webhook_secret
     from gatecast.runtime import make_gateway_client
     from gatecast.web.app import create_app
     from gatecast.web.context import AppContext
     from gatecast.web.webhook import install_log_redaction
-    from scheduler.policy import policy_from_spec
     from scheduler.service import AsgiServer
-    from storage.queries import instances as iq
 
     settings, _ = with_webhook_secret(settings)
     install_log_redaction()
     port = settings.port if settings.public_url else 0
     app = create_app(AppContext(settings=settings, engine=engine))
     server = stack.enter_context(AsgiServer(app, host=settings.host, port=port))
-    campaigns = _campaigns()
-    with engine.connect() as conn:
-        spec = conn.execute(
-            select(campaigns.c.spec, campaigns.c.timezone).where(campaigns.c.id == campaign_id)
-        ).first()
-        named = list(policy_from_spec(spec[0] or {}, timezone=spec[1]).instances) if spec else []
-        ids = named or iq.connected_ids(conn)
-        before = iq.webhook_registered(conn, ids)  # what serve (or a user) registered
+    ids = campaign_instances(engine, campaign_id) or connected_ids(engine)
+    before = webhook_registered(engine, ids)  # what serve (or a user) registered
     base = settings.public_url or server.url
     with make_gateway_client(settings) as client:
         done = register_webhooks(engine, client, base, settings.webhook_secret, ids, out=console)
@@ -289,14 +258,13 @@ def _restore_webhooks(
 
 def _settle(engine: Engine, campaign_id: int, timeout: float) -> dict[str, int]:
     """Wait until the campaign's counts stop moving for 2 s (or ``timeout``)."""
-    from storage.queries import deliveries as dq
+    from campaigns.service import campaign_counts
 
     deadline = time.monotonic() + timeout
     last: dict[str, int] = {}
     stable_since = time.monotonic()
     while True:
-        with engine.connect() as conn:
-            counts = dq.state_counts(conn, campaign_id)
+        counts = campaign_counts(engine, campaign_id)
         if counts != last:
             last, stable_since = counts, time.monotonic()
         if time.monotonic() - stable_since >= 2.0 or time.monotonic() > deadline:
@@ -313,6 +281,7 @@ def run_command(
 ) -> int:
     """The CLI body: returns the process exit code (0 when the campaign completed)."""
     from campaigns import lifecycle
+    from campaigns.service import campaign_state
     from gatecast.runtime import GatewayNotConfigured, make_gateway_client, open_engine
 
     try:

@@ -26,10 +26,10 @@ from rich.console import Console
 
 if TYPE_CHECKING:
     from pydantic import SecretStr
-    from sqlalchemy import Engine
 
     from gatecast.settings import Settings
     from gateway.client import GatewayClient
+    from storage.engine import Engine
 
 log = logging.getLogger("gatecast.serve")
 console = Console()
@@ -40,13 +40,11 @@ WEBHOOK_PATH = "/webhooks/gateway/"
 
 def secret_file_path(settings: Settings) -> Path:
     """Where a generated webhook secret is kept (beside the SQLite file, else the cwd)."""
-    from sqlalchemy.engine import make_url
+    from storage.engine import sqlite_file
 
-    from storage.engine import normalise_url
-
-    url = make_url(normalise_url(settings.database_url))
-    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
-        return Path(str(url.database)).resolve().parent / SECRET_FILE_NAME
+    database = sqlite_file(settings.database_url)
+    if database is not None:
+        return database.resolve().parent / SECRET_FILE_NAME
     return Path.cwd() / SECRET_FILE_NAME
 
 
@@ -100,8 +98,8 @@ def register_webhooks(
     out: Console | None = None,
 ) -> list[str]:
     """``set_webhook`` for each instance; returns those that were registered."""
+    from campaigns.instances import InstanceGone, set_webhook
     from gateway.errors import GatewayError
-    from storage.queries import instances as iq
     from storage.types import utcnow
 
     out = out or console
@@ -109,12 +107,10 @@ def register_webhooks(
     done: list[str] = []
     for iid in instance_ids:
         try:
-            client.set_webhook(iid, url, True)
-        except GatewayError as exc:
+            set_webhook(engine, client, iid, url, now=utcnow())
+        except (GatewayError, InstanceGone) as exc:
             out.print(f"[yellow]webhook not registered for {iid}:[/] {exc}")
             continue
-        with engine.begin() as conn:
-            iq.set_webhook_registered(conn, iid, True, now=utcnow())
         done.append(iid)
     shown = base_url.rstrip("/") + WEBHOOK_PATH + hint(secret)
     if done:
@@ -145,7 +141,7 @@ def serve(
     from pydantic import SecretStr
 
     from campaigns.import_runs import mark_interrupted_imports
-    from campaigns.instances import confirm_scans
+    from campaigns.instances import confirm_scans, connected_ids, mark_connected
     from gatecast.runtime import GatewayNotConfigured, make_gateway_client, open_engine
     from gatecast.web import auth
     from gatecast.web.app import create_app
@@ -153,7 +149,6 @@ def serve(
     from gatecast.web.metrics import observe_send
     from gatecast.web.webhook import install_log_redaction
     from scheduler.service import AsgiServer, Service, ServiceOptions
-    from storage.queries import instances as iq
     from storage.types import utcnow
 
     stop = stop or threading.Event()
@@ -174,8 +169,7 @@ def serve(
         engine = open_engine(settings)
         mark_interrupted_imports(engine, now=utcnow())  # imports killed with a past process
         if sandbox:
-            with engine.begin() as conn:
-                iq.mark_state(conn, iid, "connected", now=utcnow())
+            mark_connected(engine, iid, now=utcnow())
         try:
             make_gateway_client(settings).close()
         except GatewayNotConfigured as exc:
@@ -197,9 +191,7 @@ def serve(
             linked = confirm_scans(engine, client, now=utcnow())
             if linked:
                 console.print(f"linked (QR code scanned): {', '.join(linked)}")
-            with engine.connect() as conn:
-                ids = iq.connected_ids(conn)
-            register_webhooks(engine, client, base, settings.webhook_secret, ids)
+            register_webhooks(engine, client, base, settings.webhook_secret, connected_ids(engine))
         service = stack.enter_context(
             Service(
                 engine,
