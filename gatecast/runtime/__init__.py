@@ -1,6 +1,16 @@
-"""Builds the long-lived objects (engine, gateway client) from :class:`Settings`."""
+"""The runtime of every face: the long-lived objects built from :class:`Settings`.
+
+Here: the engine (schema checked), the gateway client and the embedded sandbox.
+Submodules: :mod:`.http_server` (the ASGI app served by uvicorn in a thread),
+:mod:`.webhooks` (secret, URL and registration of the webhook) and :mod:`.foreground`
+(one campaign run to its end in this process).
+"""
 
 from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
 
 from gatecast.settings import Settings
 from gateway.client import GatewayClient
@@ -80,3 +90,13 @@ def make_gateway_client(settings: Settings) -> GatewayClient:
     except RequestValidationError as exc:
         name = variables.get(exc.field, exc.field)
         raise GatewayNotConfigured(f"{name}: {exc.problem}") from None
+
+
+@contextlib.contextmanager
+def embedded_sandbox(seed: int = 0, *, auto_link: bool = True, **config: Any) -> Iterator[Any]:
+    """A sandbox gateway on a free local port (for ``serve --sandbox`` and the demo)."""
+    from gateway.sandbox import SandboxConfig, run_sandbox_in_thread
+
+    cfg = SandboxConfig(seed=seed, auto_link=auto_link, **config)
+    with run_sandbox_in_thread(cfg) as sb:
+        yield sb
