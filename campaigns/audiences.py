@@ -77,6 +77,26 @@ def member_phones(engine: Engine, list_id: int, *, include_opted_out: bool = Fal
         return q.list_member_phones(conn, list_id, include_opted_out=include_opted_out)
 
 
+def get_contact(engine: Engine, phone_e164: str) -> Any | None:
+    """The contact with ``phone_e164`` (every column), or None."""
+    with engine.connect() as conn:
+        return q.get_contact(conn, phone_e164)
+
+
+def contact_lists(engine: Engine, contact_id: int) -> list[str]:
+    """The names of the lists a contact belongs to, sorted."""
+    with engine.connect() as conn:
+        return q.contact_list_names(conn, contact_id)
+
+
+def set_opt_out(
+    engine: Engine, phone_e164: str, opted_out: bool, reason: str | None, *, now: datetime
+) -> bool:
+    """Opt a contact out with ``reason`` (or back in); False when there is no such contact."""
+    with engine.begin() as conn:
+        return q.set_opt_out(conn, phone_e164, opted_out, reason, now)
+
+
 def _clean_name(name: str) -> str:
     cleaned = name.strip()
     if not cleaned:
@@ -91,9 +111,12 @@ clean_list_name = _clean_name
 __all__ = [
     "ListSummary",
     "clean_list_name",
+    "contact_lists",
     "create_list",
+    "get_contact",
     "get_list",
     "get_list_id",
     "list_lists",
     "member_phones",
+    "set_opt_out",
 ]

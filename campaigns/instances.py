@@ -35,7 +35,7 @@ connection events are covered by the last two. ``gone`` instances are never used
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -399,6 +399,24 @@ def mark_gone(engine: Engine, instance_id: str, reason: str, *, now: datetime) -
         iq.mark_gone(conn, instance_id, reason, now=now)
 
 
+def mark_connected(engine: Engine, instance_id: str, *, now: datetime) -> None:
+    """Record that ``instance_id`` is linked and usable (row created if missing)."""
+    with engine.begin() as conn:
+        iq.mark_state(conn, instance_id, "connected", now=now)
+
+
+def connected_ids(engine: Engine) -> list[str]:
+    """The ids of the connected instances, oldest first."""
+    with engine.connect() as conn:
+        return iq.connected_ids(conn)
+
+
+def webhook_registered(engine: Engine, instance_ids: Sequence[str]) -> dict[str, bool]:
+    """``instance_id -> whether its webhook points at gatecast`` (unknown ids absent)."""
+    with engine.connect() as conn:
+        return iq.webhook_registered(conn, instance_ids)
+
+
 def resume(engine: Engine, instance_id: str, *, now: datetime) -> ResumeOutcome:
     """Let a paused sender send again, whatever paused it (quota, error 463, a failure
     burst, relogin). :class:`UnknownInstance` when gatecast has no such instance."""
@@ -424,15 +442,18 @@ __all__ = [
     "ResumeOutcome",
     "UnknownInstance",
     "confirm_scans",
+    "connected_ids",
     "create",
     "fetch_qr",
     "forget",
     "get",
     "list_all",
+    "mark_connected",
     "mark_gone",
     "operate",
     "require",
     "reset",
     "resume",
     "set_webhook",
+    "webhook_registered",
 ]

@@ -432,6 +432,33 @@ def campaign_counts(conn_or_engine: Connection | Engine, campaign_id: int) -> di
         return q.delivery_counts(conn, campaign_id)
 
 
+def campaign_state(engine: Engine, campaign_id: int) -> tuple[str, str | None] | None:
+    """``(state, reason)`` of a campaign, or None when it does not exist."""
+    with engine.connect() as conn:
+        try:
+            r = _row(conn, campaign_id)
+        except CampaignNotFound:
+            return None
+    return str(r.state), r.state_reason
+
+
+def campaign_instances(engine: Engine, campaign_id: int) -> list[str]:
+    """The senders the campaign's spec names (empty: any usable sender; or no campaign)."""
+    with engine.connect() as conn:
+        try:
+            r = _row(conn, campaign_id)
+        except CampaignNotFound:
+            return []
+    return list(stored_spec(r.spec or {}).instances)
+
+
+def reply_stats(engine: Engine, campaign_id: int) -> tuple[int, int]:
+    """``(replies, opted_out)``: the campaign's rows with a reply, and those whose contact
+    opted out."""
+    with engine.connect() as conn:
+        return q.replied_count(conn, campaign_id), q.opted_out_count(conn, campaign_id)
+
+
 def _state(conn: Connection, campaign_id: int) -> str:
     return str(_row(conn, campaign_id).state)
 
@@ -509,12 +536,15 @@ __all__ = [
     "PreviewItem",
     "UnrenderableRecipients",
     "campaign_counts",
+    "campaign_instances",
+    "campaign_state",
     "cancel_campaign",
     "create_campaign",
     "get_campaign",
     "list_campaigns",
     "pause_campaign",
     "preview_campaign",
+    "reply_stats",
     "resume_campaign",
     "retry_campaign",
 ]

@@ -15,35 +15,28 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pydantic import SecretStr
 from rich.console import Console
 from rich.table import Table
-from sqlalchemy import Engine
 
 from campaigns.campaign_file import PaceSpec, load_campaign_file
 from campaigns.importer import ImportOptions, import_file
-from campaigns.instances import mark_gone
+from campaigns.instances import mark_connected, mark_gone
 from campaigns.reports import write_report
-from campaigns.service import create_campaign
-from gatecast.commands.campaign_run import RunOptions, run_campaign
-from gatecast.commands.serve import (
-    embedded_sandbox,
-    hint,
-    register_webhooks,
-    with_webhook_secret,
-)
-from gatecast.runtime import describe_url, open_engine
+from campaigns.service import create_campaign, reply_stats
+from gatecast.runtime import embedded_sandbox, open_engine
+from gatecast.runtime.foreground import RunOptions, run_campaign, settle
+from gatecast.runtime.http_server import AsgiServer
+from gatecast.runtime.webhooks import register_webhooks, shown_webhook_url, with_webhook_secret
 from gatecast.settings import Settings
 from gatecast.web.app import create_app
 from gatecast.web.context import AppContext
 from gatecast.web.webhook import install_log_redaction
 from gateway.client import GatewayClient
-from scheduler.service import AsgiServer, Service, ServiceOptions
+from scheduler.service import Service, ServiceOptions
 from scheduler.starts import start_campaign
-from storage.queries import deliveries as dq
-from storage.queries import instances as iq
+from storage.engine import describe_url
 from storage.types import utcnow
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
@@ -82,22 +75,6 @@ def _save_qr(data_uri: str | None, path: Path) -> Path | None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(base64.b64decode(data_uri.split(",", 1)[1]))
     return path
-
-
-def _settle(engine: Engine, campaign_id: int, sb: Any, timeout: float) -> None:
-    """Wait until the sandbox has posted every event and our counts stop moving."""
-    deadline = time.monotonic() + timeout
-    sb.wait_idle(timeout)
-    last: dict[str, int] | None = None
-    stable_since = time.monotonic()
-    while time.monotonic() < deadline:
-        with engine.connect() as conn:
-            counts = dq.state_counts(conn, campaign_id)
-        if counts != last:
-            last, stable_since = counts, time.monotonic()
-        elif time.monotonic() - stable_since > 1.0:
-            return
-        time.sleep(0.2)
 
 
 def _summary_table(counts: dict[str, int], title: str) -> Table:
@@ -162,8 +139,7 @@ def run_demo(settings: Settings, options: DemoOptions, console: Console) -> int:
                 f"{'saved to ' + str(qr_path) if qr_path else 'sent through the webhook'}; "
                 "scanned (sandbox)"
             )
-            with engine.begin() as conn:
-                iq.mark_state(conn, iid, "connected", now=utcnow())
+            mark_connected(engine, iid, now=utcnow())
             register_webhooks(engine, gw, server.url, settings.webhook_secret, [iid], out=console)
         # the embedded sandbox (and the instance in it) ends with the demo: record that, so
         # later campaigns never pick it or wait for it
@@ -208,10 +184,12 @@ def run_demo(settings: Settings, options: DemoOptions, console: Console) -> int:
             engine, created.id, client, options=RunOptions(workers=2), console=console
         )
         console.print("waiting for delivery statuses and replies…")
-        _settle(engine, created.id, sb, options.settle_seconds)
-        with engine.connect() as conn:
-            counts = dq.state_counts(conn, created.id)
-            replies, opted_out = dq.reply_stats(conn, created.id)
+        deadline = time.monotonic() + options.settle_seconds
+        sb.wait_idle(options.settle_seconds)  # the sandbox has posted every event
+        counts = settle(
+            engine, created.id, max(0.0, deadline - time.monotonic()), quiet_seconds=1.0
+        )
+        replies, opted_out = reply_stats(engine, created.id)
         console.print(_summary_table(counts, f"campaign {created.id}: {spec.name}"))
         console.print(f"replies: {replies}; contacts who opted out (STOP): {opted_out}")
         slug = slugify(spec.name)
@@ -228,8 +206,8 @@ def run_demo(settings: Settings, options: DemoOptions, console: Console) -> int:
                 Service(engine, client, options=ServiceOptions(workers=2), instance_client=client)
             )
             console.print(
-                f"serving on {server.url} (webhook {server.url}/webhooks/gateway/"
-                f"{hint(settings.webhook_secret)}); Ctrl-C to stop"
+                f"serving on {server.url} (webhook "
+                f"{shown_webhook_url(server.url, settings.webhook_secret)}); Ctrl-C to stop"
             )
             stop = threading.Event()
             try:

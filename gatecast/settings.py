@@ -14,6 +14,8 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from scheduler.defaults import DEFAULT_SENDER_GRACE_SECONDS
+
 DEFAULT_OPT_OUT_KEYWORDS = (
     "STOP",
     "STOPALL",
@@ -61,7 +63,7 @@ class Settings(BaseSettings):
     port: int = 8080
     reports_dir: str = "reports"
     sender_grace_seconds: float = Field(
-        300.0,
+        DEFAULT_SENDER_GRACE_SECONDS,
         ge=0,
         description="How long a paused sticky sender keeps its queued recipients before "
         "they go to the campaign's healthy senders",

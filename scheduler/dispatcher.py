@@ -49,6 +49,7 @@ from campaigns.materialise import pick_sender
 from gateway.messages import Message, message_from_dict
 from gateway.outcomes import InstanceProblem, OutcomeKind, SendOutcome
 from scheduler.clock import Clock, SystemClock
+from scheduler.defaults import DEFAULT_SENDER_GRACE_SECONDS
 from scheduler.pacing import cap_remaining, next_send_at, slots_per_claim
 from scheduler.policy import CampaignPolicy, policy_from_spec
 from scheduler.windows import in_window, local_day_start, next_local_day_start, next_window_open
@@ -59,10 +60,6 @@ from storage.queries import instances as iq
 log = logging.getLogger("gatecast.dispatch")
 
 _campaigns = tables.campaigns
-
-#: how long a sticky sender may stay paused before its queued recipients go to the
-#: campaign's healthy senders (``GATECAST_SENDER_GRACE_SECONDS``)
-DEFAULT_SENDER_GRACE_SECONDS = 300.0
 
 
 class SupportsSend(Protocol):

@@ -1,6 +1,6 @@
-"""Everything in one process: leader election, APScheduler jobs, the dispatcher, the
-reconnection of dropped instances, and an optional ASGI app (the webhook receiver, API and
-dashboard) served by uvicorn.
+"""Everything the scheduler runs in one process: leader election, APScheduler jobs, the
+dispatcher and the reconnection of dropped instances (the HTTP app is served beside it by
+:class:`gatecast.runtime.http_server.AsgiServer`).
 
 Every process dispatches (the claim is safe for many workers); only the holder of the
 ``scheduler`` lease runs the APScheduler jobs and the reconnections, so starts and
@@ -9,22 +9,20 @@ recurrences fire once and one process talks to a dropped instance.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import socket
 import threading
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-import uvicorn
 from sqlalchemy import Engine
 
 from gateway.client import GatewayClient
 from scheduler import leader
 from scheduler.clock import Clock, SystemClock
-from scheduler.dispatcher import DEFAULT_SENDER_GRACE_SECONDS, Dispatcher, SupportsSend
+from scheduler.defaults import DEFAULT_SENDER_GRACE_SECONDS
+from scheduler.dispatcher import Dispatcher, SupportsSend
 from scheduler.jobs import CampaignJobs
 from scheduler.reconnect import DEFAULT_BACKOFF, Reconnector
 
@@ -149,14 +147,6 @@ class Service:
             except Exception:
                 log.exception("reconnect loop error")
 
-    def sync_now(self) -> None:
-        """Rebuild the jobs at once (after a campaign was created in this process)."""
-        if self.is_leader:
-            self.jobs.sync()
-        wake = getattr(self.clock, "wake", None)
-        if callable(wake):
-            wake()
-
     def stop(self) -> None:
         """Stop the loops, the scheduler and the dispatcher; give the lease up."""
         self._stop.set()
@@ -178,66 +168,6 @@ class Service:
     def __enter__(self) -> Service:
         self.start()
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
-class _Server(uvicorn.Server):
-    def install_signal_handlers(self) -> None:  # the main thread keeps its own handlers
-        return
-
-
-class AsgiServer:
-    """An ASGI app served by uvicorn in a background thread (``port=0``: a free port)."""
-
-    def __init__(
-        self, app: Any, *, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning"
-    ) -> None:
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        # proto=IPPROTO_TCP: asyncio sets TCP_NODELAY only on accepted sockets whose proto
-        # says TCP; without it every response waits ~40 ms on Nagle + delayed ACK.
-        self._sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind((host, port))
-        self._sock.listen(1024)
-        self.host = host
-        self.port = int(self._sock.getsockname()[1])
-        self._server = _Server(
-            uvicorn.Config(app, log_level=log_level, lifespan="on", access_log=True)
-        )
-        self._errors: list[BaseException] = []
-        self._thread = threading.Thread(target=self._serve, name="gatecast-http", daemon=True)
-
-    @property
-    def url(self) -> str:
-        """``http://host:port``."""
-        shown = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{shown}:{self.port}"
-
-    def _serve(self) -> None:
-        try:
-            asyncio.run(self._server.serve(sockets=[self._sock]))
-        except BaseException as exc:  # reported by start()
-            self._errors.append(exc)
-
-    def start(self) -> AsgiServer:
-        """Start serving and wait until uvicorn is ready."""
-        self._thread.start()
-        while not self._server.started:
-            if self._errors or not self._thread.is_alive():
-                raise RuntimeError(f"HTTP server failed to start: {self._errors[:1]!r}")
-            self._thread.join(0.01)
-        return self
-
-    def stop(self) -> None:
-        """Stop serving."""
-        self._server.should_exit = True
-        self._thread.join(timeout=10)
-        self._sock.close()
-
-    def __enter__(self) -> AsgiServer:
-        return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -7,14 +7,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine as Engine  # re-exported: callers name it without SQLAlchemy
+from sqlalchemy import create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlmodel import Session
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 #: how long a SQLite connection waits for another writer's lock
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+#: what any failure of the database layer raises (callers catch it without SQLAlchemy)
+DatabaseError = SQLAlchemyError
 
 
 def normalise_url(url: str) -> str:
@@ -52,6 +56,24 @@ def is_sqlite_file(engine: Engine) -> bool:
     """True when ``engine`` is SQLite on a file (not an in-memory database)."""
     database = engine.url.database
     return engine.dialect.name == "sqlite" and database not in (None, "", ":memory:")
+
+
+def is_sqlite_url(url: str) -> bool:
+    """True when the database URL ``url`` names SQLite (a file or in memory)."""
+    return make_url(normalise_url(url)).get_backend_name() == "sqlite"
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The database file of a SQLite URL; None for other databases and in-memory SQLite."""
+    parsed = make_url(normalise_url(url))
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(str(parsed.database))
+
+
+def describe_url(url: str) -> str:
+    """The database URL with any password hidden, for messages and logs."""
+    return make_url(normalise_url(url)).render_as_string(hide_password=True)
 
 
 def is_lock_error(exc: BaseException) -> bool:

@@ -24,9 +24,8 @@ from gatecast.commands import campaign_run
 from gatecast.commands.common import fail, open_engine_or_fail
 
 if TYPE_CHECKING:
-    from sqlalchemy import Engine
-
     from campaigns.reports import ReportSummary
+    from storage.engine import Engine
 
 console = Console()
 err = Console(stderr=True)
@@ -41,10 +40,9 @@ _STATE_ORDER = ("queued", "sending", "sent", "delivered", "read", "failed", "unk
 @contextmanager
 def _errors() -> Iterator[None]:
     """Turn the domain's errors into one red line and exit code 1."""
-    from sqlalchemy.exc import SQLAlchemyError
-
     from campaigns import lifecycle, reports, service
     from campaigns.campaign_file import CampaignFileError
+    from storage.engine import DatabaseError
 
     try:
         yield
@@ -64,7 +62,7 @@ def _errors() -> Iterator[None]:
         raise typer.Exit(1) from None
     except OSError as exc:
         fail(f"{exc.filename or 'file'}: {exc.strerror or exc}")
-    except SQLAlchemyError as exc:
+    except DatabaseError as exc:
         first = str(getattr(exc, "orig", None) or exc).splitlines()[0]
         fail(f"database error: {first}")
 

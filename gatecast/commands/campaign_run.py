@@ -12,296 +12,16 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 
+from scheduler.defaults import DEFAULT_SENDER_GRACE_SECONDS
+
 if TYPE_CHECKING:
-    from sqlalchemy import Engine, Table
-
+    from gatecast.runtime.foreground import RunOptions
     from gatecast.settings import Settings
-    from scheduler.dispatcher import Dispatcher, SupportsSend, TickResult
-
-#: Delivery states that still need the dispatcher.
-_PENDING = ("queued", "sending")
-
-#: ``--sender-grace`` default: ``scheduler.dispatcher.DEFAULT_SENDER_GRACE_SECONDS``, written
-#: out so that ``--help`` needs no scheduler import (tests/gatecast/test_cli_startup.py
-#: checks that the two agree).
-DEFAULT_SENDER_GRACE_SECONDS = 300.0
-
-
-def _campaigns() -> Table:
-    from storage import tables  # imported when a command runs: --help stays light
-
-    return tables.campaigns
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """Tuning of a foreground run."""
-
-    workers: int = 4
-    batch_size: int = 256
-    lease_seconds: float = 120.0
-    progress: bool = True
-    webhook: bool = False
-    settle_seconds: float = 15.0
-    sender_grace_seconds: float = DEFAULT_SENDER_GRACE_SECONDS
-
-
-class NoSenderCanSend(RuntimeError):
-    """The campaign's queued recipients wait for senders that cannot send, and no healthy
-    sender can take them: a foreground run ends instead of waiting forever."""
-
-    def __init__(self, campaign_id: int, why: str) -> None:
-        self.campaign_id = campaign_id
-        self.why = why
-        super().__init__(f"campaign {campaign_id}: no sender can send: {why}")
-
-
-def campaign_state(engine: Engine, campaign_id: int) -> tuple[str, str | None] | None:
-    """``(state, reason)`` of a campaign, or None when it does not exist."""
-    from sqlalchemy import select
-
-    campaigns = _campaigns()
-    with engine.connect() as conn:
-        row = conn.execute(
-            select(campaigns.c.state, campaigns.c.state_reason).where(campaigns.c.id == campaign_id)
-        ).first()
-    return None if row is None else (str(row[0]), row[1])
-
-
-class StartRefused(RuntimeError):
-    """The campaign's start failed (no sender, a missed start...); the message says why."""
-
-
-def run_campaign(
-    engine: Engine,
-    campaign_id: int,
-    client_factory: Callable[[], SupportsSend],
-    *,
-    options: RunOptions | None = None,
-    console: Console | None = None,
-    on_tick: Callable[[TickResult], None] | None = None,
-) -> dict[str, int]:
-    """Start (if scheduled) and dispatch one campaign until nothing is left to send.
-
-    Returns the final counts per delivery state. Raises ``LookupError`` for an unknown
-    campaign, ``lifecycle.InvalidTransition`` when it cannot run (cancelled...),
-    :class:`StartRefused` when its start fails (the reason is recorded on it) and
-    :class:`NoSenderCanSend` when it stalls (the campaign stays ``running``).
-    """
-    from campaigns import lifecycle
-    from scheduler.dispatcher import Dispatcher
-    from scheduler.starts import start_campaign
-    from storage.queries import deliveries as dq
-    from storage.types import utcnow
-
-    options = options or RunOptions()
-    console = console or Console(stderr=True)
-    found = campaign_state(engine, campaign_id)
-    if found is None:
-        raise LookupError(f"campaign {campaign_id} does not exist")
-    state, _ = found
-    if state in (lifecycle.SCHEDULED, lifecycle.DRAFT):
-        if state == lifecycle.DRAFT:
-            with engine.begin() as conn:
-                lifecycle.transition(conn, campaign_id, lifecycle.SCHEDULED, now=utcnow())
-        result = start_campaign(engine, campaign_id, now=utcnow(), enforce_grace=False)
-        if result.outcome != "started":
-            raise StartRefused(f"campaign {campaign_id} did not start: {result.detail}")
-        console.print(
-            f"campaign {campaign_id} started: {result.queued} queued, {result.skipped} skipped"
-        )
-    elif state != lifecycle.RUNNING:
-        raise lifecycle.InvalidTransition(campaign_id, state, lifecycle.RUNNING)
-
-    with Dispatcher(
-        engine,
-        client_factory,
-        workers=options.workers,
-        batch_size=options.batch_size,
-        lease_seconds=options.lease_seconds,
-        campaign_ids=[campaign_id],
-        poll_seconds=0.5,
-        sender_grace_seconds=options.sender_grace_seconds,
-    ) as dispatcher:
-        if not options.progress:
-            dispatcher.run(until_done=True, on_tick=on_tick, stop_when_stalled=True)
-        else:
-            _run_with_progress(engine, campaign_id, dispatcher, console, on_tick)
-        why = dispatcher.stalled.get(campaign_id)
-    found = campaign_state(engine, campaign_id)
-    if why is not None and found is not None and found[0] == lifecycle.RUNNING:
-        raise NoSenderCanSend(campaign_id, why)
-    with engine.connect() as conn:
-        return dq.state_counts(conn, campaign_id)
-
-
-def _run_with_progress(
-    engine: Engine,
-    campaign_id: int,
-    dispatcher: Dispatcher,
-    console: Console,
-    on_tick: Callable[[TickResult], None] | None,
-) -> None:
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    from storage.queries import deliveries as dq
-
-    with engine.connect() as conn:
-        counts = dq.state_counts(conn, campaign_id)
-    total = sum(counts.values())
-    columns = (
-        TextColumn("[bold]campaign {task.fields[cid]}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[detail]}"),
-        TimeElapsedColumn(),
-    )
-    last = 0.0
-    with Progress(*columns, console=console, transient=False) as bar:
-        task = bar.add_task("send", total=total, cid=campaign_id, detail="")
-
-        def update(result: TickResult) -> None:
-            nonlocal last
-            if on_tick is not None:
-                on_tick(result)
-            now = time.monotonic()
-            if now - last < 0.25 and not result.completed:
-                return
-            last = now
-            with engine.connect() as conn:
-                c = dq.state_counts(conn, campaign_id)
-            done = sum(v for k, v in c.items() if k not in _PENDING)
-            detail = ", ".join(f"{k} {v}" for k, v in c.items() if v and k not in _PENDING)
-            if dispatcher.paused_senders:
-                detail += " | paused senders: " + ", ".join(
-                    f"{k} ({v})" for k, v in dispatcher.paused_senders.items()
-                )
-            bar.update(task, completed=done, detail=detail)
-
-        dispatcher.run(until_done=True, on_tick=update, stop_when_stalled=True)
-        with engine.connect() as conn:
-            c = dq.state_counts(conn, campaign_id)
-        bar.update(task, completed=sum(v for k, v in c.items() if k not in _PENDING))
-
-
-def _receive_webhooks(
-    stack: contextlib.ExitStack,
-    engine: Engine,
-    campaign_id: int,
-    settings: Settings,
-    console: Console,
-) -> Settings:
-    """Serve the HTTP app in this process and register its webhook for the senders."""
-    from sqlalchemy import select
-
-    from gatecast.commands.serve import register_webhooks, with_webhook_secret
-    from gatecast.runtime import make_gateway_client
-    from gatecast.web.app import create_app
-    from gatecast.web.context import AppContext
-    from gatecast.web.webhook import install_log_redaction
-    from scheduler.policy import policy_from_spec
-    from scheduler.service import AsgiServer
-    from storage.queries import instances as iq
-
-    settings, _ = with_webhook_secret(settings)
-    install_log_redaction()
-    port = settings.port if settings.public_url else 0
-    app = create_app(AppContext(settings=settings, engine=engine))
-    server = stack.enter_context(AsgiServer(app, host=settings.host, port=port))
-    campaigns = _campaigns()
-    with engine.connect() as conn:
-        spec = conn.execute(
-            select(campaigns.c.spec, campaigns.c.timezone).where(campaigns.c.id == campaign_id)
-        ).first()
-        named = list(policy_from_spec(spec[0] or {}, timezone=spec[1]).instances) if spec else []
-        ids = named or iq.connected_ids(conn)
-        before = iq.webhook_registered(conn, ids)  # what serve (or a user) registered
-    base = settings.public_url or server.url
-    with make_gateway_client(settings) as client:
-        done = register_webhooks(engine, client, base, settings.webhook_secret, ids, out=console)
-    serve_base = settings.public_url or f"http://{settings.host}:{settings.port}"
-    if serve_base.rstrip("/") != base.rstrip("/"):  # a port of this process: give it back
-        stack.callback(_restore_webhooks, engine, settings, serve_base, done, before, console)
-    return settings
-
-
-def _restore_webhooks(
-    engine: Engine,
-    settings: Settings,
-    serve_base: str,
-    borrowed: list[str],
-    before: dict[str, bool],
-    console: Console,
-) -> None:
-    """After a ``--webhook`` run: point each sender's webhook back at ``gatecast serve``
-    (``GATECAST_PUBLIC_URL``, else ``http://GATECAST_HOST:GATECAST_PORT``) when it was
-    registered before the run, else turn it off and warn that replies are not received."""
-    from campaigns.instances import InstanceGone, set_webhook
-    from gatecast.commands.serve import hint, register_webhooks
-    from gatecast.runtime import make_gateway_client
-    from gateway.errors import GatewayError
-    from storage.types import utcnow
-
-    restore = [i for i in borrowed if before.get(i)]
-    disable = [i for i in borrowed if not before.get(i)]
-    with make_gateway_client(settings) as client:
-        if restore:
-            done = register_webhooks(
-                engine,
-                client,
-                serve_base,
-                settings.webhook_secret,
-                restore,
-                out=Console(quiet=True),
-            )
-            shown = serve_base.rstrip("/") + "/webhooks/gateway/" + hint(settings.webhook_secret)
-            for iid in done:
-                console.print(f"webhook of {iid} restored to {shown} (gatecast serve)")
-        off: list[str] = []
-        for iid in disable:
-            try:
-                set_webhook(engine, client, iid, "", now=utcnow(), enable=False)
-            except (GatewayError, InstanceGone) as exc:
-                console.print(f"[yellow]webhook of {iid} not turned off:[/] {exc}")
-                continue
-            off.append(iid)
-    if off:
-        console.print(
-            f"[yellow]warning:[/] the webhook of {', '.join(off)} is turned off now that this "
-            "run ends: replies and STOPs are not received until `gatecast serve` runs "
-            "(it registers the webhook again)"
-        )
-
-
-def _settle(engine: Engine, campaign_id: int, timeout: float) -> dict[str, int]:
-    """Wait until the campaign's counts stop moving for 2 s (or ``timeout``)."""
-    from storage.queries import deliveries as dq
-
-    deadline = time.monotonic() + timeout
-    last: dict[str, int] = {}
-    stable_since = time.monotonic()
-    while True:
-        with engine.connect() as conn:
-            counts = dq.state_counts(conn, campaign_id)
-        if counts != last:
-            last, stable_since = counts, time.monotonic()
-        if time.monotonic() - stable_since >= 2.0 or time.monotonic() > deadline:
-            return counts
-        time.sleep(0.25)
 
 
 def run_command(
@@ -313,7 +33,15 @@ def run_command(
 ) -> int:
     """The CLI body: returns the process exit code (0 when the campaign completed)."""
     from campaigns import lifecycle
+    from campaigns.service import campaign_state
     from gatecast.runtime import GatewayNotConfigured, make_gateway_client, open_engine
+    from gatecast.runtime.foreground import (
+        NoSenderCanSend,
+        StartRefused,
+        receive_webhooks,
+        run_campaign,
+        settle,
+    )
 
     try:
         engine = open_engine(settings)
@@ -323,7 +51,7 @@ def run_command(
         return 2
     with contextlib.ExitStack() as stack:
         if options.webhook:
-            settings = _receive_webhooks(stack, engine, campaign_id, settings, console)
+            settings = receive_webhooks(stack, engine, campaign_id, settings, console)
         try:
             counts = run_campaign(
                 engine,
@@ -349,7 +77,7 @@ def run_command(
             return 3
         if options.webhook:
             console.print("waiting for delivery statuses…")
-            counts = _settle(engine, campaign_id, options.settle_seconds)
+            counts = settle(engine, campaign_id, options.settle_seconds)
     final = campaign_state(engine, campaign_id)
     state, reason = final if final else ("?", None)
     summary = ", ".join(f"{k} {v}" for k, v in counts.items() if v)
@@ -401,6 +129,7 @@ def register_run(campaign_app: typer.Typer) -> None:
         Exit code 0 when it completed, 1 when it ended otherwise (paused, failed), 3 when
         no sender can send its waiting recipients (it stays running for `serve`).
         """
+        from gatecast.runtime.foreground import RunOptions
         from gatecast.settings import get_settings
 
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

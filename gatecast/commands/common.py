@@ -9,9 +9,8 @@ from rich.console import Console
 from rich.markup import escape
 
 if TYPE_CHECKING:
-    from sqlalchemy import Engine
-
     from gatecast.settings import Settings
+    from storage.engine import Engine
 
 err_console = Console(stderr=True)
 

@@ -175,14 +175,13 @@ def show_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="print as JSON")] = False,
 ) -> None:
     """Show one contact: name, attributes, opt-out state and lists."""
-    from storage.queries import contacts as q
+    from campaigns.audiences import contact_lists, get_contact
 
     e164 = _e164(phone)
     engine = open_engine_or_fail()
     try:
-        with engine.connect() as conn:
-            row = q.get_contact(conn, e164)
-            names = q.contact_list_names(conn, int(row.id)) if row is not None else []
+        row = get_contact(engine, e164)
+        names = contact_lists(engine, int(row.id)) if row is not None else []
     finally:
         engine.dispose()
     if row is None:
@@ -207,14 +206,13 @@ def show_cmd(
 
 
 def _set_opt_out(phone: str, opted_out: bool, reason: str | None) -> None:
-    from storage.queries import contacts as q
+    from campaigns.audiences import set_opt_out
     from storage.types import utcnow
 
     e164 = _e164(phone)
     engine = open_engine_or_fail()
     try:
-        with engine.begin() as conn:
-            found = q.set_opt_out(conn, e164, opted_out, reason, utcnow())
+        found = set_opt_out(engine, e164, opted_out, reason, now=utcnow())
     finally:
         engine.dispose()
     if not found:

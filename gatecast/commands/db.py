@@ -12,9 +12,8 @@ db_app = typer.Typer(help="Database schema (Alembic migrations).", no_args_is_he
 @db_app.command("upgrade")
 def upgrade_cmd() -> None:
     """Upgrade the database schema to the latest revision."""
-    from gatecast.runtime import describe_url
     from gatecast.settings import get_settings
-    from storage.engine import current_revision, make_engine, upgrade
+    from storage.engine import current_revision, describe_url, make_engine, upgrade
 
     settings = get_settings()
     engine = make_engine(settings.database_url)

@@ -4,132 +4,27 @@ in one process.
 At start, every instance waiting for a scan is checked with the gateway (a scanned one
 answers "already logged in" and becomes connected: gateways without connection events).
 The webhook is registered with ``set_webhook`` for every connected (usable) instance at
-``{public_url or http://host:port}/webhooks/gateway/<secret>``. The secret comes from
-``GATECAST_WEBHOOK_SECRET``, else from a generated owner-only file beside the SQLite
-database (or in the working directory); it is never printed in full.
+``{public_url or http://host:port}/webhooks/gateway/<secret>``
+(:mod:`gatecast.runtime.webhooks` says where the secret comes from).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import secrets
 import signal
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 
 if TYPE_CHECKING:
-    from pydantic import SecretStr
-    from sqlalchemy import Engine
-
     from gatecast.settings import Settings
-    from gateway.client import GatewayClient
 
 log = logging.getLogger("gatecast.serve")
 console = Console()
-
-SECRET_FILE_NAME = ".gatecast-webhook-secret"  # noqa: S105  (a file name, not a secret)
-WEBHOOK_PATH = "/webhooks/gateway/"
-
-
-def secret_file_path(settings: Settings) -> Path:
-    """Where a generated webhook secret is kept (beside the SQLite file, else the cwd)."""
-    from sqlalchemy.engine import make_url
-
-    from storage.engine import normalise_url
-
-    url = make_url(normalise_url(settings.database_url))
-    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
-        return Path(str(url.database)).resolve().parent / SECRET_FILE_NAME
-    return Path.cwd() / SECRET_FILE_NAME
-
-
-def ensure_webhook_secret(settings: Settings) -> tuple[SecretStr, bool]:
-    """The webhook secret and whether it was generated now (never logged in full)."""
-    from pydantic import SecretStr
-
-    configured = settings.webhook_secret.get_secret_value()
-    if configured:
-        return SecretStr(configured), False
-    path = secret_file_path(settings)
-    if path.exists():
-        stored = path.read_text(encoding="utf-8").strip()
-        if stored:
-            return SecretStr(stored), False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    value = secrets.token_urlsafe(24)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return SecretStr(path.read_text(encoding="utf-8").strip()), False
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(value + "\n")
-    return SecretStr(value), True
-
-
-def with_webhook_secret(settings: Settings) -> tuple[Settings, bool]:
-    """``settings`` with ``webhook_secret`` filled in (generated and stored if unset)."""
-    secret, created = ensure_webhook_secret(settings)
-    return settings.model_copy(update={"webhook_secret": secret}), created
-
-
-def hint(secret: SecretStr) -> str:
-    """How a secret is shown in output: never any of its characters."""
-    del secret
-    return "***"
-
-
-def webhook_url(base_url: str, secret: SecretStr) -> str:
-    """The full webhook URL (contains the secret: send it to the gateway only)."""
-    return base_url.rstrip("/") + WEBHOOK_PATH + secret.get_secret_value()
-
-
-def register_webhooks(
-    engine: Engine,
-    client: GatewayClient,
-    base_url: str,
-    secret: SecretStr,
-    instance_ids: Sequence[str],
-    *,
-    out: Console | None = None,
-) -> list[str]:
-    """``set_webhook`` for each instance; returns those that were registered."""
-    from gateway.errors import GatewayError
-    from storage.queries import instances as iq
-    from storage.types import utcnow
-
-    out = out or console
-    url = webhook_url(base_url, secret)
-    done: list[str] = []
-    for iid in instance_ids:
-        try:
-            client.set_webhook(iid, url, True)
-        except GatewayError as exc:
-            out.print(f"[yellow]webhook not registered for {iid}:[/] {exc}")
-            continue
-        with engine.begin() as conn:
-            iq.set_webhook_registered(conn, iid, True, now=utcnow())
-        done.append(iid)
-    shown = base_url.rstrip("/") + WEBHOOK_PATH + hint(secret)
-    if done:
-        out.print(f"webhook {shown} registered for {', '.join(done)}")
-    return done
-
-
-@contextlib.contextmanager
-def embedded_sandbox(seed: int = 0, *, auto_link: bool = True, **config: Any) -> Iterator[Any]:
-    """A sandbox gateway on a free local port (for ``--sandbox`` and the demo)."""
-    from gateway.sandbox import SandboxConfig, run_sandbox_in_thread
-
-    cfg = SandboxConfig(seed=seed, auto_link=auto_link, **config)
-    with run_sandbox_in_thread(cfg) as sb:
-        yield sb
 
 
 def serve(
@@ -145,15 +40,26 @@ def serve(
     from pydantic import SecretStr
 
     from campaigns.import_runs import mark_interrupted_imports
-    from campaigns.instances import confirm_scans
-    from gatecast.runtime import GatewayNotConfigured, make_gateway_client, open_engine
+    from campaigns.instances import confirm_scans, connected_ids, mark_connected
+    from gatecast.runtime import (
+        GatewayNotConfigured,
+        embedded_sandbox,
+        make_gateway_client,
+        open_engine,
+    )
+    from gatecast.runtime.http_server import AsgiServer
+    from gatecast.runtime.webhooks import (
+        hint,
+        register_webhooks,
+        secret_file_path,
+        with_webhook_secret,
+    )
     from gatecast.web import auth
     from gatecast.web.app import create_app
     from gatecast.web.context import AppContext
     from gatecast.web.metrics import observe_send
     from gatecast.web.webhook import install_log_redaction
-    from scheduler.service import AsgiServer, Service, ServiceOptions
-    from storage.queries import instances as iq
+    from scheduler.service import Service, ServiceOptions
     from storage.types import utcnow
 
     stop = stop or threading.Event()
@@ -174,8 +80,7 @@ def serve(
         engine = open_engine(settings)
         mark_interrupted_imports(engine, now=utcnow())  # imports killed with a past process
         if sandbox:
-            with engine.begin() as conn:
-                iq.mark_state(conn, iid, "connected", now=utcnow())
+            mark_connected(engine, iid, now=utcnow())
         try:
             make_gateway_client(settings).close()
         except GatewayNotConfigured as exc:
@@ -197,9 +102,9 @@ def serve(
             linked = confirm_scans(engine, client, now=utcnow())
             if linked:
                 console.print(f"linked (QR code scanned): {', '.join(linked)}")
-            with engine.connect() as conn:
-                ids = iq.connected_ids(conn)
-            register_webhooks(engine, client, base, settings.webhook_secret, ids)
+            register_webhooks(
+                engine, client, base, settings.webhook_secret, connected_ids(engine), out=console
+            )
         service = stack.enter_context(
             Service(
                 engine,

@@ -51,6 +51,29 @@ def delivery_counts_by_campaign(conn: Connection) -> dict[int, dict[str, int]]:
     return out
 
 
+def opted_out_count(conn: Connection, campaign_id: int) -> int:
+    """The campaign's rows whose contact has opted out."""
+    contacts = tables.contacts
+    return int(
+        conn.execute(
+            select(func.count())
+            .select_from(_d.join(contacts, contacts.c.id == _d.c.contact_id))
+            .where(_d.c.campaign_id == campaign_id, contacts.c.opted_out.is_(True))
+        ).scalar_one()
+    )
+
+
+def replied_count(conn: Connection, campaign_id: int) -> int:
+    """The campaign's rows that got a reply."""
+    return int(
+        conn.execute(
+            select(func.count()).where(
+                _d.c.campaign_id == campaign_id, _d.c.replied_at.is_not(None)
+            )
+        ).scalar_one()
+    )
+
+
 def skip_queued(conn: Connection, campaign_id: int, reason: str, *, now: datetime) -> int:
     """Mark the campaign's queued rows skipped with ``reason``; returns how many."""
     result = conn.execute(
@@ -91,6 +114,8 @@ __all__ = [
     "delivery_counts",
     "delivery_counts_by_campaign",
     "insert_deliveries",
+    "opted_out_count",
+    "replied_count",
     "requeue",
     "skip_queued",
 ]

@@ -298,19 +298,6 @@ __all__ = [
 ]
 
 
-def reply_stats(conn: Connection, campaign_id: int) -> tuple[int, int]:
-    """``(replies, opted_out)``: rows with a reply, and rows whose contact opted out."""
-    replies = conn.execute(
-        select(func.count()).where(_d.c.campaign_id == campaign_id, _d.c.replied_at.is_not(None))
-    ).scalar_one()
-    opted = conn.execute(
-        select(func.count())
-        .select_from(_d.join(_contacts, _contacts.c.id == _d.c.contact_id))
-        .where(_d.c.campaign_id == campaign_id, _contacts.c.opted_out.is_(True))
-    ).scalar_one()
-    return int(replies), int(opted)
-
-
 def unapplied_known_message_ids(conn: Connection, *, limit: int = 1000) -> list[str]:
     """Message ids with unapplied status events that a delivery row now carries.
 

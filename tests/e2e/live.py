@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from pydantic import SecretStr
 from sqlalchemy import Engine
 
+from gatecast.runtime.http_server import AsgiServer
 from gatecast.settings import Settings
 from gatecast.web.app import create_app
 from gatecast.web.context import AppContext
 from gateway.client import GatewayClient
 from gateway.sandbox import Sandbox, SandboxConfig, run_sandbox_in_thread
-from scheduler.service import AsgiServer
 from storage.types import utcnow
 from tests.scheduler.helpers import add_instances
 

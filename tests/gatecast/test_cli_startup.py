@@ -103,13 +103,3 @@ def test_campaign_list_really_ran(user_env: dict[str, str]) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == []
-
-
-def test_run_help_default_sender_grace_is_the_dispatchers() -> None:
-    """``campaign run --sender-grace`` shows its default without importing the scheduler."""
-    from gatecast.commands.campaign_run import DEFAULT_SENDER_GRACE_SECONDS
-    from gatecast.settings import Settings
-    from scheduler import dispatcher
-
-    assert DEFAULT_SENDER_GRACE_SECONDS == dispatcher.DEFAULT_SENDER_GRACE_SECONDS
-    assert Settings.model_fields["sender_grace_seconds"].default == DEFAULT_SENDER_GRACE_SECONDS

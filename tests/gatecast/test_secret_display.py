@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import SecretStr
 
-from gatecast.commands.serve import hint, webhook_url
+from gatecast.runtime.webhooks import hint, webhook_url
 from gatecast.settings import Settings
 
 

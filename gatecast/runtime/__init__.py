@@ -1,14 +1,28 @@
-"""Builds the long-lived objects (engine, gateway client) from :class:`Settings`."""
+"""The runtime of every face: the long-lived objects built from :class:`Settings`.
+
+Here: the engine (schema checked), the gateway client and the embedded sandbox.
+Submodules: :mod:`.http_server` (the ASGI app served by uvicorn in a thread),
+:mod:`.webhooks` (secret, URL and registration of the webhook) and :mod:`.foreground`
+(one campaign run to its end in this process).
+"""
 
 from __future__ import annotations
 
-from sqlalchemy import Engine
-from sqlalchemy.engine import make_url
+import contextlib
+from collections.abc import Iterator
+from typing import Any
 
 from gatecast.settings import Settings
 from gateway.client import GatewayClient
 from gateway.errors import RequestValidationError
-from storage.engine import current_revision, make_engine, normalise_url, upgrade
+from storage.engine import (
+    Engine,
+    current_revision,
+    is_sqlite_url,
+    make_engine,
+    normalise_url,
+    upgrade,
+)
 from storage.models import HEAD_REVISION
 from storage.types import utcnow
 
@@ -31,7 +45,7 @@ def open_engine(settings: Settings, *, auto_upgrade: bool | None = None) -> Engi
     url = normalise_url(settings.database_url)
     engine = make_engine(url)
     if auto_upgrade is None:
-        auto_upgrade = make_url(url).get_backend_name() == "sqlite"
+        auto_upgrade = is_sqlite_url(url)
     if auto_upgrade:
         upgrade(engine)
     else:
@@ -42,11 +56,6 @@ def open_engine(settings: Settings, *, auto_upgrade: bool | None = None) -> Engi
                 "run `gatecast db upgrade`"
             )
     return engine
-
-
-def describe_url(url: str) -> str:
-    """The database URL with any password hidden, for messages and logs."""
-    return make_url(normalise_url(url)).render_as_string(hide_password=True)
 
 
 def make_gateway_client(settings: Settings) -> GatewayClient:
@@ -81,3 +90,13 @@ def make_gateway_client(settings: Settings) -> GatewayClient:
     except RequestValidationError as exc:
         name = variables.get(exc.field, exc.field)
         raise GatewayNotConfigured(f"{name}: {exc.problem}") from None
+
+
+@contextlib.contextmanager
+def embedded_sandbox(seed: int = 0, *, auto_link: bool = True, **config: Any) -> Iterator[Any]:
+    """A sandbox gateway on a free local port (for ``serve --sandbox`` and the demo)."""
+    from gateway.sandbox import SandboxConfig, run_sandbox_in_thread
+
+    cfg = SandboxConfig(seed=seed, auto_link=auto_link, **config)
+    with run_sandbox_in_thread(cfg) as sb:
+        yield sb

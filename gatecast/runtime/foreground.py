@@ -1,0 +1,251 @@
+"""Run one campaign in the foreground to its end (``gatecast campaign run``, the demo).
+
+Starts the campaign now if it is still scheduled, then dispatches only its rows until
+nothing is left to send (or it is paused). With :func:`receive_webhooks` the HTTP app runs
+in this process and the campaign's senders post their statuses to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rich.console import Console
+
+from campaigns import lifecycle
+from campaigns.instances import InstanceGone, connected_ids, set_webhook, webhook_registered
+from campaigns.service import campaign_counts, campaign_instances, campaign_state
+from gatecast.runtime import make_gateway_client
+from gatecast.runtime.webhooks import register_webhooks, shown_webhook_url, with_webhook_secret
+from gatecast.settings import Settings
+from gateway.errors import GatewayError
+from scheduler.defaults import DEFAULT_SENDER_GRACE_SECONDS
+from scheduler.dispatcher import Dispatcher, SupportsSend, TickResult
+from scheduler.starts import start_campaign
+from storage.engine import Engine
+from storage.types import utcnow
+
+#: Delivery states that still need the dispatcher.
+_PENDING = ("queued", "sending")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Tuning of a foreground run."""
+
+    workers: int = 4
+    batch_size: int = 256
+    lease_seconds: float = 120.0
+    progress: bool = True
+    webhook: bool = False
+    settle_seconds: float = 15.0
+    sender_grace_seconds: float = DEFAULT_SENDER_GRACE_SECONDS
+
+
+class NoSenderCanSend(RuntimeError):
+    """The campaign's queued recipients wait for senders that cannot send, and no healthy
+    sender can take them: a foreground run ends instead of waiting forever."""
+
+    def __init__(self, campaign_id: int, why: str) -> None:
+        self.campaign_id = campaign_id
+        self.why = why
+        super().__init__(f"campaign {campaign_id}: no sender can send: {why}")
+
+
+class StartRefused(RuntimeError):
+    """The campaign's start failed (no sender, a missed start...); the message says why."""
+
+
+def run_campaign(
+    engine: Engine,
+    campaign_id: int,
+    client_factory: Callable[[], SupportsSend],
+    *,
+    options: RunOptions | None = None,
+    console: Console | None = None,
+    on_tick: Callable[[TickResult], None] | None = None,
+) -> dict[str, int]:
+    """Start (if scheduled) and dispatch one campaign until nothing is left to send.
+
+    Returns the final counts per delivery state. Raises ``LookupError`` for an unknown
+    campaign, ``lifecycle.InvalidTransition`` when it cannot run (cancelled...),
+    :class:`StartRefused` when its start fails (the reason is recorded on it) and
+    :class:`NoSenderCanSend` when it stalls (the campaign stays ``running``).
+    """
+    options = options or RunOptions()
+    console = console or Console(stderr=True)
+    found = campaign_state(engine, campaign_id)
+    if found is None:
+        raise LookupError(f"campaign {campaign_id} does not exist")
+    state, _ = found
+    if state in (lifecycle.SCHEDULED, lifecycle.DRAFT):
+        if state == lifecycle.DRAFT:
+            with engine.begin() as conn:
+                lifecycle.transition(conn, campaign_id, lifecycle.SCHEDULED, now=utcnow())
+        result = start_campaign(engine, campaign_id, now=utcnow(), enforce_grace=False)
+        if result.outcome != "started":
+            raise StartRefused(f"campaign {campaign_id} did not start: {result.detail}")
+        console.print(
+            f"campaign {campaign_id} started: {result.queued} queued, {result.skipped} skipped"
+        )
+    elif state != lifecycle.RUNNING:
+        raise lifecycle.InvalidTransition(campaign_id, state, lifecycle.RUNNING)
+
+    with Dispatcher(
+        engine,
+        client_factory,
+        workers=options.workers,
+        batch_size=options.batch_size,
+        lease_seconds=options.lease_seconds,
+        campaign_ids=[campaign_id],
+        poll_seconds=0.5,
+        sender_grace_seconds=options.sender_grace_seconds,
+    ) as dispatcher:
+        if not options.progress:
+            dispatcher.run(until_done=True, on_tick=on_tick, stop_when_stalled=True)
+        else:
+            _run_with_progress(engine, campaign_id, dispatcher, console, on_tick)
+        why = dispatcher.stalled.get(campaign_id)
+    found = campaign_state(engine, campaign_id)
+    if why is not None and found is not None and found[0] == lifecycle.RUNNING:
+        raise NoSenderCanSend(campaign_id, why)
+    return campaign_counts(engine, campaign_id)
+
+
+def _run_with_progress(
+    engine: Engine,
+    campaign_id: int,
+    dispatcher: Dispatcher,
+    console: Console,
+    on_tick: Callable[[TickResult], None] | None,
+) -> None:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    counts = campaign_counts(engine, campaign_id)
+    total = sum(counts.values())
+    columns = (
+        TextColumn("[bold]campaign {task.fields[cid]}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[detail]}"),
+        TimeElapsedColumn(),
+    )
+    last = 0.0
+    with Progress(*columns, console=console, transient=False) as bar:
+        task = bar.add_task("send", total=total, cid=campaign_id, detail="")
+
+        def update(result: TickResult) -> None:
+            nonlocal last
+            if on_tick is not None:
+                on_tick(result)
+            now = time.monotonic()
+            if now - last < 0.25 and not result.completed:
+                return
+            last = now
+            c = campaign_counts(engine, campaign_id)
+            done = sum(v for k, v in c.items() if k not in _PENDING)
+            detail = ", ".join(f"{k} {v}" for k, v in c.items() if v and k not in _PENDING)
+            if dispatcher.paused_senders:
+                detail += " | paused senders: " + ", ".join(
+                    f"{k} ({v})" for k, v in dispatcher.paused_senders.items()
+                )
+            bar.update(task, completed=done, detail=detail)
+
+        dispatcher.run(until_done=True, on_tick=update, stop_when_stalled=True)
+        c = campaign_counts(engine, campaign_id)
+        bar.update(task, completed=sum(v for k, v in c.items() if k not in _PENDING))
+
+
+def receive_webhooks(
+    stack: contextlib.ExitStack,
+    engine: Engine,
+    campaign_id: int,
+    settings: Settings,
+    console: Console,
+) -> Settings:
+    """Serve the HTTP app in this process and register its webhook for the senders."""
+    from gatecast.runtime.http_server import AsgiServer  # the web stack only when receiving
+    from gatecast.web.app import create_app
+    from gatecast.web.context import AppContext
+    from gatecast.web.webhook import install_log_redaction
+
+    settings, _ = with_webhook_secret(settings)
+    install_log_redaction()
+    port = settings.port if settings.public_url else 0
+    app = create_app(AppContext(settings=settings, engine=engine))
+    server = stack.enter_context(AsgiServer(app, host=settings.host, port=port))
+    ids = campaign_instances(engine, campaign_id) or connected_ids(engine)
+    before = webhook_registered(engine, ids)  # what serve (or a user) registered
+    base = settings.public_url or server.url
+    with make_gateway_client(settings) as client:
+        done = register_webhooks(engine, client, base, settings.webhook_secret, ids, out=console)
+    serve_base = settings.public_url or f"http://{settings.host}:{settings.port}"
+    if serve_base.rstrip("/") != base.rstrip("/"):  # a port of this process: give it back
+        stack.callback(_restore_webhooks, engine, settings, serve_base, done, before, console)
+    return settings
+
+
+def _restore_webhooks(
+    engine: Engine,
+    settings: Settings,
+    serve_base: str,
+    borrowed: list[str],
+    before: dict[str, bool],
+    console: Console,
+) -> None:
+    """After a ``--webhook`` run: point each sender's webhook back at ``gatecast serve``
+    (``GATECAST_PUBLIC_URL``, else ``http://GATECAST_HOST:GATECAST_PORT``) when it was
+    registered before the run, else turn it off and warn that replies are not received."""
+    restore = [i for i in borrowed if before.get(i)]
+    disable = [i for i in borrowed if not before.get(i)]
+    with make_gateway_client(settings) as client:
+        if restore:
+            done = register_webhooks(
+                engine,
+                client,
+                serve_base,
+                settings.webhook_secret,
+                restore,
+                out=Console(quiet=True),
+            )
+            shown = shown_webhook_url(serve_base, settings.webhook_secret)
+            for iid in done:
+                console.print(f"webhook of {iid} restored to {shown} (gatecast serve)")
+        off: list[str] = []
+        for iid in disable:
+            try:
+                set_webhook(engine, client, iid, "", now=utcnow(), enable=False)
+            except (GatewayError, InstanceGone) as exc:
+                console.print(f"[yellow]webhook of {iid} not turned off:[/] {exc}")
+                continue
+            off.append(iid)
+    if off:
+        console.print(
+            f"[yellow]warning:[/] the webhook of {', '.join(off)} is turned off now that this "
+            "run ends: replies and STOPs are not received until `gatecast serve` runs "
+            "(it registers the webhook again)"
+        )
+
+
+def settle(
+    engine: Engine, campaign_id: int, timeout: float, *, quiet_seconds: float = 2.0
+) -> dict[str, int]:
+    """The campaign's counts once they stop moving for ``quiet_seconds`` (or at ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    last: dict[str, int] = {}
+    stable_since = time.monotonic()
+    while True:
+        counts = campaign_counts(engine, campaign_id)
+        if counts != last:
+            last, stable_since = counts, time.monotonic()
+        if time.monotonic() - stable_since >= quiet_seconds or time.monotonic() > deadline:
+            return counts
+        time.sleep(0.25)
