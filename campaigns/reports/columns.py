@@ -11,7 +11,7 @@ data). The rules:
 * times are ISO 8601 UTC text with a ``Z``, the fraction only when not zero
   (:func:`iso`); Excel dates in UTC in XLSX (:data:`XLSX_DATE_FORMAT`);
 * the state (an enum) takes the delivery states (``storage.states.ALL``), written as
-  they are; yes/no columns are ``yes`` or ``no``.
+  they are; yes/no columns are :data:`YES_NO`.
 """
 
 from __future__ import annotations
@@ -67,6 +67,8 @@ FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 FORMULA_PREFIX = "'"
 #: the digits of an E.164 number after its ``+`` (the first not 0): at least, at most
 E164_DIGITS = (6, 15)
+#: a yes/no column's words for true and false
+YES_NO = ("yes", "no")
 _E164 = re.compile(rf"^\+[1-9][0-9]{{{E164_DIGITS[0] - 1},{E164_DIGITS[1] - 1}}}$")
 
 #: the column list and the rules as data, for the SQL renderings
@@ -76,6 +78,7 @@ FORMAT = ReportFormat(
     prefix=FORMULA_PREFIX,
     e164_digits=E164_DIGITS,
     enum_values=states.ALL,
+    yes_no=YES_NO,
 )
 
 
@@ -144,7 +147,7 @@ def cells(row: dict[str, Any]) -> list[Any]:
         if isinstance(value, str):
             value = neutralise(value, phone_column=col.kind == "phone")
         elif isinstance(value, bool):
-            value = "yes" if value else "no"
+            value = YES_NO[0] if value else YES_NO[1]
         out.append(value)
     return out
 
@@ -159,6 +162,7 @@ __all__ = [
     "TIMES",
     "XLSX_COLUMNS",
     "XLSX_DATE_FORMAT",
+    "YES_NO",
     "Column",
     "cells",
     "iso",

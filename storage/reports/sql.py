@@ -21,7 +21,7 @@ defaults), so the export is ``fetchmany`` + ``"\\r\\n".join`` with no per-row Py
   they are (SQLite CSV: they skip the checks).
 * CSV quoting (``QUOTE_MINIMAL``): a field containing ``"``, ``,``, CR or LF is wrapped
   in ``"`` with inner ``"`` doubled. Times, numbers and ``yes``/``no`` never need it.
-* yes/no columns: ``yes`` / ``no`` (``no`` for NULL: a recipient without a contact).
+* yes/no columns: the format's words (``no`` for NULL: a recipient without a contact).
 
 Each dialect has one formula test (``_sqlite_formula``, ``_pg_formula``), one E.164 test
 (``_sqlite_e164``, ``_pg_e164``) and one time rendering per target (ISO text, Excel
@@ -61,6 +61,8 @@ class ReportFormat(NamedTuple):
     e164_digits: tuple[int, int]
     #: the enum's values: lowercase words, written as they are
     enum_values: tuple[str, ...]
+    #: a yes/no column's words for true and false (or NULL): words, never quoted
+    yes_no: tuple[str, str]
 
 
 _FROM = "\nFROM deliveries AS d LEFT OUTER JOIN contacts AS c ON c.id = d.contact_id"
@@ -93,8 +95,9 @@ def _pieces(
     return pieces
 
 
-def _yes_no(x: str) -> str:
-    return f"CASE WHEN {x} THEN 'yes' ELSE 'no' END"
+def _yes_no(x: str, fmt: ReportFormat) -> str:
+    yes, no = (_literal(word) for word in fmt.yes_no)
+    return f"CASE WHEN {x} THEN {yes} ELSE {no} END"
 
 
 def _neutralised(x: str, formula: str, fmt: ReportFormat, first: str = "") -> str:
@@ -195,7 +198,7 @@ def _sqlite_csv_cell(x: str, kind: Kind, fmt: ReportFormat) -> str:
     if kind == "number":
         return f"COALESCE({x}, '')"
     if kind == "yesno":
-        return _yes_no(x)
+        return _yes_no(x, fmt)
     return _sqlite_csv_field(x, fmt)
 
 
@@ -330,7 +333,7 @@ def _pg_csv_cell(x: str, kind: Kind, fmt: ReportFormat) -> str:
     if kind == "number":
         return x
     if kind == "yesno":
-        return _yes_no(x)
+        return _yes_no(x, fmt)
     return _pg_csv_field(x, fmt)
 
 
@@ -401,7 +404,7 @@ def _sqlite_xlsx_cell(x: str, kind: Kind, fmt: ReportFormat, number: str) -> str
     if kind == "number":
         return number.format(x)
     if kind == "yesno":
-        return _yes_no(x)
+        return _yes_no(x, fmt)
     return _neutralised(x, _sqlite_formula(x, fmt), fmt)
 
 
@@ -522,7 +525,7 @@ def _pg_xlsx_cell(x: str, kind: Kind, fmt: ReportFormat) -> str:
     if kind == "number":
         return f"{x}::text"
     if kind == "yesno":
-        return _yes_no(x)
+        return _yes_no(x, fmt)
     return _neutralised(x, _pg_formula(x, fmt, _pg_e164(x, fmt) if kind == "phone" else None), fmt)
 
 

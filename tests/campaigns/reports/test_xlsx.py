@@ -1,6 +1,6 @@
 """The streamed XLSX "Deliveries" sheet reads back, in openpyxl (normal and read-only)
 and python-calamine, exactly as the sheet openpyxl itself wrote (the reference
-``_write_xlsx_openpyxl``), on SQLite and PostgreSQL, for data built to trip it up; the
+``reference.write_xlsx_openpyxl``), on SQLite and PostgreSQL, for data built to trip it up; the
 one difference: characters XML forbids are dropped where openpyxl refused the report."""
 
 from __future__ import annotations
