@@ -136,9 +136,9 @@ def _sqlite_e164(t: str, fmt: ReportFormat, *, newline: bool = False) -> str:
     (then one newline when ``newline``). Text equal to ``'+' || CAST(t AS INTEGER)`` is a
     plus and a canonical decimal: no zero first, no sign, space, dot or NUL (the
     comparison is of every byte); the GLOB before it excludes ``+-``."""
+    if fmt.e164_digits[1] > 18:
+        raise ValueError("a number of more than 18 digits overflows SQLite's INTEGER")
     low, high = (n + 1 + newline for n in fmt.e164_digits)
-    if high > 19:
-        raise ValueError("an E.164 number of more than 18 digits overflows SQLite's INTEGER")
     tail = " || char(10)" if newline else ""
     return (
         f"({t} GLOB '+[1-9]*' AND length({t}) BETWEEN {low} AND {high}"
