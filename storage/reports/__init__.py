@@ -41,9 +41,9 @@ def write_csv_lines(
     conn: Connection, campaign_id: int, fh: IO[bytes], fmt: sql.ReportFormat
 ) -> None:
     """Write every CSV line of the campaign (UTF-8, each with its CRLF; no header) as
-    the database renders it in ``fmt`` (``sql.csv_*``). SQLite renders windows of ids as blobs, in
-    parallel on a WAL file (:func:`sqlite.write_windows`); otherwise lines are fetched
-    in chunks by a thread and joined. Memory stays flat."""
+    the database renders it in ``fmt`` (``sql.csv_*``). SQLite renders windows of ids
+    as blobs, in parallel on a WAL file (:func:`sqlite.write_windows`); otherwise lines
+    are fetched in chunks by a thread and joined. Memory stays flat."""
     dbapi: Any = conn.connection.driver_connection
     if conn.dialect.name == "postgresql":
         fetch, close = postgresql.rows(dbapi, sql.csv_lines_postgresql(fmt), campaign_id, CSV_CHUNK)
