@@ -2,8 +2,9 @@
 the statements that render CSV lines and XLSX cells (``sql``), and how each dialect
 streams them (``sqlite``, ``postgresql``), fetched ahead by a thread (``read_ahead``).
 
-The formatting rules are the caller's (``campaigns.reports``): this package hands back
-lines and cells the database rendered, and XML made by the ``expand`` it is given.
+The column list and the formatting rules are the caller's (``campaigns.reports``), given
+as a ``sql.ReportFormat``: this package hands back lines and cells the database rendered
+in that format, and XML made by the ``expand`` it is given.
 The tunables below are read at call time.
 """
 
@@ -28,32 +29,29 @@ CSV_CHUNK = 2000
 XLSX_CHUNK = 2000
 
 #: a piece of the XLSX sheet in row order: rows as XML (an expanded SQLite window), or
-#: rows of ``XLSX_CELLS_*`` for the caller to render; and how many rows it holds
+#: rows of ``sql.xlsx_cells_*`` for the caller to render; and how many rows it holds
 XlsxItem = tuple[bytes | list[Any], int]
 
 
-def supported(conn: Connection) -> bool:
-    """Whether the database renders the report itself (SQLite and PostgreSQL)."""
-    return conn.dialect.name in ("sqlite", "postgresql")
-
-
-def _unsupported(conn: Connection) -> ValueError:  # pragma: no cover - see supported()
+def _unsupported(conn: Connection) -> ValueError:  # pragma: no cover - SQLite, PostgreSQL
     return ValueError(f"no report export on {conn.dialect.name}")
 
 
-def write_csv_lines(conn: Connection, campaign_id: int, fh: IO[bytes]) -> None:
+def write_csv_lines(
+    conn: Connection, campaign_id: int, fh: IO[bytes], fmt: sql.ReportFormat
+) -> None:
     """Write every CSV line of the campaign (UTF-8, each with its CRLF; no header) as
-    the database renders it (``sql.CSV_*``). SQLite renders windows of ids as blobs, in
-    parallel on a WAL file (:func:`sqlite.write_windows`); otherwise lines are fetched
-    in chunks by a thread and joined. Memory stays flat."""
+    the database renders it in ``fmt`` (``sql.csv_*``). SQLite renders windows of ids
+    as blobs, in parallel on a WAL file (:func:`sqlite.write_windows`); otherwise lines
+    are fetched in chunks by a thread and joined. Memory stays flat."""
     dbapi: Any = conn.connection.driver_connection
     if conn.dialect.name == "postgresql":
-        fetch, close = postgresql.rows(dbapi, sql.CSV_LINES_POSTGRESQL, campaign_id, CSV_CHUNK)
+        fetch, close = postgresql.rows(dbapi, sql.csv_lines_postgresql(fmt), campaign_id, CSV_CHUNK)
     elif conn.dialect.name == "sqlite":
-        if sqlite.write_windows(dbapi, campaign_id, fh):
+        if sqlite.write_windows(dbapi, campaign_id, fh, fmt):
             return
         cur = dbapi.cursor()  # rows sparse in their id range: the campaign index, sorted
-        cur.execute(sql.CSV_LINES_SQLITE, (campaign_id,))
+        cur.execute(sql.csv_lines_sqlite(fmt), (campaign_id,))
         fetch, close = (lambda: cur.fetchmany(CSV_CHUNK)), cur.close
     else:  # pragma: no cover
         raise _unsupported(conn)
@@ -68,15 +66,21 @@ def _chunks(chunks: Iterator[list[Any]]) -> Iterator[XlsxItem]:
 
 @contextlib.contextmanager
 def xlsx_items(
-    conn: Connection, campaign_id: int, *, expand: Callable[[bytes, int], bytes | None]
+    conn: Connection,
+    campaign_id: int,
+    fmt: sql.ReportFormat,
+    *,
+    expand: Callable[[bytes, int], bytes | None],
 ) -> Iterator[Iterator[XlsxItem]]:
-    """The XLSX sheet's rows as :data:`XlsxItem` s, fetched ahead by a thread. SQLite,
-    rows dense in their id range: windows rendered as one blob each by the database
-    (``XLSX_WINDOW_SQLITE``), made XML by ``expand`` in the fetching thread (a window
-    ``expand`` refuses comes as rows); elsewhere rows of ``XLSX_CELLS_*``."""
+    """The XLSX sheet's rows in ``fmt`` as :data:`XlsxItem` s, fetched ahead by a thread.
+    SQLite, rows dense in their id range: windows rendered as one blob each by the
+    database (``sql.xlsx_window_sqlite``), made XML by ``expand`` in the fetching thread
+    (a window ``expand`` refuses comes as rows); elsewhere rows of ``sql.xlsx_cells_*``."""
     dbapi: Any = conn.connection.driver_connection
     if conn.dialect.name == "postgresql":
-        fetch, close = postgresql.rows(dbapi, sql.XLSX_CELLS_POSTGRESQL, campaign_id, XLSX_CHUNK)
+        fetch, close = postgresql.rows(
+            dbapi, sql.xlsx_cells_postgresql(fmt), campaign_id, XLSX_CHUNK
+        )
         with prefetched(fetch, close, "xlsx-fetch") as chunks:
             yield _chunks(chunks)
         return
@@ -85,12 +89,12 @@ def xlsx_items(
     first, last, n = sqlite.campaign_span(dbapi, campaign_id)
     if sql.use_rowid_range(first, last, n):
         with sqlite.read_transaction(dbapi):  # one snapshot for all the windows
-            fetch, close = sqlite.xlsx_windows(dbapi, campaign_id, first, last, expand)
+            fetch, close = sqlite.xlsx_windows(dbapi, campaign_id, fmt, first, last, expand)
             with prefetched(fetch, close, "xlsx-fetch") as windows:
                 yield (item for (item,) in windows)
         return
     cur = dbapi.cursor()  # sparse rows: the campaign index, sorted
-    cur.execute(sql.XLSX_CELLS_SQLITE, (campaign_id,))
+    cur.execute(sql.xlsx_cells_sqlite(fmt), (campaign_id,))
     with prefetched(lambda: cur.fetchmany(XLSX_CHUNK), cur.close, "xlsx-fetch") as chunks:
         yield _chunks(chunks)
 
@@ -120,7 +124,6 @@ __all__ = [
     "YIELD_PER",
     "XlsxItem",
     "micros_since_sent",
-    "supported",
     "write_csv_lines",
     "xlsx_items",
 ]

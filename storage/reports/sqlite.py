@@ -3,7 +3,7 @@ in worker processes when that pays; the XLSX sheet by windows rendered as one bl
 the read transaction and campaign span both use.
 
 A window is :data:`WINDOW_IDS` ids of the campaign's id range, rendered by one statement
-(``storage.reports.sql.CSV_WINDOW_SQLITE``) that returns all its lines as one blob:
+(``storage.reports.sql.csv_window_sqlite``) that returns all its lines as one blob:
 Python handles one value per window instead of one per row.
 
 Several cores evaluate windows only in several *processes*: two threads on connections
@@ -97,11 +97,12 @@ def _wal_file(dbapi: sqlite3.Connection) -> str | None:
 def _run(
     dbapi: sqlite3.Connection,
     campaign_id: int,
+    statement: str,
     windows: list[tuple[int, int]],
     write: Callable[[bytes], object],
 ) -> None:
-    """A thread evaluates the windows (at most :data:`_AHEAD` ahead) while the caller's
-    thread writes them."""
+    """A thread evaluates the windows of ``statement`` (at most :data:`_AHEAD` ahead)
+    while the caller's thread writes them."""
     todo = iter(windows)
     cur = dbapi.cursor()
 
@@ -109,7 +110,7 @@ def _run(
         window = next(todo, None)
         if window is None:
             return []
-        (blob,) = cur.execute(report_sql.CSV_WINDOW_SQLITE, (*window, campaign_id)).fetchone()
+        (blob,) = cur.execute(statement, (*window, campaign_id)).fetchone()
         return [blob]  # a chunk of one window
 
     with prefetched(fetch, cur.close, "csv-windows", _AHEAD) as chunks:
@@ -123,11 +124,14 @@ def _windows(first: int, last: int) -> list[tuple[int, int]]:
     return worker_windows(first, last, WINDOW_IDS, 0, 1)
 
 
-def write_windows(dbapi: sqlite3.Connection, campaign_id: int, fh: IO[bytes]) -> bool:
-    """Write the campaign's CSV lines (each with its CRLF) to ``fh`` window by window, in
-    worker processes where they pay (see the module docstring). Returns False, writing
+def write_windows(
+    dbapi: sqlite3.Connection, campaign_id: int, fh: IO[bytes], fmt: report_sql.ReportFormat
+) -> bool:
+    """Write the campaign's CSV lines in ``fmt`` (each with its CRLF) to ``fh`` window by
+    window, in worker processes where they pay (see the module docstring). Returns False, writing
     nothing, when the campaign's rows are too sparse in their id range for windows
     (:func:`storage.reports.sql.use_rowid_range`)."""
+    statement = report_sql.csv_window_sqlite(fmt)
     count = process_count()
     path = _wal_file(dbapi) if count > 1 else None
     with read_transaction(dbapi):
@@ -135,11 +139,12 @@ def write_windows(dbapi: sqlite3.Connection, campaign_id: int, fh: IO[bytes]) ->
         if not report_sql.use_rowid_range(first, last, rows):
             return bool(rows == 0)  # nothing to write for an empty campaign
         if path is None or rows < PROCESS_MIN_ROWS:
-            _run(dbapi, campaign_id, _windows(first, last), fh.write)
+            _run(dbapi, campaign_id, statement, _windows(first, last), fh.write)
             return True
     # the workers' snapshot is later than this one: they take in rows committed since
     done = sqlite_workers.export(
         path,
+        statement,
         campaign_id,
         (first, last),
         count,
@@ -152,7 +157,7 @@ def write_windows(dbapi: sqlite3.Connection, campaign_id: int, fh: IO[bytes]) ->
             first, last, rows = campaign_span(dbapi, campaign_id)
             if not report_sql.use_rowid_range(first, last, rows):
                 return bool(rows == 0)
-            _run(dbapi, campaign_id, _windows(first, last), fh.write)
+            _run(dbapi, campaign_id, statement, _windows(first, last), fh.write)
     return True
 
 
@@ -163,28 +168,31 @@ XLSX_WINDOW_IDS = 4096
 def xlsx_windows(
     dbapi: sqlite3.Connection,
     campaign_id: int,
+    fmt: report_sql.ReportFormat,
     first: int,
     last: int,
     expand: Callable[[bytes, int], bytes | None],
 ) -> tuple[Callable[[], list[Any]], Callable[[], None]]:
     """Fetch and close for the XLSX windows of the campaign's id range: one
     ``(payload, rows)`` a call, [] at the end. Each window is one text rendered by SQLite
-    (``XLSX_WINDOW_SQLITE``; the GIL is free meanwhile) that ``expand`` makes XML in the
+    (``xlsx_window_sqlite``; the GIL is free meanwhile) that ``expand`` makes XML in the
     fetching thread; one whose values need escaping or dropping (``expand`` gives None)
-    is fetched again as rows of ``XLSX_CELLS_SQLITE_RANGE``."""
+    is fetched again as rows of ``xlsx_cells_sqlite_range``."""
+    window_sql = report_sql.xlsx_window_sqlite(fmt)
+    rows_sql = report_sql.xlsx_cells_sqlite_range(fmt)
     windows = iter(range(first, last + 1, XLSX_WINDOW_IDS))
     cur = dbapi.cursor()
 
     def fetch() -> list[Any]:
         for lo in windows:
             hi = min(lo + XLSX_WINDOW_IDS - 1, last)
-            blob, n = cur.execute(report_sql.XLSX_WINDOW_SQLITE, (lo, hi, campaign_id)).fetchone()
+            blob, n = cur.execute(window_sql, (lo, hi, campaign_id)).fetchone()
             if not n:
                 continue
             xml = expand(blob, n)
             if xml is not None:
                 return [(xml, n)]
-            rows = cur.execute(report_sql.XLSX_CELLS_SQLITE_RANGE, (lo, hi, campaign_id))
+            rows = cur.execute(rows_sql, (lo, hi, campaign_id))
             return [(rows.fetchall(), n)]
         return []
 

@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterator
 from typing import IO
 
 from storage.engine import SQLITE_BUSY_TIMEOUT_MS
-from storage.reports import sql as report_sql
 from storage.reports import sqlite_worker_main as worker
 
 #: bytes a worker's pipe holds; None keeps the system's (64 kB on Linux): 1 MB (a whole
@@ -168,6 +167,7 @@ def _line_up(path: str, workers: list[_Worker], lock_wait: float) -> bool:
 
 def export(
     path: str,
+    sql: str,
     campaign_id: int,
     span: tuple[int, int],
     count: int,
@@ -176,14 +176,15 @@ def export(
     window: int,
     lock_wait: float,
 ) -> bool:
-    """Write the campaign's windows (each blob with its CRLF) with ``count`` workers;
+    """Write the campaign's windows of ``sql`` (``storage.reports.sql.csv_window_sqlite``;
+    each blob with its CRLF) with ``count`` workers;
     ``span``: its first and last id as read before (rows committed later are found by
     the workers). False, nothing written, when the write lock was not had within
     ``lock_wait`` seconds."""
     jobs: list[worker.Job] = [
         {
             "path": path,
-            "sql": report_sql.CSV_WINDOW_SQLITE,
+            "sql": sql,
             "last_sql": LAST_AFTER_SQL,
             "campaign_id": campaign_id,
             "first": span[0],

@@ -21,13 +21,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, update
 
-from campaigns import reports
+from campaigns.reports import columns, writers
 from storage import tables
 from storage.reports import sql as report_sql
 from storage.reports import sqlite as sqlite_reports
 from storage.reports import sqlite_workers
 from tests.campaigns.campaign_fixtures import NOW
-from tests.campaigns.test_reports_csv_fast import _assert_same, _campaign, _other_rows, _per_row
+from tests.campaigns.reports import reference
+from tests.campaigns.reports.test_csv import _assert_same, _campaign, _other_rows, _per_row
 
 deliveries = tables.deliveries
 
@@ -75,7 +76,7 @@ def test_windows_byte_identical(
     monkeypatch.setattr(sqlite_reports, "WINDOW_IDS", window)
     _processes(monkeypatch, processes)
     before = threading.active_count()
-    out = reports.write_report(sqlite_engine, cid, tmp_path / "r.csv")
+    out = writers.write_report(sqlite_engine, cid, tmp_path / "r.csv")
     assert threading.active_count() == before
     assert len(spawned) == (processes if processes > 1 else 0)
     _assert_same(out.read_bytes(), _per_row(sqlite_engine, cid))
@@ -90,7 +91,7 @@ def test_windows_below_the_process_threshold(
     """A campaign smaller than PROCESS_MIN_ROWS is exported in this process."""
     cid = _campaign(sqlite_engine)
     monkeypatch.setattr(sqlite_reports, "process_count", lambda: 2)
-    out = reports.write_report(sqlite_engine, cid, tmp_path / "r.csv")
+    out = writers.write_report(sqlite_engine, cid, tmp_path / "r.csv")
     assert spawned == []
     _assert_same(out.read_bytes(), _per_row(sqlite_engine, cid))
 
@@ -117,7 +118,7 @@ def test_windows_skip_other_campaigns_rows(
             _other_rows(conn, other, 2, f"o{i}-")
     monkeypatch.setattr(sqlite_reports, "WINDOW_IDS", 1)
     _processes(monkeypatch, processes)
-    got = reports.write_report(sqlite_engine, cid, tmp_path / "r.csv").read_bytes()
+    got = writers.write_report(sqlite_engine, cid, tmp_path / "r.csv").read_bytes()
     assert got.count(b"\r\n") == 41 and b"o1-" not in got
     _assert_same(got, _per_row(sqlite_engine, cid))
 
@@ -164,7 +165,7 @@ def test_windows_read_one_snapshot(
     _processes(monkeypatch, processes)
     fh = _CommitAfterFirstWindow(sqlite_engine, cid, spawned)
     with sqlite_engine.connect() as conn:
-        reports._write_csv(conn, cid, fh)
+        writers.write_csv(conn, cid, fh)
     assert fh.writes > 4
     assert len(spawned) == (processes if processes > 1 else 0)
     _assert_same(fh.getvalue(), expected)
@@ -191,7 +192,7 @@ def test_rows_committed_before_the_snapshot_are_written(
     monkeypatch.setattr(sqlite_workers, "export", commit_first)
     fh = io.BytesIO()
     with sqlite_engine.connect() as conn:
-        reports._write_csv(conn, cid, fh)
+        writers.write_csv(conn, cid, fh)
     assert len(spawned) == 2 and fh.getvalue().count(b"+1415777") == 3
     _assert_same(fh.getvalue(), _per_row(sqlite_engine, cid))
 
@@ -214,7 +215,7 @@ def test_windows_wait_for_the_write_lock_then_read_alone(
     try:
         writer.execute("BEGIN IMMEDIATE")
         writer.execute("UPDATE deliveries SET attempts = 7 WHERE campaign_id = ?", (cid,))
-        out = reports.write_report(sqlite_engine, cid, tmp_path / "r.csv")
+        out = writers.write_report(sqlite_engine, cid, tmp_path / "r.csv")
         _assert_same(out.read_bytes(), expected)
         writer.execute("COMMIT")
     finally:
@@ -239,11 +240,11 @@ def test_windows_in_the_callers_transaction(
             .values(reply_text="not yet committed")
         )
         fh = io.BytesIO()
-        reports._write_csv(conn, cid, fh)
+        writers.write_csv(conn, cid, fh)
         text = io.TextIOWrapper(
             expected := io.BytesIO(), encoding="utf-8-sig", newline="", write_through=True
         )
-        reports._write_csv_per_row(conn, cid, text)
+        reference.write_csv_per_row(conn, cid, text)
         text.detach()
         conn.rollback()
     assert spawned == []
@@ -278,7 +279,7 @@ def test_windows_connections_closed(
     cid = _campaign(sqlite_engine)
     monkeypatch.setattr(sqlite_reports, "WINDOW_IDS", 5)
     _processes(monkeypatch, 3)
-    reports.write_report(sqlite_engine, cid, tmp_path / "r.csv")
+    writers.write_report(sqlite_engine, cid, tmp_path / "r.csv")
     assert len(spawned) == 3
     conn = sqlite3.connect(_db_file(sqlite_engine), isolation_level=None)
     try:
@@ -310,7 +311,7 @@ def test_windows_write_error(
     before = threading.active_count()
     with sqlite_engine.connect() as conn:
         with pytest.raises(OSError, match="no space"):
-            reports._write_csv(conn, cid, Full())
+            writers.write_csv(conn, cid, Full())
         assert threading.active_count() == before
         assert conn.exec_driver_sql("SELECT 1").scalar_one() == 1
 
@@ -327,13 +328,15 @@ def test_windows_query_error_reaches_the_writer(
     cid = _campaign(sqlite_engine)
     monkeypatch.setattr(sqlite_reports, "WINDOW_IDS", 2)
     _processes(monkeypatch, processes)
-    monkeypatch.setattr(report_sql, "CSV_WINDOW_SQLITE", "SELECT no_such_function(?, ?, ?)")
+    monkeypatch.setattr(
+        report_sql, "csv_window_sqlite", lambda fmt: "SELECT no_such_function(?, ?, ?)"
+    )
     before = threading.active_count()
     with (
         sqlite_engine.connect() as conn,
         pytest.raises(sqlite3.OperationalError, match="no such function: no_such_function") as e,
     ):
-        reports._write_csv(conn, cid, io.BytesIO())
+        writers.write_csv(conn, cid, io.BytesIO())
     assert threading.active_count() == before
     if processes > 1:
         assert isinstance(e.value, sqlite_workers.WorkerError)
@@ -355,9 +358,11 @@ def test_killed_worker_raises_and_none_is_left(
     # window 1 is b"A"; every other window counts for ever (stopped only by a kill)
     monkeypatch.setattr(
         report_sql,
-        "CSV_WINDOW_SQLITE",
-        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c"
-        f" WHERE ?1 <> {first}) SELECT x'41' FROM (SELECT max(x) FROM c) WHERE ?2 AND ?3",
+        "csv_window_sqlite",
+        lambda fmt: (
+            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c"
+            f" WHERE ?1 <> {first}) SELECT x'41' FROM (SELECT max(x) FROM c) WHERE ?2 AND ?3"
+        ),
     )
     monkeypatch.setattr(sqlite_reports, "WINDOW_IDS", 1)
     _processes(monkeypatch, 2)
@@ -372,7 +377,7 @@ def test_killed_worker_raises_and_none_is_left(
         sqlite_engine.connect() as conn,
         pytest.raises(sqlite_workers.WorkerError, match=r"worker 2 of 2 .* killed by SIGKILL"),
     ):
-        reports._write_csv(conn, cid, KillSecond())
+        writers.write_csv(conn, cid, KillSecond())
     assert len(spawned) == 2
 
 
@@ -406,7 +411,7 @@ _ROW = st.fixed_dictionaries(
         "message_id": st.none() | _TEXT,
         "error": st.none() | _TEXT,
         "reply_text": st.none() | _TEXT,
-        **{t: _TIMES for t in reports._TIMES},
+        **{t: _TIMES for t in columns.TIMES},
     }
 )
 
@@ -421,12 +426,12 @@ def _python_line(row: dict[str, Any]) -> bytes:
         "attempts": row["attempts"],
         "message_id": row["message_id"] or "",
         "error": row["error"] or "",
-        **{t: reports.iso(row[t] and row[t].replace(tzinfo=UTC)) for t in reports._TIMES},
+        **{t: columns.iso(row[t] and row[t].replace(tzinfo=UTC)) for t in columns.TIMES},
         "reply": row["reply_text"] or "",
         "opted_out": bool(row["opted_out"]),
     }
     buf = io.StringIO(newline="")
-    csv.writer(buf).writerow(reports._cells(cells))
+    csv.writer(buf).writerow(columns.cells(cells))
     return buf.getvalue().encode("utf-8")
 
 
@@ -442,7 +447,7 @@ def test_sql_cells_match_python(rows: list[dict[str, Any]]) -> None:
         contact = i if row["opted_out"] is not None else None
         if contact:
             db.execute("INSERT INTO contacts VALUES (?, ?, ?)", (i, row["name"], row["opted_out"]))
-        times = [row[t] and row[t].strftime("%Y-%m-%d %H:%M:%S.%f") for t in reports._TIMES]
+        times = [row[t] and row[t].strftime("%Y-%m-%d %H:%M:%S.%f") for t in columns.TIMES]
         db.execute(
             "INSERT INTO deliveries VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
@@ -462,11 +467,11 @@ def test_sql_cells_match_python(rows: list[dict[str, Any]]) -> None:
             row["name"] = None
             row["opted_out"] = None
     expected = b"\r\n".join(_python_line(r).removesuffix(b"\r\n") for r in rows)
-    (blob,) = db.execute(report_sql.CSV_WINDOW_SQLITE, (1, len(rows), 1)).fetchone()
+    (blob,) = db.execute(report_sql.csv_window_sqlite(columns.FORMAT), (1, len(rows), 1)).fetchone()
     assert blob == expected
     lines = [
         str(line).encode("utf-8")
-        for (line,) in db.execute(report_sql.CSV_LINES_SQLITE, (1,)).fetchall()
+        for (line,) in db.execute(report_sql.csv_lines_sqlite(columns.FORMAT), (1,)).fetchall()
     ]
     assert b"\r\n".join(lines) == expected
     db.close()

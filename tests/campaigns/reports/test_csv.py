@@ -14,11 +14,13 @@ from sqlalchemy import Engine, insert, select, update
 
 from campaigns import lifecycle, reports, service
 from campaigns.materialise import materialise
+from campaigns.reports import writers
 from storage import reports as report_store
 from storage import states, tables
 from storage.engine import make_engine
 from storage.reports import sql as report_sql
 from tests.campaigns.campaign_fixtures import NOW, make_list, people, phone, spec
+from tests.campaigns.reports import reference
 
 deliveries = tables.deliveries
 
@@ -142,7 +144,7 @@ def _per_row(engine: Engine, cid: int) -> bytes:
     buf = io.BytesIO()
     with engine.connect() as conn:
         fh = io.TextIOWrapper(buf, encoding="utf-8-sig", newline="", write_through=True)
-        reports._write_csv_per_row(conn, cid, fh)
+        reference.write_csv_per_row(conn, cid, fh)
         fh.flush()
         data = buf.getvalue()
         fh.detach()
@@ -310,7 +312,7 @@ def test_fast_csv_write_error_stops_the_fetcher(
     before = threading.active_count()
     with engine.connect() as conn:
         with pytest.raises(OSError, match="no space"):
-            reports._write_csv(conn, cid, _FailingFile())
+            writers.write_csv(conn, cid, _FailingFile())
         assert threading.active_count() == before
         conn.rollback()
         assert conn.exec_driver_sql("SELECT 1").scalar_one() == 1

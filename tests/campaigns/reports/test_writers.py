@@ -13,6 +13,7 @@ from sqlalchemy import Engine, select, update
 
 from campaigns import lifecycle, reports, service
 from campaigns.materialise import materialise
+from campaigns.reports import columns, writers
 from storage import reports as report_store
 from storage import tables
 from tests.campaigns.campaign_fixtures import NOW, make_list, people, phone, spec
@@ -83,7 +84,7 @@ def test_median_as_timedelta_gives_it(engine: Engine) -> None:
     fractions, a delivery before its send (0), a send in 1900."""
     import statistics
 
-    from tests.campaigns.test_reports_csv_fast import _campaign as tricky_campaign
+    from tests.campaigns.reports.test_csv import _campaign as tricky_campaign
 
     cid = tricky_campaign(engine)
     d = tables.deliveries
@@ -166,7 +167,7 @@ def test_xlsx(engine: Engine, tmp_path: Path) -> None:
     assert data[1][1] == '\'=HYPERLINK("http://evil")'
     # times are Excel dates in UTC (naive datetimes to openpyxl), no time an empty cell
     sent = sheet.cell(row=2, column=data[0].index("sent_at (UTC)") + 1)
-    assert sent.value == NOW.replace(tzinfo=None) and sent.number_format == reports.XLSX_DATE_FORMAT
+    assert sent.value == NOW.replace(tzinfo=None) and sent.number_format == columns.XLSX_DATE_FORMAT
     delivered = sheet.cell(row=2, column=data[0].index("delivered_at (UTC)") + 1)
     assert delivered.value == (NOW + timedelta(seconds=4)).replace(tzinfo=None)
     assert sheet.cell(row=2, column=data[0].index("failed_at (UTC)") + 1).value is None
@@ -204,7 +205,7 @@ def test_streams_many_rows(
 def test_xlsx_row_limit(
     sqlite_engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(reports, "XLSX_MAX_ROWS", 6)
+    monkeypatch.setattr(writers, "XLSX_MAX_ROWS", 6)
     cid = _campaign(sqlite_engine)
     with pytest.raises(reports.ReportError, match="do not fit in one Excel sheet"):
         reports.write_report(sqlite_engine, cid, tmp_path / "r.xlsx")

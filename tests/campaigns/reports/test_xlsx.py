@@ -1,6 +1,6 @@
 """The streamed XLSX "Deliveries" sheet reads back, in openpyxl (normal and read-only)
 and python-calamine, exactly as the sheet openpyxl itself wrote (the reference
-``_write_xlsx_openpyxl``), on SQLite and PostgreSQL, for data built to trip it up; the
+``reference.write_xlsx_openpyxl``), on SQLite and PostgreSQL, for data built to trip it up; the
 one difference: characters XML forbids are dropped where openpyxl refused the report."""
 
 from __future__ import annotations
@@ -16,14 +16,16 @@ from openpyxl import load_workbook
 from openpyxl.utils.exceptions import IllegalCharacterError
 from sqlalchemy import Engine, update
 
-from campaigns import reports, service, xlsx_sheet
+from campaigns import reports, service
 from campaigns.materialise import materialise
+from campaigns.reports import columns, summary, xlsx_sheet
 from storage import reports as report_store
 from storage import tables
 from storage.reports import sqlite as sqlite_reports
 from tests.campaigns.campaign_fixtures import NOW, make_list, people, spec
-from tests.campaigns.test_reports_csv_fast import _campaign as tricky_campaign
-from tests.campaigns.test_reports_csv_fast import _other_rows
+from tests.campaigns.reports import reference
+from tests.campaigns.reports.test_csv import _campaign as tricky_campaign
+from tests.campaigns.reports.test_csv import _other_rows
 
 deliveries = tables.deliveries
 
@@ -74,16 +76,16 @@ def _readings(path: Path) -> dict[str, list[Any]]:
 
 def _reference(engine: Engine, cid: int, target: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The openpyxl sheet of the campaign, its forbidden characters dropped first."""
-    plain = reports._cells
+    plain = columns.cells
 
     def cells(row: dict[str, Any]) -> list[Any]:
         return [xlsx_sheet.ILLEGAL.sub("", v) if isinstance(v, str) else v for v in plain(row)]
 
     with monkeypatch.context() as patch:
-        patch.setattr(reports, "_cells", cells)
+        patch.setattr(reference, "cells", cells)
         with engine.connect() as conn:
-            summary = reports._summary(conn, cid)
-            reports._write_xlsx_openpyxl(conn, cid, summary, target)
+            figures = summary.read_summary(conn, cid)
+            reference.write_xlsx_openpyxl(conn, cid, figures, target)
 
 
 def _assert_same_cells(got: Path, expected: Path) -> None:

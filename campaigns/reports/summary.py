@@ -1,0 +1,210 @@
+"""A campaign's report summary (counts, rates, median times) and the XLSX "Summary" sheet
+with its funnel chart."""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from sqlalchemy import Connection, Engine, Table, func, select
+
+from campaigns.reports.columns import XLSX_DATE_FORMAT, neutralise
+from storage import reports as report_store
+from storage import states, tables
+from storage.queries.campaigns import delivery_counts
+from storage.reports import sql as report_sql
+
+_d: Table = tables.deliveries
+_c: Table = tables.contacts
+_campaigns: Table = tables.campaigns
+
+#: the number format of the summary's rates
+XLSX_RATE_FORMAT = "0.0%"
+#: the name of the workbook's sheet of recipients
+DELIVERIES_SHEET = "Deliveries"
+
+
+class ReportError(ValueError):
+    """A report that cannot be written as asked (unknown format, unknown campaign)."""
+
+
+@dataclass(frozen=True)
+class ReportSummary:
+    """Counts and rates of one campaign."""
+
+    campaign_id: int
+    name: str
+    state: str
+    total: int
+    counts: dict[str, int]
+    sent: int  # rows that left (sent_at set), whatever happened next
+    delivered: int
+    read: int
+    failed: int
+    replied: int
+    opted_out: int
+    delivery_rate: float | None  # delivered / sent
+    read_rate: float | None  # read / sent
+    median_seconds_to_delivery: float | None  # of delivered_at - sent_at
+    median_seconds_to_read: float | None  # of read_at - sent_at
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return asdict(self)
+
+
+def campaign_row(conn: Connection, campaign_id: int) -> Any:
+    """The campaign's id, name, state and creation time; :class:`ReportError` when there
+    is no such campaign."""
+    row = conn.execute(
+        select(
+            _campaigns.c.id, _campaigns.c.name, _campaigns.c.state, _campaigns.c.created_at
+        ).where(_campaigns.c.id == campaign_id)
+    ).one_or_none()
+    if row is None:
+        raise ReportError(f"campaign {campaign_id} does not exist")
+    return row
+
+
+def _rate(part: int, whole: int) -> float | None:
+    return round(part / whole, 4) if whole else None
+
+
+def _median_seconds(micros: array[int]) -> float:
+    """Median, in seconds, of an int64 array of microseconds, as ``statistics.median`` of
+    the ``timedelta.total_seconds()`` floats gives it (exact below 2**53 us, 285 years)
+    without a Python object per value: numpy partitions one copy of the buffer (a list
+    of floats would take 33 MB for 750k deliveries)."""
+    import numpy as np
+
+    n = len(micros)
+    k = n // 2
+    middle = np.partition(np.frombuffer(micros, dtype=np.int64), [k - 1, k] if n % 2 == 0 else k)
+    if n % 2:
+        return float(middle[k]) / 1e6
+    return (float(middle[k - 1]) / 1e6 + float(middle[k]) / 1e6) / 2
+
+
+def _median_or_none(micros: array[int]) -> float | None:
+    return round(_median_seconds(micros), 3) if micros else None
+
+
+def read_summary(conn: Connection, campaign_id: int) -> ReportSummary:
+    """The summary of campaign ``campaign_id`` on ``conn``."""
+    camp = campaign_row(conn, campaign_id)
+    counts = delivery_counts(conn, campaign_id)
+    agg = conn.execute(
+        select(
+            func.count(_d.c.sent_at),
+            func.count(_d.c.delivered_at),
+            func.count(_d.c.read_at),
+            func.count(_d.c.replied_at),
+        ).where(_d.c.campaign_id == campaign_id)
+    ).one()
+    opted = conn.execute(
+        select(func.count())
+        .select_from(_d.join(_c, _c.c.id == _d.c.contact_id))
+        .where(_d.c.campaign_id == campaign_id, _c.c.opted_out.is_(True))
+    ).scalar_one()
+    to_delivery = report_store.micros_since_sent(conn, campaign_id, to="delivered")
+    to_read = report_store.micros_since_sent(conn, campaign_id, to="read")
+    sent, delivered, read, replied = (int(x) for x in agg)
+    return ReportSummary(
+        campaign_id=int(camp.id),
+        name=str(camp.name),
+        state=str(camp.state),
+        total=sum(counts.values()),
+        counts=counts,
+        sent=sent,
+        delivered=delivered,
+        read=read,
+        failed=counts.get(states.FAILED, 0),
+        replied=replied,
+        opted_out=int(opted),
+        delivery_rate=_rate(delivered, sent),
+        read_rate=_rate(read, sent),
+        median_seconds_to_delivery=_median_or_none(to_delivery),
+        median_seconds_to_read=_median_or_none(to_read),
+    )
+
+
+def report_summary(engine: Engine, campaign_id: int) -> ReportSummary:
+    """The summary of campaign ``campaign_id`` (counts, rates, median times to delivery
+    and to read)."""
+    with engine.connect() as conn:
+        return read_summary(conn, campaign_id)
+
+
+def summary_workbook(summary: ReportSummary) -> Any:
+    """A write-only openpyxl workbook: the "Summary" sheet with its funnel chart, then an
+    empty "Deliveries" sheet (returned as the workbook's second sheet). Its first cell
+    style is the date format (``storage.reports.sql.XLSX_DATE_STYLE``, which the
+    database's date cells name); rates are percentages."""
+    from openpyxl import Workbook
+    from openpyxl.cell import WriteOnlyCell
+    from openpyxl.chart import BarChart, Reference
+
+    wb = Workbook(write_only=True)
+    ws = wb.create_sheet("Summary")
+    date = WriteOnlyCell(ws)
+    date.number_format = XLSX_DATE_FORMAT
+    if date.style_id != report_sql.XLSX_DATE_STYLE:  # pragma: no cover - openpyxl changed
+        raise RuntimeError(f"the XLSX date style is {date.style_id}, not the one the SQL names")
+
+    def rate(value: float | None) -> Any:
+        cell = WriteOnlyCell(ws, value)
+        cell.number_format = XLSX_RATE_FORMAT
+        return cell
+
+    ws.append(["Campaign", neutralise(summary.name)])
+    ws.append(["Campaign id", summary.campaign_id])
+    ws.append(["State", summary.state])
+    ws.append(["Recipients", summary.total])
+    ws.append([])
+    ws.append(["Stage", "Recipients"])  # row 6: the funnel the chart draws
+    funnel_start = 7
+    for label, value in (
+        ("Sent", summary.sent),
+        ("Delivered", summary.delivered),
+        ("Read", summary.read),
+        ("Failed", summary.failed),
+    ):
+        ws.append([label, value])
+    ws.append([])
+    ws.append(["Delivery rate (of sent)", rate(summary.delivery_rate)])
+    ws.append(["Read rate (of sent)", rate(summary.read_rate)])
+    ws.append(["Median seconds to delivery", summary.median_seconds_to_delivery])
+    ws.append(["Median seconds to read", summary.median_seconds_to_read])
+    ws.append(["Replied", summary.replied])
+    ws.append(["Opted out", summary.opted_out])
+    ws.append(["Times in", "UTC"])
+    ws.append([])
+    ws.append(["State", "Recipients"])
+    for state, n in summary.counts.items():
+        ws.append([state, n])
+    chart = BarChart()
+    chart.type = "bar"  # horizontal bars, top to bottom: a funnel
+    chart.title = "Funnel"
+    chart.y_axis.title = "Recipients"
+    chart.legend = None
+    data = Reference(ws, min_col=2, min_row=funnel_start - 1, max_row=funnel_start + 3)
+    labels = Reference(ws, min_col=1, min_row=funnel_start, max_row=funnel_start + 3)
+    chart.add_data(data, titles_from_data=True)
+    chart.set_categories(labels)
+    chart.x_axis.scaling.orientation = "maxMin"  # Sent on top
+    ws.add_chart(chart, "D2")
+    wb.create_sheet(DELIVERIES_SHEET)
+    return wb
+
+
+__all__ = [
+    "DELIVERIES_SHEET",
+    "XLSX_RATE_FORMAT",
+    "ReportError",
+    "ReportSummary",
+    "campaign_row",
+    "read_summary",
+    "report_summary",
+    "summary_workbook",
+]
