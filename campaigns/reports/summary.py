@@ -12,11 +12,10 @@ from sqlalchemy import Connection, Engine, Table, func, select
 from campaigns.reports.columns import XLSX_DATE_FORMAT, neutralise
 from storage import reports as report_store
 from storage import states, tables
-from storage.queries.campaigns import delivery_counts
+from storage.queries.campaigns import delivery_counts, opted_out_count
 from storage.reports import sql as report_sql
 
 _d: Table = tables.deliveries
-_c: Table = tables.contacts
 _campaigns: Table = tables.campaigns
 
 #: the number format of the summary's rates
@@ -102,11 +101,6 @@ def read_summary(conn: Connection, campaign_id: int) -> ReportSummary:
             func.count(_d.c.replied_at),
         ).where(_d.c.campaign_id == campaign_id)
     ).one()
-    opted = conn.execute(
-        select(func.count())
-        .select_from(_d.join(_c, _c.c.id == _d.c.contact_id))
-        .where(_d.c.campaign_id == campaign_id, _c.c.opted_out.is_(True))
-    ).scalar_one()
     to_delivery = report_store.micros_since_sent(conn, campaign_id, to="delivered")
     to_read = report_store.micros_since_sent(conn, campaign_id, to="read")
     sent, delivered, read, replied = (int(x) for x in agg)
@@ -121,7 +115,7 @@ def read_summary(conn: Connection, campaign_id: int) -> ReportSummary:
         read=read,
         failed=counts.get(states.FAILED, 0),
         replied=replied,
-        opted_out=int(opted),
+        opted_out=opted_out_count(conn, campaign_id),
         delivery_rate=_rate(delivered, sent),
         read_rate=_rate(read, sent),
         median_seconds_to_delivery=_median_or_none(to_delivery),
