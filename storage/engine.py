@@ -86,6 +86,12 @@ def is_postgres(engine: Engine) -> bool:
     return engine.dialect.name == "postgresql"
 
 
+def ping(engine: Engine) -> None:
+    """Ask the database a trivial question; raises SQLAlchemy's error when it cannot answer."""
+    with engine.connect() as conn:
+        conn.exec_driver_sql("SELECT 1")
+
+
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Bring the schema to ``revision`` with Alembic (idempotent)."""
     from alembic import command
