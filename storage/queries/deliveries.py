@@ -19,7 +19,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, exists, func, or_, select, update
+from sqlalchemy import (
+    Connection,
+    RowMapping,
+    and_,
+    bindparam,
+    exists,
+    func,
+    or_,
+    select,
+    update,
+)
 
 from storage import states, tables
 from storage.models import Contact, Delivery, ListMember
@@ -283,6 +293,7 @@ __all__ = [
     "ClaimedRow",
     "bind_processor",
     "claim",
+    "deliveries_page",
     "expire_leases",
     "has_pending",
     "insert_new_deliveries",
@@ -386,3 +397,36 @@ def refresh_statistics(conn: Connection) -> None:
     if conn.dialect.name == "postgresql":
         names = (ListMember.__tablename__, Contact.__tablename__, Delivery.__tablename__)
         conn.exec_driver_sql(f"ANALYZE {', '.join(names)}")
+
+
+# --- reads for the faces -------------------------------------------------------------------
+
+
+def deliveries_page(
+    conn: Connection,
+    columns: Sequence[str],
+    *,
+    campaign_id: int | None,
+    in_states: Sequence[str] | None,
+    target: str | None,
+    limit: int,
+    offset: int,
+) -> tuple[int, list[RowMapping]]:
+    """``(total, rows)``: deliveries of one campaign (or all), in ``in_states``, whose
+    target contains ``target``; one page of ``columns``, by id."""
+    conds: list[Any] = []
+    if campaign_id is not None:
+        conds.append(_d.c.campaign_id == campaign_id)
+    if in_states:
+        conds.append(_d.c.state.in_(list(in_states)))
+    if target:
+        conds.append(_d.c.target.contains(target, autoescape=True))
+    total = conn.execute(select(func.count()).select_from(_d).where(*conds)).scalar_one()
+    rows = conn.execute(
+        select(*(_d.c[name] for name in columns))
+        .where(*conds)
+        .order_by(_d.c.id)
+        .limit(limit)
+        .offset(offset)
+    ).mappings()
+    return int(total), list(rows)
