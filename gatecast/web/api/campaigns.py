@@ -7,7 +7,6 @@ to them. Errors: 404 unknown id, 409 refused lifecycle action, 422 with field pa
 from __future__ import annotations
 
 import hashlib
-import tomllib
 from dataclasses import replace
 from datetime import datetime
 from typing import Annotated, Any
@@ -27,7 +26,7 @@ from fastapi import (
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from campaigns import service
-from campaigns.campaign_file import CampaignFileError, CampaignSpec, FieldError, parse_campaign
+from campaigns.campaign_file import CampaignSpec, parse_campaign, parse_toml
 from campaigns.service import (
     CampaignDetail,
     CampaignSummary,
@@ -209,13 +208,7 @@ def parse_toml_upload(raw: bytes, filename: str) -> CampaignSpec:
             status.HTTP_413_CONTENT_TOO_LARGE,
             detail=f"{source}: a campaign file may hold at most {MAX_TOML_BYTES} bytes",
         )
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise CampaignFileError([FieldError("", "file is not UTF-8 text")], source) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise CampaignFileError([FieldError("", f"not valid TOML: {exc}")], source) from None
-    return parse_campaign(data, source)
+    return parse_toml(raw, source)
 
 
 def preview_public(p: service.CampaignPreview) -> CampaignPreview:
