@@ -10,8 +10,9 @@ loses nothing. The families:
   back), ``ambiguous`` (state unknown), ``failed``;
 - ``gatecast_webhook_events_total{kind}``: status events by status and incoming messages,
   as stored by the webhook;
-- ``gatecast_instance_sends_today{instance}``: per sender instance, messages sent since
-  00:00 UTC; ``gatecast_instance_paused{instance}`` (1 when gatecast paused it);
+- ``gatecast_instance_sends_today{instance}``: per sender instance, messages sent (or
+  being sent) today as its daily cap counts them (:mod:`scheduler.sender_usage`);
+  ``gatecast_instance_paused{instance}`` (1 when gatecast paused it);
 - ``gatecast_campaigns{state}``.
 
 ``observe_send`` is an in-process hook for callers that want an exact per-attempt count
@@ -22,7 +23,7 @@ the application layer passes it to the dispatcher as a plain callback.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from datetime import datetime, time
+from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.exposition import choose_encoder
@@ -31,6 +32,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy import Engine, func, select
 
 from gatecast.web.context import AppContext
+from scheduler.sender_usage import sender_usage
 from storage import states, tables
 
 _d = tables.deliveries
@@ -65,7 +67,6 @@ class DatabaseCollector(Collector):
         return list(self._families(self._clock()))
 
     def _families(self, now: datetime) -> Iterator[Metric]:
-        midnight = datetime.combine(now.date(), time(0), tzinfo=now.tzinfo)
         with self._engine.connect() as conn:
             by_state: dict[str, int] = dict(
                 conn.execute(select(_d.c.state, func.count()).group_by(_d.c.state)).all()
@@ -79,14 +80,8 @@ class DatabaseCollector(Collector):
             events = conn.execute(select(_se.c.status, func.count()).group_by(_se.c.status))
             event_counts = {str(k): int(v) for k, v in events.all()}
             inbound = conn.execute(select(func.count()).select_from(_in)).scalar_one()
-            today: dict[str, int] = dict(
-                conn.execute(
-                    select(_d.c.sender, func.count())
-                    .where(_d.c.sender.is_not(None), _d.c.sent_at >= midnight)
-                    .group_by(_d.c.sender)
-                ).all()
-            )
             instances = conn.execute(select(_i.c.instance_id, _i.c.paused_reason)).all()
+            usage = sender_usage(conn, [str(row.instance_id) for row in instances], now)
             campaigns: dict[str, int] = dict(
                 conn.execute(select(_c.c.state, func.count()).group_by(_c.c.state)).all()
             )
@@ -123,7 +118,7 @@ class DatabaseCollector(Collector):
 
         per_instance = GaugeMetricFamily(
             "gatecast_instance_sends_today",
-            "Messages sent since 00:00 UTC, per sender instance",
+            "Messages sent (or being sent) today per sender instance, as its daily cap counts",
             labels=["instance"],
         )
         paused = GaugeMetricFamily(
@@ -131,9 +126,8 @@ class DatabaseCollector(Collector):
             "1 when gatecast stopped sending through the instance",
             labels=["instance"],
         )
-        known = {str(row.instance_id) for row in instances}
-        for instance_id in sorted(known | {str(s) for s in today}):
-            per_instance.add_metric([instance_id], today.get(instance_id, 0))
+        for instance_id in sorted(usage):
+            per_instance.add_metric([instance_id], usage[instance_id].sends_today)
         for row in instances:
             paused.add_metric([str(row.instance_id)], 1 if row.paused_reason else 0)
         yield per_instance

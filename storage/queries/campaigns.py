@@ -15,6 +15,7 @@ from storage import states, tables
 from storage.dialect import dialect_insert
 
 _d: Table = tables.deliveries
+_campaigns: Table = tables.campaigns
 
 #: rows per executemany
 BATCH = 5000
@@ -143,6 +144,16 @@ def progress_counts(
     return out
 
 
+def specs_in_states(conn: Connection, in_states: Sequence[str]) -> list[tuple[int, Any]]:
+    """``(id, stored spec)`` of every campaign in one of ``in_states``, by id."""
+    stmt = (
+        select(_campaigns.c.id, _campaigns.c.spec)
+        .where(_campaigns.c.state.in_(list(in_states)))
+        .order_by(_campaigns.c.id)
+    )
+    return [(int(i), spec) for i, spec in conn.execute(stmt)]
+
+
 __all__ = [
     "BATCH",
     "delivery_counts",
@@ -154,4 +165,5 @@ __all__ = [
     "replied_count",
     "requeue",
     "skip_queued",
+    "specs_in_states",
 ]
