@@ -35,6 +35,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from storage import tables
 from storage.dialect import dialect_insert
+from storage.queries import paging
 from storage.types import UTCDateTime
 
 contacts: Table = tables.contacts
@@ -441,15 +442,7 @@ def contacts_page(
                 select(list_members.c.contact_id).where(list_members.c.list_id == list_id)
             )
         )
-    total = conn.execute(select(func.count()).select_from(contacts).where(*conds)).scalar_one()
-    rows = conn.execute(
-        select(*(contacts.c[name] for name in columns))
-        .where(*conds)
-        .order_by(contacts.c.id)
-        .limit(limit)
-        .offset(offset)
-    ).mappings()
-    return int(total), list(rows)
+    return paging.page(conn, contacts, columns, conds, limit=limit, offset=offset)
 
 
 def contact_by_id(conn: Connection, columns: Sequence[str], contact_id: int) -> RowMapping | None:

@@ -33,6 +33,7 @@ from sqlalchemy import (
 
 from storage import states, tables
 from storage.models import Contact, Delivery, ListMember
+from storage.queries import paging
 
 _d = tables.deliveries
 _contacts = tables.contacts
@@ -439,12 +440,4 @@ def deliveries_page(
         conds.append(_d.c.state.in_(list(in_states)))
     if target:
         conds.append(_d.c.target.contains(target, autoescape=True))
-    total = conn.execute(select(func.count()).select_from(_d).where(*conds)).scalar_one()
-    rows = conn.execute(
-        select(*(_d.c[name] for name in columns))
-        .where(*conds)
-        .order_by(_d.c.id)
-        .limit(limit)
-        .offset(offset)
-    ).mappings()
-    return int(total), list(rows)
+    return paging.page(conn, _d, columns, conds, limit=limit, offset=offset)
