@@ -176,8 +176,7 @@ def set_contact_opt_out(
     found = contact(engine, contact_id)
     if found is None:
         return None
-    with engine.begin() as conn:
-        q.set_opt_out(conn, found.phone, opted_out, reason, now)
+    set_opt_out(engine, found.phone, opted_out, reason, now=now)
     return contact(engine, contact_id)
 
 

@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import Connection as Connection  # re-exported, as Engine: for annotations
 from sqlalchemy import Engine as Engine  # re-exported: callers name it without SQLAlchemy
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import make_url

@@ -29,12 +29,12 @@ from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import Engine
 
 from campaigns import stats
 from gatecast.web.context import AppContext
 from scheduler.sender_usage import sender_usage
 from storage import states
+from storage.engine import Engine
 
 _ATTEMPTS_REGISTRY = CollectorRegistry(auto_describe=True)
 _SEND_ATTEMPTS = Counter(
