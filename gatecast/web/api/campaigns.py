@@ -7,7 +7,7 @@ to them. Errors: 404 unknown id, 409 refused lifecycle action, 422 with field pa
 from __future__ import annotations
 
 import hashlib
-from dataclasses import replace
+from dataclasses import asdict, replace
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -24,6 +24,7 @@ from fastapi import (
     status,
 )
 from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from campaigns import service
 from campaigns.campaign_file import CampaignSpec, parse_campaign, parse_toml
@@ -146,26 +147,9 @@ class CampaignDetailPublic(CampaignPublic):
         return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
 
 
-class ProgressPoint(BaseModel):
-    """Cumulative counts at one moment."""
-
-    at: datetime
-    sent: int
-    delivered: int
-    read: int
-    failed: int
-
-
-class CampaignProgress(BaseModel):
+@pydantic_dataclass(frozen=True)
+class CampaignProgress(service.CampaignProgress):
     """Live progress: counts per state and a cumulative timeline for the chart."""
-
-    id: int
-    state: str
-    state_reason: str | None
-    total: int
-    counts: dict[str, int]
-    done: bool
-    timeline: list[ProgressPoint]
 
 
 class ActionResult(BaseModel):
@@ -219,8 +203,7 @@ def preview_public(p: service.CampaignPreview) -> CampaignPreview:
 
 def campaign_progress(ctx: AppContext, campaign_id: int, points: int = 30) -> CampaignProgress:
     """Counts per state and a cumulative sent/delivered/read/failed timeline."""
-    progress = service.campaign_progress(ctx.engine, campaign_id, points)
-    return CampaignProgress.model_validate(progress, from_attributes=True)
+    return CampaignProgress(**asdict(service.campaign_progress(ctx.engine, campaign_id, points)))
 
 
 @router.get("/campaigns", response_model=list[CampaignPublic])

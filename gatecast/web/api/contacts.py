@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Any
+from dataclasses import asdict
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from campaigns import audiences
 from campaigns.audiences import ContactRecord
@@ -16,18 +17,9 @@ from gatecast.web.context import AppContext, get_ctx
 router = APIRouter(tags=["contacts"])
 
 
-class ContactPublic(BaseModel):
+@pydantic_dataclass(frozen=True)
+class ContactPublic(ContactRecord):
     """A contact as the API shows it."""
-
-    id: int
-    phone: str
-    name: str
-    attributes: dict[str, Any]
-    opted_out: bool
-    opted_out_at: datetime | None
-    opt_out_reason: str | None
-    created_at: datetime
-    updated_at: datetime
 
 
 class OptOutRequest(BaseModel):
@@ -37,7 +29,7 @@ class OptOutRequest(BaseModel):
 
 
 def _public(record: ContactRecord) -> ContactPublic:
-    return ContactPublic.model_validate(record, from_attributes=True)
+    return ContactPublic(**asdict(record))
 
 
 def search_contacts(

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from dataclasses import asdict
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
-from pydantic import BaseModel
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from campaigns import service
 from gatecast.web.api.common import Limit, Offset, Page, not_found
@@ -16,28 +16,9 @@ from storage import states
 router = APIRouter(tags=["deliveries"])
 
 
-class DeliveryPublic(BaseModel):
+@pydantic_dataclass(frozen=True)
+class DeliveryPublic(service.DeliveryRecord):
     """A delivery as the API shows it (no lease or rendered payload internals)."""
-
-    id: int
-    campaign_id: int
-    target: str
-    target_kind: str
-    contact_id: int | None
-    sender: str | None
-    state: str
-    attempts: int
-    message_id: str | None
-    error: str | None
-    error_code: str | None
-    due_at: datetime | None
-    queued_at: datetime
-    sent_at: datetime | None
-    delivered_at: datetime | None
-    read_at: datetime | None
-    failed_at: datetime | None
-    replied_at: datetime | None
-    reply_text: str | None
 
 
 StateFilter = Annotated[
@@ -86,7 +67,7 @@ def list_deliveries(
         )
     except service.CampaignNotFound:
         raise not_found("campaign", campaign_id) from None
-    items = [DeliveryPublic.model_validate(d, from_attributes=True) for d in page.items]
+    items = [DeliveryPublic(**asdict(d)) for d in page.items]
     return Page[DeliveryPublic](items=items, total=page.total, limit=limit, offset=offset)
 
 

@@ -17,7 +17,7 @@ import threading
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, BinaryIO
+from typing import Annotated, BinaryIO
 
 from fastapi import (
     APIRouter,
@@ -31,6 +31,7 @@ from fastapi import (
     status,
 )
 from pydantic import BaseModel, Field
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from campaigns import import_runs
 from campaigns.import_runs import mark_interrupted_imports
@@ -60,13 +61,9 @@ _progress: dict[int, _Running] = {}
 _progress_lock = threading.Lock()
 
 
-class RejectPublic(BaseModel):
+@pydantic_dataclass(frozen=True)
+class RejectPublic(import_runs.RejectedRow):
     """A rejected row: its spreadsheet row number, column, reason and cells as they were."""
-
-    row_number: int
-    column: str | None
-    reason: str
-    raw: dict[str, Any]
 
 
 class ImportPublic(BaseModel):
@@ -197,7 +194,7 @@ def _options(
 
 
 def _rejects(page: import_runs.RejectPage) -> list[RejectPublic]:
-    return [RejectPublic.model_validate(r, from_attributes=True) for r in page.items]
+    return [RejectPublic(**asdict(r)) for r in page.items]
 
 
 def load_import(ctx: AppContext, import_id: int, rejects: int = 100) -> ImportPublic:
