@@ -228,14 +228,6 @@ def expire_leases(conn: Connection, *, now: datetime, campaign_id: int | None = 
     return int(result.rowcount or 0)
 
 
-def _sent_or_sending_since(since: datetime) -> Any:
-    """Rows sent since ``since``, or being sent now (what a daily cap counts)."""
-    return or_(
-        _d.c.sent_at >= since,
-        and_(_d.c.state == states.SENDING, _d.c.sent_at.is_(None)),
-    )
-
-
 def sends_since(conn: Connection, sender: str, since: datetime) -> int:
     """How many messages ``sender`` sent (or is sending) since ``since``, all campaigns.
 
@@ -243,21 +235,6 @@ def sends_since(conn: Connection, sender: str, since: datetime) -> int:
     """
     stmt = select(func.count()).where(_d.c.sender == sender, _sent_or_sending_since(since))
     return int(conn.execute(stmt).scalar_one())
-
-
-def sends_since_by_sender(
-    conn: Connection, senders: Sequence[str], since: datetime
-) -> dict[str, int]:
-    """:func:`sends_since` for several senders in one grouped read (senders without any
-    are left out)."""
-    if not senders:
-        return {}
-    stmt = (
-        select(_d.c.sender, func.count())
-        .where(_d.c.sender.in_(list(senders)), _sent_or_sending_since(since))
-        .group_by(_d.c.sender)
-    )
-    return {str(sender): int(n) for sender, n in conn.execute(stmt)}
 
 
 def has_pending(conn: Connection, campaign_id: int) -> bool:
@@ -441,3 +418,26 @@ def deliveries_page(
     if target:
         conds.append(_d.c.target.contains(target, autoescape=True))
     return paging.page(conn, _d, columns, conds, limit=limit, offset=offset)
+
+
+def sends_since_by_sender(
+    conn: Connection, senders: Sequence[str], since: datetime
+) -> dict[str, int]:
+    """:func:`sends_since` for several senders in one grouped read (senders without any
+    are left out)."""
+    if not senders:
+        return {}
+    stmt = (
+        select(_d.c.sender, func.count())
+        .where(_d.c.sender.in_(list(senders)), _sent_or_sending_since(since))
+        .group_by(_d.c.sender)
+    )
+    return {str(sender): int(n) for sender, n in conn.execute(stmt)}
+
+
+def _sent_or_sending_since(since: datetime) -> Any:
+    """Rows sent since ``since``, or being sent now (what a daily cap counts)."""
+    return or_(
+        _d.c.sent_at >= since,
+        and_(_d.c.state == states.SENDING, _d.c.sent_at.is_(None)),
+    )
