@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 from typing import Any
 
@@ -108,15 +108,92 @@ def _clean_name(name: str) -> str:
 
 clean_list_name = _clean_name
 
+# --- contacts as the faces read them ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ContactRecord:
+    """One stored contact."""
+
+    id: int
+    phone: str
+    name: str
+    attributes: dict[str, Any]
+    opted_out: bool
+    opted_out_at: datetime | None
+    opt_out_reason: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+_CONTACT_COLUMNS = tuple(f.name for f in fields(ContactRecord))
+
+
+@dataclass(frozen=True)
+class ContactPage:
+    """One page of contacts and how many match in all."""
+
+    items: list[ContactRecord]
+    total: int
+
+
+def contacts_page(
+    engine: Engine,
+    *,
+    search: str | None = None,
+    list_id: int | None = None,
+    opted_out: bool | None = None,
+    limit: int,
+    offset: int = 0,
+) -> ContactPage:
+    """Contacts whose phone or name contains ``search`` (optionally in one list, or of one
+    opt-out state), by id."""
+    with engine.connect() as conn:
+        total, rows = q.contacts_page(
+            conn,
+            _CONTACT_COLUMNS,
+            search=search,
+            list_id=list_id,
+            opted_out=opted_out,
+            limit=limit,
+            offset=offset,
+        )
+    return ContactPage([ContactRecord(**r) for r in rows], total)
+
+
+def contact(engine: Engine, contact_id: int) -> ContactRecord | None:
+    """The contact ``contact_id``, or None."""
+    with engine.connect() as conn:
+        row = q.contact_by_id(conn, _CONTACT_COLUMNS, contact_id)
+    return None if row is None else ContactRecord(**row)
+
+
+def set_contact_opt_out(
+    engine: Engine, contact_id: int, opted_out: bool, reason: str, *, now: datetime
+) -> ContactRecord | None:
+    """Opt the contact ``contact_id`` out (or back in); the contact as it now is, or None
+    when there is no such contact."""
+    found = contact(engine, contact_id)
+    if found is None:
+        return None
+    set_opt_out(engine, found.phone, opted_out, reason, now=now)
+    return contact(engine, contact_id)
+
+
 __all__ = [
+    "ContactPage",
+    "ContactRecord",
     "ListSummary",
     "clean_list_name",
+    "contact",
     "contact_lists",
+    "contacts_page",
     "create_list",
     "get_contact",
     "get_list",
     "get_list_id",
     "list_lists",
     "member_phones",
+    "set_contact_opt_out",
     "set_opt_out",
 ]

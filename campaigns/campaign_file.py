@@ -533,6 +533,11 @@ def load_campaign_file(path: Path) -> CampaignSpec:
         raise CampaignFileError(
             [FieldError("", f"cannot read file: {exc.strerror}")], source
         ) from None
+    return parse_toml(raw, source)
+
+
+def parse_toml(raw: bytes, source: str = "<campaign>") -> CampaignSpec:
+    """Parse and validate a TOML campaign file's bytes (``source`` names it in errors)."""
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
@@ -557,6 +562,7 @@ __all__ = [
     "SectionSpec",
     "load_campaign_file",
     "parse_campaign",
+    "parse_toml",
     "start_missed",
     "stored_spec",
 ]

@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import Engine, Table, select, update
+from sqlalchemy import Engine
 
-from storage import tables
-
-imports: Table = tables.imports
+from storage.queries import imports as q
 
 #: a running import older than this is taken as dead whatever its runner says
 STALE_AFTER = timedelta(hours=1)
@@ -97,30 +98,114 @@ def mark_interrupted_imports(
     Returns the ids marked. Safe to run concurrently: only rows still ``running`` change.
     """
     with engine.connect() as conn:
-        rows = conn.execute(
-            select(imports.c.id, imports.c.runner, imports.c.started_at).where(
-                imports.c.status == "running"
-            )
-        ).all()
+        rows = q.running_imports(conn)
     dead: list[int] = []
-    for r in rows:
-        alive = runner_alive(r.runner)
-        if alive is False or (alive is None and r.started_at < now - stale_after):
-            dead.append(int(r.id))
+    for import_id, runner, started_at in rows:
+        alive = runner_alive(runner)
+        if alive is False or (alive is None and started_at < now - stale_after):
+            dead.append(import_id)
     if dead:
         with engine.begin() as conn:
-            conn.execute(
-                update(imports)
-                .where(imports.c.id.in_(dead), imports.c.status == "running")
-                .values(status="failed", error=INTERRUPTED, finished_at=now)
-            )
+            q.fail_running(conn, dead, INTERRUPTED, now=now)
     return dead
+
+
+# --- import runs as the faces read them --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImportRun:
+    """One import: its status (running, completed, failed), file, mapping and counts."""
+
+    id: int
+    status: str
+    filename: str
+    list_id: int | None
+    list_name: str | None
+    phone_column: str | None
+    name_column: str | None
+    region: str
+    rows_read: int
+    imported: int
+    updated: int
+    duplicates: int
+    invalid: int
+    skipped_opted_out: int
+    error: str | None
+    started_at: datetime
+    finished_at: datetime | None
+
+    @property
+    def unchanged(self) -> int:
+        """Contacts of a completed import already stored exactly so (not stored: every
+        distinct valid number is imported, updated, unchanged or opted out)."""
+        if self.status != "completed":
+            return 0
+        accounted = (
+            self.invalid + self.duplicates + self.imported + self.updated + self.skipped_opted_out
+        )
+        return max(self.rows_read - accounted, 0)
+
+
+_RUN_COLUMNS = tuple(f.name for f in fields(ImportRun) if f.name != "list_name")
+_COUNTS = ("rows_read", "imported", "updated", "duplicates", "invalid", "skipped_opted_out")
+
+
+def _run(row: Mapping[Any, Any]) -> ImportRun:
+    data = dict(row)
+    for name in _COUNTS:
+        data[name] = data[name] or 0
+    return ImportRun(**data)
+
+
+@dataclass(frozen=True)
+class RejectedRow:
+    """A rejected row: its spreadsheet row number, column, reason and cells as they were."""
+
+    row_number: int
+    column: str | None
+    reason: str
+    raw: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RejectPage:
+    """One page of an import's rejected rows and how many it has in all."""
+
+    items: list[RejectedRow]
+    total: int
+
+
+def get_run(engine: Engine, import_id: int) -> ImportRun | None:
+    """The import ``import_id``, or None."""
+    with engine.connect() as conn:
+        rows = q.import_runs(conn, _RUN_COLUMNS, import_id=import_id)
+    return _run(rows[0]) if rows else None
+
+
+def list_runs(engine: Engine, limit: int) -> list[ImportRun]:
+    """The latest ``limit`` imports, newest first."""
+    with engine.connect() as conn:
+        return [_run(r) for r in q.import_runs(conn, _RUN_COLUMNS, limit=limit)]
+
+
+def rejects_page(engine: Engine, import_id: int, *, limit: int, offset: int = 0) -> RejectPage:
+    """An import's rejected rows by row number (one page)."""
+    with engine.connect() as conn:
+        total, rows = q.rejects_page(conn, import_id, limit=limit, offset=offset)
+    return RejectPage([RejectedRow(**r) for r in rows], total)
 
 
 __all__ = [
     "INTERRUPTED",
     "STALE_AFTER",
+    "ImportRun",
+    "RejectPage",
+    "RejectedRow",
+    "get_run",
+    "list_runs",
     "mark_interrupted_imports",
+    "rejects_page",
     "runner_alive",
     "runner_id",
 ]

@@ -7,8 +7,9 @@ State changes go through :func:`campaigns.lifecycle.transition`; refused actions
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Table, insert, select
@@ -20,6 +21,7 @@ from campaigns.render import RenderError, recipient_rng, render_message
 from gateway.messages import message_to_dict
 from storage import states, tables
 from storage.queries import campaigns as q
+from storage.queries import deliveries as dq
 from storage.queries import instances as iq
 from storage.types import utcnow
 
@@ -522,6 +524,126 @@ def retry_campaign(
     return n
 
 
+# --- deliveries and progress as the faces read them -------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeliveryRecord:
+    """One delivery row (no lease or rendered payload internals)."""
+
+    id: int
+    campaign_id: int
+    target: str
+    target_kind: str
+    contact_id: int | None
+    sender: str | None
+    state: str
+    attempts: int
+    message_id: str | None
+    error: str | None
+    error_code: str | None
+    due_at: datetime | None
+    queued_at: datetime
+    sent_at: datetime | None
+    delivered_at: datetime | None
+    read_at: datetime | None
+    failed_at: datetime | None
+    replied_at: datetime | None
+    reply_text: str | None
+
+
+_DELIVERY_COLUMNS = tuple(f.name for f in fields(DeliveryRecord))
+
+
+@dataclass(frozen=True)
+class DeliveryPage:
+    """One page of deliveries and how many match in all."""
+
+    items: list[DeliveryRecord]
+    total: int
+
+
+def deliveries_page(
+    engine: Engine,
+    *,
+    campaign_id: int | None = None,
+    in_states: Sequence[str] | None = None,
+    target: str | None = None,
+    limit: int,
+    offset: int = 0,
+) -> DeliveryPage:
+    """Deliveries of one campaign (or all) in ``in_states`` whose target contains
+    ``target``, by id; :class:`CampaignNotFound` for an unknown ``campaign_id``."""
+    with engine.connect() as conn:
+        if campaign_id is not None:
+            _row(conn, campaign_id)
+        total, rows = dq.deliveries_page(
+            conn,
+            _DELIVERY_COLUMNS,
+            campaign_id=campaign_id,
+            in_states=in_states,
+            target=target,
+            limit=limit,
+            offset=offset,
+        )
+    return DeliveryPage([DeliveryRecord(**r) for r in rows], total)
+
+
+@dataclass(frozen=True)
+class ProgressPoint:
+    """Cumulative counts at one moment."""
+
+    at: datetime
+    sent: int
+    delivered: int
+    read: int
+    failed: int
+
+
+@dataclass(frozen=True)
+class CampaignProgress:
+    """Counts per delivery state and a cumulative timeline; ``done`` once the campaign
+    is final and no row waits or is being sent."""
+
+    id: int
+    state: str
+    state_reason: str | None
+    total: int
+    counts: dict[str, int]
+    done: bool
+    timeline: list[ProgressPoint]
+
+
+#: delivery states still waiting to be sent or being sent
+_OPEN = (states.QUEUED, states.SENDING)
+#: campaign states that never send again on their own
+_FINAL = (lifecycle.COMPLETED, lifecycle.CANCELLED, lifecycle.FAILED)
+
+
+def campaign_progress(engine: Engine, campaign_id: int, points: int = 30) -> CampaignProgress:
+    """Counts per state and a cumulative sent/delivered/read/failed timeline of ``points``
+    moments from the first send to the latest change; :class:`CampaignNotFound` if none."""
+    detail = get_campaign(engine, campaign_id)
+    timeline: list[ProgressPoint] = []
+    with engine.connect() as conn:
+        first, last = q.progress_bounds(conn, campaign_id)
+        if first is not None and last is not None:
+            span = max(last - first, timedelta(seconds=1))
+            moments = [first + span * i / (points - 1) for i in range(points)]
+            counts = q.progress_counts(conn, campaign_id, moments)
+            timeline = [ProgressPoint(at, *c) for at, c in zip(moments, counts, strict=True)]
+    open_rows = sum(detail.counts.get(s, 0) for s in _OPEN)
+    return CampaignProgress(
+        id=detail.id,
+        state=detail.state,
+        state_reason=detail.state_reason,
+        total=detail.total,
+        counts=detail.counts,
+        done=detail.state in _FINAL and open_rows == 0,
+        timeline=timeline,
+    )
+
+
 __all__ = [
     "CANCELLED_ERROR",
     "PREVIEW_SCAN",
@@ -530,16 +652,22 @@ __all__ = [
     "CampaignDetail",
     "CampaignNotFound",
     "CampaignPreview",
+    "CampaignProgress",
     "CampaignSetupError",
     "CampaignSummary",
     "CreatedCampaign",
+    "DeliveryPage",
+    "DeliveryRecord",
     "PreviewItem",
+    "ProgressPoint",
     "UnrenderableRecipients",
     "campaign_counts",
     "campaign_instances",
+    "campaign_progress",
     "campaign_state",
     "cancel_campaign",
     "create_campaign",
+    "deliveries_page",
     "get_campaign",
     "list_campaigns",
     "pause_campaign",

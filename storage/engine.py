@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import Connection as Connection  # re-exported, as Engine: for annotations
 from sqlalchemy import Engine as Engine  # re-exported: callers name it without SQLAlchemy
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import make_url
@@ -84,6 +85,12 @@ def is_lock_error(exc: BaseException) -> bool:
 def is_postgres(engine: Engine) -> bool:
     """True when ``engine`` talks to PostgreSQL."""
     return engine.dialect.name == "postgresql"
+
+
+def ping(engine: Engine) -> None:
+    """Ask the database a trivial question; raises SQLAlchemy's error when it cannot answer."""
+    with engine.connect() as conn:
+        conn.exec_driver_sql("SELECT 1")
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:

@@ -8,8 +8,6 @@ from typing import Any
 from fastapi import Depends, FastAPI, Request, status
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from sqlalchemy import text
-from sqlalchemy.exc import SQLAlchemyError
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.types import Receive, Scope, Send
 
@@ -20,6 +18,7 @@ from gatecast.web.api.imports import MULTIPART_SLACK, too_large_detail
 from gatecast.web.context import AppContext
 from gatecast.web.dashboard import install_dashboard
 from gatecast.web.problems import Problem
+from storage.engine import DatabaseError, ping
 
 DESCRIPTION = """\
 gatecast's REST API. Authenticate every call with `Authorization: Bearer <GATECAST_API_KEY>`
@@ -84,9 +83,8 @@ def create_app(ctx: AppContext) -> FastAPI:
     def healthz() -> JSONResponse:
         """200 when the database answers, else 503 (the error's type only, no details)."""
         try:
-            with ctx.engine.connect() as conn:
-                conn.execute(text("SELECT 1"))
-        except SQLAlchemyError as exc:
+            ping(ctx.engine)
+        except DatabaseError as exc:
             return JSONResponse(
                 {"status": "error", "database": type(exc).__name__},
                 status.HTTP_503_SERVICE_UNAVAILABLE,

@@ -29,10 +29,9 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import SecretStr
-from sqlalchemy.engine import make_url
 
 from gatecast.settings import Settings
-from storage.engine import normalise_url
+from storage.engine import sqlite_file
 
 KEY_FILE_NAME = ".gatecast-api-key"
 SESSION_FLAG = "signed_in"
@@ -53,9 +52,9 @@ class ApiKey:
 
 def key_file_path(settings: Settings) -> Path:
     """Where a generated key is kept: beside the SQLite file, else the working directory."""
-    url = make_url(normalise_url(settings.database_url))
-    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
-        return Path(str(url.database)).resolve().parent / KEY_FILE_NAME
+    database_file = sqlite_file(settings.database_url)
+    if database_file is not None:
+        return database_file.resolve().parent / KEY_FILE_NAME
     return Path.cwd() / KEY_FILE_NAME
 
 

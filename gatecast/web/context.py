@@ -8,10 +8,10 @@ from datetime import datetime
 
 from fastapi import Request
 from pydantic import SecretStr
-from sqlalchemy import Engine
 
 from gatecast.settings import Settings
 from gateway.client import GatewayClient
+from storage.engine import Engine
 from storage.types import utcnow
 
 

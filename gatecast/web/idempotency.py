@@ -2,7 +2,7 @@
 
 A client (the dashboard's forms too) sends a key of its choosing with a request that
 creates something. The first request with a key claims it in the database
-(:mod:`storage.queries.idempotency`) and stores its answer; a repeat with the same key
+(:mod:`campaigns.request_keys`) and stores its answer; a repeat with the same key
 and the same request replays that answer (status and body, plus ``Idempotent-Replayed:
 true``) without creating again, from any worker and after restarts. The same key with a
 different request (method, path, query or body) is refused with 422
@@ -21,7 +21,6 @@ import hashlib
 import json
 import time
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Annotated, Any
 
 from fastapi import Depends, Header, Request
@@ -29,16 +28,13 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse, Response
 from pydantic import SecretStr
 
+from campaigns import request_keys as keys
+from campaigns.request_keys import ABANDONED_AFTER, KEEP_FOR, StoredKey
 from gatecast.web.context import AppContext
 from gatecast.web.problems import Problem
-from storage.queries import idempotency as q
 
 HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
-#: how long a key and its answer are kept
-KEEP_FOR = timedelta(hours=24)
-#: a claim still unfinished after this long belongs to a process that died
-ABANDONED_AFTER = timedelta(minutes=10)
 #: how long a repeat waits for the first request's answer before answering 409
 WAIT_FOR_FIRST = 30.0
 MAX_KEY_LENGTH = 255
@@ -95,7 +91,7 @@ def fingerprint(request: Request, body: Any) -> str:
     return hashlib.sha256(encoded.encode()).hexdigest()
 
 
-def _replay(stored: q.StoredKey) -> Response:
+def _replay(stored: StoredKey) -> Response:
     assert stored.status_code is not None
     return Response(
         content=(stored.response_body or "").encode(),
@@ -105,7 +101,7 @@ def _replay(stored: q.StoredKey) -> Response:
     )
 
 
-def _reused(key: str, stored: q.StoredKey) -> Problem:
+def _reused(key: str, stored: StoredKey) -> Problem:
     return Problem(
         422,
         "idempotency_key_reused",
@@ -132,7 +128,7 @@ def run_once(
     deadline = time.monotonic() + WAIT_FOR_FIRST
     while True:
         now = ctx.clock()
-        claimed, stored = q.claim(
+        claimed, stored = keys.claim(
             ctx.engine,
             principal=who,
             key=key,
@@ -140,8 +136,6 @@ def run_once(
             method=request.method,
             path=request.url.path,
             now=now,
-            expires_at=now + KEEP_FOR,
-            abandoned_before=now - ABANDONED_AFTER,
         )
         if claimed:
             break
@@ -161,9 +155,9 @@ def run_once(
     try:
         response = JSONResponse(jsonable_encoder(create()), status_code)
     except BaseException:
-        q.release(ctx.engine, stored.id)
+        keys.release(ctx.engine, stored.id)
         raise
-    q.complete(
+    keys.complete(
         ctx.engine,
         stored.id,
         status_code=status_code,

@@ -10,8 +10,9 @@ loses nothing. The families:
   back), ``ambiguous`` (state unknown), ``failed``;
 - ``gatecast_webhook_events_total{kind}``: status events by status and incoming messages,
   as stored by the webhook;
-- ``gatecast_instance_sends_today{instance}``: per sender instance, messages sent since
-  00:00 UTC; ``gatecast_instance_paused{instance}`` (1 when gatecast paused it);
+- ``gatecast_instance_sends_today{instance}``: per sender instance, messages sent (or
+  being sent) today as its daily cap counts them (:mod:`scheduler.sender_usage`);
+  ``gatecast_instance_paused{instance}`` (1 when gatecast paused it);
 - ``gatecast_campaigns{state}``.
 
 ``observe_send`` is an in-process hook for callers that want an exact per-attempt count
@@ -22,22 +23,18 @@ the application layer passes it to the dispatcher as a plain callback.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from datetime import datetime, time
+from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import Engine, func, select
 
+from campaigns import stats
 from gatecast.web.context import AppContext
-from storage import states, tables
-
-_d = tables.deliveries
-_c = tables.campaigns
-_i = tables.instances
-_se = tables.status_events
-_in = tables.inbound_messages
+from scheduler.sender_usage import sender_usage
+from storage import states
+from storage.engine import Engine
 
 _ATTEMPTS_REGISTRY = CollectorRegistry(auto_describe=True)
 _SEND_ATTEMPTS = Counter(
@@ -65,37 +62,16 @@ class DatabaseCollector(Collector):
         return list(self._families(self._clock()))
 
     def _families(self, now: datetime) -> Iterator[Metric]:
-        midnight = datetime.combine(now.date(), time(0), tzinfo=now.tzinfo)
         with self._engine.connect() as conn:
-            by_state: dict[str, int] = dict(
-                conn.execute(select(_d.c.state, func.count()).group_by(_d.c.state)).all()
-            )
-            due = conn.execute(
-                select(func.count()).where(_d.c.state == states.QUEUED, _d.c.due_at <= now)
-            ).scalar_one()
-            accepted = conn.execute(
-                select(func.count()).where(_d.c.sent_at.is_not(None))
-            ).scalar_one()
-            events = conn.execute(select(_se.c.status, func.count()).group_by(_se.c.status))
-            event_counts = {str(k): int(v) for k, v in events.all()}
-            inbound = conn.execute(select(func.count()).select_from(_in)).scalar_one()
-            today: dict[str, int] = dict(
-                conn.execute(
-                    select(_d.c.sender, func.count())
-                    .where(_d.c.sender.is_not(None), _d.c.sent_at >= midnight)
-                    .group_by(_d.c.sender)
-                ).all()
-            )
-            instances = conn.execute(select(_i.c.instance_id, _i.c.paused_reason)).all()
-            campaigns: dict[str, int] = dict(
-                conn.execute(select(_c.c.state, func.count()).group_by(_c.c.state)).all()
-            )
+            snap = stats.snapshot(conn, now)
+            usage = sender_usage(conn, [i for i, _ in snap.instances], now)
+        by_state = snap.deliveries_by_state
 
         depth = GaugeMetricFamily("gatecast_queue_depth", "Deliveries waiting to be sent")
         depth.add_metric([], by_state.get(states.QUEUED, 0))
         yield depth
         due_family = GaugeMetricFamily("gatecast_queue_due", "Queued deliveries that are due")
-        due_family.add_metric([], due)
+        due_family.add_metric([], snap.due)
         yield due_family
 
         deliveries = GaugeMetricFamily(
@@ -108,7 +84,7 @@ class DatabaseCollector(Collector):
         sends = GaugeMetricFamily(
             "gatecast_sends_total", "Sends by outcome, from the deliveries", labels=["outcome"]
         )
-        sends.add_metric(["accepted"], accepted)
+        sends.add_metric(["accepted"], snap.accepted)
         sends.add_metric(["ambiguous"], by_state.get(states.UNKNOWN, 0))
         sends.add_metric(["failed"], by_state.get(states.FAILED, 0))
         yield sends
@@ -117,13 +93,13 @@ class DatabaseCollector(Collector):
             "gatecast_webhook_events_total", "Webhook events stored, by kind", labels=["kind"]
         )
         for status in ("sent", "delivered", "read", "failed"):
-            hooks.add_metric([f"status_{status}"], event_counts.get(status, 0))
-        hooks.add_metric(["message"], inbound)
+            hooks.add_metric([f"status_{status}"], snap.status_events.get(status, 0))
+        hooks.add_metric(["message"], snap.inbound)
         yield hooks
 
         per_instance = GaugeMetricFamily(
             "gatecast_instance_sends_today",
-            "Messages sent since 00:00 UTC, per sender instance",
+            "Messages sent (or being sent) today per sender instance, as its daily cap counts",
             labels=["instance"],
         )
         paused = GaugeMetricFamily(
@@ -131,19 +107,18 @@ class DatabaseCollector(Collector):
             "1 when gatecast stopped sending through the instance",
             labels=["instance"],
         )
-        known = {str(row.instance_id) for row in instances}
-        for instance_id in sorted(known | {str(s) for s in today}):
-            per_instance.add_metric([instance_id], today.get(instance_id, 0))
-        for row in instances:
-            paused.add_metric([str(row.instance_id)], 1 if row.paused_reason else 0)
+        for instance_id in sorted(usage):
+            per_instance.add_metric([instance_id], usage[instance_id].sends_today)
+        for instance_id, paused_reason in snap.instances:
+            paused.add_metric([instance_id], 1 if paused_reason else 0)
         yield per_instance
         yield paused
 
         by_campaign_state = GaugeMetricFamily(
             "gatecast_campaigns", "Campaigns by state", labels=["state"]
         )
-        for state, count in sorted(campaigns.items()):
-            by_campaign_state.add_metric([str(state)], count)
+        for state, count in sorted(snap.campaigns_by_state.items()):
+            by_campaign_state.add_metric([state], count)
         yield by_campaign_state
 
         yield from _ATTEMPTS_REGISTRY.collect()

@@ -6,13 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from sqlalchemy import Connection
-
 from campaigns.tracking import ApplyStats, apply_pending, record_events_in, store_events_in
 from gatecast.web.context import AppContext
 from gatecast.web.webhook_batcher import WouldBlock
 from gateway.events import Event
-from storage.engine import is_sqlite_file
+from storage.engine import Connection, is_sqlite_file
 from storage.event_store import Locked, NoWaitConnection
 
 

@@ -9,12 +9,13 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Table, func, select, update
+from sqlalchemy import Connection, Table, and_, case, func, select, update
 
 from storage import states, tables
 from storage.dialect import dialect_insert
 
 _d: Table = tables.deliveries
+_campaigns: Table = tables.campaigns
 
 #: rows per executemany
 BATCH = 5000
@@ -109,13 +110,60 @@ def requeue(
     return int(result.rowcount)
 
 
+def progress_bounds(conn: Connection, campaign_id: int) -> tuple[datetime | None, datetime | None]:
+    """``(first, last)``: the campaign's first send or failure, and its latest sent,
+    delivered, read or failed time (None without any)."""
+    bounds = conn.execute(
+        select(
+            func.min(func.coalesce(_d.c.sent_at, _d.c.failed_at)),
+            func.max(_d.c.sent_at),
+            func.max(_d.c.delivered_at),
+            func.max(_d.c.read_at),
+            func.max(_d.c.failed_at),
+        ).where(_d.c.campaign_id == campaign_id)
+    ).one()
+    last = max((b for b in bounds[1:] if b is not None), default=None)
+    return bounds[0], last
+
+
+def progress_counts(
+    conn: Connection, campaign_id: int, moments: Sequence[datetime]
+) -> list[tuple[int, int, int, int]]:
+    """Per moment, the campaign's rows sent, delivered, read and failed by then; one read."""
+    cols = (_d.c.sent_at, _d.c.delivered_at, _d.c.read_at, _d.c.failed_at)
+    exprs = [
+        func.sum(case((and_(col.is_not(None), col <= at), 1), else_=0))
+        for at in moments
+        for col in cols
+    ]
+    row = conn.execute(select(*exprs).where(_d.c.campaign_id == campaign_id)).one()
+    out: list[tuple[int, int, int, int]] = []
+    for i in range(len(moments)):
+        sent, delivered, read, failed = (int(row[i * 4 + k] or 0) for k in range(4))
+        out.append((sent, delivered, read, failed))
+    return out
+
+
+def specs_in_states(conn: Connection, in_states: Sequence[str]) -> list[tuple[int, Any]]:
+    """``(id, stored spec)`` of every campaign in one of ``in_states``, by id."""
+    stmt = (
+        select(_campaigns.c.id, _campaigns.c.spec)
+        .where(_campaigns.c.state.in_(list(in_states)))
+        .order_by(_campaigns.c.id)
+    )
+    return [(int(i), spec) for i, spec in conn.execute(stmt)]
+
+
 __all__ = [
     "BATCH",
     "delivery_counts",
     "delivery_counts_by_campaign",
     "insert_deliveries",
     "opted_out_count",
+    "progress_bounds",
+    "progress_counts",
     "replied_count",
     "requeue",
     "skip_queued",
+    "specs_in_states",
 ]

@@ -16,6 +16,7 @@ from sqlalchemy import (
     Column,
     Connection,
     MetaData,
+    RowMapping,
     String,
     Table,
     Text,
@@ -34,6 +35,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from storage import tables
 from storage.dialect import dialect_insert
+from storage.queries import paging
 from storage.types import UTCDateTime
 
 contacts: Table = tables.contacts
@@ -409,6 +411,46 @@ def add_staged_members(conn: Connection, list_id: int, now: datetime) -> None:
     conn.execute(stmt)
 
 
+# --- reads for the faces -------------------------------------------------------------------
+
+
+def contacts_page(
+    conn: Connection,
+    columns: Sequence[str],
+    *,
+    search: str | None,
+    list_id: int | None,
+    opted_out: bool | None,
+    limit: int,
+    offset: int,
+) -> tuple[int, list[RowMapping]]:
+    """``(total, rows)``: contacts whose phone or name contains ``search``, optionally in
+    one list or of one opt-out state; one page of ``columns``, by id."""
+    conds: list[Any] = []
+    if search:
+        conds.append(
+            or_(
+                contacts.c.phone.contains(search.strip(), autoescape=True),
+                func.lower(contacts.c.name).contains(search.strip().lower(), autoescape=True),
+            )
+        )
+    if opted_out is not None:
+        conds.append(contacts.c.opted_out == opted_out)
+    if list_id is not None:
+        conds.append(
+            contacts.c.id.in_(
+                select(list_members.c.contact_id).where(list_members.c.list_id == list_id)
+            )
+        )
+    return paging.page(conn, contacts, columns, conds, limit=limit, offset=offset)
+
+
+def contact_by_id(conn: Connection, columns: Sequence[str], contact_id: int) -> RowMapping | None:
+    """``columns`` of the contact ``contact_id``, or None."""
+    stmt = select(*(contacts.c[name] for name in columns)).where(contacts.c.id == contact_id)
+    return conn.execute(stmt).mappings().first()
+
+
 __all__ = [
     "BATCH",
     "STAGE",
@@ -417,9 +459,11 @@ __all__ = [
     "add_members",
     "add_staged_members",
     "batched",
+    "contact_by_id",
     "contact_ids",
     "contact_list_names",
     "contact_stage",
+    "contacts_page",
     "create_stage",
     "drop_stage",
     "ensure_list",

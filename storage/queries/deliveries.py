@@ -19,10 +19,21 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, exists, func, or_, select, update
+from sqlalchemy import (
+    Connection,
+    RowMapping,
+    and_,
+    bindparam,
+    exists,
+    func,
+    or_,
+    select,
+    update,
+)
 
 from storage import states, tables
 from storage.models import Contact, Delivery, ListMember
+from storage.queries import paging
 
 _d = tables.deliveries
 _contacts = tables.contacts
@@ -222,13 +233,7 @@ def sends_since(conn: Connection, sender: str, since: datetime) -> int:
 
     Used for the daily cap: ``since`` is the start of the local day.
     """
-    stmt = select(func.count()).where(
-        _d.c.sender == sender,
-        or_(
-            _d.c.sent_at >= since,
-            and_(_d.c.state == states.SENDING, _d.c.sent_at.is_(None)),
-        ),
-    )
+    stmt = select(func.count()).where(_d.c.sender == sender, _sent_or_sending_since(since))
     return int(conn.execute(stmt).scalar_one())
 
 
@@ -283,6 +288,7 @@ __all__ = [
     "ClaimedRow",
     "bind_processor",
     "claim",
+    "deliveries_page",
     "expire_leases",
     "has_pending",
     "insert_new_deliveries",
@@ -294,6 +300,7 @@ __all__ = [
     "record_terminal",
     "refresh_statistics",
     "sends_since",
+    "sends_since_by_sender",
     "state_counts",
 ]
 
@@ -386,3 +393,51 @@ def refresh_statistics(conn: Connection) -> None:
     if conn.dialect.name == "postgresql":
         names = (ListMember.__tablename__, Contact.__tablename__, Delivery.__tablename__)
         conn.exec_driver_sql(f"ANALYZE {', '.join(names)}")
+
+
+# --- reads for the faces -------------------------------------------------------------------
+
+
+def deliveries_page(
+    conn: Connection,
+    columns: Sequence[str],
+    *,
+    campaign_id: int | None,
+    in_states: Sequence[str] | None,
+    target: str | None,
+    limit: int,
+    offset: int,
+) -> tuple[int, list[RowMapping]]:
+    """``(total, rows)``: deliveries of one campaign (or all), in ``in_states``, whose
+    target contains ``target``; one page of ``columns``, by id."""
+    conds: list[Any] = []
+    if campaign_id is not None:
+        conds.append(_d.c.campaign_id == campaign_id)
+    if in_states:
+        conds.append(_d.c.state.in_(list(in_states)))
+    if target:
+        conds.append(_d.c.target.contains(target, autoescape=True))
+    return paging.page(conn, _d, columns, conds, limit=limit, offset=offset)
+
+
+def sends_since_by_sender(
+    conn: Connection, senders: Sequence[str], since: datetime
+) -> dict[str, int]:
+    """:func:`sends_since` for several senders in one grouped read (senders without any
+    are left out)."""
+    if not senders:
+        return {}
+    stmt = (
+        select(_d.c.sender, func.count())
+        .where(_d.c.sender.in_(list(senders)), _sent_or_sending_since(since))
+        .group_by(_d.c.sender)
+    )
+    return {str(sender): int(n) for sender, n in conn.execute(stmt)}
+
+
+def _sent_or_sending_since(since: datetime) -> Any:
+    """Rows sent since ``since``, or being sent now (what a daily cap counts)."""
+    return or_(
+        _d.c.sent_at >= since,
+        and_(_d.c.state == states.SENDING, _d.c.sent_at.is_(None)),
+    )

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, insert, select
-from sqlalchemy.exc import IntegrityError, StatementError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError, StatementError
 
 from storage import tables
-from storage.engine import current_revision, make_engine, normalise_url, upgrade
+from storage.engine import current_revision, make_engine, normalise_url, ping, upgrade
 from storage.models import HEAD_REVISION
 
 
@@ -83,3 +84,10 @@ def test_sqlite_runs_in_wal_mode(sqlite_url: str) -> None:
     with eng.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+
+
+def test_ping_answers_or_raises(engine: Engine, tmp_path: Path) -> None:
+    ping(engine)
+    missing = make_engine(f"sqlite:///{tmp_path / 'no' / 'such' / 'dir.db'}")
+    with pytest.raises(SQLAlchemyError):
+        ping(missing)

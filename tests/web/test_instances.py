@@ -311,3 +311,75 @@ def test_qr_code_is_refused_for_a_dropped_instance_unless_relinking(
         res = api.get(f"/api/v1/instances/{iid}/qr", params={"relink": "true"})
         assert res.status_code == 200, res.text
     assert sandbox.stats()["requests"].get("get_qrcode", 0) == asked + 1
+
+
+def test_sends_today_is_what_the_daily_cap_counts(
+    make_live: Callable[..., LiveApp], engine: Engine
+) -> None:
+    """A campaign in UTC+10 caps the sender: at 23:00 UTC its day began at 14:00 UTC, and
+    messages being sent count (the dispatcher's rule), one sent at 12:00 UTC does not."""
+    from datetime import UTC, datetime, timedelta
+    from zoneinfo import ZoneInfo
+
+    from sqlalchemy import insert
+
+    from campaigns.campaign_file import parse_campaign
+    from scheduler.windows import local_day_start
+    from storage.queries import deliveries as dq
+
+    now = datetime(2026, 3, 10, 23, 0, tzinfo=UTC)
+    zone = ZoneInfo("Australia/Brisbane")  # UTC+10 all year
+    spec = parse_campaign(
+        {
+            "name": "far east",
+            "list": "customers",
+            "message": {"type": "text", "text": "hi"},
+            "schedule": {"timezone": "Australia/Brisbane"},
+            "pace": {"daily_cap": 3},
+            "instances": ["AAA"],
+        }
+    )
+    with engine.begin() as conn:
+        conn.execute(
+            insert(tables.instances).values(
+                instance_id="AAA", state="connected", created_at=now, updated_at=now
+            )
+        )
+        cid = conn.execute(
+            insert(tables.campaigns)
+            .values(
+                name="far east",
+                state="running",
+                spec=spec.model_dump(mode="json"),
+                message_type="text",
+                timezone="Australia/Brisbane",
+                created_at=now,
+                updated_at=now,
+            )
+            .returning(tables.campaigns.c.id)
+        ).scalar_one()
+        base = {"campaign_id": cid, "queued_at": now, "sender": "AAA", "content": {}}
+        sent = [now - timedelta(hours=h) for h in (11, 9, 8, 1)]  # 12:00, 14:00, 15:00, 22:00
+        conn.execute(
+            insert(tables.deliveries),
+            [
+                *(
+                    {**base, "target": f"+{i}", "state": "sent", "sent_at": at}
+                    for i, at in enumerate(sent)
+                ),
+                {**base, "target": "+8", "state": "sending", "sent_at": None},
+                {**base, "target": "+9", "state": "sending", "sent_at": None},
+            ],
+        )
+    with engine.connect() as conn:
+        capped = dq.sends_since(conn, "AAA", local_day_start(now, zone))
+    assert capped == 5  # 14:00, 15:00 and 22:00 UTC, and the two being sent (not 4 since 00:00 UTC)
+
+    live = make_live(engine, clock=lambda: now)
+    with live.client() as api:
+        inst = api.get("/api/v1/instances/AAA").json()
+        listed = api.get("/api/v1/instances").json()
+        metrics = api.get("/metrics").text
+    assert (inst["sends_today"], inst["daily_cap"]) == (capped, 3)
+    assert listed[0]["sends_today"] == capped
+    assert f'gatecast_instance_sends_today{{instance="AAA"}} {float(capped)}' in metrics

@@ -7,8 +7,8 @@ to them. Errors: 404 unknown id, 409 refused lifecycle action, 422 with field pa
 from __future__ import annotations
 
 import hashlib
-import tomllib
-from datetime import datetime, timedelta
+from dataclasses import asdict, replace
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import (
@@ -23,11 +23,11 @@ from fastapi import (
     UploadFile,
     status,
 )
-from pydantic import BaseModel, Field
-from sqlalchemy import and_, case, func, select
+from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from campaigns import service
-from campaigns.campaign_file import CampaignFileError, CampaignSpec, FieldError, parse_campaign
+from campaigns.campaign_file import CampaignSpec, parse_campaign, parse_toml
 from campaigns.service import (
     CampaignDetail,
     CampaignSummary,
@@ -42,12 +42,9 @@ from campaigns.service import (
 )
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.idempotency import IDEMPOTENT, run_once
-from storage import tables
 
 router = APIRouter(tags=["campaigns"])
 Ctx = Annotated[AppContext, Depends(get_ctx)]
-
-_d = tables.deliveries
 
 #: largest TOML campaign file accepted
 MAX_TOML_BYTES = 1024 * 1024
@@ -73,6 +70,15 @@ class Unrenderable(BaseModel):
 
     target: str
     reason: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_pair(cls, value: Any) -> Any:
+        """The domain's ``(target, reason)`` pair."""
+        if isinstance(value, tuple):
+            target, reason = value
+            return {"target": target, "reason": reason}
+        return value
 
 
 class CampaignCreated(BaseModel):
@@ -134,27 +140,16 @@ class CampaignDetailPublic(CampaignPublic):
     finished_at: datetime | None
     spec: dict[str, Any]
 
-
-class ProgressPoint(BaseModel):
-    """Cumulative counts at one moment."""
-
-    at: datetime
-    sent: int
-    delivered: int
-    read: int
-    failed: int
+    @field_validator("spec", mode="before")
+    @classmethod
+    def _spec_json(cls, value: Any) -> Any:
+        """The domain's validated spec, as its JSON form."""
+        return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
 
 
-class CampaignProgress(BaseModel):
+@pydantic_dataclass(frozen=True)
+class CampaignProgress(service.CampaignProgress):
     """Live progress: counts per state and a cumulative timeline for the chart."""
-
-    id: int
-    state: str
-    state_reason: str | None
-    total: int
-    counts: dict[str, int]
-    done: bool
-    timeline: list[ProgressPoint]
 
 
 class ActionResult(BaseModel):
@@ -176,56 +171,17 @@ class RetryRequest(BaseModel):
 
 
 def _summary(s: CampaignSummary) -> CampaignPublic:
-    return CampaignPublic(
-        id=s.id,
-        name=s.name,
-        state=s.state,
-        message_type=s.message_type,
-        list_name=s.list_name,
-        start_at=s.start_at,
-        cron=s.cron,
-        created_at=s.created_at,
-        total=s.total,
-        counts=s.counts,
-    )
+    return CampaignPublic.model_validate(s, from_attributes=True)
 
 
 def detail_public(d: CampaignDetail) -> CampaignDetailPublic:
     """The API form of a campaign."""
-    return CampaignDetailPublic(
-        id=d.id,
-        name=d.name,
-        state=d.state,
-        message_type=d.message_type,
-        list_name=d.list_name,
-        start_at=d.start_at,
-        cron=d.cron,
-        created_at=d.created_at,
-        total=d.total,
-        counts=d.counts,
-        state_reason=d.state_reason,
-        timezone=d.timezone,
-        parent_id=d.parent_id,
-        started_at=d.started_at,
-        finished_at=d.finished_at,
-        spec=d.spec.model_dump(mode="json"),
-    )
+    return CampaignDetailPublic.model_validate(d, from_attributes=True)
 
 
 def created_public(c: CreatedCampaign) -> CampaignCreated:
     """The API form of a created campaign."""
-    return CampaignCreated(
-        id=c.id,
-        state=c.state,
-        start_at=c.start_at,
-        recipients=c.recipients,
-        opted_out=c.opted_out,
-        preview=[
-            PreviewMessage(target=p.target, name=p.name, content=p.content) for p in c.preview
-        ],
-        unrenderable=[Unrenderable(target=t, reason=r) for t, r in c.unrenderable],
-        unrenderable_count=c.unrenderable_count,
-    )
+    return CampaignCreated.model_validate(c, from_attributes=True)
 
 
 def parse_toml_upload(raw: bytes, filename: str) -> CampaignSpec:
@@ -236,83 +192,18 @@ def parse_toml_upload(raw: bytes, filename: str) -> CampaignSpec:
             status.HTTP_413_CONTENT_TOO_LARGE,
             detail=f"{source}: a campaign file may hold at most {MAX_TOML_BYTES} bytes",
         )
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise CampaignFileError([FieldError("", "file is not UTF-8 text")], source) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise CampaignFileError([FieldError("", f"not valid TOML: {exc}")], source) from None
-    return parse_campaign(data, source)
+    return parse_toml(raw, source)
 
 
 def preview_public(p: service.CampaignPreview) -> CampaignPreview:
-    """The API form of a preview."""
-    return CampaignPreview(
-        name=p.name,
-        message_type=p.message_type,
-        start_at=p.start_at,
-        timezone=p.timezone,
-        list_name=p.list_name,
-        recipients_checked=p.recipients_checked,
-        opted_out=p.opted_out,
-        preview=[
-            PreviewMessage(target=i.target, name=i.name, content=i.content) for i in p.preview
-        ],
-        unrenderable=[Unrenderable(target=t, reason=r) for t, r in p.unrenderable[:100]],
-        unrenderable_count=p.unrenderable_count,
-        spintax_varies=p.spintax_varies,
-    )
+    """The API form of a preview (the first 100 unrenderable recipients listed)."""
+    shown = replace(p, unrenderable=p.unrenderable[:100])
+    return CampaignPreview.model_validate(shown, from_attributes=True)
 
 
 def campaign_progress(ctx: AppContext, campaign_id: int, points: int = 30) -> CampaignProgress:
     """Counts per state and a cumulative sent/delivered/read/failed timeline."""
-    detail = get_campaign(ctx.engine, campaign_id)
-    cols = {
-        "sent": _d.c.sent_at,
-        "delivered": _d.c.delivered_at,
-        "read": _d.c.read_at,
-        "failed": _d.c.failed_at,
-    }
-    mine = _d.c.campaign_id == campaign_id
-    timeline: list[ProgressPoint] = []
-    with ctx.engine.connect() as conn:
-        bounds = conn.execute(
-            select(
-                func.min(func.coalesce(_d.c.sent_at, _d.c.failed_at)),
-                func.max(_d.c.sent_at),
-                func.max(_d.c.delivered_at),
-                func.max(_d.c.read_at),
-                func.max(_d.c.failed_at),
-            ).where(mine)
-        ).one()
-        first = bounds[0]
-        last = max((b for b in bounds[1:] if b is not None), default=None)
-        if first is not None and last is not None:
-            span = max(last - first, timedelta(seconds=1))
-            moments = [first + span * i / (points - 1) for i in range(points)]
-            exprs = [
-                func.sum(case((and_(col.is_not(None), col <= at), 1), else_=0))
-                for at in moments
-                for col in cols.values()
-            ]
-            row = conn.execute(select(*exprs).where(mine)).one()
-            for i, at in enumerate(moments):
-                vals = [int(row[i * 4 + k] or 0) for k in range(4)]
-                timeline.append(
-                    ProgressPoint(
-                        at=at, sent=vals[0], delivered=vals[1], read=vals[2], failed=vals[3]
-                    )
-                )
-    open_rows = sum(detail.counts.get(s, 0) for s in ("queued", "sending"))
-    return CampaignProgress(
-        id=detail.id,
-        state=detail.state,
-        state_reason=detail.state_reason,
-        total=detail.total,
-        counts=detail.counts,
-        done=detail.state in ("completed", "cancelled", "failed") and open_rows == 0,
-        timeline=timeline,
-    )
+    return CampaignProgress(**asdict(service.campaign_progress(ctx.engine, campaign_id, points)))
 
 
 @router.get("/campaigns", response_model=list[CampaignPublic])

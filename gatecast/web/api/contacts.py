@@ -2,35 +2,24 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Any
+from dataclasses import asdict
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
-from sqlalchemy import func, or_, select
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
+from campaigns import audiences
+from campaigns.audiences import ContactRecord
 from gatecast.web.api.common import Limit, Offset, Page, not_found
 from gatecast.web.context import AppContext, get_ctx
-from storage import tables
 
 router = APIRouter(tags=["contacts"])
 
-_ct = tables.contacts
-_lm = tables.list_members
 
-
-class ContactPublic(BaseModel):
+@pydantic_dataclass(frozen=True)
+class ContactPublic(ContactRecord):
     """A contact as the API shows it."""
-
-    id: int
-    phone: str
-    name: str
-    attributes: dict[str, Any]
-    opted_out: bool
-    opted_out_at: datetime | None
-    opt_out_reason: str | None
-    created_at: datetime
-    updated_at: datetime
 
 
 class OptOutRequest(BaseModel):
@@ -39,7 +28,8 @@ class OptOutRequest(BaseModel):
     reason: str = Field(default="api", max_length=500)
 
 
-_COLUMNS = [_ct.c[name] for name in ContactPublic.model_fields]
+def _public(record: ContactRecord) -> ContactPublic:
+    return ContactPublic(**asdict(record))
 
 
 def search_contacts(
@@ -52,34 +42,19 @@ def search_contacts(
     offset: int,
 ) -> Page[ContactPublic]:
     """Contacts whose phone or name contains ``q``, optionally in one list."""
-    conds: list[Any] = []
-    if q:
-        conds.append(
-            or_(
-                _ct.c.phone.contains(q.strip(), autoescape=True),
-                func.lower(_ct.c.name).contains(q.strip().lower(), autoescape=True),
-            )
-        )
-    if opted_out is not None:
-        conds.append(_ct.c.opted_out == opted_out)
-    if list_id is not None:
-        conds.append(_ct.c.id.in_(select(_lm.c.contact_id).where(_lm.c.list_id == list_id)))
-    with ctx.engine.connect() as conn:
-        total = conn.execute(select(func.count()).select_from(_ct).where(*conds)).scalar_one()
-        rows = conn.execute(
-            select(*_COLUMNS).where(*conds).order_by(_ct.c.id).limit(limit).offset(offset)
-        ).mappings()
-        items = [ContactPublic.model_validate(dict(r)) for r in rows]
-    return Page[ContactPublic](items=items, total=total, limit=limit, offset=offset)
+    page = audiences.contacts_page(
+        ctx.engine, search=q, list_id=list_id, opted_out=opted_out, limit=limit, offset=offset
+    )
+    items = [_public(c) for c in page.items]
+    return Page[ContactPublic](items=items, total=page.total, limit=limit, offset=offset)
 
 
 def get_contact_row(ctx: AppContext, contact_id: int) -> ContactPublic:
     """One contact, or a 404."""
-    with ctx.engine.connect() as conn:
-        row = conn.execute(select(*_COLUMNS).where(_ct.c.id == contact_id)).mappings().first()
-    if row is None:
+    found = audiences.contact(ctx.engine, contact_id)
+    if found is None:
         raise not_found("contact", contact_id)
-    return ContactPublic.model_validate(dict(row))
+    return _public(found)
 
 
 @router.get("/contacts", response_model=Page[ContactPublic])
@@ -105,12 +80,12 @@ def get_contact(contact_id: int, ctx: Annotated[AppContext, Depends(get_ctx)]) -
 
 def change_opt_out(ctx: AppContext, contact_id: int, opted_out: bool, reason: str) -> ContactPublic:
     """Opt a contact out (or back in) through the contacts module's one rule."""
-    from storage.queries.contacts import set_opt_out
-
-    contact = get_contact_row(ctx, contact_id)
-    with ctx.engine.begin() as conn:
-        set_opt_out(conn, contact.phone, opted_out, reason, ctx.clock())
-    return get_contact_row(ctx, contact_id)
+    found = audiences.set_contact_opt_out(
+        ctx.engine, contact_id, opted_out, reason, now=ctx.clock()
+    )
+    if found is None:
+        raise not_found("contact", contact_id)
+    return _public(found)
 
 
 @router.post("/contacts/{contact_id}/opt-out", response_model=ContactPublic)

@@ -2,48 +2,24 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Any
+from dataclasses import asdict
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
-from pydantic import BaseModel
-from sqlalchemy import func, select
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
+from campaigns import service
 from gatecast.web.api.common import Limit, Offset, Page, not_found
 from gatecast.web.context import AppContext, get_ctx
-from storage import states, tables
+from storage import states
 
 router = APIRouter(tags=["deliveries"])
 
-_d = tables.deliveries
-_c = tables.campaigns
 
-
-class DeliveryPublic(BaseModel):
+@pydantic_dataclass(frozen=True)
+class DeliveryPublic(service.DeliveryRecord):
     """A delivery as the API shows it (no lease or rendered payload internals)."""
 
-    id: int
-    campaign_id: int
-    target: str
-    target_kind: str
-    contact_id: int | None
-    sender: str | None
-    state: str
-    attempts: int
-    message_id: str | None
-    error: str | None
-    error_code: str | None
-    due_at: datetime | None
-    queued_at: datetime
-    sent_at: datetime | None
-    delivered_at: datetime | None
-    read_at: datetime | None
-    failed_at: datetime | None
-    replied_at: datetime | None
-    reply_text: str | None
-
-
-_COLUMNS = [_d.c[name] for name in DeliveryPublic.model_fields]
 
 StateFilter = Annotated[
     list[str] | None,
@@ -78,26 +54,21 @@ def list_deliveries(
     limit: int,
     offset: int,
 ) -> Page[DeliveryPublic]:
-    """Deliveries matching the filter, newest first (one page)."""
+    """Deliveries matching the filter, by id (one page)."""
     _check_states(state)
-    conds: list[Any] = []
-    if campaign_id is not None:
-        conds.append(_d.c.campaign_id == campaign_id)
-    if state:
-        conds.append(_d.c.state.in_(state))
-    if target:
-        conds.append(_d.c.target.contains(target, autoescape=True))
-    with ctx.engine.connect() as conn:
-        if campaign_id is not None:
-            exists = conn.execute(select(_c.c.id).where(_c.c.id == campaign_id)).first()
-            if exists is None:
-                raise not_found("campaign", campaign_id)
-        total = conn.execute(select(func.count()).select_from(_d).where(*conds)).scalar_one()
-        rows = conn.execute(
-            select(*_COLUMNS).where(*conds).order_by(_d.c.id).limit(limit).offset(offset)
-        ).mappings()
-        items = [DeliveryPublic.model_validate(dict(r)) for r in rows]
-    return Page[DeliveryPublic](items=items, total=total, limit=limit, offset=offset)
+    try:
+        page = service.deliveries_page(
+            ctx.engine,
+            campaign_id=campaign_id,
+            in_states=state,
+            target=target,
+            limit=limit,
+            offset=offset,
+        )
+    except service.CampaignNotFound:
+        raise not_found("campaign", campaign_id) from None
+    items = [DeliveryPublic(**asdict(d)) for d in page.items]
+    return Page[DeliveryPublic](items=items, total=page.total, limit=limit, offset=offset)
 
 
 @router.get("/deliveries", response_model=Page[DeliveryPublic])

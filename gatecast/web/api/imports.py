@@ -14,10 +14,10 @@ import hashlib
 import shutil
 import tempfile
 import threading
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, BinaryIO
+from typing import Annotated, BinaryIO
 
 from fastapi import (
     APIRouter,
@@ -31,22 +31,18 @@ from fastapi import (
     status,
 )
 from pydantic import BaseModel, Field
-from sqlalchemy import func, select
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
+from campaigns import import_runs
 from campaigns.import_runs import mark_interrupted_imports
 from campaigns.importer import ImportFailed, ImportOptions, import_file, preview_file
 from gatecast.web.api.common import Limit, Offset, Page, field_error, not_found
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.idempotency import IDEMPOTENT, run_once
 from gatecast.web.problems import web_terms
-from storage import tables
 
 router = APIRouter(tags=["imports"])
 Ctx = Annotated[AppContext, Depends(get_ctx)]
-
-_jobs = tables.imports
-_rejects = tables.import_rejects
-_lists = tables.lists
 
 #: multipart overhead tolerated on top of the file itself before refusing on Content-Length
 MULTIPART_SLACK = 64 * 1024
@@ -65,13 +61,9 @@ _progress: dict[int, _Running] = {}
 _progress_lock = threading.Lock()
 
 
-class RejectPublic(BaseModel):
+@pydantic_dataclass(frozen=True)
+class RejectPublic(import_runs.RejectedRow):
     """A rejected row: its spreadsheet row number, column, reason and cells as they were."""
-
-    row_number: int
-    column: str | None
-    reason: str
-    raw: dict[str, Any]
 
 
 class ImportPublic(BaseModel):
@@ -201,47 +193,32 @@ def _options(
     )
 
 
+def _rejects(page: import_runs.RejectPage) -> list[RejectPublic]:
+    return [RejectPublic(**asdict(r)) for r in page.items]
+
+
 def load_import(ctx: AppContext, import_id: int, rejects: int = 100) -> ImportPublic:
     """One import job with its first ``rejects`` rejected rows, or a 404."""
-    with ctx.engine.connect() as conn:
-        row = (
-            conn.execute(
-                select(_jobs, _lists.c.name.label("list_name"))
-                .select_from(_jobs.outerjoin(_lists, _lists.c.id == _jobs.c.list_id))
-                .where(_jobs.c.id == import_id)
-            )
-            .mappings()
-            .first()
-        )
-        if row is None:
-            raise not_found("import", import_id)
-        total = conn.execute(
-            select(func.count()).where(_rejects.c.import_id == import_id)
-        ).scalar_one()
-        first = conn.execute(
-            select(_rejects.c.row_number, _rejects.c.column, _rejects.c.reason, _rejects.c.raw)
-            .where(_rejects.c.import_id == import_id)
-            .order_by(_rejects.c.row_number, _rejects.c.id)
-            .limit(rejects)
-        ).mappings()
-        reject_rows = [RejectPublic.model_validate(dict(r)) for r in first]
+    run = import_runs.get_run(ctx.engine, import_id)
+    if run is None:
+        raise not_found("import", import_id)
+    return _public(ctx, run, rejects)
+
+
+def _public(ctx: AppContext, run: import_runs.ImportRun, rejects: int) -> ImportPublic:
+    first = import_runs.rejects_page(ctx.engine, run.id, limit=rejects)
     with _progress_lock:
-        running = _progress.get(import_id)
-    data = dict(row)
-    # not stored: every distinct valid number is imported, updated, unchanged or opted out
-    unchanged = (data["rows_read"] or 0) - sum(
-        data[k] or 0 for k in ("invalid", "duplicates", "imported", "updated", "skipped_opted_out")
-    )
-    if data["error"]:  # written by the domain: may name a server path or a CLI option
-        data["error"] = web_terms(str(data["error"]))
+        running = _progress.get(run.id) if run.status == "running" else None
     return ImportPublic.model_validate(
         {
-            **data,
-            "unchanged": max(unchanged, 0) if data["status"] == "completed" else 0,
-            "progress_done": running.done if running and data["status"] == "running" else None,
-            "progress_total": running.total if running and data["status"] == "running" else None,
-            "rejects_total": total,
-            "rejects": reject_rows,
+            **asdict(run),
+            # written by the domain: may name a server path or a CLI option
+            "error": web_terms(run.error) if run.error else run.error,
+            "unchanged": run.unchanged,
+            "progress_done": running.done if running else None,
+            "progress_total": running.total if running else None,
+            "rejects_total": first.total,
+            "rejects": _rejects(first),
         }
     )
 
@@ -385,10 +362,7 @@ def get_imports(ctx: Ctx, limit: Limit = 50) -> list[ImportPublic]:
     Imports left ``running`` by a process that died are marked failed first.
     """
     mark_interrupted_imports(ctx.engine, now=ctx.clock())
-    with ctx.engine.connect() as conn:
-        ids = conn.execute(select(_jobs.c.id).order_by(_jobs.c.id.desc()).limit(limit)).scalars()
-        wanted = [int(i) for i in ids]
-    return [load_import(ctx, i, rejects=0) for i in wanted]
+    return [_public(ctx, run, 0) for run in import_runs.list_runs(ctx.engine, limit)]
 
 
 @router.get("/imports/{import_id}", response_model=ImportPublic)
@@ -403,17 +377,7 @@ def get_rejects(
     import_id: int, ctx: Ctx, limit: Limit = 100, offset: Offset = 0
 ) -> Page[RejectPublic]:
     """Every rejected row of an import, paginated, by row number."""
-    load_import(ctx, import_id, rejects=0)
-    with ctx.engine.connect() as conn:
-        total = conn.execute(
-            select(func.count()).where(_rejects.c.import_id == import_id)
-        ).scalar_one()
-        rows = conn.execute(
-            select(_rejects.c.row_number, _rejects.c.column, _rejects.c.reason, _rejects.c.raw)
-            .where(_rejects.c.import_id == import_id)
-            .order_by(_rejects.c.row_number, _rejects.c.id)
-            .limit(limit)
-            .offset(offset)
-        ).mappings()
-        items = [RejectPublic.model_validate(dict(r)) for r in rows]
-    return Page[RejectPublic](items=items, total=total, limit=limit, offset=offset)
+    if import_runs.get_run(ctx.engine, import_id) is None:
+        raise not_found("import", import_id)
+    page = import_runs.rejects_page(ctx.engine, import_id, limit=limit, offset=offset)
+    return Page[RejectPublic](items=_rejects(page), total=page.total, limit=limit, offset=offset)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, time
-from typing import Annotated, Any, TypeVar
+from dataclasses import asdict
+from datetime import datetime
+from typing import Annotated, TypeVar
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Query, Request, Response, status
 from pydantic import BaseModel, Field
-from sqlalchemy import Connection, func, select
 
 from campaigns import instances as domain
 from gatecast.web.api.common import field_error, not_found
@@ -18,28 +18,10 @@ from gatecast.web.idempotency import IDEMPOTENT, run_once
 from gatecast.web.problems import Problem, web_terms
 from gateway.errors import GatewayError
 from gateway.errors import RequestValidationError as GatewayRequestError
-from scheduler.policy import policy_from_spec
-from storage import tables
+from scheduler.sender_usage import SenderUsage, sender_usage
 
 router = APIRouter(tags=["instances"])
 T = TypeVar("T")
-
-_i = tables.instances
-_d = tables.deliveries
-_c = tables.campaigns
-
-
-_ROW_FIELDS = (
-    "instance_id",
-    "label",
-    "state",
-    "paused_reason",
-    "paused_at",
-    "webhook_url_registered",
-    "phone",
-    "created_at",
-    "updated_at",
-)
 
 
 class InstancePublic(BaseModel):
@@ -54,80 +36,46 @@ class InstancePublic(BaseModel):
     phone: str | None
     created_at: datetime
     updated_at: datetime
-    sends_today: int = Field(0, description="Messages sent through it since 00:00 UTC")
+    sends_today: int = Field(
+        0,
+        description="Messages sent (or being sent) through it today, counted as its daily "
+        "cap counts them: since local midnight of the campaign whose cap applies (00:00 UTC "
+        "when no cap applies)",
+    )
     daily_cap: int | None = Field(
         None, description="Smallest daily cap of the active campaigns sending through it"
     )
 
 
-_COLUMNS = [_i.c[name] for name in _ROW_FIELDS]
-
-
-def _sends_today(conn: Connection, now: datetime, ids: list[str]) -> dict[str, int]:
-    midnight = datetime.combine(now.date(), time(0), tzinfo=now.tzinfo)
-    rows = conn.execute(
-        select(_d.c.sender, func.count())
-        .where(_d.c.sender.in_(ids), _d.c.sent_at >= midnight)
-        .group_by(_d.c.sender)
-    )
-    return {str(sender): int(count) for sender, count in rows}
-
-
-def _daily_caps(conn: Connection, ids: list[str]) -> dict[str, int]:
-    """The cap in force per instance: the smallest daily cap of the active campaigns that
-    send through it (a campaign without ``instances`` uses every connected instance)."""
-    rows = conn.execute(
-        select(_c.c.spec, _c.c.timezone).where(_c.c.state.in_(("scheduled", "running")))
-    )
-    caps: dict[str, int] = {}
-    for spec, tz in rows:
-        try:
-            policy = policy_from_spec(spec or {}, timezone=tz)
-        except ValueError:
-            continue
-        cap = policy.pace.daily_cap
-        if cap is None:
-            continue
-        for instance_id in policy.instances or ids:
-            if instance_id in ids:
-                caps[instance_id] = min(cap, caps.get(instance_id, cap))
-    return caps
-
-
-def _public(rows: list[Any], today: dict[str, int], caps: dict[str, int]) -> list[InstancePublic]:
+def _public(
+    records: list[domain.InstanceRecord], usage: dict[str, SenderUsage]
+) -> list[InstancePublic]:
     return [
-        InstancePublic.model_validate(
-            {
-                **dict(r),
-                "sends_today": today.get(r["instance_id"], 0),
-                "daily_cap": caps.get(r["instance_id"]),
-            }
+        InstancePublic(
+            **asdict(r),
+            sends_today=usage[r.instance_id].sends_today,
+            daily_cap=usage[r.instance_id].daily_cap,
         )
-        for r in rows
+        for r in records
     ]
 
 
 def list_instance_rows(ctx: AppContext) -> list[InstancePublic]:
     """Every known instance, oldest first, with what it sent today."""
     with ctx.engine.connect() as conn:
-        rows = list(conn.execute(select(*_COLUMNS).order_by(_i.c.id)).mappings())
-        ids = [str(r["instance_id"]) for r in rows]
-        today = _sends_today(conn, ctx.clock(), ids)
-        caps = _daily_caps(conn, ids)
-    return _public(rows, today, caps)
+        records = domain.list_all(conn)
+        usage = sender_usage(conn, [r.instance_id for r in records], ctx.clock())
+    return _public(records, usage)
 
 
 def get_instance_row(ctx: AppContext, instance_id: str) -> InstancePublic:
     """One instance, or a 404."""
     with ctx.engine.connect() as conn:
-        rows = list(
-            conn.execute(select(*_COLUMNS).where(_i.c.instance_id == instance_id)).mappings()
-        )
-        if not rows:
+        records = domain.list_all(conn, instance_id)
+        if not records:
             raise not_found("instance", instance_id)
-        today = _sends_today(conn, ctx.clock(), [instance_id])
-        caps = _daily_caps(conn, [instance_id])
-    return _public(rows, today, caps)[0]
+        usage = sender_usage(conn, [instance_id], ctx.clock())
+    return _public(records, usage)[0]
 
 
 @router.get("/instances", response_model=list[InstancePublic])
