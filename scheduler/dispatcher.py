@@ -44,7 +44,9 @@ from typing import Any, Literal, Protocol
 
 from sqlalchemy import Connection, Engine, select
 
+from campaigns import delivery_lifecycle as dl
 from campaigns import lifecycle
+from campaigns.delivery_lifecycle import Bucket
 from campaigns.materialise import pick_sender
 from gateway.messages import Message, message_from_dict
 from gateway.outcomes import InstanceProblem, OutcomeKind, SendOutcome
@@ -53,7 +55,7 @@ from scheduler.defaults import DEFAULT_SENDER_GRACE_SECONDS
 from scheduler.pacing import cap_remaining, next_send_at, slots_per_claim
 from scheduler.policy import CampaignPolicy, policy_from_spec
 from scheduler.windows import in_window, local_day_start, next_local_day_start, next_window_open
-from storage import states, tables
+from storage import tables
 from storage.queries import deliveries as dq
 from storage.queries import instances as iq
 
@@ -233,8 +235,11 @@ class Dispatcher:
         result = TickResult()
         with self.engine.begin() as conn:
             result.expired = dq.expire_leases(conn, now=now)
-            for instance_id in iq.pause_on_restriction_events(conn, now=now):
-                self._note_pause(instance_id, "error 463 reported by the gateway")
+            reason = dl.RESTRICTION_PAUSE_REASON
+            for instance_id in iq.pause_on_restriction_events(
+                conn, now=now, code=dl.RESTRICTION_CODE, reason=reason
+            ):
+                self._note_pause(instance_id, reason)
             running = self._running(conn, now)
             self._refresh_pauses(conn, running)
         if self._last_sweep is None or now - self._last_sweep >= timedelta(seconds=1):
@@ -394,7 +399,7 @@ class Dispatcher:
         out: list[tuple[_Job, Future[SendOutcome] | None]] = []
         for job in jobs:
             if job.row.contact_id is not None and job.row.contact_id in opted_out:
-                job.error = "opted out"
+                job.error = dl.OPTED_OUT_ERROR
                 out.append((job, None))
             elif job.message is None:
                 out.append((job, None))
@@ -441,56 +446,49 @@ class Dispatcher:
         for job in jobs:
             row, outcome = job.row, job.outcome
             sender = row.sender or ""
+            bucket, error, code = dl.classify(outcome, row.attempts, job.policy.retry, job.error)
             if outcome is None:
-                if job.error == "opted out":
-                    skipped.append((row.id, "opted out", None))
-                else:
-                    failed.append((row.id, job.error, None))
+                (skipped if bucket is Bucket.SKIPPED else failed).append((row.id, error, code))
                 continue
-            kind = outcome.kind
             if self._on_outcome is not None:
-                self._on_outcome(kind.value)
-            if kind is OutcomeKind.ACCEPTED and outcome.message_id:
+                self._on_outcome(outcome.kind.value)
+            if bucket is Bucket.SENT:
+                assert outcome.message_id is not None
                 # sent_at: the gateway's acceptance of this send, not this batch's recording
                 sent.append((row.id, outcome.message_id, job.answered_at or now))
                 self._streaks[sender] = 0
                 linked.add(sender)
-            elif kind is OutcomeKind.RETRYABLE:
-                if job.policy.retry.should_retry(row.attempts):
-                    delay = job.policy.retry.delay(row.attempts, self.rng, outcome.retry_after)
-                    requeue.append((row.id, now + timedelta(seconds=delay), outcome.reason))
-                else:
-                    msg = f"gave up after {row.attempts} attempts: {outcome.reason}"
-                    failed.append((row.id, msg, outcome.error_code))
-            elif kind is OutcomeKind.INSTANCE:
+            elif bucket is Bucket.REQUEUE:
+                delay = job.policy.retry.delay(row.attempts, self.rng, outcome.retry_after)
+                requeue.append((row.id, now + timedelta(seconds=delay), error))
+            elif bucket is Bucket.REFUND:
                 reason = outcome.problem.value if outcome.problem else "instance problem"
                 pauses.setdefault(sender, reason)
                 if outcome.problem is InstanceProblem.INVALID_INSTANCE:
                     gone.add(sender)
-                refund.append((row.id, now, outcome.reason))
+                refund.append((row.id, now, error))
                 log.warning(
                     "sender %s cannot send (%s): %s; its rows wait",
                     sender,
                     reason,
                     outcome.reason,
                 )
-            elif kind is OutcomeKind.PERMANENT:
-                failed.append((row.id, outcome.reason or "refused", outcome.error_code))
-                self._streaks[sender] = self._streaks.get(sender, 0) + 1
-                if self.failure_burst and self._streaks[sender] >= self.failure_burst:
-                    pauses.setdefault(
-                        sender, f"burst of {self._streaks[sender]} consecutive failures"
-                    )
-                    self._streaks[sender] = 0
-            else:  # AMBIGUOUS, or "accepted" without an id
-                unknown.append((row.id, outcome.reason or "ambiguous send outcome", None))
+            elif bucket is Bucket.FAILED:
+                failed.append((row.id, error, code))
+                if outcome.kind is OutcomeKind.PERMANENT:
+                    self._streaks[sender] = self._streaks.get(sender, 0) + 1
+                    if self.failure_burst and self._streaks[sender] >= self.failure_burst:
+                        pauses.setdefault(sender, dl.burst_pause_reason(self._streaks[sender]))
+                        self._streaks[sender] = 0
+            else:
+                unknown.append((row.id, error, code))
         with self.engine.begin() as conn:
             dq.record_sent(conn, sent)
             dq.record_requeued(conn, requeue)
             dq.record_requeued(conn, refund, refund_attempt=True)
-            dq.record_terminal(conn, failed, state=states.FAILED, now=now)
-            dq.record_terminal(conn, unknown, state=states.UNKNOWN, now=now)
-            dq.record_terminal(conn, skipped, state=states.SKIPPED, now=now)
+            dq.record_terminal(conn, failed, state=dl.FAILED, now=now)
+            dq.record_terminal(conn, unknown, state=dl.UNKNOWN, now=now)
+            dq.record_terminal(conn, skipped, state=dl.SKIPPED, now=now)
             for sender, reason in pauses.items():
                 if iq.pause(conn, sender, reason, now=now):
                     self._note_pause(sender, reason)
@@ -574,7 +572,7 @@ class Dispatcher:
             )
             if orphans:
                 why = ", ".join(filter(None, [why, "recipients of a forgotten sender"]))
-            queued = dq.state_counts(conn, camp.id).get(states.QUEUED, 0)
+            queued = dq.state_counts(conn, camp.id).get(dl.QUEUED, 0)
         if camp.id not in self.stalled:
             log.warning(
                 "campaign %s: no sender can send (%s); %d recipient(s) wait",
@@ -615,19 +613,10 @@ class Dispatcher:
             safety = camp.policy.safety
             with self.engine.begin() as conn:
                 counts = dq.state_counts(conn, cid)
-                attempted = sum(
-                    counts[s]
-                    for s in (
-                        states.SENT,
-                        states.DELIVERED,
-                        states.READ,
-                        states.FAILED,
-                        states.UNKNOWN,
-                    )
-                )
+                attempted = sum(counts[s] for s in dl.ATTEMPTED)
                 if attempted < max(1, safety.min_sample):
                     continue
-                rate = counts[states.FAILED] / attempted
+                rate = counts[dl.FAILED] / attempted
                 if rate <= safety.max_failure_rate:
                     continue
                 reason = (
@@ -644,7 +633,7 @@ class Dispatcher:
         now = self.clock.now()
         for camp in running:
             with self.engine.begin() as conn:
-                if dq.has_pending(conn, camp.id):
+                if dq.has_pending(conn, camp.id, open_states=dl.OPEN):
                     continue
                 try:
                     lifecycle.transition(conn, camp.id, lifecycle.COMPLETED, now=now)

@@ -237,12 +237,12 @@ def sends_since(conn: Connection, sender: str, since: datetime) -> int:
     return int(conn.execute(stmt).scalar_one())
 
 
-def has_pending(conn: Connection, campaign_id: int) -> bool:
-    """True while the campaign has rows queued or being sent."""
+def has_pending(conn: Connection, campaign_id: int, *, open_states: Sequence[str]) -> bool:
+    """True while the campaign has rows in ``open_states`` (queued or being sent)."""
     stmt = select(
         exists().where(
             _d.c.campaign_id == campaign_id,
-            _d.c.state.in_((states.QUEUED, states.SENDING)),
+            _d.c.state.in_(list(open_states)),
         )
     )
     return bool(conn.execute(stmt).scalar())

@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import Engine, insert, select, update
 
-from campaigns import lifecycle, service, tracking
+from campaigns import delivery_lifecycle, lifecycle, service, tracking
 from campaigns.materialise import materialise
 from gatecast.settings import DEFAULT_OPT_OUT_KEYWORDS
 from gateway.events import (
@@ -20,7 +20,6 @@ from gateway.events import (
     Presence,
 )
 from storage import tables
-from storage.queries import events as q_events
 from tests.campaigns.campaign_fixtures import NOW, make_list, people, phone, spec
 
 deliveries = tables.deliveries
@@ -217,7 +216,7 @@ def test_reply_matching_allows_for_the_gateway_clock(engine: Engine) -> None:
     assert (r0.reply_text, r0.replied_at) == ("hi 0", T3)  # stamp before the send: receipt
     assert (r1.reply_text, r1.replied_at) == ("hi 1", NOW)
     assert (r2.reply_text, r2.replied_at) == (None, None)
-    assert late - NOW > q_events.REPLY_CLOCK_SKEW
+    assert late - NOW > delivery_lifecycle.REPLY_CLOCK_SKEW
 
 
 def test_opt_out_matching() -> None:
