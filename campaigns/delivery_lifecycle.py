@@ -48,6 +48,8 @@ FORWARD_FROM: dict[str, tuple[str, ...]] = {
 
 #: A failure only lands on a row that has not progressed past sent.
 FAILED_FROM = (SENDING, SENT, UNKNOWN)
+#: The error of a row a failed status event fails ("... (code N)" with the gateway's code).
+GATEWAY_FAILED_ERROR = "failed by the gateway"
 
 #: The time a status gives its state: the gateway's stamp when plausible, else the
 #: receipt time, never before the time of the state before it (``lower``: the first of
@@ -65,6 +67,7 @@ STATUS_TIMES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 STATUS_RULES = StatusRules(
     forward_from=tuple(FORWARD_FROM.items()),
     failed_from=FAILED_FROM,
+    failed_error=GATEWAY_FAILED_ERROR,
     times=tuple(STATUS_TIMES.items()),
 )
 
@@ -178,6 +181,7 @@ __all__ = [
     "FAILED",
     "FAILED_FROM",
     "FORWARD_FROM",
+    "GATEWAY_FAILED_ERROR",
     "OPEN",
     "OPTED_OUT_ERROR",
     "OPT_OUT_REASON",

@@ -62,13 +62,15 @@ class StatusRules:
     """How status events move deliveries (``campaigns.delivery_lifecycle.STATUS_RULES``).
 
     ``forward_from``: per progress status, in rank order, the states a row may be in to
-    move there; ``failed_from``: the states a failure lands on; ``times``: per status, the
-    states whose times bound its time from below (the first one set) and from above (see
-    :func:`status_time`).
+    move there; ``failed_from``: the states a failure lands on; ``failed_error``: the
+    error a failure records (the gateway's code follows in parentheses when it gave one);
+    ``times``: per status, the states whose times bound its time from below (the first
+    one set) and from above (see :func:`status_time`).
     """
 
     forward_from: tuple[tuple[str, tuple[str, ...]], ...]
     failed_from: tuple[str, ...]
+    failed_error: str
     times: tuple[tuple[str, tuple[tuple[str, ...], tuple[str, ...]]], ...]
 
     def bounds(self, status: str) -> tuple[Any, Any]:
@@ -256,9 +258,9 @@ def _failed_statement(rules: StatusRules, match: ColumnElement[bool] = _match) -
             error=case(
                 (
                     _ev.c.error_code.is_not(None),
-                    literal("failed by the gateway (code ") + _ev.c.error_code + literal(")"),
+                    literal(f"{rules.failed_error} (code ") + _ev.c.error_code + literal(")"),
                 ),
-                else_=literal("failed by the gateway"),
+                else_=literal(rules.failed_error),
             ),
             lease_until=None,
         )
