@@ -80,6 +80,9 @@ STATUS_TO_STATE: dict[DeliveryStatus, str] = {
     DeliveryStatus.FAILED: FAILED,
 }
 
+#: The error of a row whose lease ran out while it was being sent (it becomes unknown).
+LEASE_EXPIRED_ERROR = "lease expired while sending: the process stopped mid-send"
+
 #: The error of a delivery skipped because its contact opted out.
 OPTED_OUT_ERROR = "opted out"
 
@@ -182,6 +185,7 @@ __all__ = [
     "FAILED_FROM",
     "FORWARD_FROM",
     "GATEWAY_FAILED_ERROR",
+    "LEASE_EXPIRED_ERROR",
     "OPEN",
     "OPTED_OUT_ERROR",
     "OPT_OUT_REASON",

@@ -55,7 +55,7 @@ class Sweeper:
     def expire_and_pause(self, conn: Connection, now: datetime) -> int:
         """Expire leases and pause senders that received error-463 status events;
         returns how many rows became ``unknown``."""
-        expired = dq.expire_leases(conn, now=now)
+        expired = dq.expire_leases(conn, now=now, error=dl.LEASE_EXPIRED_ERROR)
         reason = dl.RESTRICTION_PAUSE_REASON
         for instance_id in iq.pause_on_restriction_events(
             conn, now=now, code=dl.RESTRICTION_CODE, reason=reason
