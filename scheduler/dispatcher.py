@@ -60,27 +60,15 @@ log = logging.getLogger("gatecast.dispatch")
 
 
 @dataclass
-class TickResult:
-    """What one tick did, and when the next one is worth running."""
+class TickResult(Recorded):
+    """What one tick did (rows claimed, then recorded: :class:`Recorded`), and when the
+    next one is worth running."""
 
     claimed: int = 0
-    sent: int = 0
-    retried: int = 0
-    failed: int = 0
-    unknown: int = 0
-    skipped: int = 0
     expired: int = 0
     in_flight: int = 0
     completed: list[int] = field(default_factory=list)
     next_wake: datetime | None = None
-
-    def add(self, recorded: Recorded) -> None:
-        """Count a recorded batch."""
-        self.sent += recorded.sent
-        self.retried += recorded.retried
-        self.failed += recorded.failed
-        self.unknown += recorded.unknown
-        self.skipped += recorded.skipped
 
 
 class Dispatcher:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, Engine
@@ -39,13 +39,18 @@ def default_apply_pending(conn: Connection, message_ids: Sequence[str], now: dat
 
 @dataclass
 class Recorded:
-    """How many rows of a batch went where."""
+    """How many rows went where."""
 
     sent: int = 0
     retried: int = 0
     failed: int = 0
     unknown: int = 0
     skipped: int = 0
+
+    def add(self, other: Recorded) -> None:
+        """Count ``other``'s rows too."""
+        for f in fields(Recorded):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
 
 class Recorder:
