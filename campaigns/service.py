@@ -16,7 +16,7 @@ from sqlalchemy import Connection, Engine, Table, insert, select
 
 from campaigns import delivery_lifecycle, lifecycle
 from campaigns.campaign_file import CampaignSpec, start_missed, stored_spec
-from campaigns.materialise import Recipient, group_recipients, list_recipients
+from campaigns.delivery_rows import Recipient, group_recipients, list_recipients
 from campaigns.render import RenderError, recipient_rng, render_message
 from gateway.messages import message_to_dict
 from storage import states, tables

@@ -13,7 +13,7 @@ One :meth:`Dispatcher.tick` does, for every running campaign inside its sending 
    (so at most two batches are in flight);
 4. record every outcome in bulk in one transaction (a sent row's ``sent_at`` is the moment
    the gateway's answer to its own send came back), then apply webhook events that
-   arrived before their send was recorded (``campaigns.tracking.apply_pending``);
+   arrived before their send was recorded (``campaigns.gateway_events.apply_pending``);
 5. pause a sender on instance problems or a burst of failures, pause a campaign whose
    failure rate passes its threshold, complete a campaign with nothing left to send.
 

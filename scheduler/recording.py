@@ -26,13 +26,13 @@ from storage.queries import instances as iq
 
 log = logging.getLogger("gatecast.dispatch")
 
-#: applies stored status events of these message ids (``campaigns.tracking.apply_pending``)
+#: applies stored status events of these message ids (``campaigns.gateway_events.apply_pending``)
 ApplyPending = Callable[[Connection, Sequence[str], datetime], int]
 
 
 def default_apply_pending(conn: Connection, message_ids: Sequence[str], now: datetime) -> int:
-    """``campaigns.tracking.apply_pending`` (imported when first used)."""
-    from campaigns.tracking import apply_pending
+    """``campaigns.gateway_events.apply_pending`` (imported when first used)."""
+    from campaigns.gateway_events import apply_pending
 
     return int(apply_pending(conn, message_ids, now=now))
 

@@ -17,7 +17,7 @@ from sqlalchemy import Connection, Engine
 
 from campaigns import delivery_lifecycle as dl
 from campaigns import lifecycle
-from campaigns.materialise import pick_sender
+from campaigns.delivery_rows import pick_sender
 from gateway.outcomes import InstanceProblem
 from scheduler.claiming import RunningCampaign
 from scheduler.clock import Clock
