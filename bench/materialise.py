@@ -3,8 +3,8 @@
 For each size the parent seeds a fresh database (contacts ids 1..N in one list, a text
 campaign "Hi {{ name }} ... {{ city }}" through ``--senders`` sender instances) and a
 fresh child process runs ``scheduler.starts.start_campaign``: the committed chunks of
-:func:`campaigns.materialise.materialise_committed`, then the final in-transaction
-:func:`campaigns.materialise.materialise` pass and the move to ``running``. The child
+:func:`campaigns.delivery_rows.materialise_committed`, then the final in-transaction
+:func:`campaigns.delivery_rows.materialise` pass and the move to ``running``. The child
 checks that every recipient has exactly one queued row. Figures: rows/s of the whole
 start at each size, and the big size's rate over the small one's (flat is 1.0).
 

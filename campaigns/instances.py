@@ -42,7 +42,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, select, update
 
-from campaigns import lifecycle
+from campaigns import delivery_lifecycle, lifecycle
 from gateway.client import GatewayClient
 from gateway.errors import GatewayError
 from storage import tables
@@ -285,7 +285,9 @@ def operate(
         if operation in _STATE_AFTER:
             _set(conn, instance_id, now, state=state)
         if operation == "reconnect":
-            resumed = iq.resume_connection_pause(conn, instance_id, now=now)
+            resumed = iq.resume_connection_pause(
+                conn, instance_id, now=now, reasons=delivery_lifecycle.CONNECTION_PAUSE_REASONS
+            )
     return OperationOutcome(
         instance_id=instance_id, operation=operation, state=state, resumed_reason=resumed
     )
@@ -344,7 +346,9 @@ def reset(
             _set(conn, instance_id, now, state="logged_out")
         else:
             _set(conn, instance_id, now, instance_id=new_id, **_FRESH)
-        moved = iq.move_waiting_deliveries(conn, instance_id, new_id)
+        moved = iq.move_waiting_deliveries(
+            conn, instance_id, new_id, waiting=delivery_lifecycle.OPEN
+        )
         campaigns = _replace_in_specs(conn, instance_id, new_id, now)
     return ResetOutcome(
         old_id=instance_id,

@@ -14,9 +14,9 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, Table, insert, select
 
-from campaigns import lifecycle
+from campaigns import delivery_lifecycle, lifecycle
 from campaigns.campaign_file import CampaignSpec, start_missed, stored_spec
-from campaigns.materialise import Recipient, group_recipients, list_recipients
+from campaigns.delivery_rows import Recipient, group_recipients, list_recipients
 from campaigns.render import RenderError, recipient_rng, render_message
 from gateway.messages import message_to_dict
 from storage import states, tables
@@ -614,8 +614,6 @@ class CampaignProgress:
     timeline: list[ProgressPoint]
 
 
-#: delivery states still waiting to be sent or being sent
-_OPEN = (states.QUEUED, states.SENDING)
 #: campaign states that never send again on their own
 _FINAL = (lifecycle.COMPLETED, lifecycle.CANCELLED, lifecycle.FAILED)
 
@@ -632,7 +630,7 @@ def campaign_progress(engine: Engine, campaign_id: int, points: int = 30) -> Cam
             moments = [first + span * i / (points - 1) for i in range(points)]
             counts = q.progress_counts(conn, campaign_id, moments)
             timeline = [ProgressPoint(at, *c) for at, c in zip(moments, counts, strict=True)]
-    open_rows = sum(detail.counts.get(s, 0) for s in _OPEN)
+    open_rows = sum(detail.counts.get(s, 0) for s in delivery_lifecycle.OPEN)
     return CampaignProgress(
         id=detail.id,
         state=detail.state,

@@ -5,7 +5,7 @@ A start runs in three steps so that a big list never holds SQLite's write lock f
 
 1. a short transaction checks the campaign (still ``scheduled``, start not missed, a
    sender instance available) and records the senders' instance rows;
-2. :func:`campaigns.materialise.materialise_committed` creates the delivery rows in
+2. :func:`campaigns.delivery_rows.materialise_committed` creates the delivery rows in
    chunks, each committed on its own (rendering happens outside write transactions);
 3. a short transaction materialises whatever is still missing (members added
    meanwhile; normally nothing) and moves the campaign to ``running``.
@@ -29,7 +29,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 
 from campaigns import lifecycle
 from campaigns.campaign_file import CampaignFileError, start_missed
-from campaigns.materialise import materialise, materialise_committed
+from campaigns.delivery_rows import materialise, materialise_committed
 from scheduler.policy import policy_from_spec
 from storage import states, tables
 from storage.queries import campaigns as cq

@@ -1,4 +1,8 @@
-"""Delivery states and their forward-only order (DESIGN.md decision 4)."""
+"""The names of a delivery's states: the vocabulary of ``deliveries.state``.
+
+The rules between them (order, forward-only moves, what an outcome or a status event
+makes of a row) live in ``campaigns.delivery_lifecycle``.
+"""
 
 from __future__ import annotations
 
@@ -11,10 +15,5 @@ FAILED = "failed"
 UNKNOWN = "unknown"  # ambiguous send: never resent automatically
 SKIPPED = "skipped"  # opted out at send time, or the message could not render
 
-#: Rank of each progress state; a status event only ever raises the rank.
-RANK: dict[str, int] = {QUEUED: 0, SENDING: 1, UNKNOWN: 1, SENT: 2, DELIVERED: 3, READ: 4}
-
-#: States a row never leaves on its own.
-TERMINAL = frozenset({FAILED, SKIPPED, READ})
-
+#: every state, in lifecycle order
 ALL = (QUEUED, SENDING, SENT, DELIVERED, READ, FAILED, UNKNOWN, SKIPPED)

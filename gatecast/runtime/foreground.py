@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from rich.console import Console
 
-from campaigns import lifecycle
+from campaigns import delivery_lifecycle, lifecycle
 from campaigns.instances import InstanceGone, connected_ids, set_webhook, webhook_registered
 from campaigns.service import campaign_counts, campaign_instances, campaign_state
 from gatecast.runtime import make_gateway_client
@@ -28,7 +28,7 @@ from storage.engine import Engine
 from storage.types import utcnow
 
 #: Delivery states that still need the dispatcher.
-_PENDING = ("queued", "sending")
+_PENDING = delivery_lifecycle.OPEN
 
 
 @dataclass(frozen=True)

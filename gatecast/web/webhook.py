@@ -10,7 +10,7 @@
   lock, else in a worker thread: :mod:`gatecast.web.webhook_appliers`; on PostgreSQL a
   status-only batch over an async connection on the loop: :mod:`gatecast.web.webhook_pg`);
   each request answers 200 only after its batch committed (a durable acknowledgement).
-  Status events are stored unapplied (:func:`campaigns.tracking.store_events_in`) and
+  Status events are stored unapplied (:func:`campaigns.gateway_events.store_events_in`) and
   applied to their deliveries by the inbox pass, a few hundred at once, within 50 ms (and
   on stop); replies, opt-outs and connection states are applied with the batch. Events a
   dead process stored but never applied are applied at the next start. Dedupe and
@@ -37,7 +37,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from campaigns.tracking import apply_all_pending, apply_recent_pending
+from campaigns.gateway_events import apply_all_pending, apply_recent_pending
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.problems import MEDIA_TYPE as PROBLEM_MEDIA_TYPE
 from gatecast.web.problems import STATUS_CODES, Problem

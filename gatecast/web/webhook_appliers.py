@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from campaigns.tracking import ApplyStats, apply_pending, record_events_in, store_events_in
+from campaigns.gateway_events import ApplyStats, apply_pending, record_events_in, store_events_in
 from gatecast.web.context import AppContext
 from gatecast.web.webhook_batcher import WouldBlock
 from gateway.events import Event
@@ -54,7 +54,7 @@ class InlineApplier:
     when another writer holds it the batch raises :class:`WouldBlock` at once (nothing
     applied) and the batcher hands it to a thread, so the loop never stalls. Not for
     PostgreSQL, whose work waits on the server: there a thread overlaps that wait with
-    serving requests. ``store_only``: see :func:`campaigns.tracking.store_events_in`.
+    serving requests. ``store_only``: see :func:`campaigns.gateway_events.store_events_in`.
     """
 
     def __init__(self, ctx: AppContext, *, store_only: bool = False) -> None:

@@ -13,7 +13,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from campaigns.tracking import ApplyStats
+from campaigns.gateway_events import ApplyStats
 from gateway.events import Event
 
 log = logging.getLogger("gatecast.webhook")

@@ -10,7 +10,7 @@ even after one reconnect fails (503) and the next batch connects afresh.
 
 from __future__ import annotations
 
-from campaigns.tracking import ApplyStats, status_event_rows
+from campaigns.gateway_events import ApplyStats, status_event_rows
 from gatecast.web.context import AppContext
 from gateway.events import Event, MessageStatus
 from storage.engine import is_postgres

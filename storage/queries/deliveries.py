@@ -40,9 +40,6 @@ _contacts = tables.contacts
 _events = tables.status_events
 _members = tables.list_members
 
-#: The error recorded on a row whose lease ran out while it was being sent.
-LEASE_EXPIRED_ERROR = "lease expired while sending: the process stopped mid-send"
-
 
 @dataclass(frozen=True)
 class ClaimedRow:
@@ -211,8 +208,10 @@ def record_terminal(
     return _executemany(conn, stmt, [{"b_id": i, "b_err": e, "b_code": c} for i, e, c in rows])
 
 
-def expire_leases(conn: Connection, *, now: datetime, campaign_id: int | None = None) -> int:
-    """Rows still ``sending`` after their lease ran out become ``unknown``.
+def expire_leases(
+    conn: Connection, *, now: datetime, error: str, campaign_id: int | None = None
+) -> int:
+    """Rows still ``sending`` after their lease ran out become ``unknown`` with ``error``.
 
     The process that claimed them died mid-send: the message may or may not have left,
     so it is never resent automatically (``campaign retry --unknown`` re-queues them).
@@ -221,9 +220,7 @@ def expire_leases(conn: Connection, *, now: datetime, campaign_id: int | None = 
     if campaign_id is not None:
         cond.append(_d.c.campaign_id == campaign_id)
     result = conn.execute(
-        update(_d)
-        .where(*cond)
-        .values(state=states.UNKNOWN, error=LEASE_EXPIRED_ERROR, lease_until=None)
+        update(_d).where(*cond).values(state=states.UNKNOWN, error=error, lease_until=None)
     )
     return int(result.rowcount or 0)
 
@@ -237,12 +234,12 @@ def sends_since(conn: Connection, sender: str, since: datetime) -> int:
     return int(conn.execute(stmt).scalar_one())
 
 
-def has_pending(conn: Connection, campaign_id: int) -> bool:
-    """True while the campaign has rows queued or being sent."""
+def has_pending(conn: Connection, campaign_id: int, *, open_states: Sequence[str]) -> bool:
+    """True while the campaign has rows in ``open_states`` (queued or being sent)."""
     stmt = select(
         exists().where(
             _d.c.campaign_id == campaign_id,
-            _d.c.state.in_((states.QUEUED, states.SENDING)),
+            _d.c.state.in_(list(open_states)),
         )
     )
     return bool(conn.execute(stmt).scalar())
@@ -283,7 +280,6 @@ def state_counts(conn: Connection, campaign_id: int) -> dict[str, int]:
 
 
 __all__ = [
-    "LEASE_EXPIRED_ERROR",
     "NEW_DELIVERY_COLUMNS",
     "ClaimedRow",
     "bind_processor",

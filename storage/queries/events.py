@@ -3,7 +3,10 @@
 Status events are stored once per (message_id, status) (``ON CONFLICT DO NOTHING``) and
 applied to deliveries by message id with guarded bulk UPDATEs, so a status only ever
 moves a row forward (DESIGN.md decision 4) whatever the order and however many
-duplicates arrive. Every function leaves the transaction to its caller.
+duplicates arrive. The rules (which states a status moves a row from, the bounds of
+its time, the reply window) are ``campaigns.delivery_lifecycle``'s, passed in; the
+statements are built once per set of rules. Every function leaves the transaction to its
+caller.
 
 On SQLite the status-event statements (the webhook's hot path) run on the driver cursor
 of the caller's connection, rendered once from the same SQLAlchemy constructs as the
@@ -16,7 +19,8 @@ import functools
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import (
@@ -51,22 +55,36 @@ _campaigns: Table = tables.campaigns
 BATCH = 1000
 #: message ids per set-based apply (their event ids go into IN lists too)
 APPLY_BATCH = 500
-#: replies are matched against the deliveries of this many most recent campaigns
-REPLY_CAMPAIGN_WINDOW = 50
-#: how far a gateway's message time may trail our clock: its stamps are whole seconds
-#: and its clock is not ours (a delivery sent later than reply time + this is not a match)
-REPLY_CLOCK_SKEW = timedelta(minutes=5)
 
-#: states a row may be in for each progress status to move it there
-_FORWARD_FROM: dict[str, tuple[str, ...]] = {
-    states.SENT: (states.QUEUED, states.SENDING, states.UNKNOWN),
-    states.DELIVERED: (states.QUEUED, states.SENDING, states.UNKNOWN, states.SENT),
-    states.READ: (states.QUEUED, states.SENDING, states.UNKNOWN, states.SENT, states.DELIVERED),
-}
-#: a failure only lands on a row that has not progressed past sent
-FAILED_FROM = (states.SENDING, states.SENT, states.UNKNOWN)
-#: paused_reason prefixes that a reconnect clears
-CONNECTION_PAUSE_REASONS = ("relogin_required", "not_activated", "disconnected")
+
+@dataclass(frozen=True)
+class StatusRules:
+    """How status events move deliveries (``campaigns.delivery_lifecycle.STATUS_RULES``).
+
+    ``forward_from``: per progress status, in rank order, the states a row may be in to
+    move there; ``failed_from``: the states a failure lands on; ``failed_error``: the
+    error a failure records (the gateway's code follows in parentheses when it gave one);
+    ``times``: per status, the states whose times bound its time from below (the first
+    one set) and from above (see :func:`status_time`).
+    """
+
+    forward_from: tuple[tuple[str, tuple[str, ...]], ...]
+    failed_from: tuple[str, ...]
+    failed_error: str
+    times: tuple[tuple[str, tuple[tuple[str, ...], tuple[str, ...]]], ...]
+
+    def bounds(self, status: str) -> tuple[Any, Any]:
+        """``status``'s lower and upper time bounds as column expressions (or None)."""
+        lower, upper = dict(self.times)[status]
+        return _time_of(lower), _time_of(upper)
+
+
+def _time_of(names: tuple[str, ...]) -> Any:
+    """The time of the first of the states ``names`` that is set (None: no bound)."""
+    cols = [_d.c[f"{name}_at"] for name in names]
+    if not cols:
+        return None
+    return cols[0] if len(cols) == 1 else func.coalesce(*cols)
 
 
 def _state_in(allowed: Sequence[str]) -> ColumnElement[bool]:
@@ -168,7 +186,8 @@ _match = and_(
 
 
 def status_time(low: Any = None, high: Any = None) -> ColumnElement[Any]:
-    """The time a status event (``ev``) gives its state: THE rule for status times.
+    """The time a status event (``ev``) gives its state, in SQL (the bounds per status
+    are the lifecycle's, :attr:`StatusRules.times`).
 
     The gateway's own stamp (``occurred_at``: the receipt time when it gave none) when it
     is plausible: not after the event's receipt (``received_at``), not before ``low``,
@@ -198,7 +217,9 @@ def _earliest(col: Any, t: Any, forward: ColumnElement[bool]) -> Any:
     return case((and_(forward, col.is_(None)), t), (col > t, t), else_=col)
 
 
-def _progress_statement(status: str, match: ColumnElement[bool] = _match) -> Any:
+def _progress_statement(
+    status: str, rules: StatusRules, match: ColumnElement[bool] = _match
+) -> Any:
     """One UPDATE moving the events' (``ids``) deliveries forward to ``status``.
 
     Rows still below ``status`` move up, with every time up to it set where missing (a
@@ -209,17 +230,15 @@ def _progress_statement(status: str, match: ColumnElement[bool] = _match) -> Any
     the row as it was.
     """
     sent, delivered, read = _d.c.sent_at, _d.c.delivered_at, _d.c.read_at
-    forward = _state_in(_FORWARD_FROM[status])
+    forward = _state_in(dict(rules.forward_from)[status])
     values: dict[str, Any] = {"state": case((forward, literal(status)), else_=_d.c.state)}
+    t = status_time(*rules.bounds(status))
     if status == states.SENT:  # sent has no column of its own: sent_at set where missing
-        t = status_time()
         values["sent_at"] = case((forward, func.coalesce(sent, t)), else_=sent)
         return update(_d).where(match, forward).values(values)
     if status == states.DELIVERED:
-        t = status_time(sent, read)
         own = delivered
     else:
-        t = status_time(func.coalesce(delivered, sent))
         own = read
         values["delivered_at"] = case((forward, func.coalesce(delivered, t)), else_=delivered)
     values["sent_at"] = case((forward, func.coalesce(sent, t)), else_=sent)
@@ -227,30 +246,35 @@ def _progress_statement(status: str, match: ColumnElement[bool] = _match) -> Any
     return update(_d).where(match, or_(forward, own > t)).values(values)
 
 
-def _failed_statement(match: ColumnElement[bool] = _match) -> Any:
+def _failed_statement(rules: StatusRules, match: ColumnElement[bool] = _match) -> Any:
     """One UPDATE failing the events' (``ids``) deliveries that have not progressed."""
     return (
         update(_d)
-        .where(match, _state_in(FAILED_FROM))
+        .where(match, _state_in(rules.failed_from))
         .values(
             state=states.FAILED,
-            failed_at=status_time(_d.c.sent_at),
+            failed_at=status_time(*rules.bounds(states.FAILED)),
             error_code=_ev.c.error_code,
             error=case(
                 (
                     _ev.c.error_code.is_not(None),
-                    literal("failed by the gateway (code ") + _ev.c.error_code + literal(")"),
+                    literal(f"{rules.failed_error} (code ") + _ev.c.error_code + literal(")"),
                 ),
-                else_=literal("failed by the gateway"),
+                else_=literal(rules.failed_error),
             ),
             lease_until=None,
         )
     )
 
 
-#: statements built once (SQLAlchemy then reuses their compiled form for every batch)
-_PROGRESS = {s: _progress_statement(s) for s in (states.SENT, states.DELIVERED, states.READ)}
-_FAILED = _failed_statement()
+@functools.cache
+def _statements(rules: StatusRules) -> tuple[dict[str, Any], Any]:
+    """The progress UPDATEs (rank order) and the failure UPDATE, built once per rules
+    (SQLAlchemy then reuses their compiled form for every batch)."""
+    progress = {s: _progress_statement(s, rules) for s, _ in rules.forward_from}
+    return progress, _failed_statement(rules)
+
+
 #: ``coalesce(applied)``, not ``applied``: the lookup must go through the message ids
 #: (uq_status_event), never scan the ``applied`` index over every event still unapplied
 #: (status events of messages that other tools sent through the same instance never match
@@ -266,7 +290,7 @@ _UNAPPLIED = (
 _MARK_APPLIED = update(_e).where(_e.c.id.in_(_ids)).values(applied=True)
 
 
-def apply_unapplied(conn: Connection, message_ids: Sequence[str]) -> int:
+def apply_unapplied(conn: Connection, message_ids: Sequence[str], rules: StatusRules) -> int:
     """Apply the stored, unapplied status events of ``message_ids`` to their deliveries.
 
     Set-based: per chunk of ids one ``SELECT`` of the events that match a delivery, then one
@@ -277,7 +301,8 @@ def apply_unapplied(conn: Connection, message_ids: Sequence[str]) -> int:
     statements run on the driver (:func:`_apply_unapplied_sqlite`).
     """
     if conn.dialect.name == "sqlite":
-        return _apply_unapplied_sqlite(conn, message_ids)
+        return _apply_unapplied_sqlite(conn, message_ids, rules)
+    progress, failed = _statements(rules)
     applied = 0
     for chunk in _chunks(sorted(set(message_ids)), APPLY_BATCH):
         found = conn.execute(_UNAPPLIED, {"mids": list(chunk)}).all()
@@ -288,11 +313,11 @@ def apply_unapplied(conn: Connection, message_ids: Sequence[str]) -> int:
             params = by_status.setdefault(status, {"ids": [], "dids": []})
             params["ids"].append(int(event_id))
             params["dids"].append(int(delivery_id))
-        for status, statement in _PROGRESS.items():  # rank order
+        for status, statement in progress.items():  # rank order
             if status in by_status:
                 conn.execute(statement, by_status[status])
         if states.FAILED in by_status:
-            conn.execute(_FAILED, by_status[states.FAILED])
+            conn.execute(failed, by_status[states.FAILED])
         ids = sorted({int(row[0]) for row in found})
         conn.execute(_MARK_APPLIED, {"ids": ids})
         applied += len(ids)
@@ -324,8 +349,16 @@ def _sqlite_match() -> ColumnElement[bool]:
     return and_(_ev.c.id.op("IN")(_in_marker), _ev.c.message_id == _d.c.message_id)
 
 
-_SQLITE_PROGRESS = {s: _sqlite_sql(_progress_statement(s, _sqlite_match())) for s in _PROGRESS}
-_SQLITE_FAILED = _sqlite_sql(_failed_statement(_sqlite_match()))
+@functools.cache
+def _sqlite_statements(rules: StatusRules) -> tuple[dict[str, str], str]:
+    """:func:`_statements` rendered for the SQLite driver, once per rules."""
+    progress = {
+        s: _sqlite_sql(_progress_statement(s, rules, _sqlite_match()))
+        for s, _ in rules.forward_from
+    }
+    return progress, _sqlite_sql(_failed_statement(rules, _sqlite_match()))
+
+
 _SQLITE_UNAPPLIED = _sqlite_sql(
     select(_e.c.id, _e.c.status)
     .join(_d, _d.c.message_id == _e.c.message_id)
@@ -399,8 +432,11 @@ def _in_list(sql: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
     return sql.replace(_IN, "(" + ",".join("?" * size) + ")"), padded
 
 
-def _apply_unapplied_sqlite(conn: Connection, message_ids: Sequence[str]) -> int:
+def _apply_unapplied_sqlite(
+    conn: Connection, message_ids: Sequence[str], rules: StatusRules
+) -> int:
     """:func:`apply_unapplied` on SQLite: the same statements, executed by the driver."""
+    progress, failed = _sqlite_statements(rules)
     applied = 0
     with _sqlite_cursor(conn, "apply status events") as cur:
         for chunk in _chunks(sorted(set(message_ids)), APPLY_BATCH):
@@ -410,11 +446,11 @@ def _apply_unapplied_sqlite(conn: Connection, message_ids: Sequence[str]) -> int
             by_status: dict[str, list[int]] = {}
             for event_id, status in found:
                 by_status.setdefault(status, []).append(int(event_id))
-            for status, sql in _SQLITE_PROGRESS.items():  # rank order
+            for status, sql in progress.items():  # rank order
                 if status in by_status:
                     cur.execute(*_in_list(sql, by_status[status]))
             if states.FAILED in by_status:
-                cur.execute(*_in_list(_SQLITE_FAILED, by_status[states.FAILED]))
+                cur.execute(*_in_list(failed, by_status[states.FAILED]))
             ids = sorted({int(row[0]) for row in found})
             cur.execute(*_in_list(_SQLITE_MARK_APPLIED, ids))
             applied += len(ids)
@@ -448,29 +484,19 @@ def insert_inbound(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
     conn.execute(stmt, [dict(r) for r in rows])
 
 
-def record_reply(
-    conn: Connection, phone: str, text: str, at: datetime, *, received_at: datetime
-) -> bool:
-    """Attach a reply to the newest delivery to ``phone`` that it can answer.
+def reply_target(
+    conn: Connection, phone: str, *, latest: datetime, campaigns: int
+) -> tuple[int, datetime | None] | None:
+    """``(id, sent_at)`` of the newest delivery to ``phone`` that a reply can answer.
 
-    ``at`` is the gateway's time of the incoming message (whole seconds of the
-    gateway's clock), ``received_at`` when gatecast received it (our clock). Candidates
-    are deliveries sent no later than ``at + REPLY_CLOCK_SKEW`` (so a message sent after
-    the reply is never credited with it, while a stamp truncated to the second or a
-    gateway clock running behind ours still matches), and rows in flight (``sending``:
-    the reply beat the dispatcher recording the send), which count as the newest.
-    ``replied_at`` is ``at`` when it lies between the send and ``received_at``, else
-    ``received_at`` (a truncated or skewed stamp says nothing better). Only the most recent
-    campaigns are searched (the (campaign_id, target) index); returns False when no
-    delivery matches or it already has a reply.
+    Candidates are the deliveries of the ``campaigns`` most recent campaigns (the
+    (campaign_id, target) index) sent no later than ``latest``, and rows in flight
+    (``sending``: the reply beat the dispatcher recording the send), which count as the
+    newest. None when no delivery matches.
     """
     recent = (
-        select(_campaigns.c.id)
-        .order_by(_campaigns.c.id.desc())
-        .limit(REPLY_CAMPAIGN_WINDOW)
-        .scalar_subquery()
+        select(_campaigns.c.id).order_by(_campaigns.c.id.desc()).limit(campaigns).scalar_subquery()
     )
-    latest = at + REPLY_CLOCK_SKEW
     target = conn.execute(
         select(_d.c.id, _d.c.sent_at)
         .where(
@@ -488,22 +514,30 @@ def record_reply(
         )
         .limit(1)
     ).first()
-    if target is None:
-        return False
-    plausible = at <= received_at and (target.sent_at is None or target.sent_at <= at)
-    replied_at = at if plausible else received_at
+    return None if target is None else (int(target.id), target.sent_at)
+
+
+def set_reply(conn: Connection, delivery_id: int, text: str, replied_at: datetime) -> bool:
+    """Attach a reply to the delivery; False when it already has one."""
     result = conn.execute(
         update(_d)
-        .where(_d.c.id == target.id, _d.c.replied_at.is_(None))
+        .where(_d.c.id == delivery_id, _d.c.replied_at.is_(None))
         .values(replied_at=replied_at, reply_text=text[:4000])
     )
     return bool(result.rowcount)
 
 
 def set_instance_state(
-    conn: Connection, instance_id: str, state: str, *, phone: str | None, now: datetime
+    conn: Connection,
+    instance_id: str,
+    state: str,
+    *,
+    phone: str | None,
+    now: datetime,
+    clears: Sequence[str],
 ) -> bool:
-    """Record an instance's connection state; "connected" clears a connection pause."""
+    """Record an instance's connection state; "connected" clears a pause whose reason
+    starts with one of ``clears`` (the connection problems)."""
     values: dict[str, Any] = {"state": state[:32], "updated_at": now}
     if phone:
         values["phone"] = phone[:32]
@@ -513,7 +547,7 @@ def set_instance_state(
             update(_i)
             .where(
                 _i.c.instance_id == instance_id,
-                or_(*(_i.c.paused_reason.startswith(p) for p in CONNECTION_PAUSE_REASONS)),
+                or_(*(_i.c.paused_reason.startswith(p) for p in clears)),
             )
             .values(paused_reason=None, updated_at=now)
         )
@@ -522,10 +556,7 @@ def set_instance_state(
 
 __all__ = [
     "APPLY_BATCH",
-    "CONNECTION_PAUSE_REASONS",
-    "FAILED_FROM",
-    "REPLY_CAMPAIGN_WINDOW",
-    "REPLY_CLOCK_SKEW",
+    "StatusRules",
     "apply_unapplied",
     "contact_ids_by_phone",
     "existing_inbound",
@@ -533,8 +564,9 @@ __all__ = [
     "insert_status_events",
     "pg_insert_status_events_sql",
     "pg_status_event_columns",
-    "record_reply",
+    "reply_target",
     "set_instance_state",
+    "set_reply",
     "status_time",
     "unapplied_matching",
 ]

@@ -18,8 +18,6 @@ _i = tables.instances
 _events = tables.status_events
 _d = tables.deliveries
 
-#: Paused reasons that a ConnectionStatus "connected" event clears.
-CONNECTION_PROBLEMS = ("relogin_required", "not_activated", "disconnected")
 #: The state of an instance that no longer exists at the gateway (reset without a new
 #: id, "Instance ID Invalidated", the demo's embedded sandbox stopped): it never sends.
 GONE = "gone"
@@ -274,12 +272,11 @@ def resume(conn: Connection, instance_id: str, *, now: datetime) -> bool:
     return bool(result.rowcount == 1)
 
 
-def pause_on_restriction_events(conn: Connection, *, now: datetime, code: str = "463") -> list[str]:
-    """Pause every unpaused instance that got a failed status with ``code`` since its last pause.
-
-    Error 463 means the account may not reach new contacts for a while: an early ban sign.
-    Returns the instance ids paused now.
-    """
+def pause_on_restriction_events(
+    conn: Connection, *, now: datetime, code: str, reason: str
+) -> list[str]:
+    """Pause, with ``reason``, every unpaused instance that got a failed status with the
+    error ``code`` since its last pause. Returns the instance ids paused now."""
     latest = (
         select(_events.c.instance_id, func.max(_events.c.received_at).label("last"))
         .where(_events.c.error_code == code, _events.c.instance_id.is_not(None))
@@ -293,15 +290,13 @@ def pause_on_restriction_events(conn: Connection, *, now: datetime, code: str = 
     ).all()
     paused: list[str] = []
     for instance_id, paused_at, last in rows:
-        if paused_at is None or (last is not None and last > paused_at):
-            reason = f"error {code} reported by the gateway (may not reach new contacts)"
-            if pause(conn, str(instance_id), reason, now=now):
-                paused.append(str(instance_id))
+        due = paused_at is None or (last is not None and last > paused_at)
+        if due and pause(conn, str(instance_id), reason, now=now):
+            paused.append(str(instance_id))
     return paused
 
 
 __all__ = [
-    "CONNECTION_PROBLEMS",
     "GONE",
     "UNABLE_STATES",
     "SenderHealth",
@@ -355,14 +350,14 @@ def all_ids(conn: Connection) -> list[str]:
     return [str(r[0]) for r in conn.execute(select(_i.c.instance_id).order_by(_i.c.id))]
 
 
-def resume_connection_pause(conn: Connection, instance_id: str, *, now: datetime) -> str | None:
-    """Clear the pause of ``instance_id`` when a connection problem caused it.
-
-    Returns the reason cleared, or None when it was not paused for a connection problem.
-    """
+def resume_connection_pause(
+    conn: Connection, instance_id: str, *, now: datetime, reasons: tuple[str, ...]
+) -> str | None:
+    """Clear the pause of ``instance_id`` when its reason starts with one of ``reasons``
+    (the connection problems). Returns the reason cleared, or None."""
     row = conn.execute(select(_i.c.paused_reason).where(_i.c.instance_id == instance_id)).first()
     reason = row[0] if row else None
-    if reason is None or not str(reason).startswith(CONNECTION_PROBLEMS):
+    if reason is None or not str(reason).startswith(reasons):
         return None
     conn.execute(
         update(_i)
@@ -372,12 +367,12 @@ def resume_connection_pause(conn: Connection, instance_id: str, *, now: datetime
     return str(reason)
 
 
-def move_waiting_deliveries(conn: Connection, old_id: str, new_id: str) -> int:
-    """Re-point deliveries still waiting to go (queued or sending) from ``old_id`` to
-    ``new_id``; one bulk UPDATE. Returns how many rows moved."""
+def move_waiting_deliveries(
+    conn: Connection, old_id: str, new_id: str, *, waiting: Sequence[str]
+) -> int:
+    """Re-point deliveries still waiting to go (in the states ``waiting``) from ``old_id``
+    to ``new_id``; one bulk UPDATE. Returns how many rows moved."""
     result = conn.execute(
-        update(_d)
-        .where(_d.c.sender == old_id, _d.c.state.in_((states.QUEUED, states.SENDING)))
-        .values(sender=new_id)
+        update(_d).where(_d.c.sender == old_id, _d.c.state.in_(list(waiting))).values(sender=new_id)
     )
     return int(result.rowcount or 0)

@@ -10,7 +10,7 @@ from sqlalchemy import Engine, select, update
 
 from campaigns import lifecycle, service
 from campaigns.campaign_file import load_campaign_file, stored_spec
-from campaigns.materialise import materialise
+from campaigns.delivery_rows import materialise
 from storage import tables
 from storage.queries import instances as iq
 from tests.campaigns.campaign_fixtures import NOW, make_list, people, phone, spec

@@ -11,7 +11,7 @@ from sqlalchemy import Engine, update
 from typer.testing import CliRunner
 
 from campaigns import lifecycle
-from campaigns.materialise import materialise
+from campaigns.delivery_rows import materialise
 from gatecast.cli import app
 from gatecast.settings import get_settings
 from storage import tables

@@ -20,7 +20,7 @@ from pydantic import SecretStr
 from sqlalchemy import Engine, func, literal, select, update
 
 from campaigns import lifecycle, service
-from campaigns.materialise import materialise
+from campaigns.delivery_rows import materialise
 from gatecast.settings import Settings
 from gatecast.web import webhook, webhook_batcher
 from gatecast.web.context import AppContext
@@ -445,7 +445,7 @@ def test_inbox_acknowledges_stored_events_and_applies_them_later() -> None:
     later: list[list[str]] = []
 
     def store(events: list[Any]) -> Any:
-        from campaigns.tracking import ApplyStats
+        from campaigns.gateway_events import ApplyStats
 
         return ApplyStats(pending=[str(e) for e in events])
 
@@ -480,7 +480,7 @@ def test_inbox_applies_at_the_event_threshold_and_retries_a_failed_pass() -> Non
         return len(ids)
 
     async def go() -> None:
-        from campaigns.tracking import ApplyStats
+        from campaigns.gateway_events import ApplyStats
 
         batcher = webhook_batcher.EventBatcher(
             lambda events: ApplyStats(pending=[str(e) for e in events]),
@@ -508,7 +508,7 @@ def test_events_stored_but_unapplied_by_a_dead_process_are_applied_at_start(
     engine: Engine,
 ) -> None:
     """Crash between the 200 and the inbox pass: the next receiver applies them."""
-    from campaigns.tracking import store_events_in
+    from campaigns.gateway_events import store_events_in
     from gatecast.settings import DEFAULT_OPT_OUT_KEYWORDS
     from gateway.event_parsing import parse_webhook
 

@@ -13,6 +13,7 @@ from sqlalchemy import Engine, insert, select
 from gateway.messages import Message, Text, message_to_dict
 from gateway.outcomes import OutcomeKind, SendOutcome
 from scheduler.clock import Clock
+from scheduler.dispatcher import Dispatcher
 from storage import tables
 
 BASE_SPEC: dict[str, Any] = {
@@ -162,3 +163,15 @@ def states_of(engine: Engine, campaign_id: int) -> dict[str, str]:
             select(d.c.target, d.c.state).where(d.c.campaign_id == campaign_id)
         ).all()
     return {str(t): str(s) for t, s in rows}
+
+
+def no_events(conn: object, ids: object, now: object) -> int:
+    """An ``apply_pending`` hook that applies nothing (no webhook events in the test)."""
+    return 0
+
+
+def quiet_dispatcher(
+    engine: Engine, sender: RecordingSender, clock: Clock, **kw: Any
+) -> Dispatcher:
+    """A dispatcher sending through ``sender`` on ``clock``, applying no webhook events."""
+    return Dispatcher(engine, lambda: sender, clock=clock, apply_pending=no_events, **kw)

@@ -19,15 +19,12 @@ from tests.scheduler.helpers import (
     RecordingSender,
     add_instances,
     add_running_campaign,
+    no_events,
     spec,
     states_of,
 )
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
-
-
-def no_events(conn: object, ids: object, now: object) -> int:
-    return 0
 
 
 def make(engine: Engine, clock: FakeClock, sender: RecordingSender, **kw: object) -> Dispatcher:

@@ -17,8 +17,8 @@ from sqlalchemy import Engine, delete, func, select
 
 from campaigns import lifecycle
 from campaigns.campaign_file import parse_campaign
+from campaigns.delivery_rows import materialise_committed
 from campaigns.importer import ImportOptions, import_file
-from campaigns.materialise import materialise_committed
 from campaigns.service import cancel_campaign, create_campaign
 from gateway.client import GatewayClient
 from gateway.sandbox import SandboxConfig, run_sandbox_in_thread

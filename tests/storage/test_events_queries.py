@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, func, insert, select
 
+from campaigns.delivery_lifecycle import STATUS_RULES as RULES
 from storage import tables
 from storage.queries import events as q
 
@@ -129,8 +130,11 @@ def test_apply_unapplied_any_batch_size(engine: Engine, n: int) -> None:
             + [_event(f"m{i}", "read", at + timedelta(seconds=1)) for i in range(0, n, 2)]
             + [_event("nobody", "read", at)],  # never matches a delivery: stays unapplied
         )
-        assert q.apply_unapplied(conn, [f"m{i}" for i in range(n)] + ["nobody"]) == n + (n + 1) // 2
-        assert q.apply_unapplied(conn, [f"m{i}" for i in range(n)]) == 0  # idempotent
+        assert (
+            q.apply_unapplied(conn, [f"m{i}" for i in range(n)] + ["nobody"], RULES)
+            == n + (n + 1) // 2
+        )
+        assert q.apply_unapplied(conn, [f"m{i}" for i in range(n)], RULES) == 0  # idempotent
     with engine.connect() as conn:
         got: dict[str, int] = dict(
             conn.execute(
@@ -157,7 +161,7 @@ def test_failed_event_through_the_driver(engine: Engine) -> None:
         q.insert_status_events(
             conn, [_event("m0", "failed", at, error_code="463"), _event("m1", "failed", at)]
         )
-        assert q.apply_unapplied(conn, ["m0", "m1"]) == 2
+        assert q.apply_unapplied(conn, ["m0", "m1"], RULES) == 2
     with engine.connect() as conn:
         rows = conn.execute(
             select(deliveries.c.state, deliveries.c.error, deliveries.c.failed_at).order_by(
@@ -176,7 +180,8 @@ def test_sqlite_apply_probes_by_event_rowid_then_message_id(sqlite_engine: Engin
     database = sqlite_engine.url.database
     assert database
     with sqlite3.connect(database) as raw:
-        for sql in [*q._SQLITE_PROGRESS.values(), q._SQLITE_FAILED]:
+        progress, failed = q._sqlite_statements(RULES)
+        for sql in [*progress.values(), failed]:
             text, params = q._in_list(sql, [1, 2, 3])
             plan = " | ".join(str(r[3]) for r in raw.execute("EXPLAIN QUERY PLAN " + text, params))
             assert "SEARCH ev USING INTEGER PRIMARY KEY" in plan, plan

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import Engine, insert, select, update
 
 from campaigns import lifecycle, reports, service
-from campaigns.materialise import materialise
+from campaigns.delivery_rows import materialise
 from campaigns.reports import writers
 from storage import reports as report_store
 from storage import states, tables

@@ -12,7 +12,7 @@ from openpyxl import load_workbook
 from sqlalchemy import Engine, select, update
 
 from campaigns import lifecycle, reports, service
-from campaigns.materialise import materialise
+from campaigns.delivery_rows import materialise
 from campaigns.reports import columns, writers
 from storage import reports as report_store
 from storage import tables

@@ -17,7 +17,7 @@ from openpyxl.utils.exceptions import IllegalCharacterError
 from sqlalchemy import Engine, update
 
 from campaigns import reports, service
-from campaigns.materialise import materialise
+from campaigns.delivery_rows import materialise
 from campaigns.reports import columns, summary, xlsx_sheet
 from storage import reports as report_store
 from storage import tables

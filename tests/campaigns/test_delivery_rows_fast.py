@@ -1,6 +1,6 @@
 """The fast materialisation path gives exactly the rows of the reference path (SQLite + PG).
 
-:func:`campaigns.materialise.build_rows` (dicts, an eagerly seeded RNG per recipient,
+:func:`campaigns.delivery_rows.build_rows` (dicts, an eagerly seeded RNG per recipient,
 ``insert_deliveries``) is the reference; :func:`materialise` and
 :func:`materialise_committed` (driver-ready tuples, a lazily seeded RNG, a static message
 rendered once, anti-join pages) must store the same rows.
@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, delete, select
 
-from campaigns import materialise as mat
+from campaigns import delivery_rows as mat
 from campaigns.campaign_file import parse_campaign
 from campaigns.render import recipient_rng
 from campaigns.service import create_campaign

@@ -14,7 +14,6 @@ from campaigns import lifecycle
 from gateway.messages import Message
 from gateway.outcomes import InstanceProblem, OutcomeKind, SendOutcome
 from scheduler.clock import FakeClock, SystemClock
-from scheduler.dispatcher import Dispatcher
 from storage import tables
 from storage.queries import deliveries as dq
 from storage.types import utcnow
@@ -22,15 +21,12 @@ from tests.scheduler.helpers import (
     RecordingSender,
     add_instances,
     add_running_campaign,
+    quiet_dispatcher,
     spec,
     states_of,
 )
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
-
-
-def no_events(conn: object, ids: object, now: object) -> int:
-    return 0
 
 
 def test_claims_never_overlap_between_connections(engine: Engine) -> None:
@@ -81,7 +77,7 @@ def test_expired_lease_marks_unknown_and_is_never_resent(engine: Engine) -> None
             limit=2,
         )
     sender = RecordingSender(clock)
-    with Dispatcher(engine, lambda: sender, clock=clock, apply_pending=no_events, workers=1) as d:
+    with quiet_dispatcher(engine, sender, clock, workers=1) as d:
         d.tick()
         assert len(sender.sent) == 1  # only the unclaimed row; the leased ones wait
         clock.advance(31)
@@ -107,11 +103,10 @@ def test_a_burst_of_failures_pauses_the_sender(engine: Engine) -> None:
     )
     refused = SendOutcome(OutcomeKind.PERMANENT, reason="blocked", error_code="403")
     sender = RecordingSender(clock, script={f"+1555000000{i}": [refused] for i in range(8)})
-    with Dispatcher(
+    with quiet_dispatcher(
         engine,
-        lambda: sender,
-        clock=clock,
-        apply_pending=no_events,
+        sender,
+        clock,
         workers=1,
         batch_size=1,
         failure_burst=5,
@@ -138,11 +133,10 @@ def test_failure_rate_pauses_the_campaign_with_the_reason(engine: Engine) -> Non
     refused = SendOutcome(OutcomeKind.PERMANENT, reason="not on the app", error_code="404")
     script = {f"+{15550000000 + i}": [refused] for i in range(40) if i % 2 == 0}
     sender = RecordingSender(clock, script=script)
-    with Dispatcher(
+    with quiet_dispatcher(
         engine,
-        lambda: sender,
-        clock=clock,
-        apply_pending=no_events,
+        sender,
+        clock,
         workers=1,
         batch_size=4,
         failure_burst=0,
@@ -163,11 +157,10 @@ def test_two_dispatchers_on_one_campaign_never_double_send(engine: Engine) -> No
     cid = add_running_campaign(engine, spec(), recipients=300, senders=["A", "B"], now=now)
     sender = RecordingSender(clock)
     ds = [
-        Dispatcher(
+        quiet_dispatcher(
             engine,
-            lambda: sender,
-            clock=clock,
-            apply_pending=no_events,
+            sender,
+            clock,
             workers=2,
             batch_size=20,
             rng=random.Random(i),
@@ -208,7 +201,7 @@ def test_an_error_463_status_event_pauses_the_sender(engine: Engine) -> None:
             )
         )
     sender = RecordingSender(clock)
-    with Dispatcher(engine, lambda: sender, clock=clock, apply_pending=no_events, workers=1) as d:
+    with quiet_dispatcher(engine, sender, clock, workers=1) as d:
         d.run(until_done=True, max_ticks=5)
         assert "A" in d.paused_senders
     assert {i for i, _, _ in sender.sent} == {"B"}
@@ -236,7 +229,7 @@ def test_sent_at_is_each_sends_acceptance_not_the_batch_record(engine: Engine) -
     add_instances(engine, ["A"], T0)
     cid = add_running_campaign(engine, spec(), recipients=40, senders=["A"], now=T0)
     sender = _SlowSender(clock)
-    with Dispatcher(engine, lambda: sender, clock=clock, apply_pending=no_events, workers=1) as d:
+    with quiet_dispatcher(engine, sender, clock, workers=1) as d:
         d.run(until_done=True, max_ticks=20)
     d_ = tables.deliveries
     with engine.connect() as conn:
@@ -263,11 +256,10 @@ def test_a_paused_sender_hands_over_after_the_grace_and_not_before(engine: Engin
         OutcomeKind.INSTANCE, reason="relogin", problem=InstanceProblem.RELOGIN_REQUIRED
     )
     sender = RecordingSender(clock, script={"+15550000000": [relogin]})
-    with Dispatcher(
+    with quiet_dispatcher(
         engine,
-        lambda: sender,
-        clock=clock,
-        apply_pending=no_events,
+        sender,
+        clock,
         workers=1,
         batch_size=1,
         sender_grace_seconds=60,
@@ -294,9 +286,7 @@ def test_a_gone_sender_hands_over_at_once_and_marks_itself(engine: Engine) -> No
         problem=InstanceProblem.INVALID_INSTANCE,
     )
     sender = RecordingSender(clock, script={"+15550000000": [invalid]})
-    with Dispatcher(
-        engine, lambda: sender, clock=clock, apply_pending=no_events, workers=1, batch_size=1
-    ) as d:
+    with quiet_dispatcher(engine, sender, clock, workers=1, batch_size=1) as d:
         d.run(until_done=True, max_ticks=50)
     assert Counter(states_of(engine, cid).values()) == {"sent": 20}
     used = Counter(i for i, _, _ in sender.sent)
@@ -314,9 +304,7 @@ def test_no_healthy_sender_stalls_the_campaign(engine: Engine) -> None:
     cid = add_running_campaign(engine, spec(), recipients=3, senders=["A"], now=T0)
     quota = SendOutcome(OutcomeKind.INSTANCE, reason="q", problem=InstanceProblem.QUOTA_EXHAUSTED)
     sender = RecordingSender(clock, script={"+15550000000": [quota]})
-    with Dispatcher(
-        engine, lambda: sender, clock=clock, apply_pending=no_events, workers=1, batch_size=1
-    ) as d:
+    with quiet_dispatcher(engine, sender, clock, workers=1, batch_size=1) as d:
         ticks = d.run(until_done=True, stop_when_stalled=True, max_ticks=100)
         assert ticks < 100
         assert d.stalled[cid] == "A (quota_exhausted); 3 recipient(s) wait"
@@ -338,7 +326,7 @@ def test_rows_of_a_forgotten_sender_go_to_the_named_healthy_one(engine: Engine) 
         )
     assert domain.forget(engine, "A").released == 4
     sender = RecordingSender(clock)
-    with Dispatcher(engine, lambda: sender, clock=clock, apply_pending=no_events) as d:
+    with quiet_dispatcher(engine, sender, clock) as d:
         d.run(until_done=True, stop_when_stalled=True, max_ticks=20)
         assert "recipients of a forgotten sender" in d.stalled[cid]  # X is not named
     with engine.begin() as conn:
@@ -347,7 +335,7 @@ def test_rows_of_a_forgotten_sender_go_to_the_named_healthy_one(engine: Engine) 
             .where(tables.instances.c.instance_id == "B")
             .values(state="connected")
         )
-    with Dispatcher(engine, lambda: sender, clock=clock, apply_pending=no_events) as d:
+    with quiet_dispatcher(engine, sender, clock) as d:
         d.run(until_done=True, max_ticks=50)
     assert Counter(states_of(engine, cid).values()) == {"sent": 4}
     assert {i for i, _, _ in sender.sent} == {"B"}

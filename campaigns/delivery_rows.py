@@ -22,6 +22,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Select, Table, func, select
 
 from campaigns.campaign_file import CampaignSpec, MessageSpec
+from campaigns.delivery_lifecycle import OPTED_OUT_ERROR
 from campaigns.render import ContactData, RenderError, recipient_rng, render_message
 from gateway.messages import message_to_dict
 from storage import states, tables
@@ -34,8 +35,6 @@ _d: Table = tables.deliveries
 
 #: recipients read, rendered and inserted per round trip
 CHUNK = 5000
-
-OPTED_OUT_ERROR = "opted out"
 
 
 class CampaignMissing(LookupError):
@@ -508,7 +507,6 @@ def materialise_committed(
 
 __all__ = [
     "CHUNK",
-    "OPTED_OUT_ERROR",
     "CampaignMissing",
     "MaterialiseResult",
     "Recipient",

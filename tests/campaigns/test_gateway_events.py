@@ -8,8 +8,8 @@ from typing import Any
 
 from sqlalchemy import Engine, insert, select, update
 
-from campaigns import lifecycle, service, tracking
-from campaigns.materialise import materialise
+from campaigns import delivery_lifecycle, gateway_events, lifecycle, service
+from campaigns.delivery_rows import materialise
 from gatecast.settings import DEFAULT_OPT_OUT_KEYWORDS
 from gateway.events import (
     ConnectionStatus,
@@ -20,7 +20,6 @@ from gateway.events import (
     Presence,
 )
 from storage import tables
-from storage.queries import events as q_events
 from tests.campaigns.campaign_fixtures import NOW, make_list, people, phone, spec
 
 deliveries = tables.deliveries
@@ -55,8 +54,10 @@ def _row(engine: Engine, i: int) -> Any:
         return conn.execute(select(deliveries).where(deliveries.c.target == phone(i))).one()
 
 
-def _record(engine: Engine, events: list[Event]) -> tracking.ApplyStats:
-    return tracking.record_events(engine, events, opt_out_keywords=DEFAULT_OPT_OUT_KEYWORDS, now=T3)
+def _record(engine: Engine, events: list[Event]) -> gateway_events.ApplyStats:
+    return gateway_events.record_events(
+        engine, events, opt_out_keywords=DEFAULT_OPT_OUT_KEYWORDS, now=T3
+    )
 
 
 def st(i: int, status: DeliveryStatus, at: Any = None, code: str | None = None) -> MessageStatus:
@@ -128,7 +129,7 @@ def test_events_before_the_send_is_recorded_apply_later(engine: Engine) -> None:
     # the dispatcher records the id, then applies what is pending, in one transaction
     with engine.begin() as conn:
         conn.execute(update(deliveries).values(state="sent", message_id="m0", sent_at=NOW))
-        assert tracking.apply_pending(conn, ["m0"], now=T3) == 1
+        assert gateway_events.apply_pending(conn, ["m0"], now=T3) == 1
     assert _row(engine, 0).state == "delivered"
     with engine.connect() as conn:
         assert conn.execute(select(status_events.c.applied)).scalar_one() is True
@@ -217,16 +218,16 @@ def test_reply_matching_allows_for_the_gateway_clock(engine: Engine) -> None:
     assert (r0.reply_text, r0.replied_at) == ("hi 0", T3)  # stamp before the send: receipt
     assert (r1.reply_text, r1.replied_at) == ("hi 1", NOW)
     assert (r2.reply_text, r2.replied_at) == (None, None)
-    assert late - NOW > q_events.REPLY_CLOCK_SKEW
+    assert late - NOW > delivery_lifecycle.REPLY_CLOCK_SKEW
 
 
 def test_opt_out_matching() -> None:
     kw = DEFAULT_OPT_OUT_KEYWORDS
-    assert tracking.is_opt_out(" Stop ", kw)
-    assert tracking.is_opt_out("ARRÊT", kw) and tracking.is_opt_out("arret", kw)
-    assert tracking.is_opt_out("opt   out", kw)
-    assert not tracking.is_opt_out("please stop", kw)
-    assert not tracking.is_opt_out("", kw)
+    assert gateway_events.is_opt_out(" Stop ", kw)
+    assert gateway_events.is_opt_out("ARRÊT", kw) and gateway_events.is_opt_out("arret", kw)
+    assert gateway_events.is_opt_out("opt   out", kw)
+    assert not gateway_events.is_opt_out("please stop", kw)
+    assert not gateway_events.is_opt_out("", kw)
 
 
 def test_connection_status_clears_connection_pause(engine: Engine) -> None:
@@ -282,21 +283,21 @@ def test_race_between_webhook_and_dispatcher_is_closed(pg_url: str) -> None:
         webhook_conn = engine.connect()
         dispatcher_conn = engine.connect()
         with webhook_conn.begin():
-            tracking._record_statuses(
-                webhook_conn, [st(0, DeliveryStatus.DELIVERED, T1)], T3, tracking.ApplyStats()
+            gateway_events._record_statuses(
+                webhook_conn, [st(0, DeliveryStatus.DELIVERED, T1)], T3, gateway_events.ApplyStats()
             )
             with dispatcher_conn.begin():
                 dispatcher_conn.execute(
                     update(deliveries).values(state="sent", message_id="m0", sent_at=NOW)
                 )
-                assert tracking.apply_pending(dispatcher_conn, ["m0"], now=T3) == 0
+                assert gateway_events.apply_pending(dispatcher_conn, ["m0"], now=T3) == 0
         webhook_conn.close()
         dispatcher_conn.close()
         assert _row(engine, 0).state == "sent"  # the event was lost between the two
-        assert tracking.apply_recent_pending(engine, now=T3) == 1
+        assert gateway_events.apply_recent_pending(engine, now=T3) == 1
         assert _row(engine, 0).state == "delivered"
         # old unmatched events are left alone
-        assert tracking.apply_recent_pending(engine, now=T3 + timedelta(hours=1)) == 0
+        assert gateway_events.apply_recent_pending(engine, now=T3 + timedelta(hours=1)) == 0
     finally:
         engine.dispose()
 
@@ -306,8 +307,8 @@ def test_apply_recent_pending_window(engine: Engine) -> None:
     _record(engine, [st(0, DeliveryStatus.READ, T1)])
     with engine.begin() as conn:
         conn.execute(update(deliveries).values(state="sent", message_id="m0", sent_at=NOW))
-    assert tracking.apply_recent_pending(engine, now=T3 + timedelta(hours=1)) == 0
-    assert tracking.apply_recent_pending(engine, now=T3) == 1
+    assert gateway_events.apply_recent_pending(engine, now=T3 + timedelta(hours=1)) == 0
+    assert gateway_events.apply_recent_pending(engine, now=T3) == 1
     assert _row(engine, 0).state == "read"
 
 
@@ -329,11 +330,11 @@ def _times(engine: Engine, i: int) -> tuple[Any, Any, Any]:
 
 def test_event_time_takes_the_receipt_within_a_whole_second_stamp() -> None:
     got = _at(3.4)
-    assert tracking.event_time(None, got) == got  # no stamp: the receipt
-    assert tracking.event_time(_at(3), got) == got  # "during second 3", received in it
-    assert tracking.event_time(_at(1), got) == _at(1)  # received later: the stamp
-    assert tracking.event_time(_at(3.25), got) == _at(3.25)  # a fine stamp is kept
-    assert tracking.event_time(_at(5), got) == _at(5)  # ahead of our clock: left to SQL
+    assert gateway_events.event_time(None, got) == got  # no stamp: the receipt
+    assert gateway_events.event_time(_at(3), got) == got  # "during second 3", received in it
+    assert gateway_events.event_time(_at(1), got) == _at(1)  # received later: the stamp
+    assert gateway_events.event_time(_at(3.25), got) == _at(3.25)  # a fine stamp is kept
+    assert gateway_events.event_time(_at(5), got) == _at(5)  # ahead of our clock: left to SQL
 
 
 def test_truncated_or_skewed_stamps_never_precede_the_send(engine: Engine) -> None:
@@ -342,18 +343,18 @@ def test_truncated_or_skewed_stamps_never_precede_the_send(engine: Engine) -> No
     for i in range(3):
         _sent_at(engine, i, 0.7)
     events: list[Event] = [st(0, DeliveryStatus.DELIVERED, _at(0))]  # truncated, before send
-    tracking.record_events(engine, events, opt_out_keywords=(), now=_at(1.2))
-    tracking.record_events(
+    gateway_events.record_events(engine, events, opt_out_keywords=(), now=_at(1.2))
+    gateway_events.record_events(
         engine, [st(0, DeliveryStatus.READ, _at(1))], opt_out_keywords=(), now=_at(1.5)
     )
     assert _times(engine, 0) == (_at(0.7), _at(1.2), _at(1.5))
     # a gateway clock ahead of ours: its stamp is after the receipt
-    tracking.record_events(
+    gateway_events.record_events(
         engine, [st(1, DeliveryStatus.DELIVERED, _at(9.5))], opt_out_keywords=(), now=_at(1.1)
     )
     assert _times(engine, 1) == (_at(0.7), _at(1.1), None)
     # a failure stamped before the send fails at the receipt, never before its send
-    tracking.record_events(
+    gateway_events.record_events(
         engine, [st(2, DeliveryStatus.FAILED, _at(0), "404")], opt_out_keywords=(), now=_at(4)
     )
     assert _row(engine, 2).failed_at == _at(4)
@@ -368,8 +369,8 @@ def test_read_before_delivered_keeps_sent_delivered_read_in_order(engine: Engine
 
     def inbox(events: list[Event], now: Any) -> None:
         with engine.begin() as conn:
-            stats = tracking.store_events_in(conn, events, opt_out_keywords=(), now=now)
-            tracking.apply_pending(conn, stats.pending, now=now)
+            stats = gateway_events.store_events_in(conn, events, opt_out_keywords=(), now=now)
+            gateway_events.apply_pending(conn, stats.pending, now=now)
 
     inbox([st(i, DeliveryStatus.READ, _at(2.5)) for i in range(3)], _at(2.6))
     for i in range(3):
@@ -400,7 +401,7 @@ def test_status_times_never_go_backwards_in_any_order(engine: Engine) -> None:
             batches.append((_at(rng.uniform(1, 4)), [st(i, status, stamp)] * rng.randint(1, 2)))
     rng.shuffle(batches)
     for now, events in batches:
-        tracking.record_events(engine, events, opt_out_keywords=(), now=now)
+        gateway_events.record_events(engine, events, opt_out_keywords=(), now=now)
     for i in range(30):
         sent, delivered, read = _times(engine, i)
         assert sent <= delivered <= read, (i, sent, delivered, read)

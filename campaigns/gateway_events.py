@@ -10,10 +10,10 @@ webhook receiver's inbox, which applies them in larger batches with ``apply_pend
   message id no delivery carries yet stay unapplied; the dispatcher calls
   :func:`apply_pending` right after it records message ids. Each status's time is the
   event's (:func:`event_time`), never before the state before it
-  (:func:`storage.queries.events.status_time`).
+  (:data:`campaigns.delivery_lifecycle.STATUS_TIMES`).
 * incoming messages are stored once per message id; the newest delivery to that phone
   sent before the reply (allowing for the gateway's clock, see
-  :func:`storage.queries.events.record_reply`) gets the reply; a message that is only
+  :data:`campaigns.delivery_lifecycle.REPLY_CLOCK_SKEW`) gets the reply; a message that is only
   an opt-out keyword (trimmed, case-insensitive, accents folded) opts the contact out.
 * connection states update the instance; "connected" lifts a pause that a connection
   problem caused (relogin_required, not_activated, disconnected).
@@ -29,27 +29,16 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
+from campaigns import delivery_lifecycle as dl
+from campaigns.delivery_lifecycle import OPT_OUT_REASON, STATUS_TO_STATE
 from gateway.events import (
     ConnectionStatus,
-    DeliveryStatus,
     Event,
     IncomingMessage,
     MessageStatus,
 )
-from storage import states
 from storage.queries import events as q
 from storage.queries.contacts import set_opt_out
-
-#: gateway statuses -> the delivery state they move a row to (pending moves nothing)
-STATUS_TO_STATE: dict[DeliveryStatus, str] = {
-    DeliveryStatus.SENT: states.SENT,
-    DeliveryStatus.DELIVERED: states.DELIVERED,
-    DeliveryStatus.READ: states.READ,
-    DeliveryStatus.PLAYED: states.READ,
-    DeliveryStatus.FAILED: states.FAILED,
-}
-
-OPT_OUT_REASON = "replied with an opt-out keyword"
 
 
 @dataclass
@@ -99,8 +88,8 @@ def event_time(at: datetime | None, received: datetime) -> datetime:
     such a stamp says "during that second", so when the event was received within that
     second, the receipt time (finer, and never before the event) is taken instead.
 
-    The delivery's times then follow :func:`storage.queries.events.status_time` (never
-    before the state before them, whatever the order events arrive in).
+    The delivery's times then follow :data:`campaigns.delivery_lifecycle.STATUS_TIMES`
+    (never before the state before them, whatever the order events arrive in).
     """
     if at is None:
         return received
@@ -125,7 +114,7 @@ def apply_pending(conn: Connection, message_ids: Sequence[str], *, now: datetime
     for the dispatcher's hook signature: every stored event carries its own time.
     """
     del now
-    return q.apply_unapplied(conn, message_ids)
+    return q.apply_unapplied(conn, message_ids, dl.STATUS_RULES)
 
 
 def apply_recent_pending(
@@ -250,10 +239,33 @@ def _record_inbound(
         sender: str | None = row["sender_phone"]
         if sender is None:
             continue
-        if q.record_reply(conn, sender, row["text"], row["received_at"], received_at=now):
+        if _record_reply(conn, sender, row["text"], row["received_at"], received_at=now):
             stats.replies += 1
         if row["is_opt_out"] and set_opt_out(conn, sender, True, OPT_OUT_REASON, now):
             stats.opt_outs += 1
+
+
+def _record_reply(
+    conn: Connection, phone: str, text: str, at: datetime, *, received_at: datetime
+) -> bool:
+    """Attach a reply to the newest delivery to ``phone`` that it can answer.
+
+    ``at`` is the gateway's time of the incoming message (whole seconds of the gateway's
+    clock), ``received_at`` when gatecast received it (our clock). Candidates are the
+    deliveries sent no later than ``at + REPLY_CLOCK_SKEW`` (so a message sent after the
+    reply is never credited with it, while a stamp truncated to the second or a gateway
+    clock running behind ours still matches), and rows in flight, in the most recent
+    campaigns (:data:`~campaigns.delivery_lifecycle.REPLY_CAMPAIGN_WINDOW`); the time is
+    :func:`~campaigns.delivery_lifecycle.reply_time`. False when no delivery matches or
+    it already has a reply.
+    """
+    target = q.reply_target(
+        conn, phone, latest=at + dl.REPLY_CLOCK_SKEW, campaigns=dl.REPLY_CAMPAIGN_WINDOW
+    )
+    if target is None:
+        return False
+    delivery_id, sent_at = target
+    return q.set_reply(conn, delivery_id, text, dl.reply_time(at, received_at, sent_at))
 
 
 def record_events(
@@ -317,15 +329,18 @@ def _record_in(
         _record_inbound(conn, incoming, opt_out_keywords, now, stats)
     for ev in connections:
         if ev.instance_id and q.set_instance_state(
-            conn, ev.instance_id, ev.state, phone=ev.phone, now=now
+            conn,
+            ev.instance_id,
+            ev.state,
+            phone=ev.phone,
+            now=now,
+            clears=dl.CONNECTION_PAUSE_REASONS,
         ):
             stats.connection_updates += 1
     return stats
 
 
 __all__ = [
-    "OPT_OUT_REASON",
-    "STATUS_TO_STATE",
     "ApplyStats",
     "apply_all_pending",
     "apply_pending",

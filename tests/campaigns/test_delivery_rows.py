@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlalchemy import Engine, select, update
 
-from campaigns import materialise as mat
+from campaigns import delivery_rows as mat
 from campaigns.render import ContactData, recipient_rng, render_message
 from campaigns.service import create_campaign
 from gateway.messages import message_to_dict

@@ -1,0 +1,213 @@
+"""Delivery lifecycle: the one home of a delivery's rules (DESIGN.md decision 4).
+
+    queued -> sending -> sent -> delivered -> read
+                 |  \\-> unknown (ambiguous send, lease expired: never resent automatically)
+                 |   \\-> queued (retry later, or the sender could not send)
+                 +-> failed | skipped (opted out, unsendable)
+
+States only move forward: a status event raises a row's rank (:data:`RANK`), a failure
+lands only on a row that has not progressed past sent (:data:`FAILED_FROM`). Here live the
+states' order, which gateway status moves a row where (:data:`STATUS_TO_STATE`), what a
+send's outcome makes of a row (:func:`classify`), the time a status gives its state
+(:data:`STATUS_TIMES`), when a reply belongs to a delivery (:data:`REPLY_CAMPAIGN_WINDOW`,
+:data:`REPLY_CLOCK_SKEW`, :func:`reply_time`), and the pauses of senders (connection
+problems, error 463, failure bursts). Storage runs the statements and receives these rules
+as parameters; ``storage.states`` holds only the names of the states (the column's
+vocabulary), re-exported here.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime, timedelta
+from typing import NamedTuple, Protocol
+
+from gateway.events import DeliveryStatus
+from gateway.outcomes import OutcomeKind, SendOutcome
+from storage.queries.events import StatusRules
+from storage.states import ALL, DELIVERED, FAILED, QUEUED, READ, SENDING, SENT, SKIPPED, UNKNOWN
+
+#: Rank of each progress state; a status event only ever raises the rank.
+RANK: dict[str, int] = {QUEUED: 0, SENDING: 1, UNKNOWN: 1, SENT: 2, DELIVERED: 3, READ: 4}
+
+#: States a row never leaves on its own.
+TERMINAL = frozenset({FAILED, SKIPPED, READ})
+
+#: States of a row still to be sent or being sent: a campaign with none is finished.
+OPEN = (QUEUED, SENDING)
+
+#: States of a row whose send was attempted: the failure rate's denominator.
+ATTEMPTED = (SENT, DELIVERED, READ, FAILED, UNKNOWN)
+
+#: States a row may be in for each progress status to move it there (in rank order).
+FORWARD_FROM: dict[str, tuple[str, ...]] = {
+    SENT: (QUEUED, SENDING, UNKNOWN),
+    DELIVERED: (QUEUED, SENDING, UNKNOWN, SENT),
+    READ: (QUEUED, SENDING, UNKNOWN, SENT, DELIVERED),
+}
+
+#: A failure only lands on a row that has not progressed past sent.
+FAILED_FROM = (SENDING, SENT, UNKNOWN)
+#: The error of a row a failed status event fails ("... (code N)" with the gateway's code).
+GATEWAY_FAILED_ERROR = "failed by the gateway"
+
+#: The time a status gives its state: the gateway's stamp when plausible, else the
+#: receipt time, never before the time of the state before it (``lower``: the first of
+#: these states' times that is set) and never after a later state's time already
+#: recorded (``upper``), so sent_at <= delivered_at <= read_at in any arrival order.
+#: status -> (lower, upper)
+STATUS_TIMES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    SENT: ((), ()),
+    DELIVERED: ((SENT,), (READ,)),
+    READ: ((DELIVERED, SENT), ()),
+    FAILED: ((SENT,), ()),
+}
+
+#: The rules above as storage applies them (hashable: its statements are cached by them).
+STATUS_RULES = StatusRules(
+    forward_from=tuple(FORWARD_FROM.items()),
+    failed_from=FAILED_FROM,
+    failed_error=GATEWAY_FAILED_ERROR,
+    times=tuple(STATUS_TIMES.items()),
+)
+
+#: gateway statuses -> the delivery state they move a row to (pending moves nothing)
+STATUS_TO_STATE: dict[DeliveryStatus, str] = {
+    DeliveryStatus.SENT: SENT,
+    DeliveryStatus.DELIVERED: DELIVERED,
+    DeliveryStatus.READ: READ,
+    DeliveryStatus.PLAYED: READ,
+    DeliveryStatus.FAILED: FAILED,
+}
+
+#: The error of a row whose lease ran out while it was being sent (it becomes unknown).
+LEASE_EXPIRED_ERROR = "lease expired while sending: the process stopped mid-send"
+
+#: The error of a delivery skipped because its contact opted out.
+OPTED_OUT_ERROR = "opted out"
+
+#: Why a contact is opted out after replying with an opt-out keyword.
+OPT_OUT_REASON = "replied with an opt-out keyword"
+
+#: Paused reasons (prefixes) that a reconnect (a "connected" event) clears.
+CONNECTION_PAUSE_REASONS = ("relogin_required", "not_activated", "disconnected")
+
+#: The gateway's error code for "this account may not reach new contacts for a while"
+#: (an early ban sign): a failed status with it pauses the sender.
+RESTRICTION_CODE = "463"
+RESTRICTION_PAUSE_REASON = (
+    f"error {RESTRICTION_CODE} reported by the gateway (may not reach new contacts)"
+)
+
+#: replies are matched against the deliveries of this many most recent campaigns
+REPLY_CAMPAIGN_WINDOW = 50
+#: how far a gateway's message time may trail our clock: its stamps are whole seconds
+#: and its clock is not ours (a delivery sent later than reply time + this is not a match)
+REPLY_CLOCK_SKEW = timedelta(minutes=5)
+
+
+def reply_time(at: datetime, received_at: datetime, sent_at: datetime | None) -> datetime:
+    """A reply's ``replied_at``: the gateway's time ``at`` when it lies between the send
+    and our receipt (``received_at``), else ``received_at`` (a truncated or skewed stamp
+    says nothing better)."""
+    plausible = at <= received_at and (sent_at is None or sent_at <= at)
+    return at if plausible else received_at
+
+
+def burst_pause_reason(failures: int) -> str:
+    """Why a sender is paused after ``failures`` permanent failures in a row."""
+    return f"burst of {failures} consecutive failures"
+
+
+class Bucket(enum.Enum):
+    """Where a send's outcome puts its row."""
+
+    SENT = "sent"  # accepted, with a message id
+    REQUEUE = "requeue"  # refused before sending: queued again after a backoff
+    REFUND = "refund"  # the sender cannot send: queued again, the attempt given back
+    FAILED = "failed"
+    UNKNOWN = "unknown"  # may or may not have left: never resent automatically
+    SKIPPED = "skipped"  # opted out at send time
+
+
+class Verdict(NamedTuple):
+    """A row's bucket, with the error and gateway error code it records."""
+
+    bucket: Bucket
+    error: str | None = None
+    error_code: str | None = None
+
+
+class SupportsRetry(Protocol):
+    """What :func:`classify` needs of a retry policy (``scheduler.retry.RetryPolicy``)."""
+
+    def should_retry(self, attempts: int) -> bool:
+        """True when a row that has made ``attempts`` attempts may try again."""
+        ...
+
+
+_SENT = Verdict(Bucket.SENT)
+_SKIPPED = Verdict(Bucket.SKIPPED, OPTED_OUT_ERROR)
+
+
+def classify(
+    outcome: SendOutcome | None, attempts: int, retry: SupportsRetry, error: str | None = None
+) -> Verdict:
+    """What a send's ``outcome`` makes of its row, after ``attempts`` attempts.
+
+    ``outcome`` None: the row was not sent, for ``error`` (opted out: skipped; anything
+    else, such as unsendable content: failed).
+    """
+    if outcome is None:
+        return _SKIPPED if error == OPTED_OUT_ERROR else Verdict(Bucket.FAILED, error)
+    kind = outcome.kind
+    if kind is OutcomeKind.ACCEPTED and outcome.message_id:
+        return _SENT
+    if kind is OutcomeKind.RETRYABLE:
+        if retry.should_retry(attempts):
+            return Verdict(Bucket.REQUEUE, outcome.reason)
+        msg = f"gave up after {attempts} attempts: {outcome.reason}"
+        return Verdict(Bucket.FAILED, msg, outcome.error_code)
+    if kind is OutcomeKind.INSTANCE:
+        return Verdict(Bucket.REFUND, outcome.reason)
+    if kind is OutcomeKind.PERMANENT:
+        return Verdict(Bucket.FAILED, outcome.reason or "refused", outcome.error_code)
+    # AMBIGUOUS, or "accepted" without an id
+    return Verdict(Bucket.UNKNOWN, outcome.reason or "ambiguous send outcome")
+
+
+__all__ = [
+    "ALL",
+    "ATTEMPTED",
+    "CONNECTION_PAUSE_REASONS",
+    "DELIVERED",
+    "FAILED",
+    "FAILED_FROM",
+    "FORWARD_FROM",
+    "GATEWAY_FAILED_ERROR",
+    "LEASE_EXPIRED_ERROR",
+    "OPEN",
+    "OPTED_OUT_ERROR",
+    "OPT_OUT_REASON",
+    "QUEUED",
+    "RANK",
+    "READ",
+    "REPLY_CAMPAIGN_WINDOW",
+    "REPLY_CLOCK_SKEW",
+    "RESTRICTION_CODE",
+    "RESTRICTION_PAUSE_REASON",
+    "SENDING",
+    "SENT",
+    "SKIPPED",
+    "STATUS_RULES",
+    "STATUS_TIMES",
+    "STATUS_TO_STATE",
+    "TERMINAL",
+    "UNKNOWN",
+    "Bucket",
+    "SupportsRetry",
+    "Verdict",
+    "burst_pause_reason",
+    "classify",
+    "reply_time",
+]

@@ -1,0 +1,152 @@
+"""Recording: every outcome of a batch in bulk, in one transaction.
+
+Each row goes where :func:`campaigns.delivery_lifecycle.classify` puts it (a sent row's
+``sent_at`` is the moment the gateway's answer to its own send came back); senders with
+instance problems or a burst of permanent failures are paused; webhook events that
+arrived before their send was recorded are then applied (``apply_pending``).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, fields
+from datetime import datetime, timedelta
+
+from sqlalchemy import Connection, Engine
+
+from campaigns import delivery_lifecycle as dl
+from campaigns.delivery_lifecycle import Bucket
+from gateway.outcomes import InstanceProblem, OutcomeKind
+from scheduler.claiming import Job
+from scheduler.clock import Clock
+from storage.queries import deliveries as dq
+from storage.queries import instances as iq
+
+log = logging.getLogger("gatecast.dispatch")
+
+#: applies stored status events of these message ids (``campaigns.gateway_events.apply_pending``)
+ApplyPending = Callable[[Connection, Sequence[str], datetime], int]
+
+
+def default_apply_pending(conn: Connection, message_ids: Sequence[str], now: datetime) -> int:
+    """``campaigns.gateway_events.apply_pending`` (imported when first used)."""
+    from campaigns.gateway_events import apply_pending
+
+    return int(apply_pending(conn, message_ids, now=now))
+
+
+@dataclass
+class Recorded:
+    """How many rows went where."""
+
+    sent: int = 0
+    retried: int = 0
+    failed: int = 0
+    unknown: int = 0
+    skipped: int = 0
+
+    def add(self, other: Recorded) -> None:
+        """Count ``other``'s rows too."""
+        for f in fields(Recorded):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+
+class Recorder:
+    """Records outcomes; keeps each sender's streak of permanent failures."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        clock: Clock,
+        rng: random.Random,
+        failure_burst: int,
+        apply_pending: ApplyPending,
+        on_outcome: Callable[[str], None] | None,
+        note_pause: Callable[[str, str], None],
+        check_safety: Callable[[Iterable[int], datetime], None],
+    ) -> None:
+        self.engine = engine
+        self.clock = clock
+        self.rng = rng
+        self.failure_burst = failure_burst
+        self.apply_pending = apply_pending
+        self._on_outcome = on_outcome  # e.g. a metrics counter of the layer above
+        self._note_pause = note_pause
+        self._check_safety = check_safety
+        self._streaks: dict[str, int] = {}
+
+    def record(self, jobs: list[Job]) -> Recorded:
+        """Record the outcomes of ``jobs`` (see the module doc); returns the counts."""
+        now = self.clock.now()
+        sent: list[tuple[int, str, datetime]] = []
+        requeue: list[tuple[int, datetime, str | None]] = []
+        refund: list[tuple[int, datetime, str | None]] = []
+        failed: list[tuple[int, str | None, str | None]] = []
+        unknown: list[tuple[int, str | None, str | None]] = []
+        skipped: list[tuple[int, str | None, str | None]] = []
+        pauses: dict[str, str] = {}
+        gone: set[str] = set()
+        linked: set[str] = set()
+        for job in jobs:
+            row, outcome = job.row, job.outcome
+            sender = row.sender or ""
+            bucket, error, code = dl.classify(outcome, row.attempts, job.policy.retry, job.error)
+            if outcome is None:
+                (skipped if bucket is Bucket.SKIPPED else failed).append((row.id, error, code))
+                continue
+            if self._on_outcome is not None:
+                self._on_outcome(outcome.kind.value)
+            if bucket is Bucket.SENT:
+                assert outcome.message_id is not None
+                # sent_at: the gateway's acceptance of this send, not this batch's recording
+                sent.append((row.id, outcome.message_id, job.answered_at or now))
+                self._streaks[sender] = 0
+                linked.add(sender)
+            elif bucket is Bucket.REQUEUE:
+                delay = job.policy.retry.delay(row.attempts, self.rng, outcome.retry_after)
+                requeue.append((row.id, now + timedelta(seconds=delay), error))
+            elif bucket is Bucket.REFUND:
+                reason = outcome.problem.value if outcome.problem else "instance problem"
+                pauses.setdefault(sender, reason)
+                if outcome.problem is InstanceProblem.INVALID_INSTANCE:
+                    gone.add(sender)
+                refund.append((row.id, now, error))
+                log.warning(
+                    "sender %s cannot send (%s): %s; its rows wait",
+                    sender,
+                    reason,
+                    outcome.reason,
+                )
+            elif bucket is Bucket.FAILED:
+                failed.append((row.id, error, code))
+                if outcome.kind is OutcomeKind.PERMANENT:
+                    self._streaks[sender] = self._streaks.get(sender, 0) + 1
+                    if self.failure_burst and self._streaks[sender] >= self.failure_burst:
+                        pauses.setdefault(sender, dl.burst_pause_reason(self._streaks[sender]))
+                        self._streaks[sender] = 0
+            else:
+                unknown.append((row.id, error, code))
+        with self.engine.begin() as conn:
+            dq.record_sent(conn, sent)
+            dq.record_requeued(conn, requeue)
+            dq.record_requeued(conn, refund, refund_attempt=True)
+            dq.record_terminal(conn, failed, state=dl.FAILED, now=now)
+            dq.record_terminal(conn, unknown, state=dl.UNKNOWN, now=now)
+            dq.record_terminal(conn, skipped, state=dl.SKIPPED, now=now)
+            for sender, reason in pauses.items():
+                if iq.pause(conn, sender, reason, now=now):
+                    self._note_pause(sender, reason)
+            for sender in gone:  # the gateway no longer knows this id
+                iq.mark_state(conn, sender, iq.GONE, now=now)
+            iq.mark_linked_by_send(conn, sorted(linked - set(pauses)), now=now)
+            if sent:
+                self.apply_pending(conn, [m for _, m, _ in sent], now)
+        if failed or unknown:
+            self._check_safety({j.row.campaign_id for j in jobs}, now)
+        return Recorded(len(sent), len(requeue), len(failed), len(unknown), len(skipped))
+
+
+__all__ = ["ApplyPending", "Recorded", "Recorder", "default_apply_pending"]

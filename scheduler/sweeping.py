@@ -1,0 +1,220 @@
+"""Sweeping: the dispatcher's housekeeping around claims and sends.
+
+Expired leases (rows left ``sending`` by a dead process become ``unknown``), senders
+paused for error-463 status events, stored status events whose message id a delivery
+now carries, sticky senders that cannot send handing their queued rows over (see
+:meth:`Sweeper.hand_over`), the failure-rate safety check, and campaigns with nothing
+left to send completed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
+
+from sqlalchemy import Connection, Engine
+
+from campaigns import delivery_lifecycle as dl
+from campaigns import lifecycle
+from campaigns.delivery_rows import pick_sender
+from gateway.outcomes import InstanceProblem
+from scheduler.claiming import RunningCampaign
+from scheduler.clock import Clock
+from scheduler.recording import ApplyPending
+from storage.queries import deliveries as dq
+from storage.queries import instances as iq
+
+log = logging.getLogger("gatecast.dispatch")
+
+
+class Sweeper:
+    """Housekeeping of one dispatcher; keeps which campaigns are stalled."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        clock: Clock,
+        apply_pending: ApplyPending,
+        note_pause: Callable[[str, str], None],
+        campaigns: dict[int, RunningCampaign],
+        sender_grace: timedelta,
+    ) -> None:
+        self.engine = engine
+        self.clock = clock
+        self.apply_pending = apply_pending
+        self._note_pause = note_pause
+        self._campaigns = campaigns  # the claimer's running campaigns (read only)
+        self.sender_grace = sender_grace
+        self._last_sweep: datetime | None = None
+        self._last_hand_over: dict[int, datetime] = {}
+        #: running campaigns no sender can send for: campaign id -> why (senders, reasons)
+        self.stalled: dict[int, str] = {}
+
+    def expire_and_pause(self, conn: Connection, now: datetime) -> int:
+        """Expire leases and pause senders that received error-463 status events;
+        returns how many rows became ``unknown``."""
+        expired = dq.expire_leases(conn, now=now, error=dl.LEASE_EXPIRED_ERROR)
+        reason = dl.RESTRICTION_PAUSE_REASON
+        for instance_id in iq.pause_on_restriction_events(
+            conn, now=now, code=dl.RESTRICTION_CODE, reason=reason
+        ):
+            self._note_pause(instance_id, reason)
+        return expired
+
+    def forget(self, campaign_ids: Iterable[int]) -> None:
+        """Drop what is kept of campaigns that stopped running."""
+        for cid in campaign_ids:
+            self.stalled.pop(cid, None)
+            self._last_hand_over.pop(cid, None)
+
+    def sweep_now_and_then(self, now: datetime) -> None:
+        """:meth:`sweep_pending_events`, about once a second."""
+        if self._last_sweep is None or now - self._last_sweep >= timedelta(seconds=1):
+            self._last_sweep = now
+            self.sweep_pending_events()
+
+    def sweep_pending_events(self) -> int:
+        """Apply stored status events whose message id a delivery now carries.
+
+        Closes the race where an event commits (unapplied) right after the dispatcher
+        recorded its id and looked for pending events. Runs about once a second.
+        """
+        applied = 0
+        with self.engine.begin() as conn:
+            ids = dq.unapplied_known_message_ids(conn)
+            if ids:
+                applied = self.apply_pending(conn, ids, self.clock.now())
+        return applied
+
+    def hand_over(self, camp: RunningCampaign, now: datetime) -> None:
+        """Move queued rows off senders that cannot send to the campaign's healthy
+        senders (see ``scheduler.dispatcher``); record or clear the campaign's stall."""
+        last = self._last_hand_over.get(camp.id)
+        if last is not None and now - last < timedelta(seconds=1) and camp.id not in self.stalled:
+            return
+        self._last_hand_over[camp.id] = now
+        with self.engine.begin() as conn:
+            health = iq.health(conn, camp.senders)
+            unable = {
+                s: h for s, h in health.items() if h.paused_reason is not None or h.state == iq.GONE
+            }
+            orphans = iq.has_unassigned(conn, camp.id)
+            if not unable and not orphans:
+                self.stalled.pop(camp.id, None)
+                return
+            named = list(camp.policy.instances)
+            if named:
+                pool_health = iq.health(conn, named)
+                pool = [
+                    i
+                    for i in named
+                    if i in pool_health
+                    and pool_health[i].paused_reason is None
+                    and pool_health[i].state not in iq.UNABLE_STATES
+                ]
+            else:
+                pool = iq.usable_ids(conn)
+            pool = [i for i in pool if i not in unable]
+            due = [
+                s
+                for s, h in unable.items()
+                if h.state == iq.GONE
+                or str(h.paused_reason).startswith(InstanceProblem.INVALID_INSTANCE.value)
+                or h.paused_at is None
+                or now - h.paused_at >= self.sender_grace
+            ]
+            if pool:
+                moved = 0
+                for sender in [*due, *([None] if orphans else [])]:
+                    rows = iq.queued_targets(conn, camp.id, sender)
+                    moves = [(rid, pick_sender(target, pool) or pool[0]) for rid, target in rows]
+                    moved += iq.reassign_queued(conn, moves)
+                    if sender is not None and moves:
+                        log.warning(
+                            "campaign %s: sender %s cannot send (%s): %d queued recipient(s) "
+                            "handed to %s",
+                            camp.id,
+                            sender,
+                            unable[sender].paused_reason or unable[sender].state,
+                            len(moves),
+                            ", ".join(pool),
+                        )
+                if moved:
+                    camp.senders = dq.queued_senders(conn, camp.id)
+                    camp.senders_checked_at = now
+                self.stalled.pop(camp.id, None)
+                return
+            waiting = [s for s in camp.senders if s not in unable]
+            if waiting:  # some sender with queued rows can still send
+                self.stalled.pop(camp.id, None)
+                return
+            why = ", ".join(
+                f"{s} ({h.paused_reason or h.state})" for s, h in sorted(unable.items())
+            )
+            if orphans:
+                why = ", ".join(filter(None, [why, "recipients of a forgotten sender"]))
+            queued = dq.state_counts(conn, camp.id).get(dl.QUEUED, 0)
+        if camp.id not in self.stalled:
+            log.warning(
+                "campaign %s: no sender can send (%s); %d recipient(s) wait",
+                camp.id,
+                why,
+                queued,
+            )
+        self.stalled[camp.id] = f"{why}; {queued} recipient(s) wait"
+
+    def check_safety(self, campaign_ids: Iterable[int], now: datetime) -> None:
+        """Pause each campaign whose failure rate passed its threshold."""
+        for cid in campaign_ids:
+            camp = self._campaigns.get(cid)
+            if camp is None:
+                continue
+            safety = camp.policy.safety
+            with self.engine.begin() as conn:
+                counts = dq.state_counts(conn, cid)
+                attempted = sum(counts[s] for s in dl.ATTEMPTED)
+                if attempted < max(1, safety.min_sample):
+                    continue
+                rate = counts[dl.FAILED] / attempted
+                if rate <= safety.max_failure_rate:
+                    continue
+                reason = (
+                    f"failure rate {rate:.0%} of {attempted} attempts passed the limit "
+                    f"{safety.max_failure_rate:.0%}"
+                )
+                try:
+                    lifecycle.transition(conn, cid, lifecycle.PAUSED, reason=reason, now=now)
+                except lifecycle.InvalidTransition:
+                    continue
+            log.warning("campaign %s paused: %s", cid, reason)
+
+    def finish_campaigns(self, running: list[RunningCampaign]) -> list[int]:
+        """Complete the campaigns with nothing left to send; returns their ids."""
+        now = self.clock.now()
+        completed: list[int] = []
+        for camp in running:
+            with self.engine.begin() as conn:
+                if dq.has_pending(conn, camp.id, open_states=dl.OPEN):
+                    continue
+                try:
+                    lifecycle.transition(conn, camp.id, lifecycle.COMPLETED, now=now)
+                except lifecycle.InvalidTransition:
+                    continue
+            completed.append(camp.id)
+            log.info("campaign %s completed", camp.id)
+        return completed
+
+
+def refresh_pauses(
+    conn: Connection, running: list[RunningCampaign], paused: dict[str, str]
+) -> dict[str, str]:
+    """The paused senders (id -> reason) as the database has them, among the running
+    campaigns' senders and those ``paused`` before (a resume elsewhere clears them)."""
+    senders = sorted({s for camp in running for s in camp.senders} | set(paused))
+    state = iq.pause_state(conn, senders)
+    return {k: v for k, v in state.items() if v}
+
+
+__all__ = ["Sweeper", "refresh_pauses"]
