@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx
 
+from tests.web.api.test_campaigns import CAMPAIGN, _with_contacts
 from tests.web.conftest import API_KEY, LiveApp, gateway_factory_for
-from tests.web.test_api_campaigns import CAMPAIGN, _with_contacts
 
 
 @contextmanager

@@ -12,8 +12,8 @@ import pytest
 
 from scheduler.dispatcher import Dispatcher
 from scheduler.starts import start_campaign
+from tests.web.api.test_contacts import SAMPLES, upload, wait_import
 from tests.web.conftest import LiveApp, gateway_factory_for
-from tests.web.test_api_contacts import SAMPLES, upload, wait_import
 
 CAMPAIGN: dict[str, Any] = {
     "name": "Spring sale",

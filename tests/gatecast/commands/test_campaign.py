@@ -18,7 +18,7 @@ from storage import tables
 from storage.engine import make_engine, upgrade
 from tests.campaigns.campaign_fixtures import NOW, make_list, people, phone
 
-SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+SAMPLES = Path(__file__).resolve().parents[3] / "samples"
 deliveries = tables.deliveries
 runner = CliRunner()
 

@@ -12,7 +12,7 @@ from sqlalchemy import Engine
 
 from tests.web.conftest import LiveApp
 
-SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+SAMPLES = Path(__file__).resolve().parents[3] / "samples"
 
 
 def wait_import(api: httpx.Client, import_id: int) -> dict[str, Any]:

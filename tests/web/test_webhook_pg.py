@@ -19,7 +19,7 @@ from gateway.event_parsing import parse_webhook
 from gateway.events import Event
 from storage.engine import make_engine
 from tests.campaigns.campaign_fixtures import NOW, phone
-from tests.gatecast.test_webhook import (
+from tests.web.test_webhook import (
     SECRET,
     _campaign,
     _counts,

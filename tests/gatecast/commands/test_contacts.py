@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from gatecast.cli import app
 from gatecast.settings import get_settings
 
-SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+SAMPLES = Path(__file__).resolve().parents[3] / "samples"
 runner = CliRunner()
 
 
