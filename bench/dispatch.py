@@ -373,7 +373,7 @@ def run_gatecast_campaign(
     from gateway.client import GatewayClient
     from scheduler.dispatcher import Dispatcher
     from scheduler.starts import start_campaign
-    from storage.queries import deliveries as dq
+    from storage.queries.campaigns import delivery_counts
     from storage.types import utcnow
 
     with stopwatch() as t_create:
@@ -395,7 +395,7 @@ def run_gatecast_campaign(
     ):
         dispatcher.run(until_done=True)
     with engine.connect() as conn:
-        counts = dq.state_counts(conn, cid)
+        counts = delivery_counts(conn, cid)
     return {
         "campaign_id": cid,
         "create_s": t_create[0],

@@ -44,7 +44,7 @@ def _child(url: str, sandbox_url: str, campaign_id: int, timeout: float) -> dict
     from scheduler.service import Service, ServiceOptions
     from scheduler.starts import start_campaign
     from storage.engine import make_engine
-    from storage.queries import deliveries as dq
+    from storage.queries.campaigns import delivery_counts
     from storage.types import utcnow
 
     engine = make_engine(url)
@@ -84,7 +84,7 @@ def _child(url: str, sandbox_url: str, campaign_id: int, timeout: float) -> dict
         service.stop()
     t2 = time.perf_counter()
     with engine.connect() as conn:
-        counts = {k: v for k, v in dq.state_counts(conn, campaign_id).items() if v}
+        counts = {k: v for k, v in delivery_counts(conn, campaign_id).items() if v}
     engine.dispose()
     return {
         "state": state,

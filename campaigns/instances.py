@@ -169,15 +169,6 @@ def list_all(conn: Connection, instance_id: str | None = None) -> list[InstanceR
     return [InstanceRecord.of(r) for r in conn.execute(query).mappings()]
 
 
-def require(engine: Engine, instance_id: str) -> InstanceRecord:
-    """The stored row of ``instance_id``; :class:`UnknownInstance` when there is none."""
-    with engine.connect() as conn:
-        record = get(conn, instance_id)
-    if record is None:
-        raise UnknownInstance(instance_id)
-    return record
-
-
 def _refuse_gone(engine: Engine, instance_id: str) -> None:
     with engine.connect() as conn:
         record = get(conn, instance_id)
@@ -455,7 +446,6 @@ __all__ = [
     "mark_connected",
     "mark_gone",
     "operate",
-    "require",
     "reset",
     "resume",
     "set_webhook",

@@ -20,7 +20,8 @@ from gateway.messages import Message, message_from_dict
 from gateway.outcomes import SendOutcome
 from scheduler.pacing import cap_remaining, next_send_at, slots_per_claim
 from scheduler.policy import CampaignPolicy, policy_from_spec
-from scheduler.windows import local_day_start, next_local_day_start
+from scheduler.sender_usage import sends_today
+from scheduler.windows import next_local_day_start
 from storage import tables
 from storage.queries import deliveries as dq
 from storage.queries import instances as iq
@@ -180,8 +181,8 @@ class Claimer:
                     return "taken"
                 limit = slots_per_claim(pace, per_sender)
             if capped:
-                day_start = local_day_start(now, camp.policy.timezone)
-                remaining = cap_remaining(pace, dq.sends_since(conn, sender, day_start))
+                sent = sends_today(conn, sender, now, camp.policy.timezone)
+                remaining = cap_remaining(pace, sent)
                 if remaining is not None:
                     if remaining == 0:
                         conn.rollback()  # the slot stays as it was

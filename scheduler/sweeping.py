@@ -24,6 +24,7 @@ from scheduler.clock import Clock
 from scheduler.recording import ApplyPending
 from storage.queries import deliveries as dq
 from storage.queries import instances as iq
+from storage.queries.campaigns import delivery_counts
 
 log = logging.getLogger("gatecast.dispatch")
 
@@ -155,7 +156,7 @@ class Sweeper:
             )
             if orphans:
                 why = ", ".join(filter(None, [why, "recipients of a forgotten sender"]))
-            queued = dq.state_counts(conn, camp.id).get(dl.QUEUED, 0)
+            queued = delivery_counts(conn, camp.id).get(dl.QUEUED, 0)
         if camp.id not in self.stalled:
             log.warning(
                 "campaign %s: no sender can send (%s); %d recipient(s) wait",
@@ -173,7 +174,7 @@ class Sweeper:
                 continue
             safety = camp.policy.safety
             with self.engine.begin() as conn:
-                counts = dq.state_counts(conn, cid)
+                counts = delivery_counts(conn, cid)
                 attempted = sum(counts[s] for s in dl.ATTEMPTED)
                 if attempted < max(1, safety.min_sample):
                     continue

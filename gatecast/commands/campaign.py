@@ -34,7 +34,12 @@ campaign_app = typer.Typer(
     no_args_is_help=True,
 )
 
-_STATE_ORDER = ("queued", "sending", "sent", "delivered", "read", "failed", "unknown", "skipped")
+
+def _delivery_states() -> tuple[str, ...]:
+    """Every delivery state in lifecycle order (imported when a command runs)."""
+    from storage.states import ALL
+
+    return ALL
 
 
 @contextmanager
@@ -105,7 +110,7 @@ def _schedule_text(start_at: datetime | None, cron: str | None, tz: str) -> str:
 
 
 def _counts_text(counts: dict[str, int]) -> str:
-    return ", ".join(f"{s} {counts[s]:,}" for s in _STATE_ORDER if counts.get(s)) or "-"
+    return ", ".join(f"{s} {counts[s]:,}" for s in _delivery_states() if counts.get(s)) or "-"
 
 
 def _preview_text(content: dict[str, Any]) -> str:
@@ -245,7 +250,7 @@ def show_cmd(
         ("recipients", f"{d.total:,}"),
     ):
         table.add_row(label, escape(str(value)))
-    for state in _STATE_ORDER:
+    for state in _delivery_states():
         if d.counts.get(state):
             table.add_row(f"  {state}", f"{d.counts[state]:,}")
     console.print(table)
@@ -358,7 +363,7 @@ def print_summary(summary: ReportSummary) -> None:
         ("median time to read", seconds(summary.median_seconds_to_read)),
     ):
         table.add_row(label, value)
-    for state in _STATE_ORDER:
+    for state in _delivery_states():
         if summary.counts.get(state):
             table.add_row(f"  state {state}", f"{summary.counts[state]:,}")
     console.print(table)

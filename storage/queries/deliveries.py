@@ -268,17 +268,6 @@ def queued_senders(conn: Connection, campaign_id: int) -> list[str]:
     return [str(r[0]) for r in conn.execute(stmt) if r[0] is not None]
 
 
-def state_counts(conn: Connection, campaign_id: int) -> dict[str, int]:
-    """Number of the campaign's rows in each delivery state (all states present)."""
-    counts = dict.fromkeys(states.ALL, 0)
-    stmt = (
-        select(_d.c.state, func.count()).where(_d.c.campaign_id == campaign_id).group_by(_d.c.state)
-    )
-    for state, n in conn.execute(stmt):
-        counts[str(state)] = int(n)
-    return counts
-
-
 __all__ = [
     "NEW_DELIVERY_COLUMNS",
     "ClaimedRow",
@@ -297,7 +286,6 @@ __all__ = [
     "refresh_statistics",
     "sends_since",
     "sends_since_by_sender",
-    "state_counts",
 ]
 
 

@@ -13,6 +13,7 @@ from fastapi.templating import Jinja2Templates
 from gatecast.web.auth import sign_in, sign_out
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.dashboard.session import require_session, safe_next
+from storage import states
 
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 
@@ -145,7 +146,7 @@ def campaign_page(request: Request, campaign_id: int, ctx: Ctx) -> HTMLResponse:
         response = render(request, "not_found.html", what=f"campaign {campaign_id}")
         response.status_code = 404
         return response
-    return render(request, "campaign.html", campaign=detail)
+    return render(request, "campaign.html", campaign=detail, delivery_states=states.ALL)
 
 
 router.include_router(page)
