@@ -285,6 +285,10 @@ class _RowBuilder:
                     out[target] = previous
         return out
 
+    def skipped(self, reason: str) -> tuple[Any, ...]:
+        """The tail of a skipped row (state, attempts, due, content, error, created)."""
+        return (states.SKIPPED, 0, None, self.empty, reason, self.now)
+
     def rows(
         self, todo: Sequence[_Input], senders: dict[str, str | None]
     ) -> tuple[list[tuple[Any, ...]], int]:
@@ -297,21 +301,7 @@ class _RowBuilder:
         for target, kind, contact_id, data, opted_out in todo:
             sender = single or senders.get(target)
             if opted_out:
-                append(
-                    (
-                        cid,
-                        target,
-                        kind,
-                        contact_id,
-                        sender,
-                        states.SKIPPED,
-                        0,
-                        None,
-                        self.empty,
-                        OPTED_OUT_ERROR,
-                        now,
-                    )
-                )
+                append((cid, target, kind, contact_id, sender, *self.skipped(OPTED_OUT_ERROR)))
                 continue
             if static is not None:
                 body = static
@@ -319,21 +309,8 @@ class _RowBuilder:
                 try:
                     message = render_message(self.message, data, _LazyRng(cid, target))
                 except RenderError as exc:
-                    append(
-                        (
-                            cid,
-                            target,
-                            kind,
-                            contact_id,
-                            sender,
-                            states.SKIPPED,
-                            0,
-                            None,
-                            self.empty,
-                            exc.reason[:1000],
-                            now,
-                        )
-                    )
+                    skipped = self.skipped(exc.reason[:1000])
+                    append((cid, target, kind, contact_id, sender, *skipped))
                     continue
                 body = content(message_to_dict(message))
             append((cid, target, kind, contact_id, sender, states.QUEUED, 0, now, body, None, now))

@@ -22,18 +22,7 @@ from jinja2 import StrictUndefined, Template, TemplateError, UndefinedError
 from jinja2.sandbox import SandboxedEnvironment
 
 from campaigns.campaign_file import MessageSpec
-from gateway.messages import (
-    Button,
-    Interactive,
-    LegacyTemplate,
-    ListMessage,
-    ListRow,
-    ListSection,
-    Media,
-    Message,
-    TemplateButton,
-    Text,
-)
+from gateway import messages as gm
 
 _env = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
 
@@ -162,7 +151,7 @@ def render_text(source: str, variables: Mapping[str, Any], rng: random.Random) -
     return spin(rendered, rng)
 
 
-def render_message(spec: MessageSpec, contact: ContactData, rng: random.Random) -> Message:
+def render_message(spec: MessageSpec, contact: ContactData, rng: random.Random) -> gm.Message:
     """The message for one recipient; raises :class:`RenderError` when it cannot render."""
     v = contact.variables()
 
@@ -170,20 +159,20 @@ def render_message(spec: MessageSpec, contact: ContactData, rng: random.Random) 
         return render_text(source, v, rng)
 
     if spec.type == "text":
-        return Text(text=r(spec.text))
+        return gm.Text(text=r(spec.text))
     if spec.type == "media":
         assert spec.media_url is not None
-        return Media(
+        return gm.Media(
             media_url=spec.media_url, caption=r(spec.media_caption), filename=spec.filename
         )
     if spec.type == "interactive":
-        return Interactive(
+        return gm.Interactive(
             text=r(spec.text),
             title=r(spec.title),
             subtitle=r(spec.subtitle),
             footer=r(spec.footer),
             buttons=tuple(
-                Button(
+                gm.Button(
                     kind=b.kind,
                     display_text=r(b.display_text),
                     id=b.id,
@@ -195,23 +184,26 @@ def render_message(spec: MessageSpec, contact: ContactData, rng: random.Random) 
             ),
         )
     if spec.type == "template":
-        return LegacyTemplate(
+        return gm.LegacyTemplate(
             text=r(spec.text),
             footer=r(spec.footer),
             buttons=tuple(
-                TemplateButton(display_text=r(b.display_text), id=b.id or "") for b in spec.buttons
+                gm.TemplateButton(display_text=r(b.display_text), id=b.id or "")
+                for b in spec.buttons
             ),
         )
-    return ListMessage(
+    return gm.ListMessage(
         text=r(spec.text),
         title=r(spec.title),
         footer=r(spec.footer),
         button_text=r(spec.button_text),
         sections=tuple(
-            ListSection(
+            gm.ListSection(
                 title=r(s.title),
                 rows=tuple(
-                    ListRow(title=r(row.title), row_id=row.row_id, description=r(row.description))
+                    gm.ListRow(
+                        title=r(row.title), row_id=row.row_id, description=r(row.description)
+                    )
                     for row in s.rows
                 ),
             )

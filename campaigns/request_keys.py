@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import Engine
 
 from storage.queries import idempotency as q
-from storage.queries.idempotency import StoredKey
+from storage.queries.idempotency import KeyRequest, StoredKey
 
 #: how long a key and its answer are kept
 KEEP_FOR = timedelta(hours=24)
@@ -22,25 +22,12 @@ KEEP_FOR = timedelta(hours=24)
 ABANDONED_AFTER = timedelta(minutes=10)
 
 
-def claim(
-    engine: Engine,
-    *,
-    principal: str,
-    key: str,
-    fingerprint: str,
-    method: str,
-    path: str,
-    now: datetime,
-) -> tuple[bool, StoredKey]:
-    """Claim ``key`` for ``principal``: ``(True, row)`` when this caller claimed it, else
-    ``(False, row)`` with the claim someone else holds (done or still in progress)."""
+def claim(engine: Engine, request: KeyRequest, *, now: datetime) -> tuple[bool, StoredKey]:
+    """Claim ``request``'s key for its principal: ``(True, row)`` when this caller claimed
+    it, else ``(False, row)`` with the claim someone else holds (done or still in progress)."""
     return q.claim(
         engine,
-        principal=principal,
-        key=key,
-        fingerprint=fingerprint,
-        method=method,
-        path=path,
+        request,
         now=now,
         expires_at=now + KEEP_FOR,
         abandoned_before=now - ABANDONED_AFTER,
@@ -59,4 +46,4 @@ def release(engine: Engine, key_id: int) -> None:
     q.release(engine, key_id)
 
 
-__all__ = ["ABANDONED_AFTER", "KEEP_FOR", "StoredKey", "claim", "complete", "release"]
+__all__ = ["ABANDONED_AFTER", "KEEP_FOR", "KeyRequest", "StoredKey", "claim", "complete", "release"]

@@ -297,19 +297,31 @@ def _messages_update(iid: str | None, name: str, payload: _Json, path: str) -> l
         if status is None:
             out.append(UnknownEvent(iid, name, entry))
             continue
-        out.append(
-            MessageStatus(
-                instance_id=iid,
-                message_id=mid,
-                status=status,
-                chat=_opt_str(key, "remoteJid", _join(p, "key")),
-                error_code=_error_code(upd, _join(p, "update"))
-                if status is DeliveryStatus.FAILED
-                else None,
-                at=_timestamp(upd.get("messageTimestamp", entry.get("messageTimestamp"))),
-            )
-        )
+        chat = _opt_str(key, "remoteJid", _join(p, "key"))
+        at = upd.get("messageTimestamp", entry.get("messageTimestamp"))
+        out.append(_status_event(iid, mid, status, chat, upd, _join(p, "update"), at))
     return out
+
+
+def _status_event(
+    iid: str | None,
+    mid: str,
+    status: DeliveryStatus,
+    chat: str | None,
+    obj: Mapping[str, Any],
+    path: str,
+    at: Any,
+) -> MessageStatus:
+    """A message status; a failure's code is read from ``obj`` (at ``path``)."""
+    failed = status is DeliveryStatus.FAILED
+    return MessageStatus(
+        instance_id=iid,
+        message_id=mid,
+        status=status,
+        chat=chat,
+        error_code=_error_code(obj, path) if failed else None,
+        at=_timestamp(at),
+    )
 
 
 def _error_code(obj: Mapping[str, Any], path: str) -> str | None:
@@ -337,16 +349,9 @@ def _message_status(iid: str | None, name: str, payload: _Json, path: str) -> li
         if status is None:
             out.append(UnknownEvent(iid, name, entry))
             continue
-        out.append(
-            MessageStatus(
-                instance_id=iid,
-                message_id=mid,
-                status=status,
-                chat=_first_str(entry, ("chat", "to", "remoteJid"), p),
-                error_code=_error_code(entry, p) if status is DeliveryStatus.FAILED else None,
-                at=_timestamp(entry.get("timestamp", entry.get("messageTimestamp"))),
-            )
-        )
+        chat = _first_str(entry, ("chat", "to", "remoteJid"), p)
+        at = entry.get("timestamp", entry.get("messageTimestamp"))
+        out.append(_status_event(iid, mid, status, chat, entry, p, at))
     return out
 
 

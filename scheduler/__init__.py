@@ -1,2 +1,3 @@
-"""APScheduler wiring (campaign starts, recurrence, the dispatch tick), the dispatcher
-(claim, pace, send, record), pacing and retry policy."""
+"""APScheduler wiring (campaign starts, recurrence, the dispatch tick), the dispatcher and
+its jobs (claiming, sending, recording, sweeping), sender usage against the daily cap,
+pacing, sending windows and the retry policy."""

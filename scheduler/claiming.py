@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
@@ -54,25 +54,17 @@ class Job:
     answered_at: datetime | None = None
 
 
+@dataclass(eq=False)
 class Claimer:
     """Keeps the running campaigns and claims their due rows, sender by sender."""
 
-    def __init__(
-        self,
-        engine: Engine,
-        *,
-        batch_size: int,
-        lease: timedelta,
-        campaign_ids: list[int] | None,
-        rng: random.Random,
-    ) -> None:
-        self.engine = engine
-        self.batch_size = batch_size
-        self.lease = lease
-        self.campaign_ids = campaign_ids
-        self.rng = rng
-        #: campaign id -> the running campaign (the dict is never replaced: others read it)
-        self.campaigns: dict[int, RunningCampaign] = {}
+    engine: Engine
+    batch_size: int
+    lease: timedelta
+    campaign_ids: list[int] | None
+    rng: random.Random
+    #: campaign id -> the running campaign (the dict is never replaced: others read it)
+    campaigns: dict[int, RunningCampaign] = field(default_factory=dict, init=False)
 
     def running(self, conn: Connection, now: datetime) -> tuple[list[RunningCampaign], set[int]]:
         """The watched running campaigns, and the ids of those that stopped running."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, Engine
@@ -53,30 +53,19 @@ class Recorded:
             setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
 
+@dataclass(eq=False)
 class Recorder:
     """Records outcomes; keeps each sender's streak of permanent failures."""
 
-    def __init__(
-        self,
-        engine: Engine,
-        *,
-        clock: Clock,
-        rng: random.Random,
-        failure_burst: int,
-        apply_pending: ApplyPending,
-        on_outcome: Callable[[str], None] | None,
-        note_pause: Callable[[str, str], None],
-        check_safety: Callable[[Iterable[int], datetime], None],
-    ) -> None:
-        self.engine = engine
-        self.clock = clock
-        self.rng = rng
-        self.failure_burst = failure_burst
-        self.apply_pending = apply_pending
-        self._on_outcome = on_outcome  # e.g. a metrics counter of the layer above
-        self._note_pause = note_pause
-        self._check_safety = check_safety
-        self._streaks: dict[str, int] = {}
+    engine: Engine
+    clock: Clock
+    rng: random.Random
+    failure_burst: int
+    apply_pending: ApplyPending
+    on_outcome: Callable[[str], None] | None  # e.g. a metrics counter of the layer above
+    note_pause: Callable[[str, str], None]
+    check_safety: Callable[[Iterable[int], datetime], None]
+    _streaks: dict[str, int] = field(default_factory=dict, init=False)
 
     def record(self, jobs: list[Job]) -> Recorded:
         """Record the outcomes of ``jobs`` (see the module doc); returns the counts."""
@@ -97,8 +86,8 @@ class Recorder:
             if outcome is None:
                 (skipped if bucket is Bucket.SKIPPED else failed).append((row.id, error, code))
                 continue
-            if self._on_outcome is not None:
-                self._on_outcome(outcome.kind.value)
+            if self.on_outcome is not None:
+                self.on_outcome(outcome.kind.value)
             if bucket is Bucket.SENT:
                 assert outcome.message_id is not None
                 # sent_at: the gateway's acceptance of this send, not this batch's recording
@@ -138,14 +127,14 @@ class Recorder:
             dq.record_terminal(conn, skipped, state=dl.SKIPPED, now=now)
             for sender, reason in pauses.items():
                 if iq.pause(conn, sender, reason, now=now):
-                    self._note_pause(sender, reason)
+                    self.note_pause(sender, reason)
             for sender in gone:  # the gateway no longer knows this id
                 iq.mark_state(conn, sender, iq.GONE, now=now)
             iq.mark_linked_by_send(conn, sorted(linked - set(pauses)), now=now)
             if sent:
                 self.apply_pending(conn, [m for _, m, _ in sent], now)
         if failed or unknown:
-            self._check_safety({j.row.campaign_id for j in jobs}, now)
+            self.check_safety({j.row.campaign_id for j in jobs}, now)
         return Recorded(len(sent), len(requeue), len(failed), len(unknown), len(skipped))
 
 

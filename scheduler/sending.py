@@ -10,6 +10,7 @@ import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from sqlalchemy import Engine
@@ -35,30 +36,23 @@ class SupportsSend(Protocol):
         ...
 
 
+@dataclass(eq=False)
 class SendPool:
     """Starts and collects sends; owns the thread pool and the clients it made."""
 
-    def __init__(
-        self,
-        engine: Engine,
-        client_factory: Callable[[], SupportsSend],
-        *,
-        clock: Clock,
-        workers: int,
-    ) -> None:
-        self.engine = engine
-        self.clock = clock
-        self.workers = workers
-        self._factory = client_factory
-        self._local = threading.local()
-        self._all_clients: list[SupportsSend] = []
-        self._clients_lock = threading.Lock()
-        self._pool: ThreadPoolExecutor | None = None
+    engine: Engine
+    client_factory: Callable[[], SupportsSend]
+    clock: Clock
+    workers: int
+    _local: threading.local = field(default_factory=threading.local, init=False)
+    _all_clients: list[SupportsSend] = field(default_factory=list, init=False)
+    _clients_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _pool: ThreadPoolExecutor | None = field(default=None, init=False)
 
     def _client(self) -> SupportsSend:
         client: SupportsSend | None = getattr(self._local, "client", None)
         if client is None:
-            client = self._factory()
+            client = self.client_factory()
             self._local.client = client
             with self._clients_lock:
                 self._all_clients.append(client)

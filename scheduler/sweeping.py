@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, Engine
@@ -29,29 +30,20 @@ from storage.queries.campaigns import delivery_counts
 log = logging.getLogger("gatecast.dispatch")
 
 
+@dataclass(eq=False)
 class Sweeper:
     """Housekeeping of one dispatcher; keeps which campaigns are stalled."""
 
-    def __init__(
-        self,
-        engine: Engine,
-        *,
-        clock: Clock,
-        apply_pending: ApplyPending,
-        note_pause: Callable[[str, str], None],
-        campaigns: dict[int, RunningCampaign],
-        sender_grace: timedelta,
-    ) -> None:
-        self.engine = engine
-        self.clock = clock
-        self.apply_pending = apply_pending
-        self._note_pause = note_pause
-        self._campaigns = campaigns  # the claimer's running campaigns (read only)
-        self.sender_grace = sender_grace
-        self._last_sweep: datetime | None = None
-        self._last_hand_over: dict[int, datetime] = {}
-        #: running campaigns no sender can send for: campaign id -> why (senders, reasons)
-        self.stalled: dict[int, str] = {}
+    engine: Engine
+    clock: Clock
+    apply_pending: ApplyPending
+    note_pause: Callable[[str, str], None]
+    campaigns: dict[int, RunningCampaign]  # the claimer's running campaigns (read only)
+    sender_grace: timedelta
+    _last_sweep: datetime | None = field(default=None, init=False)
+    _last_hand_over: dict[int, datetime] = field(default_factory=dict, init=False)
+    #: running campaigns no sender can send for: campaign id -> why (senders, reasons)
+    stalled: dict[int, str] = field(default_factory=dict, init=False)
 
     def expire_and_pause(self, conn: Connection, now: datetime) -> int:
         """Expire leases and pause senders that received error-463 status events;
@@ -61,7 +53,7 @@ class Sweeper:
         for instance_id in iq.pause_on_restriction_events(
             conn, now=now, code=dl.RESTRICTION_CODE, reason=reason
         ):
-            self._note_pause(instance_id, reason)
+            self.note_pause(instance_id, reason)
         return expired
 
     def forget(self, campaign_ids: Iterable[int]) -> None:
@@ -169,7 +161,7 @@ class Sweeper:
     def check_safety(self, campaign_ids: Iterable[int], now: datetime) -> None:
         """Pause each campaign whose failure rate passed its threshold."""
         for cid in campaign_ids:
-            camp = self._campaigns.get(cid)
+            camp = self.campaigns.get(cid)
             if camp is None:
                 continue
             safety = camp.policy.safety

@@ -1,9 +1,9 @@
 """Per-recipient campaign reports (CSV, XLSX, JSON) and their summary.
 
-Rows are streamed from the database (``yield_per``: a server-side cursor on
-PostgreSQL), so a million-row report never sits in memory. The XLSX summary sheet and
-its chart come from openpyxl's write-only mode; the "Deliveries" sheet is streamed as
-XML by ``campaigns.reports.xlsx_sheet``, which drops characters XML forbids from its
+Rows are streamed from the database by ``storage.reports`` (SQL rendered from the column
+list, fetched ahead in a thread), so a million-row report never sits in memory. The XLSX
+summary sheet and its chart come from openpyxl's write-only mode; the "Deliveries" sheet
+is streamed as XML by ``campaigns.reports.xlsx_sheet``, which drops characters XML forbids from its
 cells (so one bad reply text cannot fail the export). Phone numbers stay text, and cells
 that a spreadsheet would read as a formula (starting with ``=``, ``+``, ``-``, ``@``,
 tab or CR) are prefixed with ``'``, except E.164 phone numbers in the target column.

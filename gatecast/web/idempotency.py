@@ -125,18 +125,11 @@ def run_once(
         return JSONResponse(jsonable_encoder(create()), status_code)
     who = principal(request)
     mine = fingerprint(request, body)
+    asked = keys.KeyRequest(who, key, mine, request.method, request.url.path)
     deadline = time.monotonic() + WAIT_FOR_FIRST
     while True:
         now = ctx.clock()
-        claimed, stored = keys.claim(
-            ctx.engine,
-            principal=who,
-            key=key,
-            fingerprint=mine,
-            method=request.method,
-            path=request.url.path,
-            now=now,
-        )
+        claimed, stored = keys.claim(ctx.engine, asked, now=now)
         if claimed:
             break
         if stored.fingerprint != mine:

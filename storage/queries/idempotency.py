@@ -21,6 +21,17 @@ _k = tables.idempotency_keys
 
 
 @dataclass(frozen=True)
+class KeyRequest:
+    """A request that carries an idempotency key: who sent it, the key, and what it asks."""
+
+    principal: str
+    key: str
+    fingerprint: str
+    method: str
+    path: str
+
+
+@dataclass(frozen=True)
 class StoredKey:
     """One key's row: the request it was first used for and, once done, its answer."""
 
@@ -66,12 +77,8 @@ def find(engine: Engine, principal: str, key: str) -> StoredKey | None:
 
 def claim(
     engine: Engine,
+    request: KeyRequest,
     *,
-    principal: str,
-    key: str,
-    fingerprint: str,
-    method: str,
-    path: str,
     now: datetime,
     expires_at: datetime,
     abandoned_before: datetime,
@@ -82,6 +89,7 @@ def claim(
     Expired rows (``expires_at <= now``, any key) and this key's unfinished claim started
     before ``abandoned_before`` (its process died) are deleted first.
     """
+    principal, key = request.principal, request.key
     with engine.begin() as conn:
         conn.execute(delete(_k).where(_k.c.expires_at <= now))
         conn.execute(
@@ -97,9 +105,9 @@ def claim(
     values = {
         "principal": principal,
         "key": key,
-        "fingerprint": fingerprint,
-        "method": method,
-        "path": path[:500],
+        "fingerprint": request.fingerprint,
+        "method": request.method,
+        "path": request.path[:500],
         "status_code": None,
         "response_body": None,
         "created_at": now,
@@ -116,11 +124,7 @@ def claim(
         if existing is None:  # deleted between our insert and our read: try once more
             return claim(
                 engine,
-                principal=principal,
-                key=key,
-                fingerprint=fingerprint,
-                method=method,
-                path=path,
+                request,
                 now=now,
                 expires_at=expires_at,
                 abandoned_before=abandoned_before,
@@ -147,4 +151,4 @@ def release(engine: Engine, key_id: int) -> None:
         conn.execute(delete(_k).where(_k.c.id == key_id, _k.c.status_code.is_(None)))
 
 
-__all__ = ["StoredKey", "claim", "complete", "find", "release"]
+__all__ = ["KeyRequest", "StoredKey", "claim", "complete", "find", "release"]

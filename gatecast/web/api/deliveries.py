@@ -21,6 +21,7 @@ class DeliveryPublic(service.DeliveryRecord):
     """A delivery as the API shows it (no lease or rendered payload internals)."""
 
 
+TargetFilter = Annotated[str | None, Query(description="Substring of the phone/group")]
 StateFilter = Annotated[
     list[str] | None,
     Query(description=f"Only these states (repeatable): {', '.join(states.ALL)}"),
@@ -76,7 +77,7 @@ def get_deliveries(
     ctx: Annotated[AppContext, Depends(get_ctx)],
     state: StateFilter = None,
     campaign_id: int | None = None,
-    target: Annotated[str | None, Query(description="Substring of the phone/group")] = None,
+    target: TargetFilter = None,
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> Page[DeliveryPublic]:
@@ -91,7 +92,7 @@ def get_campaign_deliveries(
     campaign_id: int,
     ctx: Annotated[AppContext, Depends(get_ctx)],
     state: StateFilter = None,
-    target: Annotated[str | None, Query(description="Substring of the phone/group")] = None,
+    target: TargetFilter = None,
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> Page[DeliveryPublic]:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict
-from datetime import datetime
 from typing import Annotated, TypeVar
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Query, Request, Response, status
 from pydantic import BaseModel, Field
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from campaigns import instances as domain
 from gatecast.web.api.common import field_error, not_found
@@ -24,18 +24,10 @@ router = APIRouter(tags=["instances"])
 T = TypeVar("T")
 
 
-class InstancePublic(BaseModel):
+@pydantic_dataclass(frozen=True)
+class InstancePublic(domain.InstanceRecord):
     """An instance as the API shows it."""
 
-    instance_id: str
-    label: str
-    state: str
-    paused_reason: str | None
-    paused_at: datetime | None
-    webhook_url_registered: bool
-    phone: str | None
-    created_at: datetime
-    updated_at: datetime
     sends_today: int = Field(
         0,
         description="Messages sent (or being sent) through it today, counted as its daily "

@@ -17,11 +17,7 @@ def _claim(
 ) -> tuple[bool, q.StoredKey]:
     return q.claim(
         engine,
-        principal=who,
-        key=key,
-        fingerprint=fp,
-        method="POST",
-        path="/api/v1/campaigns",
+        q.KeyRequest(who, key, fp, "POST", "/api/v1/campaigns"),
         now=now,
         expires_at=now + timedelta(hours=24),
         abandoned_before=now - timedelta(minutes=10),
