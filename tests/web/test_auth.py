@@ -111,12 +111,12 @@ def test_login_never_redirects_off_site(live_sqlite: LiveApp) -> None:
 
 def test_key_from_environment_wins(tmp_path: Path) -> None:
     s = Settings(
-        api_key=SecretStr("from-env"),
+        api_key=SecretStr("from-env-0123456789abcdefghij"),
         database_url=f"sqlite:///{tmp_path}/g.db",
         _env_file=None,
     )
     key = ensure_api_key(s)
-    assert key.value.get_secret_value() == "from-env"
+    assert key.value.get_secret_value() == "from-env-0123456789abcdefghij"
     assert not key.created
     assert not (tmp_path / KEY_FILE_NAME).exists()
     assert "from-env" not in repr(key)
