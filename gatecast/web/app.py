@@ -10,7 +10,7 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from gatecast.web import auth, metrics, webhook
+from gatecast.web import auth, metrics, sessions, webhook
 from gatecast.web.api import router as api_router
 from gatecast.web.api.errors import install_error_handlers
 from gatecast.web.api.imports import MULTIPART_SLACK, too_large_detail
@@ -71,6 +71,7 @@ def create_app(ctx: AppContext) -> FastAPI:
     app.state.ctx = ctx
     app.state.api_key = key
     app.state.sign_in_throttle = SignInThrottle()
+    app.add_middleware(sessions.CookieRenewal)
     install_error_handlers(app)
     app.include_router(webhook.router)
     app.include_router(api_router)

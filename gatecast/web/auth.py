@@ -156,11 +156,10 @@ def is_authenticated(request: Request) -> bool:
 
 
 def _has_session(request: Request) -> bool:
-    session_id = sessions.cookie_of(request)
-    if not session_id:
+    if not sessions.cookie_of(request):
         return False
     ctx = get_ctx(request)
-    return sessions.is_valid(ctx.engine, session_id, _expected(request), ctx.clock())
+    return sessions.is_valid(request, ctx.engine, _expected(request), ctx.clock())
 
 
 def is_forgeable(request: Request) -> bool:

@@ -2,9 +2,12 @@
 
 Signing in stores a session (:mod:`storage.queries.sessions`) and gives the browser a
 cookie holding only its random id (256 bits); the database keeps the id's SHA-256, never
-the id. A session ends :data:`LIFETIME` after sign-in, at sign-out (the record is
-deleted, so a copied cookie is refused from then on) or when the API key changes.
-Expired records are pruned at each sign-in.
+the id. A session ends :data:`LIFETIME` after sign-in unless it is used: a request made
+when less than :data:`RENEW_WITHIN` remains extends it to :data:`LIFETIME` again (one
+write at most every 6 hours a session) and :class:`CookieRenewal` sends the cookie again
+with the new lifetime. It also ends at sign-out (the record is deleted, so a copied
+cookie is refused from then on) and when the API key changes. Expired records are
+pruned at each sign-in.
 
 The cookie is ``HttpOnly``, ``SameSite=Lax`` and ``Secure`` when the request came over
 HTTPS as gatecast sees it: its own TLS, or ``X-Forwarded-Proto: https`` from a proxy
@@ -20,12 +23,18 @@ from datetime import datetime, timedelta
 from fastapi import Request, Response
 from pydantic import SecretStr
 from sqlalchemy import Engine
+from starlette.datastructures import MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from storage.queries import sessions as q
 
 COOKIE = "gatecast_session"
-#: how long a session lasts from sign-in
+#: how long a session lasts from sign-in, or from its last extension
 LIFETIME = timedelta(hours=12)
+#: a session used when less than this remains is extended
+RENEW_WITHIN = LIFETIME / 2
+#: where a request whose session was extended keeps the cookie to send again
+_RENEWED = "gatecast_session_renewed"
 
 
 def _digest(session_id: str) -> str:
@@ -52,11 +61,22 @@ def start(engine: Engine, key: SecretStr, now: datetime) -> str:
     return session_id
 
 
-def is_valid(engine: Engine, session_id: str | None, key: SecretStr, now: datetime) -> bool:
-    """True when ``session_id`` names an open, unexpired session of ``key``."""
+def is_valid(request: Request, engine: Engine, key: SecretStr, now: datetime) -> bool:
+    """True when the request's cookie names an open, unexpired session of ``key``; a
+    session near its end is extended (the response carries the cookie again)."""
+    session_id = cookie_of(request)
     if not session_id or len(session_id) > 100:
         return False
-    return q.is_open(engine, id_digest=_digest(session_id), key_digest=key_digest(key), now=now)
+    digest = _digest(session_id)
+    expires_at = q.expiry(engine, id_digest=digest, key_digest=key_digest(key), now=now)
+    if expires_at is None:
+        return False
+    if expires_at - now < RENEW_WITHIN:
+        q.extend(engine, digest, now + LIFETIME)
+        renewed = Response()
+        set_cookie(request, renewed, session_id)
+        setattr(request.state, _RENEWED, renewed.headers["set-cookie"])
+    return True
 
 
 def end(engine: Engine, session_id: str | None) -> None:
@@ -96,9 +116,33 @@ def cookie_of(request: Request) -> str | None:
     return request.cookies.get(COOKIE)
 
 
+class CookieRenewal:
+    """ASGI middleware: the response to a request whose session :func:`is_valid` extended
+    carries the session cookie again, with its new lifetime."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def renewing(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                header = scope.get("state", {}).get(_RENEWED)
+                if header:
+                    MutableHeaders(scope=message).append("set-cookie", header)
+            await send(message)
+
+        await self.app(scope, receive, renewing)
+
+
 __all__ = [
     "COOKIE",
     "LIFETIME",
+    "RENEW_WITHIN",
+    "CookieRenewal",
     "clear_cookie",
     "cookie_of",
     "end",

@@ -1,4 +1,4 @@
-"""SQL for dashboard sessions: open one (pruning expired ones), check one, close one.
+"""SQL for dashboard sessions: open one (pruning expired ones), check, extend, close one.
 
 Rows are found by the digest of the cookie's session id; how long a session lives and
 how ids are digested are the caller's policy (passed in as times and digests).
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Engine, delete, func, insert, select
+from sqlalchemy import Engine, delete, func, insert, select, update
 
 from storage import tables
 
@@ -30,17 +30,24 @@ def open_session(
     return int(pruned or 0)
 
 
-def is_open(engine: Engine, *, id_digest: str, key_digest: str, now: datetime) -> bool:
-    """True while the session exists, belongs to ``key_digest`` and has not expired."""
+def expiry(engine: Engine, *, id_digest: str, key_digest: str, now: datetime) -> datetime | None:
+    """When the session expires, while it exists, belongs to ``key_digest`` and has not
+    expired; None otherwise."""
     with engine.connect() as conn:
         found = conn.execute(
-            select(_s.c.id_digest).where(
+            select(_s.c.expires_at).where(
                 _s.c.id_digest == id_digest,
                 _s.c.key_digest == key_digest,
                 _s.c.expires_at > now,
             )
-        ).first()
-    return found is not None
+        ).scalar_one_or_none()
+    return found
+
+
+def extend(engine: Engine, id_digest: str, expires_at: datetime) -> None:
+    """Move the session's expiry to ``expires_at`` (a session in use is kept)."""
+    with engine.begin() as conn:
+        conn.execute(update(_s).where(_s.c.id_digest == id_digest).values(expires_at=expires_at))
 
 
 def close_session(engine: Engine, id_digest: str) -> None:
@@ -55,4 +62,4 @@ def count_sessions(engine: Engine) -> int:
         return int(conn.execute(select(func.count()).select_from(_s)).scalar_one())
 
 
-__all__ = ["close_session", "count_sessions", "is_open", "open_session"]
+__all__ = ["close_session", "count_sessions", "expiry", "extend", "open_session"]

@@ -72,13 +72,34 @@ def test_a_session_ends_after_twelve_hours(
     live = make_live(sqlite_engine, clock=lambda: now[0])
     _, cookie = _sign_in(live)
     with _copy(live, cookie) as browser:
-        now[0] = NOW + timedelta(hours=11, minutes=59)
-        assert browser.get("/api/v1/lists").status_code == 200
-        now[0] = NOW + timedelta(hours=12)
+        now[0] = NOW + timedelta(hours=12)  # not used since sign-in
         assert browser.get("/api/v1/lists").status_code == 401
     assert count_sessions(sqlite_engine) == 1
     _sign_in(live)  # a sign-in prunes the expired record
     assert count_sessions(sqlite_engine) == 1
+
+
+def test_a_session_in_use_is_extended(
+    make_live: Callable[..., LiveApp], sqlite_engine: Engine
+) -> None:
+    """Used when less than 6 of its 12 hours remain, a session gets 12 hours again (and
+    the browser the cookie again); used earlier, nothing is written."""
+    now = [NOW]
+    live = make_live(sqlite_engine, clock=lambda: now[0])
+    _, cookie = _sign_in(live)
+    with _copy(live, cookie) as browser:
+        now[0] = NOW + timedelta(hours=5)
+        res = browser.get("/api/v1/lists")
+        assert res.status_code == 200 and "set-cookie" not in res.headers
+        now[0] = NOW + timedelta(hours=11)
+        res = browser.get("/campaigns")
+        assert res.status_code == 200
+        assert f"{sessions.COOKIE}={cookie}" in res.headers["set-cookie"]
+        assert "max-age=43200" in res.headers["set-cookie"].lower()
+        now[0] = NOW + timedelta(hours=22, minutes=59)
+        assert browser.get("/api/v1/lists").status_code == 200
+        now[0] = NOW + timedelta(hours=22, minutes=59) + timedelta(hours=12)
+        assert browser.get("/api/v1/lists").status_code == 401
 
 
 def test_a_session_of_another_key_is_refused(
