@@ -236,7 +236,8 @@ def sign_in(request: Request, presented: str) -> SignIn:
         return SignIn(
             None,
             status.HTTP_429_TOO_MANY_REQUESTS,
-            f"Too many wrong keys from your address. Try again in {wait} seconds.",
+            f"Too many wrong keys from your address. Try again in {wait} "
+            f"second{'' if wait == 1 else 's'}.",
             wait,
         )
     if not key_matches(_expected(request), presented):
@@ -244,6 +245,7 @@ def sign_in(request: Request, presented: str) -> SignIn:
         return SignIn(None, status.HTTP_401_UNAUTHORIZED, "That key is not right.")
     throttle.succeeded(address)
     ctx = get_ctx(request)
+    sessions.end(ctx.engine, sessions.cookie_of(request))  # signing in again: a new session
     return SignIn(sessions.start(ctx.engine, _expected(request), ctx.clock()))
 
 

@@ -53,6 +53,18 @@ def test_sign_out_refuses_a_copied_cookie(live_sqlite: LiveApp) -> None:
         assert browser.get("/api/v1/lists").status_code == 401
 
 
+def test_signing_in_again_replaces_the_session(live_sqlite: LiveApp) -> None:
+    with live_sqlite.client(key=None, follow_redirects=False) as browser:
+        browser.post("/login", data={"api_key": API_KEY, "next": "/"})
+        first = browser.cookies[sessions.COOKIE]
+        browser.post("/login", data={"api_key": API_KEY, "next": "/"})
+        assert browser.cookies[sessions.COOKIE] != first
+        assert browser.get("/api/v1/lists").status_code == 200
+    with _copy(live_sqlite, first) as old:
+        assert old.get("/api/v1/lists").status_code == 401
+    assert count_sessions(live_sqlite.ctx.engine) == 1
+
+
 def test_the_database_keeps_a_digest_not_the_cookie(live_sqlite: LiveApp) -> None:
     from sqlalchemy import select
 
