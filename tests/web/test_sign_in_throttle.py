@@ -52,3 +52,24 @@ def test_the_login_page_answers_429_in_plain_words(live_sqlite: LiveApp) -> None
         assert COOKIE not in res.headers.get("set-cookie", "")
     with live_sqlite.client() as api:  # the API key itself still works for API clients
         assert api.get("/api/v1/lists").status_code == 200
+
+
+def test_behind_a_trusted_proxy_each_client_address_counts_alone(live_sqlite: LiveApp) -> None:
+    """The proxy (this machine, trusted by default) reports each client in X-Forwarded-For:
+    one client's failures do not lock out another behind the same proxy."""
+    with live_sqlite.client(key=None, follow_redirects=False) as proxy:
+        for _ in range(MAX_FAILURES):
+            res = proxy.post(
+                "/login",
+                data={"api_key": "wrong", "next": "/"},
+                headers={"X-Forwarded-For": "203.0.113.7"},
+            )
+            assert res.status_code == 401
+        guesser = proxy.post(
+            "/login", data={"api_key": API_KEY}, headers={"X-Forwarded-For": "203.0.113.7"}
+        )
+        assert guesser.status_code == 429
+        owner = proxy.post(
+            "/login", data={"api_key": API_KEY}, headers={"X-Forwarded-For": "198.51.100.2"}
+        )
+        assert owner.status_code == 303
