@@ -69,6 +69,12 @@ class Settings(BaseSettings):
         "they go to the campaign's healthy senders",
     )
     log_level: str = "INFO"
+    # dashboard sessions (issue 13): which reverse proxies are believed
+    trusted_proxies: str = Field(
+        "127.0.0.1,::1",
+        description="Addresses or networks (comma-separated, * for any, empty for none) of "
+        "reverse proxies whose X-Forwarded-Proto and X-Forwarded-For gatecast believes",
+    )
     clock_start: datetime | None = Field(
         None, description="Rehearsals and tests: the process clock starts here (ISO, with offset)"
     )

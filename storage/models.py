@@ -15,7 +15,7 @@ from sqlmodel import Field, SQLModel
 from storage.types import BigId, JsonDoc, UTCDateTime, utcnow
 
 #: the Alembic revision these models describe (``storage/migrations/versions``)
-HEAD_REVISION = "0002"
+HEAD_REVISION = "0003"
 
 
 def _dt() -> Any:
@@ -273,11 +273,29 @@ class IdempotencyKey(SQLModel, table=True):
     expires_at: datetime = _created()
 
 
+class DashboardSession(SQLModel, table=True):
+    """A dashboard sign-in, until it expires or is signed out.
+
+    The browser's cookie holds a random session id; only its SHA-256 (``id_digest``) is
+    stored, so reading the table gives no usable cookie. ``key_digest`` names the API key
+    that signed in: a session of a key no longer in force is refused.
+    """
+
+    __tablename__ = "dashboard_sessions"
+    __table_args__ = (Index("ix_dashboard_sessions_expires", "expires_at"),)
+
+    id_digest: str = Field(primary_key=True, max_length=64)
+    key_digest: str = Field(max_length=64)
+    created_at: datetime = _created()
+    expires_at: datetime = _created()
+
+
 __all__ = [
     "HEAD_REVISION",
     "Campaign",
     "Contact",
     "ContactList",
+    "DashboardSession",
     "Delivery",
     "IdempotencyKey",
     "ImportJob",

@@ -38,6 +38,7 @@ def serve(
 ) -> int:
     """Run everything until ``stop`` is set (or SIGINT/SIGTERM). Returns the exit code."""
     from pydantic import SecretStr
+    from rich.markup import escape
 
     from campaigns.import_runs import mark_interrupted_imports
     from campaigns.instances import confirm_scans, connected_ids, mark_connected
@@ -63,6 +64,11 @@ def serve(
     from storage.types import utcnow
 
     stop = stop or threading.Event()
+    try:
+        api_key = auth.ensure_api_key(settings)
+    except auth.WeakApiKey as exc:
+        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        return 2
     with contextlib.ExitStack() as stack:
         if sandbox:
             sb = stack.enter_context(embedded_sandbox(status_delays=(0.2, 1.0, 3.0)))
@@ -87,14 +93,20 @@ def serve(
             console.print(f"[red]error:[/] {exc}")
             return 2
         install_log_redaction()
-        api_key = auth.ensure_api_key(settings)
         if api_key.created:
             console.print(
                 f"generated an API key for the dashboard and API in {api_key.path} "
                 "(read it from there; it is not printed)"
             )
         ctx = AppContext(settings=settings, engine=engine, api_key=api_key.value)
-        server = stack.enter_context(AsgiServer(create_app(ctx), host=host, port=port))
+        server = stack.enter_context(
+            AsgiServer(
+                create_app(ctx),
+                host=host,
+                port=port,
+                forwarded_allow_ips=settings.trusted_proxies,
+            )
+        )
         base = settings.public_url or server.url
         with make_gateway_client(settings) as client:
             # gateways that post no connection event: a scanned QR shows as "already

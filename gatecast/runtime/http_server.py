@@ -16,10 +16,21 @@ class _Server(uvicorn.Server):
 
 
 class AsgiServer:
-    """An ASGI app served by uvicorn in a background thread (``port=0``: a free port)."""
+    """An ASGI app served by uvicorn in a background thread (``port=0``: a free port).
+
+    ``forwarded_allow_ips``: the peers whose ``X-Forwarded-Proto`` and ``X-Forwarded-For``
+    uvicorn applies to the request's scheme and client address (comma-separated addresses
+    or networks, ``*`` for any, empty for none; None: uvicorn's default, this machine).
+    """
 
     def __init__(
-        self, app: Any, *, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning"
+        self,
+        app: Any,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        log_level: str = "warning",
+        forwarded_allow_ips: str | None = None,
     ) -> None:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         # proto=IPPROTO_TCP: asyncio sets TCP_NODELAY only on accepted sockets whose proto
@@ -31,7 +42,14 @@ class AsgiServer:
         self.host = host
         self.port = int(self._sock.getsockname()[1])
         self._server = _Server(
-            uvicorn.Config(app, log_level=log_level, lifespan="on", access_log=True)
+            uvicorn.Config(
+                app,
+                log_level=log_level,
+                lifespan="on",
+                access_log=True,
+                proxy_headers=forwarded_allow_ips != "",
+                forwarded_allow_ips=forwarded_allow_ips or None,
+            )
         )
         self._errors: list[BaseException] = []
         self._thread = threading.Thread(target=self._serve, name="gatecast-http", daemon=True)

@@ -8,16 +8,16 @@ from typing import Any
 from fastapi import Depends, FastAPI, Request, status
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from starlette.middleware.sessions import SessionMiddleware
 from starlette.types import Receive, Scope, Send
 
-from gatecast.web import auth, metrics, webhook
+from gatecast.web import auth, metrics, sessions, webhook
 from gatecast.web.api import router as api_router
 from gatecast.web.api.errors import install_error_handlers
 from gatecast.web.api.imports import MULTIPART_SLACK, too_large_detail
 from gatecast.web.context import AppContext
 from gatecast.web.dashboard import install_dashboard
 from gatecast.web.problems import Problem
+from gatecast.web.sign_in_throttle import SignInThrottle
 from storage.engine import DatabaseError, ping
 
 DESCRIPTION = """\
@@ -51,9 +51,11 @@ def create_app(ctx: AppContext) -> FastAPI:
 
     The API key is ``ctx.api_key`` when given, else :func:`gatecast.web.auth.ensure_api_key`
     (environment, or the generated key file). Call ``ensure_api_key`` yourself first if
-    you want to print a newly generated key.
+    you want to print a newly generated key. A key that is too short raises
+    :class:`gatecast.web.auth.WeakApiKey`.
     """
     key = ctx.api_key or auth.ensure_api_key(ctx.settings).value
+    auth.require_strong_key(key.get_secret_value(), "the app's context")
     app = GatecastAPI(
         # no request body may exceed the import limit (plus multipart overhead): bigger
         # uploads, chunked ones too, are refused with 413 while they stream in
@@ -68,13 +70,8 @@ def create_app(ctx: AppContext) -> FastAPI:
     )
     app.state.ctx = ctx
     app.state.api_key = key
-    app.add_middleware(
-        SessionMiddleware,
-        secret_key=auth.session_secret(key),
-        session_cookie="gatecast_session",
-        max_age=12 * 3600,
-        same_site="lax",
-    )
+    app.state.sign_in_throttle = SignInThrottle()
+    app.add_middleware(sessions.CookieRenewal)
     install_error_handlers(app)
     app.include_router(webhook.router)
     app.include_router(api_router)

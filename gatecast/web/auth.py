@@ -5,9 +5,14 @@ generates one on first start and keeps it in a file (``.gatecast-api-key`` besid
 SQLite database, or in the working directory for PostgreSQL), readable by the owner
 only; later starts read the same file. The caller prints a newly generated key once.
 
+A key shorter than :data:`MIN_KEY_LENGTH` characters is refused (:class:`WeakApiKey`):
+generated keys are 43 characters.
+
 Clients authenticate with ``Authorization: Bearer <key>``; the dashboard signs in with
-the same key and then carries a signed session cookie. Keys are compared in constant
-time and never appear in responses, logs or reprs.
+the same key and then carries a session cookie that points at a server-side record
+(:mod:`gatecast.web.sessions`), throttled per client address
+(:mod:`gatecast.web.sign_in_throttle`). Keys are compared in constant time and never
+appear in responses, logs or reprs.
 
 Cross-site request forgery: the session cookie is ``SameSite=Lax`` and, on top of that, a
 request that changes something (any method but GET, HEAD, OPTIONS) authenticated by the
@@ -18,7 +23,6 @@ header without a CORS preflight, which gatecast never grants.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import os
 import secrets
@@ -31,10 +35,14 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import SecretStr
 
 from gatecast.settings import Settings
+from gatecast.web import sessions
+from gatecast.web.context import get_ctx
+from gatecast.web.sign_in_throttle import SignInThrottle
 from storage.engine import sqlite_file
 
 KEY_FILE_NAME = ".gatecast-api-key"
-SESSION_FLAG = "signed_in"
+#: the shortest API key accepted (generated keys are 43 characters)
+MIN_KEY_LENGTH = 24
 #: the header (and value) a cookie-authenticated state-changing request must carry
 DASHBOARD_HEADER = ("X-Gatecast-Dashboard", "1")
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -50,6 +58,10 @@ class ApiKey:
     created: bool = False
 
 
+class WeakApiKey(ValueError):
+    """The configured API key is too short to protect the API and the dashboard."""
+
+
 def key_file_path(settings: Settings) -> Path:
     """Where a generated key is kept: beside the SQLite file, else the working directory."""
     database_file = sqlite_file(settings.database_url)
@@ -58,15 +70,31 @@ def key_file_path(settings: Settings) -> Path:
     return Path.cwd() / KEY_FILE_NAME
 
 
+def require_strong_key(value: str, where: str) -> None:
+    """Raise :class:`WeakApiKey` when ``value`` (from ``where``) is shorter than
+    :data:`MIN_KEY_LENGTH` characters."""
+    if len(value) < MIN_KEY_LENGTH:
+        raise WeakApiKey(
+            f"the API key in {where} is {len(value)} characters long; it must be at least "
+            f"{MIN_KEY_LENGTH} (it guards the API and the dashboard): choose a longer one, "
+            "e.g. python3 -c 'import secrets; print(secrets.token_urlsafe(32))', or unset "
+            "GATECAST_API_KEY and delete the key file to have one generated"
+        )
+
+
 def ensure_api_key(settings: Settings, *, key_file: Path | None = None) -> ApiKey:
-    """The API key: from settings, else read from (or generated into) the key file."""
+    """The API key: from settings, else read from (or generated into) the key file.
+
+    Raises :class:`WeakApiKey` for a configured or stored key that is too short."""
     configured = settings.api_key.get_secret_value()
     if configured:
+        require_strong_key(configured, "GATECAST_API_KEY")
         return ApiKey(SecretStr(configured), "environment")
     path = key_file or key_file_path(settings)
     if path.exists():
         stored = path.read_text(encoding="utf-8").strip()
         if stored:
+            require_strong_key(stored, str(path))
             return ApiKey(SecretStr(stored), "file", path)
     path.parent.mkdir(parents=True, exist_ok=True)
     value = secrets.token_urlsafe(32)
@@ -105,13 +133,6 @@ def key_matches(expected: SecretStr, presented: str | None) -> bool:
     return bool(want) and hmac.compare_digest(want, presented.encode("utf-8"))
 
 
-def session_secret(key: SecretStr) -> str:
-    """The cookie-signing secret, derived from the API key (rotating the key signs out)."""
-    return hmac.new(
-        key.get_secret_value().encode("utf-8"), b"gatecast-dashboard-session", hashlib.sha256
-    ).hexdigest()
-
-
 def bearer_token(request: Request) -> str | None:
     """The token of an ``Authorization: Bearer`` header, if any."""
     header = request.headers.get("authorization", "")
@@ -135,8 +156,10 @@ def is_authenticated(request: Request) -> bool:
 
 
 def _has_session(request: Request) -> bool:
-    session = request.scope.get("session")
-    return bool(session and session.get(SESSION_FLAG) is True)
+    if not sessions.cookie_of(request):
+        return False
+    ctx = get_ctx(request)
+    return sessions.is_valid(request, ctx.engine, _expected(request), ctx.clock())
 
 
 def is_forgeable(request: Request) -> bool:
@@ -180,25 +203,66 @@ def require_api_key(
         )
 
 
-def sign_in(request: Request, presented: str) -> bool:
-    """Start a dashboard session when ``presented`` is the key; False otherwise."""
+@dataclass(frozen=True)
+class SignIn:
+    """What a sign-in attempt came to: a session id, or the HTTP status and words saying
+    why not (with the seconds to wait when throttled)."""
+
+    session_id: str | None
+    status: int = status.HTTP_303_SEE_OTHER
+    error: str | None = None
+    retry_after: int | None = None
+
+
+def client_address(request: Request) -> str:
+    """The client's address (a trusted proxy's ``X-Forwarded-For``, applied by uvicorn)."""
+    return request.client.host if request.client else "unknown"
+
+
+def sign_in_throttle(request: Request) -> SignInThrottle:
+    """The process's sign-in throttle (made with the app)."""
+    throttle = request.app.state.sign_in_throttle
+    assert isinstance(throttle, SignInThrottle)
+    return throttle
+
+
+def sign_in(request: Request, presented: str) -> SignIn:
+    """Start a dashboard session when ``presented`` is the key; refused when wrong, or
+    when this address has failed too often lately (429, the key not even compared)."""
+    throttle = sign_in_throttle(request)
+    address = client_address(request)
+    wait = throttle.retry_after(address)
+    if wait is not None:
+        return SignIn(
+            None,
+            status.HTTP_429_TOO_MANY_REQUESTS,
+            f"Too many wrong keys from your address. Try again in {wait} "
+            f"second{'' if wait == 1 else 's'}.",
+            wait,
+        )
     if not key_matches(_expected(request), presented):
-        return False
-    request.session.clear()
-    request.session[SESSION_FLAG] = True
-    return True
+        throttle.failed(address)
+        return SignIn(None, status.HTTP_401_UNAUTHORIZED, "That key is not right.")
+    throttle.succeeded(address)
+    ctx = get_ctx(request)
+    sessions.end(ctx.engine, sessions.cookie_of(request))  # signing in again: a new session
+    return SignIn(sessions.start(ctx.engine, _expected(request), ctx.clock()))
 
 
 def sign_out(request: Request) -> None:
-    """End the dashboard session."""
-    request.session.clear()
+    """End the dashboard session: its record is deleted, so its cookie no longer works."""
+    sessions.end(get_ctx(request).engine, sessions.cookie_of(request))
 
 
 __all__ = [
     "KEY_FILE_NAME",
+    "MIN_KEY_LENGTH",
     "ApiKey",
+    "SignIn",
+    "WeakApiKey",
     "api_key_notice",
     "bearer_token",
+    "client_address",
     "dashboard_addresses",
     "ensure_api_key",
     "is_authenticated",
@@ -206,7 +270,7 @@ __all__ = [
     "key_file_path",
     "key_matches",
     "require_api_key",
-    "session_secret",
+    "require_strong_key",
     "sign_in",
     "sign_out",
 ]

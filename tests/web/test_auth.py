@@ -12,6 +12,8 @@ from pydantic import SecretStr
 from gatecast.settings import Settings
 from gatecast.web.auth import (
     KEY_FILE_NAME,
+    MIN_KEY_LENGTH,
+    WeakApiKey,
     api_key_notice,
     dashboard_addresses,
     ensure_api_key,
@@ -111,12 +113,12 @@ def test_login_never_redirects_off_site(live_sqlite: LiveApp) -> None:
 
 def test_key_from_environment_wins(tmp_path: Path) -> None:
     s = Settings(
-        api_key=SecretStr("from-env"),
+        api_key=SecretStr("from-env-0123456789abcdefghij"),
         database_url=f"sqlite:///{tmp_path}/g.db",
         _env_file=None,
     )
     key = ensure_api_key(s)
-    assert key.value.get_secret_value() == "from-env"
+    assert key.value.get_secret_value() == "from-env-0123456789abcdefghij"
     assert not key.created
     assert not (tmp_path / KEY_FILE_NAME).exists()
     assert "from-env" not in repr(key)
@@ -182,3 +184,25 @@ def test_healthz_reports_an_unreachable_database(make_live: Any) -> None:
     assert res.status_code == 503
     assert res.json()["status"] == "error"
     assert "pw-should-not-leak" not in res.text
+
+
+def test_a_short_key_is_refused_wherever_it_comes_from(tmp_path: Path) -> None:
+    short = "x" * (MIN_KEY_LENGTH - 1)
+    s = Settings(
+        api_key=SecretStr(short), database_url=f"sqlite:///{tmp_path}/g.db", _env_file=None
+    )
+    with pytest.raises(WeakApiKey) as refused:
+        ensure_api_key(s)
+    assert "GATECAST_API_KEY" in str(refused.value) and f"at least {MIN_KEY_LENGTH}" in str(
+        refused.value
+    )
+    assert short not in str(refused.value)
+    (tmp_path / KEY_FILE_NAME).write_text("short\n")
+    with pytest.raises(WeakApiKey, match=KEY_FILE_NAME):
+        ensure_api_key(Settings(database_url=f"sqlite:///{tmp_path}/g.db", _env_file=None))
+    ok = Settings(
+        api_key=SecretStr("x" * MIN_KEY_LENGTH),
+        database_url=f"sqlite:///{tmp_path}/g.db",
+        _env_file=None,
+    )
+    assert ensure_api_key(ok).source == "environment"

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
+from gatecast.web import sessions
 from gatecast.web.auth import sign_in, sign_out
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.dashboard.session import require_session, safe_next
@@ -40,19 +41,27 @@ def login(
     api_key: Annotated[str, Form()] = "",
     next: Annotated[str, Form()] = "/",
 ) -> Response:
-    """Sign in with the API key; a wrong key shows the form again (401)."""
-    if sign_in(request, api_key.strip()):
-        return RedirectResponse(safe_next(next), status_code=303)
-    response = render(request, "login.html", next=safe_next(next), error="That key is not right.")
-    response.status_code = 401
+    """Sign in with the API key; a wrong key shows the form again (401), and so does a
+    sign-in from an address with too many recent failures (429, ``Retry-After``)."""
+    outcome = sign_in(request, api_key.strip())
+    if outcome.session_id is not None:
+        redirect = RedirectResponse(safe_next(next), status_code=303)
+        sessions.set_cookie(request, redirect, outcome.session_id)
+        return redirect
+    response = render(request, "login.html", next=safe_next(next), error=outcome.error)
+    response.status_code = outcome.status
+    if outcome.retry_after is not None:
+        response.headers["Retry-After"] = str(outcome.retry_after)
     return response
 
 
 @router.post("/logout")
 def logout(request: Request) -> RedirectResponse:
-    """Sign out."""
+    """Sign out: the session's record is deleted and the browser told to drop the cookie."""
     sign_out(request)
-    return RedirectResponse("/login", status_code=303)
+    response = RedirectResponse("/login", status_code=303)
+    sessions.clear_cookie(request, response)
+    return response
 
 
 @page.get("/")

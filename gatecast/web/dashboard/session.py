@@ -1,4 +1,5 @@
-"""Dashboard sign-in: pages need a signed session cookie, else they redirect to /login."""
+"""Dashboard sign-in: pages need a session (API key or session cookie), else they redirect
+to /login."""
 
 from __future__ import annotations
 

@@ -1,0 +1,80 @@
+"""Sign-in throttling: after :data:`MAX_FAILURES` wrong keys from one client address within
+:data:`WINDOW` seconds, that address's sign-ins are refused (429 with ``Retry-After``)
+until the oldest failure leaves the window. A successful sign-in clears the address.
+
+The counts live in memory, per process (several ``serve`` processes each count their
+own; a restart forgets). The address is the peer's, or the one a proxy in
+``GATECAST_TRUSTED_PROXIES`` puts in ``X-Forwarded-For`` (uvicorn applies that header).
+At most :data:`MAX_ADDRESSES` addresses are tracked: the least recently failed are
+dropped first, so memory stays bounded whoever calls.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
+
+MAX_FAILURES = 5
+WINDOW = 60.0
+MAX_ADDRESSES = 10_000
+
+
+class SignInThrottle:
+    """Failed sign-ins per client address in a sliding window (thread-safe)."""
+
+    def __init__(
+        self,
+        *,
+        max_failures: int = MAX_FAILURES,
+        window: float = WINDOW,
+        max_addresses: int = MAX_ADDRESSES,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.max_failures = max_failures
+        self.window = window
+        self.max_addresses = max_addresses
+        self._clock = clock
+        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _recent(self, address: str, now: float) -> deque[float] | None:
+        times = self._failures.get(address)
+        if times is None:
+            return None
+        while times and times[0] <= now - self.window:
+            times.popleft()
+        if not times:
+            del self._failures[address]
+            return None
+        return times
+
+    def retry_after(self, address: str) -> int | None:
+        """Seconds until ``address`` may try again, or None when it may try now."""
+        with self._lock:
+            now = self._clock()
+            times = self._recent(address, now)
+            if times is None or len(times) < self.max_failures:
+                return None
+            return max(1, math.ceil(times[0] + self.window - now))
+
+    def failed(self, address: str) -> None:
+        """Count a wrong key from ``address``."""
+        with self._lock:
+            now = self._clock()
+            times = self._recent(address, now) or deque(maxlen=self.max_failures)
+            times.append(now)
+            self._failures[address] = times
+            self._failures.move_to_end(address)
+            while len(self._failures) > self.max_addresses:
+                self._failures.popitem(last=False)
+
+    def succeeded(self, address: str) -> None:
+        """Forget ``address``'s failures (it signed in)."""
+        with self._lock:
+            self._failures.pop(address, None)
+
+
+__all__ = ["MAX_FAILURES", "WINDOW", "SignInThrottle"]

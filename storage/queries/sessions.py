@@ -1,0 +1,65 @@
+"""SQL for dashboard sessions: open one (pruning expired ones), check, extend, close one.
+
+Rows are found by the digest of the cookie's session id; how long a session lives and
+how ids are digested are the caller's policy (passed in as times and digests).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Engine, delete, func, insert, select, update
+
+from storage import tables
+
+_s = tables.dashboard_sessions
+
+
+def open_session(
+    engine: Engine, *, id_digest: str, key_digest: str, now: datetime, expires_at: datetime
+) -> int:
+    """Store a new session; expired sessions (``expires_at <= now``) are deleted first.
+    Returns how many expired sessions were deleted."""
+    with engine.begin() as conn:
+        pruned = conn.execute(delete(_s).where(_s.c.expires_at <= now)).rowcount
+        conn.execute(
+            insert(_s).values(
+                id_digest=id_digest, key_digest=key_digest, created_at=now, expires_at=expires_at
+            )
+        )
+    return int(pruned or 0)
+
+
+def expiry(engine: Engine, *, id_digest: str, key_digest: str, now: datetime) -> datetime | None:
+    """When the session expires, while it exists, belongs to ``key_digest`` and has not
+    expired; None otherwise."""
+    with engine.connect() as conn:
+        found = conn.execute(
+            select(_s.c.expires_at).where(
+                _s.c.id_digest == id_digest,
+                _s.c.key_digest == key_digest,
+                _s.c.expires_at > now,
+            )
+        ).scalar_one_or_none()
+    return found
+
+
+def extend(engine: Engine, id_digest: str, expires_at: datetime) -> None:
+    """Move the session's expiry to ``expires_at`` (a session in use is kept)."""
+    with engine.begin() as conn:
+        conn.execute(update(_s).where(_s.c.id_digest == id_digest).values(expires_at=expires_at))
+
+
+def close_session(engine: Engine, id_digest: str) -> None:
+    """Delete the session (signing out); nothing happens when it is already gone."""
+    with engine.begin() as conn:
+        conn.execute(delete(_s).where(_s.c.id_digest == id_digest))
+
+
+def count_sessions(engine: Engine) -> int:
+    """How many session rows are stored (expired ones not yet pruned included)."""
+    with engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(_s)).scalar_one())
+
+
+__all__ = ["close_session", "count_sessions", "expiry", "extend", "open_session"]
