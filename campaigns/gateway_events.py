@@ -17,12 +17,16 @@ webhook receiver's inbox, which applies them in larger batches with ``apply_pend
   an opt-out keyword (trimmed, case-insensitive, accents folded) opts the contact out.
 * connection states update the instance; "connected" lifts a pause that a connection
   problem caused (relogin_required, not_activated, disconnected).
+
+Only the instances gatecast holds may speak: :func:`split_foreign` sets apart the events
+of any other instance id (no row, or ``gone``; or none given), which the webhook refuses
+before anything is stored (:func:`held_instance_ids` is what it checks against).
 """
 
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -38,7 +42,11 @@ from gateway.events import (
     MessageStatus,
 )
 from storage.queries import events as q
+from storage.queries import instances as iq
 from storage.queries.contacts import set_opt_out
+
+#: why an event is refused: it names an instance gatecast does not hold (or none)
+REFUSED_UNKNOWN_INSTANCE = "unknown_instance"
 
 
 @dataclass
@@ -74,6 +82,23 @@ def is_opt_out(text: str, keywords: Iterable[str]) -> bool:
     """True when the whole message is one of ``keywords`` (see :func:`fold_keyword`)."""
     folded = fold_keyword(text)
     return bool(folded) and folded in {fold_keyword(k) for k in keywords}
+
+
+def held_instance_ids(engine: Engine) -> frozenset[str]:
+    """The instance ids whose webhook events gatecast accepts (a row, not ``gone``)."""
+    with engine.connect() as conn:
+        return frozenset(iq.held_ids(conn))
+
+
+def split_foreign(events: Sequence[Event], held: Container[str]) -> tuple[list[Event], list[Event]]:
+    """``(accepted, refused)``: the events of an instance in ``held``, and the others (an
+    instance gatecast does not hold, or no instance id at all). Refused events are never
+    applied: a forged STOP opts nobody out, a forged ``logged_out`` changes no state."""
+    accepted: list[Event] = []
+    refused: list[Event] = []
+    for ev in events:
+        (accepted if ev.instance_id is not None and ev.instance_id in held else refused).append(ev)
+    return accepted, refused
 
 
 def _aware(at: datetime | None, now: datetime) -> datetime:
@@ -341,15 +366,18 @@ def _record_in(
 
 
 __all__ = [
+    "REFUSED_UNKNOWN_INSTANCE",
     "ApplyStats",
     "apply_all_pending",
     "apply_pending",
     "apply_recent_pending",
     "event_time",
     "fold_keyword",
+    "held_instance_ids",
     "is_opt_out",
     "record_events",
     "record_events_in",
+    "split_foreign",
     "status_event_rows",
     "store_events_in",
 ]
