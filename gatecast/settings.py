@@ -73,6 +73,13 @@ class Settings(BaseSettings):
         description="How long a paused sticky sender keeps its queued recipients before "
         "they go to the campaign's healthy senders",
     )
+    unknown_settle_seconds: float = Field(
+        600.0,
+        ge=0,
+        le=7 * 24 * 3600,
+        description="`campaign retry --unknown` leaves alone 'unknown' rows attempted less "
+        "than this long ago: the gateway's status events that settle them may still come",
+    )
     log_level: str = "INFO"
     clock_start: datetime | None = Field(
         None, description="Rehearsals and tests: the process clock starts here (ISO, with offset)"
