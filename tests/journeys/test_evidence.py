@@ -81,10 +81,8 @@ def test_a_forged_stop_opts_nobody_out(tmp_path: Path) -> None:
             assert forged.status_code == 200, forged.text
             assert forged.json()["refused"] == 1, forged.text
             assert _contact(api, phone)["opted_out"] is False
-            assert (
-                "gatecast_webhook_events_refused_total"
-                in httpx.get(f"{server.url}/metrics", timeout=10).text
-            )
+            metrics = api.get("/metrics").text
+            assert 'gatecast_webhook_events_refused_total{reason="unknown_instance"} 1.0' in metrics
             real = httpx.post(hook, json=_stop(sender, phone, "real-1"), timeout=10)
             assert real.status_code == 200 and "refused" not in real.json(), real.text
             assert _contact(api, phone)["opted_out"] is True
