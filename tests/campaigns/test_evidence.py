@@ -15,7 +15,8 @@ from campaigns.delivery_rows import materialise
 from gatecast.settings import DEFAULT_OPT_OUT_KEYWORDS
 from gateway.events import DeliveryStatus, MessageStatus
 from storage import tables
-from tests.campaigns.campaign_fixtures import NOW, make_list, people, phone, spec
+from tests.campaigns.campaign_fixtures import NOW, phone, spec
+from tests.campaigns.test_gateway_events import _campaign as campaign_of
 
 deliveries = tables.deliveries
 status_events = tables.status_events
@@ -23,17 +24,13 @@ status_events = tables.status_events
 
 def _campaign(engine: Engine, n: int, *, unknown: int, attempted: Any = NOW) -> int:
     """``n`` rows of sender A; the first ``unknown`` are ``unknown``, attempted at ``attempted``."""
-    make_list(engine, "customers", people(n))
-    cid = service.create_campaign(engine, spec(), now=NOW).id
+    cid = campaign_of(engine, n, sent=0)
     with engine.begin() as conn:
-        lifecycle.transition(conn, cid, lifecycle.RUNNING, now=NOW)
-        materialise(conn, cid, now=NOW, instances=["A"])
-        for i in range(unknown):
-            conn.execute(
-                update(deliveries)
-                .where(deliveries.c.target == phone(i))
-                .values(state="unknown", attempts=1, attempted_at=attempted, error="timeout")
-            )
+        conn.execute(
+            update(deliveries)
+            .where(deliveries.c.target.in_([phone(i) for i in range(unknown)]))
+            .values(state="unknown", attempts=1, attempted_at=attempted, error="timeout")
+        )
     return cid
 
 

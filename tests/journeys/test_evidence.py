@@ -9,46 +9,15 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from tests.journeys.harness import (
-    SAMPLES,
-    Process,
-    Workspace,
-    start_sandbox,
-    wait_for,
-    workspace,
-)
+from tests.journeys.harness import SAMPLES, wait_for, workspace
+from tests.journeys.test_senders import _campaign, _own_sandbox
 
 SECRET = "journey-webhook-secret-0123456789"
-FAST = {
-    "per_minute = 20": "per_minute = 600",
-    "delay_seconds = [5, 15]": "delay_seconds = [0, 0]",
-}
-
-
-@contextlib.contextmanager
-def _sandbox(path: Path, *args: str) -> Iterator[Process]:
-    proc = start_sandbox(path, "--status-delays", "0.05,0.1,0.2", *args)
-    try:
-        yield proc
-    finally:
-        proc.stop()
-
-
-def _campaign(ws: Workspace) -> int:
-    text = (SAMPLES / "campaign.toml").read_text(encoding="utf-8")
-    for old, new in FAST.items():
-        assert old in text, old
-        text = text.replace(old, new)
-    path = ws.path / "campaign.toml"
-    path.write_text(text, encoding="utf-8")
-    return int(ws.run("campaign", "create", str(path), "--json").json()["id"])
 
 
 def _contact(api: httpx.Client, phone: str) -> dict[str, Any]:
@@ -68,7 +37,7 @@ def _stop(instance_id: str, phone: str, message_id: str) -> dict[str, Any]:
 
 def test_a_forged_stop_opts_nobody_out(tmp_path: Path) -> None:
     with (
-        _sandbox(tmp_path / "sandbox") as sb,
+        _own_sandbox(tmp_path / "sandbox") as sb,
         workspace(tmp_path / "work", sb.url, GATECAST_WEBHOOK_SECRET=SECRET) as ws,
     ):
         sender = ws.link_sender()
@@ -97,7 +66,7 @@ def _sandbox_stats(url: str) -> dict[str, Any]:
 
 def test_retry_unknown_after_evidence_sends_no_second_copy(tmp_path: Path) -> None:
     with (
-        _sandbox(tmp_path / "sandbox", "--drop-rate", "0.4", "--seed", "5") as sb,
+        _own_sandbox(tmp_path / "sandbox", "--drop-rate", "0.4", "--seed", "5") as sb,
         workspace(tmp_path / "work", sb.url, GATECAST_UNKNOWN_SETTLE_SECONDS="0") as ws,
     ):
         ws.link_sender()
