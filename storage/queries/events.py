@@ -465,8 +465,10 @@ def unknown_evidence(
     """Candidate evidence for ``unknown`` deliveries whose last attempt started since
     ``since``: ``(delivery id, attempted_at, message id, occurred_at, received_at)`` of the
     status events of the delivery's sender whose chat is its target, on message ids no
-    delivery carries; by delivery, then event time. The caller judges the times."""
+    delivery carries, while no other send to that target through that sender is in flight;
+    by delivery, then event time. The caller judges the times."""
     other = _d.alias("other")
+    in_flight = _d.alias("in_flight")
     rows = conn.execute(
         select(_d.c.id, _d.c.attempted_at, _e.c.message_id, _e.c.occurred_at, _e.c.received_at)
         .join(_e, and_(_e.c.chat == _d.c.target, _e.c.instance_id == _d.c.sender))
@@ -474,6 +476,18 @@ def unknown_evidence(
             _d.c.state == states.UNKNOWN,
             _d.c.attempted_at >= since,
             ~select(other.c.id).where(other.c.message_id == _e.c.message_id).exists(),
+            # another send to the recipient through the sender is in flight: the event may
+            # be its own, whose message id is about to be recorded (decide later). Looked up
+            # through the few rows in flight (``coalesce`` keeps SQLite off the sender index,
+            # which would walk every queued row of the sender), per event found (the event's
+            # columns, not the delivery's: so it runs after the join, not per unknown row)
+            ~select(in_flight.c.id)
+            .where(
+                in_flight.c.state == states.SENDING,
+                in_flight.c.target == _e.c.chat,
+                func.coalesce(in_flight.c.sender, "") == _e.c.instance_id,
+            )
+            .exists(),
         )
         .order_by(_d.c.id, _e.c.occurred_at, _e.c.id)
         .limit(limit)

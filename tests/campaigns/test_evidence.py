@@ -174,3 +174,25 @@ def test_retry_unknown_leaves_rows_with_evidence_or_in_the_settle_period(engine:
     assert _row(engine, 2).state == "unknown"
     assert _row(engine, 3).state == "queued"
     assert "left alone" in result.describe()
+
+
+def test_no_settling_while_another_send_to_the_recipient_is_in_flight(engine: Engine) -> None:
+    _campaign(engine, 1, unknown=1)
+    cid2 = service.create_campaign(engine, spec(name="again"), now=NOW).id
+    with engine.begin() as conn:  # a second campaign's send to the same recipient, in flight
+        lifecycle.transition(conn, cid2, lifecycle.RUNNING, now=NOW)
+        materialise(conn, cid2, now=NOW, instances=["A"])
+        conn.execute(
+            update(deliveries)
+            .where(deliveries.c.campaign_id == cid2, deliveries.c.target == phone(0))
+            .values(state="sending", attempts=1, attempted_at=NOW)
+        )
+    t = NOW + timedelta(seconds=1)
+    _record(engine, [_status("theirs", DeliveryStatus.SENT, 0, t)], t)
+    with engine.connect() as conn:
+        mine = conn.execute(
+            select(deliveries.c.state).where(
+                deliveries.c.campaign_id != cid2, deliveries.c.target == phone(0)
+            )
+        ).scalar_one()
+    assert mine == "unknown"  # the event may be the in-flight send's: decided later
