@@ -10,7 +10,10 @@ webhook receiver's inbox, which applies them in larger batches with ``apply_pend
   message id no delivery carries yet stay unapplied; the dispatcher calls
   :func:`apply_pending` right after it records message ids. Each status's time is the
   event's (:func:`event_time`), never before the state before it
-  (:data:`campaigns.delivery_lifecycle.STATUS_TIMES`).
+  (:data:`campaigns.delivery_lifecycle.STATUS_TIMES`). Status events keep their chat
+  (:func:`chat_target`): an ``unknown`` row is settled by the events of its sender for
+  its recipient within its attempt's window (:func:`settle_unknown`, run with every
+  application, by the dispatcher's sweep and at start).
 * incoming messages are stored once per message id; the newest delivery to that phone
   sent before the reply (allowing for the gateway's clock, see
   :data:`campaigns.delivery_lifecycle.REPLY_CLOCK_SKEW`) gets the reply; a message that is only
