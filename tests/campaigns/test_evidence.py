@@ -34,6 +34,21 @@ def _campaign(engine: Engine, n: int, *, unknown: int, attempted: Any = NOW) -> 
     return cid
 
 
+def _second_campaign(engine: Engine, state: str) -> int:
+    """Another campaign to the same people through A; its row to ``phone(0)`` attempted
+    at NOW and left in ``state``."""
+    cid = service.create_campaign(engine, spec(name="again"), now=NOW).id
+    with engine.begin() as conn:
+        lifecycle.transition(conn, cid, lifecycle.RUNNING, now=NOW)
+        materialise(conn, cid, now=NOW, instances=["A"])
+        conn.execute(
+            update(deliveries)
+            .where(deliveries.c.campaign_id == cid, deliveries.c.target == phone(0))
+            .values(state=state, attempts=1, attempted_at=NOW)
+        )
+    return cid
+
+
 def _status(
     mid: str, status: DeliveryStatus, i: int, at: Any, *, instance: str = "A"
 ) -> MessageStatus:
@@ -108,15 +123,7 @@ def test_one_message_id_settles_one_row_and_a_known_id_none(engine: Engine) -> N
     _record(engine, [_status("known", DeliveryStatus.SENT, 0, t)], t)
     assert _row(engine, 0).state == "unknown"  # the event belongs to another delivery
     # a second campaign to the same recipient through the same sender: one id, one row
-    cid2 = service.create_campaign(engine, spec(name="again"), now=NOW).id
-    with engine.begin() as conn:
-        lifecycle.transition(conn, cid2, lifecycle.RUNNING, now=NOW)
-        materialise(conn, cid2, now=NOW, instances=["A"])
-        conn.execute(
-            update(deliveries)
-            .where(deliveries.c.campaign_id == cid2, deliveries.c.target == phone(0))
-            .values(state="unknown", attempts=1, attempted_at=NOW)
-        )
+    cid2 = _second_campaign(engine, "unknown")
     _record(engine, [_status("fresh", DeliveryStatus.SENT, 0, t)], t)
     with engine.connect() as conn:
         rows = conn.execute(
@@ -178,15 +185,7 @@ def test_retry_unknown_leaves_rows_with_evidence_or_in_the_settle_period(engine:
 
 def test_no_settling_while_another_send_to_the_recipient_is_in_flight(engine: Engine) -> None:
     _campaign(engine, 1, unknown=1)
-    cid2 = service.create_campaign(engine, spec(name="again"), now=NOW).id
-    with engine.begin() as conn:  # a second campaign's send to the same recipient, in flight
-        lifecycle.transition(conn, cid2, lifecycle.RUNNING, now=NOW)
-        materialise(conn, cid2, now=NOW, instances=["A"])
-        conn.execute(
-            update(deliveries)
-            .where(deliveries.c.campaign_id == cid2, deliveries.c.target == phone(0))
-            .values(state="sending", attempts=1, attempted_at=NOW)
-        )
+    cid2 = _second_campaign(engine, "sending")  # its send to the recipient is in flight
     t = NOW + timedelta(seconds=1)
     _record(engine, [_status("theirs", DeliveryStatus.SENT, 0, t)], t)
     with engine.connect() as conn:
