@@ -9,7 +9,9 @@ States only move forward: a status event raises a row's rank (:data:`RANK`), a f
 lands only on a row that has not progressed past sent (:data:`FAILED_FROM`). Here live the
 states' order, which gateway status moves a row where (:data:`STATUS_TO_STATE`), what a
 send's outcome makes of a row (:func:`classify`), the time a status gives its state
-(:data:`STATUS_TIMES`), when a reply belongs to a delivery (:data:`REPLY_CAMPAIGN_WINDOW`,
+(:data:`STATUS_TIMES`), when a status event settles an ``unknown`` row
+(:func:`is_evidence`) and how long ``retry --unknown`` waits for one
+(:data:`UNKNOWN_SETTLE_PERIOD`), when a reply belongs to a delivery (:data:`REPLY_CAMPAIGN_WINDOW`,
 :data:`REPLY_CLOCK_SKEW`, :func:`reply_time`), and the pauses of senders (connection
 problems, error 463, failure bursts). Storage runs the statements and receives these rules
 as parameters; ``storage.states`` holds only the names of the states (the column's
@@ -106,6 +108,31 @@ REPLY_CAMPAIGN_WINDOW = 50
 REPLY_CLOCK_SKEW = timedelta(minutes=5)
 
 
+#: Evidence settles ambiguity: an ``unknown`` row (its send may or may not have left) is
+#: settled by a status event of its sender for its recipient (the event's chat is the
+#: row's target) on a message id no delivery carries, when the event's time (the
+#: gateway's stamp, or when gatecast received it) lies between the start of the row's
+#: last attempt less EVIDENCE_CLOCK_SKEW (the gateway stamps whole seconds of its own
+#: clock) and that start plus EVIDENCE_WINDOW (the send's HTTP timeout and the gateway's
+#: own 60 s backend timeout, with room). The row takes that message id and its events
+#: move it (sent, delivered, read; or failed) like any other row's.
+EVIDENCE_CLOCK_SKEW = timedelta(seconds=5)
+EVIDENCE_WINDOW = timedelta(minutes=5)
+#: how far back the routine passes look for unknown rows to settle (the start-up pass
+#: looks at every one)
+EVIDENCE_LOOKBACK = timedelta(days=2)
+#: ``retry --unknown`` leaves alone a row whose attempt started less than this ago: its
+#: evidence may still be on its way (``GATECAST_UNKNOWN_SETTLE_SECONDS``)
+UNKNOWN_SETTLE_PERIOD = timedelta(minutes=10)
+
+
+def is_evidence(attempted_at: datetime, occurred_at: datetime, received_at: datetime) -> bool:
+    """True when a status event at ``occurred_at`` (received at ``received_at``) falls in
+    the window of an attempt that started at ``attempted_at`` (:data:`EVIDENCE_WINDOW`)."""
+    low, high = attempted_at - EVIDENCE_CLOCK_SKEW, attempted_at + EVIDENCE_WINDOW
+    return low <= occurred_at <= high or low <= received_at <= high
+
+
 def reply_time(at: datetime, received_at: datetime, sent_at: datetime | None) -> datetime:
     """A reply's ``replied_at``: the gateway's time ``at`` when it lies between the send
     and our receipt (``received_at``), else ``received_at`` (a truncated or skewed stamp
@@ -181,6 +208,9 @@ __all__ = [
     "ATTEMPTED",
     "CONNECTION_PAUSE_REASONS",
     "DELIVERED",
+    "EVIDENCE_CLOCK_SKEW",
+    "EVIDENCE_LOOKBACK",
+    "EVIDENCE_WINDOW",
     "FAILED",
     "FAILED_FROM",
     "FORWARD_FROM",
@@ -204,10 +234,12 @@ __all__ = [
     "STATUS_TO_STATE",
     "TERMINAL",
     "UNKNOWN",
+    "UNKNOWN_SETTLE_PERIOD",
     "Bucket",
     "SupportsRetry",
     "Verdict",
     "burst_pause_reason",
     "classify",
+    "is_evidence",
     "reply_time",
 ]

@@ -10,22 +10,29 @@ webhook receiver's inbox, which applies them in larger batches with ``apply_pend
   message id no delivery carries yet stay unapplied; the dispatcher calls
   :func:`apply_pending` right after it records message ids. Each status's time is the
   event's (:func:`event_time`), never before the state before it
-  (:data:`campaigns.delivery_lifecycle.STATUS_TIMES`).
+  (:data:`campaigns.delivery_lifecycle.STATUS_TIMES`). Status events keep their chat
+  (:func:`chat_target`): an ``unknown`` row is settled by the events of its sender for
+  its recipient within its attempt's window (:func:`settle_unknown`, run with every
+  application, by the dispatcher's sweep and at start).
 * incoming messages are stored once per message id; the newest delivery to that phone
   sent before the reply (allowing for the gateway's clock, see
   :data:`campaigns.delivery_lifecycle.REPLY_CLOCK_SKEW`) gets the reply; a message that is only
   an opt-out keyword (trimmed, case-insensitive, accents folded) opts the contact out.
 * connection states update the instance; "connected" lifts a pause that a connection
   problem caused (relogin_required, not_activated, disconnected).
+
+Only the instances gatecast holds may speak: :func:`split_foreign` sets apart the events
+of any other instance id (no row, or ``gone``; or none given), which the webhook refuses
+before anything is stored (:func:`held_instance_ids` is what it checks against).
 """
 
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, Engine
 
@@ -38,7 +45,11 @@ from gateway.events import (
     MessageStatus,
 )
 from storage.queries import events as q
+from storage.queries import instances as iq
 from storage.queries.contacts import set_opt_out
+
+#: why an event is refused: it names an instance gatecast does not hold (or none)
+REFUSED_UNKNOWN_INSTANCE = "unknown_instance"
 
 
 @dataclass
@@ -76,6 +87,23 @@ def is_opt_out(text: str, keywords: Iterable[str]) -> bool:
     return bool(folded) and folded in {fold_keyword(k) for k in keywords}
 
 
+def held_instance_ids(engine: Engine) -> frozenset[str]:
+    """The instance ids whose webhook events gatecast accepts (a row, not ``gone``)."""
+    with engine.connect() as conn:
+        return frozenset(iq.held_ids(conn))
+
+
+def split_foreign(events: Sequence[Event], held: Container[str]) -> tuple[list[Event], list[Event]]:
+    """``(accepted, refused)``: the events of an instance in ``held``, and the others (an
+    instance gatecast does not hold, or no instance id at all). Refused events are never
+    applied: a forged STOP opts nobody out, a forged ``logged_out`` changes no state."""
+    accepted: list[Event] = []
+    refused: list[Event] = []
+    for ev in events:
+        (accepted if ev.instance_id is not None and ev.instance_id in held else refused).append(ev)
+    return accepted, refused
+
+
 def _aware(at: datetime | None, now: datetime) -> datetime:
     if at is None:
         return now
@@ -99,6 +127,22 @@ def event_time(at: datetime | None, received: datetime) -> datetime:
     return stamp
 
 
+#: chat address suffixes of a person (the rest of the address is the phone's digits)
+_PERSON_SUFFIXES = ("@s.whatsapp.net", "@c.us")
+
+
+def chat_target(chat: str | None) -> str | None:
+    """A status event's chat as a delivery's target: ``+<digits>`` for a person's address,
+    a group id as it is (``...@g.us``), anything else (hidden ``@lid`` numbers) as it is,
+    so it matches no target; at most 128 characters."""
+    if not chat:
+        return None
+    for suffix in _PERSON_SUFFIXES:
+        if chat.endswith(suffix):
+            return _e164(chat[: -len(suffix)].split(":")[0]) or chat[:128]
+    return chat[:128]
+
+
 def _e164(digits: str | None) -> str | None:
     if not digits:
         return None
@@ -110,11 +154,43 @@ def apply_pending(conn: Connection, message_ids: Sequence[str], *, now: datetime
     """Apply stored, unapplied status events of ``message_ids`` to their deliveries.
 
     Runs in the caller's transaction (see :func:`storage.queries.events.apply_unapplied`:
-    set-based, forward only); returns how many events were applied. ``now`` is accepted
-    for the dispatcher's hook signature: every stored event carries its own time.
+    set-based, forward only); then settles ``unknown`` rows from the evidence stored
+    (:func:`settle_unknown`). Returns how many events were applied.
     """
-    del now
-    return q.apply_unapplied(conn, message_ids, dl.STATUS_RULES)
+    applied = q.apply_unapplied(conn, message_ids, dl.STATUS_RULES)
+    return applied + settle_unknown(conn, now=now).events
+
+
+class Settled(NamedTuple):
+    """What :func:`settle_unknown` did: rows settled, their events applied."""
+
+    rows: int
+    events: int
+
+
+def settle_unknown(conn: Connection, *, now: datetime, since: datetime | None = None) -> Settled:
+    """Settle ``unknown`` rows from stored status events (the rule:
+    :data:`campaigns.delivery_lifecycle.EVIDENCE_WINDOW`): each row attempted since
+    ``since`` (default: :data:`~campaigns.delivery_lifecycle.EVIDENCE_LOOKBACK` ago) takes
+    the message id of its earliest evidence (each message id settles one row), and that
+    message's events are applied."""
+    since = now - dl.EVIDENCE_LOOKBACK if since is None else since
+    pairs: list[tuple[int, str]] = []
+    rows_taken: set[int] = set()
+    ids_taken: set[str] = set()
+    for delivery_id, attempted_at, message_id, occurred_at, received_at in q.unknown_evidence(
+        conn, since=since
+    ):
+        if delivery_id in rows_taken or message_id in ids_taken:
+            continue
+        if dl.is_evidence(attempted_at, occurred_at, received_at):
+            pairs.append((delivery_id, message_id))
+            rows_taken.add(delivery_id)
+            ids_taken.add(message_id)
+    if not pairs:
+        return Settled(0, 0)
+    taken = q.take_message_ids(conn, pairs)
+    return Settled(len(taken), q.apply_unapplied(conn, taken, dl.STATUS_RULES))
 
 
 def apply_recent_pending(
@@ -139,7 +215,8 @@ def apply_all_pending(engine: Engine, *, now: datetime, chunk: int = 5000) -> in
     """Apply every stored, unapplied status event that matches a delivery, however old.
 
     For a start-up pass (events stored but not applied before a crash or a stop); looks
-    through the unapplied events, so it is not for every batch. Returns how many applied.
+    through the unapplied events and settles every ``unknown`` row it has evidence for
+    (:func:`settle_unknown`), so it is not for every batch. Returns how many applied.
     """
     applied = 0
     while True:
@@ -148,7 +225,9 @@ def apply_all_pending(engine: Engine, *, now: datetime, chunk: int = 5000) -> in
             done = apply_pending(conn, ids, now=now) if ids else 0
         applied += done
         if len(ids) < chunk or not done:
-            return applied
+            break
+    with engine.begin() as conn:  # every unknown row, however old
+        return applied + settle_unknown(conn, now=now, since=_EPOCH).events
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -188,6 +267,7 @@ def status_event_rows(
             {
                 "message_id": ev.message_id[:128],
                 "instance_id": ev.instance_id,
+                "chat": chat_target(ev.chat),
                 "status": state,
                 "error_code": (ev.error_code or None) and str(ev.error_code)[:32],
                 "occurred_at": event_time(ev.at, now),
@@ -341,15 +421,21 @@ def _record_in(
 
 
 __all__ = [
+    "REFUSED_UNKNOWN_INSTANCE",
     "ApplyStats",
+    "Settled",
     "apply_all_pending",
     "apply_pending",
     "apply_recent_pending",
+    "chat_target",
     "event_time",
     "fold_keyword",
+    "held_instance_ids",
     "is_opt_out",
     "record_events",
     "record_events_in",
+    "settle_unknown",
+    "split_foreign",
     "status_event_rows",
     "store_events_in",
 ]

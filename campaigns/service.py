@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Table, insert, select
@@ -17,6 +17,7 @@ from sqlalchemy import Connection, Engine, Table, insert, select
 from campaigns import delivery_lifecycle, lifecycle
 from campaigns.campaign_file import CampaignSpec, start_missed, stored_spec
 from campaigns.delivery_rows import Recipient, group_recipients, list_recipients
+from campaigns.gateway_events import settle_unknown
 from campaigns.render import RenderError, recipient_rng, render_message
 from gateway.messages import message_to_dict
 from storage import states, tables
@@ -498,30 +499,84 @@ def cancel_campaign(engine: Engine, campaign_id: int, *, now: datetime | None = 
         return q.skip_queued(conn, campaign_id, CANCELLED_ERROR, now=now)
 
 
+@dataclass(frozen=True)
+class RetryOutcome:
+    """What a retry did: rows re-queued, and the ``unknown`` rows it left alone and why."""
+
+    requeued: int
+    #: ``unknown`` rows settled from stored evidence (a status event for their recipient
+    #: and sender in the attempt's window) instead of being sent again
+    settled: int = 0
+    #: ``unknown`` rows attempted less than the settle period ago: their evidence may
+    #: still come, so they are left alone until ``waiting_until``
+    waiting: int = 0
+    waiting_until: datetime | None = None
+
+    @property
+    def left_alone(self) -> int:
+        """``unknown`` rows not re-queued."""
+        return self.settled + self.waiting
+
+    def describe(self) -> str:
+        """The ``unknown`` rows left alone and why, in words ("" when none)."""
+        parts: list[str] = []
+        if self.settled:
+            parts.append(
+                f"{self.settled} settled from the gateway's status events (they had left: "
+                "not sent again)"
+            )
+        if self.waiting:
+            until = self.waiting_until.isoformat() if self.waiting_until else "later"
+            parts.append(
+                f"{self.waiting} attempted too recently to know (their status events may "
+                f"still come): retry them after {until}"
+            )
+        if not parts:
+            return ""
+        return f"{self.left_alone} unknown recipient(s) left alone: " + "; ".join(parts)
+
+
 def retry_campaign(
     engine: Engine,
     campaign_id: int,
     *,
     include_unknown: bool = False,
+    settle: timedelta = delivery_lifecycle.UNKNOWN_SETTLE_PERIOD,
     now: datetime | None = None,
-) -> int:
+) -> RetryOutcome:
     """Re-queue failed recipients (and ambiguous ``unknown`` ones if asked), due now.
 
-    Rows already sent, delivered or read are never touched. A completed, failed or
-    paused campaign becomes running again. Returns how many rows were re-queued.
+    Rows already sent, delivered or read are never touched. With ``include_unknown``,
+    ``unknown`` rows are first settled from the evidence stored
+    (:func:`campaigns.gateway_events.settle_unknown`), and those whose attempt started
+    less than ``settle`` ago are left alone (their evidence may still come); only the
+    rest are sent again. A completed, failed or paused campaign becomes running again.
     """
     now = now or utcnow()
     from_states = [states.FAILED, states.UNKNOWN] if include_unknown else [states.FAILED]
+    settled = waiting = 0
+    waiting_until: datetime | None = None
     with engine.begin() as conn:
         current = _state(conn, campaign_id)
         if current in (lifecycle.CANCELLED, lifecycle.DRAFT):
             raise lifecycle.InvalidTransition(campaign_id, current, lifecycle.RUNNING)
-        n = q.requeue(conn, campaign_id, from_states, now=now)
+        cutoff: datetime | None = None
+        if include_unknown:
+            before = q.delivery_counts(conn, campaign_id)[states.UNKNOWN]
+            settle_unknown(conn, now=now, since=_EPOCH)
+            settled = before - q.delivery_counts(conn, campaign_id)[states.UNKNOWN]
+            cutoff = now - settle
+            waiting, latest = q.unknown_waiting(conn, campaign_id, attempted_after=cutoff)
+            waiting_until = latest + settle if latest is not None else None
+        n = q.requeue(conn, campaign_id, from_states, now=now, unknown_attempted_before=cutoff)
         if n and current in (lifecycle.COMPLETED, lifecycle.FAILED, lifecycle.PAUSED):
             lifecycle.transition(
                 conn, campaign_id, lifecycle.RUNNING, reason=f"retrying {n} recipient(s)", now=now
             )
-    return n
+    return RetryOutcome(n, settled, waiting, waiting_until)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 # --- deliveries and progress as the faces read them -------------------------------------------
@@ -658,6 +713,7 @@ __all__ = [
     "DeliveryRecord",
     "PreviewItem",
     "ProgressPoint",
+    "RetryOutcome",
     "UnrenderableRecipients",
     "campaign_counts",
     "campaign_instances",

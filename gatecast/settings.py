@@ -7,11 +7,12 @@ only where the value goes on the wire.
 
 from __future__ import annotations
 
+import ipaddress
 from datetime import datetime
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from scheduler.defaults import DEFAULT_SENDER_GRACE_SECONDS
@@ -52,6 +53,10 @@ class Settings(BaseSettings):
     database_url: str = "sqlite:///gatecast.db"
     public_url: str = Field("", description="Where the gateway can reach our webhook")
     webhook_secret: SecretStr = SecretStr("")
+    webhook_allowed_sources: tuple[str, ...] = Field(
+        (),
+        description="Addresses (CIDRs) the webhook accepts requests from; empty: any",
+    )
     api_key: SecretStr = SecretStr("")
     default_region: str = "US"
     opt_out_keywords: tuple[str, ...] = DEFAULT_OPT_OUT_KEYWORDS
@@ -68,6 +73,13 @@ class Settings(BaseSettings):
         description="How long a paused sticky sender keeps its queued recipients before "
         "they go to the campaign's healthy senders",
     )
+    unknown_settle_seconds: float = Field(
+        600.0,
+        ge=0,
+        le=7 * 24 * 3600,
+        description="`campaign retry --unknown` leaves alone 'unknown' rows attempted less "
+        "than this long ago: the gateway's status events that settle them may still come",
+    )
     log_level: str = "INFO"
     # dashboard sessions (issue 13): which reverse proxies are believed
     trusted_proxies: str = Field(
@@ -78,6 +90,17 @@ class Settings(BaseSettings):
     clock_start: datetime | None = Field(
         None, description="Rehearsals and tests: the process clock starts here (ISO, with offset)"
     )
+
+    @field_validator("webhook_allowed_sources")
+    @classmethod
+    def _cidrs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        """Every entry must be an IP address or network (``203.0.113.0/24``)."""
+        for cidr in value:
+            try:
+                ipaddress.ip_network(cidr.strip(), strict=False)
+            except ValueError as exc:
+                raise ValueError(f"not an IP address or network (CIDR): {cidr!r}") from exc
+        return tuple(c.strip() for c in value)
 
 
 @lru_cache(maxsize=1)

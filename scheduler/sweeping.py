@@ -2,9 +2,9 @@
 
 Expired leases (rows left ``sending`` by a dead process become ``unknown``), senders
 paused for error-463 status events, stored status events whose message id a delivery
-now carries, sticky senders that cannot send handing their queued rows over (see
-:meth:`Sweeper.hand_over`), the failure-rate safety check, and campaigns with nothing
-left to send completed.
+now carries, ``unknown`` rows settled from the evidence stored, sticky senders that
+cannot send handing their queued rows over (see :meth:`Sweeper.hand_over`), the
+failure-rate safety check, and campaigns with nothing left to send completed.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from sqlalchemy import Connection, Engine
 from campaigns import delivery_lifecycle as dl
 from campaigns import lifecycle
 from campaigns.delivery_rows import pick_sender
+from campaigns.gateway_events import settle_unknown
 from gateway.outcomes import InstanceProblem
 from scheduler.claiming import RunningCampaign
 from scheduler.clock import Clock
@@ -72,13 +73,17 @@ class Sweeper:
         """Apply stored status events whose message id a delivery now carries.
 
         Closes the race where an event commits (unapplied) right after the dispatcher
-        recorded its id and looked for pending events. Runs about once a second.
+        recorded its id and looked for pending events; then settles ``unknown`` rows from
+        the evidence stored (:func:`campaigns.gateway_events.settle_unknown`). Runs
+        about once a second.
         """
         applied = 0
+        now = self.clock.now()
         with self.engine.begin() as conn:
             ids = dq.unapplied_known_message_ids(conn)
             if ids:
-                applied = self.apply_pending(conn, ids, self.clock.now())
+                applied = self.apply_pending(conn, ids, now)
+            applied += settle_unknown(conn, now=now).events
         return applied
 
     def hand_over(self, camp: RunningCampaign, now: datetime) -> None:

@@ -192,6 +192,9 @@ class Delivery(SQLModel, table=True):
     error: str | None = Field(default=None, max_length=1000)
     error_code: str | None = Field(default=None, max_length=32)
     queued_at: datetime = _created()
+    # when the last attempt started (claimed): the start of the window in which a status
+    # event for the recipient settles an ``unknown`` row (campaigns.delivery_lifecycle)
+    attempted_at: datetime | None = _dt()
     sent_at: datetime | None = _dt()
     delivered_at: datetime | None = _dt()
     read_at: datetime | None = _dt()
@@ -204,15 +207,21 @@ class StatusEvent(SQLModel, table=True):
     """A message status learnt from the webhook; unique per (message, status) to dedupe.
 
     Events whose message id is not yet recorded on a delivery stay ``applied = False``
-    and are applied when the dispatcher records that id.
+    and are applied when the dispatcher records that id. ``chat`` is the recipient as a
+    delivery's target (``+<digits>`` or a group id): evidence that settles an ``unknown``
+    delivery.
     """
 
     __tablename__ = "status_events"
-    __table_args__ = (UniqueConstraint("message_id", "status", name="uq_status_event"),)
+    __table_args__ = (
+        UniqueConstraint("message_id", "status", name="uq_status_event"),
+        Index("ix_status_events_chat", "chat", "instance_id"),
+    )
 
     id: int | None = Field(default=None, sa_type=BigId, primary_key=True)
     message_id: str = Field(max_length=128)
     instance_id: str | None = Field(default=None, max_length=64)
+    chat: str | None = Field(default=None, max_length=128)
     status: str = Field(max_length=16)  # sent | delivered | read | failed
     error_code: str | None = Field(default=None, max_length=32)
     occurred_at: datetime = _created()

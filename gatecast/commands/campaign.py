@@ -298,20 +298,43 @@ def retry_cmd(
     unknown: bool = typer.Option(
         False,
         "--unknown",
-        help="Also resend recipients whose send was ambiguous (they may get the message twice).",
+        help="Also resend recipients whose send was ambiguous and that no status event "
+        "settled (attempted at least GATECAST_UNKNOWN_SETTLE_SECONDS ago).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Re-queue failed recipients (never those already sent)."""
     from campaigns import service
+    from gatecast.settings import get_settings
 
+    settings = get_settings()
     with _errors():
-        n = service.retry_campaign(open_engine_or_fail(), campaign_id, include_unknown=unknown)
-        state = service.get_campaign(open_engine_or_fail(), campaign_id).state
+        engine = open_engine_or_fail(settings)
+        done = service.retry_campaign(
+            engine,
+            campaign_id,
+            include_unknown=unknown,
+            settle=timedelta(seconds=settings.unknown_settle_seconds),
+        )
+        state = service.get_campaign(engine, campaign_id).state
     if as_json:
-        _print_json({"id": campaign_id, "state": state, "requeued": n})
+        _print_json(
+            {
+                "id": campaign_id,
+                "state": state,
+                "requeued": done.requeued,
+                "left_alone": done.left_alone,
+                "settled": done.settled,
+                "waiting": done.waiting,
+                "waiting_until": done.waiting_until.isoformat() if done.waiting_until else None,
+            }
+        )
         return
-    console.print(f"campaign {campaign_id}: {n:,} recipient(s) queued again; it is {state}")
+    console.print(
+        f"campaign {campaign_id}: {done.requeued:,} recipient(s) queued again; it is {state}"
+    )
+    if done.left_alone:
+        console.print(escape(done.describe()))
 
 
 def report_cmd(

@@ -17,7 +17,11 @@ loses nothing. The families:
 
 ``observe_send`` is an in-process hook for callers that want an exact per-attempt count
 (``gatecast_send_attempts_total{outcome}``); scheduler/ must not import this module, so
-the application layer passes it to the dispatcher as a plain callback.
+the application layer passes it to the dispatcher as a plain callback. ``observe_refused``
+counts the webhook's refusals in this process
+(``gatecast_webhook_events_refused_total{reason}``: ``unknown_instance``, events of an
+instance gatecast does not hold; ``source_not_allowed``, requests from an address outside
+the allow-list).
 """
 
 from __future__ import annotations
@@ -43,6 +47,19 @@ _SEND_ATTEMPTS = Counter(
     ["outcome"],
     registry=_ATTEMPTS_REGISTRY,
 )
+
+
+_REFUSED = Counter(
+    "gatecast_webhook_events_refused",
+    "Webhook events (or requests) refused by this process, by reason",
+    ["reason"],
+    registry=_ATTEMPTS_REGISTRY,
+)
+
+
+def observe_refused(reason: str, count: int = 1) -> None:
+    """Count ``count`` webhook events (or requests) refused for ``reason``."""
+    _REFUSED.labels(reason=reason).inc(count)
 
 
 def observe_send(outcome_kind: str) -> None:
@@ -137,4 +154,4 @@ def render(registry: CollectorRegistry, accept: str | None) -> tuple[bytes, str]
     return encoder(registry), content_type
 
 
-__all__ = ["DatabaseCollector", "build_registry", "observe_send", "render"]
+__all__ = ["DatabaseCollector", "build_registry", "observe_refused", "observe_send", "render"]

@@ -2,8 +2,13 @@
 
 * The secret path segment is compared in constant time with ``settings.webhook_secret``;
   a wrong (or unconfigured) secret answers 404 like any unknown path and changes nothing.
+* With an allow-list of source addresses (``webhook_allowed_sources``), a request from
+  any other address answers 403 and changes nothing.
 * Bodies go through :func:`gateway.event_parsing.parse_webhook`; a malformed body answers
   400 with the reason and changes nothing.
+* Events of an instance gatecast does not hold (no row, ``gone``, or no id) are refused:
+  never stored or applied, counted and logged (:mod:`gatecast.web.webhook_guard`); the
+  answer is still 200 (``refused``: how many), as gateways neither retry nor read it.
 * Events are group-committed by :class:`~gatecast.web.webhook_batcher.EventBatcher` (an
   asyncio queue started and stopped with the app's lifespan), which stores each batch in
   one transaction (on the event loop for a SQLite file unless another writer holds the
@@ -43,6 +48,7 @@ from gatecast.web.problems import MEDIA_TYPE as PROBLEM_MEDIA_TYPE
 from gatecast.web.problems import STATUS_CODES, Problem
 from gatecast.web.webhook_appliers import make_applier, make_inline_applier, make_later_applier
 from gatecast.web.webhook_batcher import EventBatcher
+from gatecast.web.webhook_guard import WebhookGuard, guard_for
 from gatecast.web.webhook_pg import make_pg_store
 from gateway.event_parsing import parse_webhook
 from gateway.events import ConnectionStatus, Event, IncomingMessage, MalformedEvent, MessageStatus
@@ -69,6 +75,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         sweep=lambda: apply_recent_pending(ctx.engine, now=ctx.clock()),
         recover=lambda: apply_all_pending(ctx.engine, now=ctx.clock()),
     )
+    app.state.webhook_guard = WebhookGuard(ctx)
     await batcher.start()
     app.state.webhook_batcher = batcher
     try:
@@ -86,6 +93,8 @@ router = APIRouter(lifespan=lifespan)
 
 #: the answer to a wrong secret: what any unknown path answers
 _NOT_FOUND: dict[str, Any] = {"detail": "Not Found"}
+#: the answer to a source address outside the allow-list
+_FORBIDDEN: dict[str, Any] = {"detail": "source address not allowed"}
 
 
 def secret_matches(given: str, expected: str) -> bool:
@@ -107,6 +116,13 @@ async def accept_body(app: Any, ctx: AppContext, body: bytes) -> tuple[int, dict
     except MalformedEvent as exc:
         return 400, {"detail": f"malformed event: {exc}"}
     actionable: list[Event] = [e for e in events if isinstance(e, _ACTIONABLE)]
+    refused = 0
+    if actionable:
+        try:
+            actionable, refused = await guard_for(app.state, ctx).accept(actionable)
+        except Exception:
+            log.exception("reading the instances held failed")
+            return 503, {"detail": "events could not be stored"}
     if actionable:
         batcher = getattr(app.state, "webhook_batcher", None)
         try:
@@ -116,7 +132,10 @@ async def accept_body(app: Any, ctx: AppContext, body: bytes) -> tuple[int, dict
                 await asyncio.to_thread(make_applier(ctx), actionable)
         except Exception:
             return 503, {"detail": "events could not be stored"}
-    return 200, {"status": "ok", "events": len(events), "applied": len(actionable)}
+    answer: dict[str, Any] = {"status": "ok", "events": len(events), "applied": len(actionable)}
+    if refused:
+        answer["refused"] = refused
+    return 200, answer
 
 
 @router.post(PATH_PREFIX + "{secret}", include_in_schema=False)
@@ -125,6 +144,9 @@ async def receive_gateway_event(secret: str, request: Request) -> JSONResponse:
     ctx = get_ctx(request)
     if not secret_matches(secret, ctx.settings.webhook_secret.get_secret_value()):
         return _problem(404, _NOT_FOUND).response()
+    client = request.client.host if request.client else None
+    if not guard_for(request.app.state, ctx).source_allowed(client):
+        return _problem(403, _FORBIDDEN).response()
     status, answer = await accept_body(request.app, ctx, await request.body())
     if status >= 400:
         return _problem(status, answer).response()
@@ -160,18 +182,23 @@ class WebhookFastPath:
             await self.app(scope, receive, send)
             return
         try:
-            status, answer = await self._handle(secret, receive)
+            status, answer = await self._handle(secret, scope, receive)
         except Exception:  # answer 500 rather than drop the connection
             log.exception("webhook request failed")
             status, answer = 500, {"detail": "Internal Server Error"}
         if status:  # 0: the client went away before its body arrived
             await _send_json(send, status, answer)
 
-    async def _handle(self, secret: str, receive: Receive) -> tuple[int, dict[str, Any]]:
+    async def _handle(
+        self, secret: str, scope: Scope, receive: Receive
+    ) -> tuple[int, dict[str, Any]]:
         ctx = self.fastapi_app.state.ctx
         assert isinstance(ctx, AppContext)
         if not secret_matches(secret, ctx.settings.webhook_secret.get_secret_value()):
             return 404, _NOT_FOUND
+        client = scope.get("client")
+        if not guard_for(self.fastapi_app.state, ctx).source_allowed(client[0] if client else None):
+            return 403, _FORBIDDEN
         body = await _read_body(receive, MAX_BODY_BYTES)
         if body is None:
             return 0, {}

@@ -85,13 +85,44 @@ def skip_queued(conn: Connection, campaign_id: int, reason: str, *, now: datetim
     return int(result.rowcount)
 
 
+def _unknown_waiting(attempted_after: datetime) -> Any:
+    """An ``unknown`` row whose last attempt started after ``attempted_after``."""
+    return and_(
+        _d.c.state == states.UNKNOWN,
+        _d.c.attempted_at.is_not(None),  # never NULL: NOT (...) must be true for old rows
+        _d.c.attempted_at > attempted_after,
+    )
+
+
+def unknown_waiting(
+    conn: Connection, campaign_id: int, *, attempted_after: datetime
+) -> tuple[int, datetime | None]:
+    """``(how many, latest attempt start)`` of the campaign's ``unknown`` rows whose last
+    attempt started after ``attempted_after``."""
+    n, latest = conn.execute(
+        select(func.count(), func.max(_d.c.attempted_at)).where(
+            _d.c.campaign_id == campaign_id, _unknown_waiting(attempted_after)
+        )
+    ).one()
+    return int(n), latest
+
+
 def requeue(
-    conn: Connection, campaign_id: int, from_states: Sequence[str], *, now: datetime
+    conn: Connection,
+    campaign_id: int,
+    from_states: Sequence[str],
+    *,
+    now: datetime,
+    unknown_attempted_before: datetime | None = None,
 ) -> int:
-    """Put rows in ``from_states`` back in the queue, due now, attempts reset."""
+    """Put rows in ``from_states`` back in the queue, due now, attempts reset; with
+    ``unknown_attempted_before``, ``unknown`` rows attempted after it stay as they are."""
+    cond = [_d.c.campaign_id == campaign_id, _d.c.state.in_(list(from_states))]
+    if unknown_attempted_before is not None:
+        cond.append(~_unknown_waiting(unknown_attempted_before))
     result = conn.execute(
         update(_d)
-        .where(_d.c.campaign_id == campaign_id, _d.c.state.in_(list(from_states)))
+        .where(*cond)
         .values(
             state=states.QUEUED,
             attempts=0,
@@ -166,4 +197,5 @@ __all__ = [
     "requeue",
     "skip_queued",
     "specs_in_states",
+    "unknown_waiting",
 ]

@@ -2,7 +2,8 @@
 
 The claim is one portable statement (DESIGN.md decision 2)::
 
-    UPDATE deliveries SET state='sending', lease_until=:lease, attempts=attempts+1
+    UPDATE deliveries SET state='sending', lease_until=:lease, attempts=attempts+1,
+           attempted_at=:now
     WHERE id IN (SELECT id FROM deliveries WHERE campaign_id=:c AND sender=:s
                  AND state='queued' AND due_at <= :now ORDER BY due_at, id LIMIT :n
                  [FOR UPDATE SKIP LOCKED  -- PostgreSQL only])
@@ -87,7 +88,12 @@ def claim(
     stmt = (
         update(_d)
         .where(_d.c.id.in_(sub.scalar_subquery()))
-        .values(state=states.SENDING, lease_until=lease_until, attempts=_d.c.attempts + 1)
+        .values(
+            state=states.SENDING,
+            lease_until=lease_until,
+            attempts=_d.c.attempts + 1,
+            attempted_at=now,
+        )
         .returning(
             _d.c.id,
             _d.c.campaign_id,

@@ -123,6 +123,7 @@ def insert_status_events(conn: Connection, rows: Sequence[Mapping[str, Any]]) ->
 _EVENT_COLUMNS = (
     "message_id",
     "instance_id",
+    "chat",
     "status",
     "error_code",
     "occurred_at",
@@ -368,8 +369,8 @@ _SQLITE_MARK_APPLIED = _sqlite_sql(
     update(_e).where(_e.c.id.op("IN")(_in_marker)).values(applied=True)
 )
 _SQLITE_INSERT_EVENT = (
-    "INSERT INTO status_events (message_id, instance_id, status, error_code, occurred_at,"
-    " received_at, applied) VALUES (?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO status_events (message_id, instance_id, chat, status, error_code,"
+    " occurred_at, received_at, applied) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
     " ON CONFLICT (message_id, status) DO NOTHING"
 )
 
@@ -414,6 +415,7 @@ def _sqlite_event_row(row: Mapping[str, Any], times: dict[datetime, str]) -> tup
     return (
         row["message_id"],
         row.get("instance_id"),
+        row.get("chat"),
         row["status"],
         row.get("error_code"),
         times[occurred],
@@ -455,6 +457,64 @@ def _apply_unapplied_sqlite(
             cur.execute(*_in_list(_SQLITE_MARK_APPLIED, ids))
             applied += len(ids)
     return applied
+
+
+def unknown_evidence(
+    conn: Connection, *, since: datetime, limit: int = 10_000
+) -> list[tuple[int, datetime, str, datetime, datetime]]:
+    """Candidate evidence for ``unknown`` deliveries whose last attempt started since
+    ``since``: ``(delivery id, attempted_at, message id, occurred_at, received_at)`` of the
+    status events of the delivery's sender whose chat is its target, on message ids no
+    delivery carries, while no other send to that target through that sender is in flight;
+    by delivery, then event time. The caller judges the times."""
+    other = _d.alias("other")
+    in_flight = _d.alias("in_flight")
+    rows = conn.execute(
+        select(_d.c.id, _d.c.attempted_at, _e.c.message_id, _e.c.occurred_at, _e.c.received_at)
+        .join(_e, and_(_e.c.chat == _d.c.target, _e.c.instance_id == _d.c.sender))
+        .where(
+            _d.c.state == states.UNKNOWN,
+            _d.c.attempted_at >= since,
+            ~select(other.c.id).where(other.c.message_id == _e.c.message_id).exists(),
+            # another send to the recipient through the sender is in flight: the event may
+            # be its own, whose message id is about to be recorded (decide later). Looked up
+            # through the few rows in flight (``coalesce`` keeps SQLite off the sender index,
+            # which would walk every queued row of the sender), per event found (the event's
+            # columns, not the delivery's: so it runs after the join, not per unknown row)
+            ~select(in_flight.c.id)
+            .where(
+                in_flight.c.state == states.SENDING,
+                in_flight.c.target == _e.c.chat,
+                func.coalesce(in_flight.c.sender, "") == _e.c.instance_id,
+            )
+            .exists(),
+        )
+        .order_by(_d.c.id, _e.c.occurred_at, _e.c.id)
+        .limit(limit)
+    ).all()
+    return [(int(r[0]), r[1], str(r[2]), r[3], r[4]) for r in rows]
+
+
+_TAKE_MESSAGE_ID = (
+    update(_d)
+    .where(
+        _d.c.id == bindparam("b_id"),
+        _d.c.state == states.UNKNOWN,
+        _d.c.message_id.is_(None),
+    )
+    .values(message_id=bindparam("b_mid"), error=None)
+)
+
+
+def take_message_ids(conn: Connection, pairs: Sequence[tuple[int, str]]) -> list[str]:
+    """Give each ``unknown`` delivery of ``pairs`` (id, message id) without a message id
+    its evidence's message id; returns the message ids taken (apply their events next)."""
+    taken: list[str] = []
+    for delivery_id, message_id in pairs:
+        result = conn.execute(_TAKE_MESSAGE_ID, {"b_id": delivery_id, "b_mid": message_id})
+        if result.rowcount:
+            taken.append(message_id)
+    return taken
 
 
 def existing_inbound(conn: Connection, message_ids: Sequence[str]) -> set[str]:
@@ -568,5 +628,7 @@ __all__ = [
     "set_instance_state",
     "set_reply",
     "status_time",
+    "take_message_ids",
     "unapplied_matching",
+    "unknown_evidence",
 ]

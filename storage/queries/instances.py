@@ -306,6 +306,7 @@ __all__ = [
     "forget",
     "has_unassigned",
     "health",
+    "held_ids",
     "mark_gone",
     "mark_linked_by_send",
     "mark_state",
@@ -343,6 +344,12 @@ def mark_state(
     if webhook_registered is not None:
         values["webhook_url_registered"] = webhook_registered
     conn.execute(update(_i).where(_i.c.instance_id == instance_id).values(**values))
+
+
+def held_ids(conn: Connection) -> set[str]:
+    """The instance ids gatecast holds: a row that is not ``gone`` (webhook events of
+    any other id are refused)."""
+    return {str(r[0]) for r in conn.execute(select(_i.c.instance_id).where(_i.c.state != GONE))}
 
 
 def all_ids(conn: Connection) -> list[str]:

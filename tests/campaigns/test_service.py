@@ -148,7 +148,7 @@ def test_retry_failed_and_unknown(engine: Engine) -> None:
             )
         lifecycle.transition(conn, cid, lifecycle.COMPLETED, now=NOW)
     later = NOW + timedelta(hours=1)
-    assert service.retry_campaign(engine, cid, now=later) == 2
+    assert service.retry_campaign(engine, cid, now=later).requeued == 2
     detail = service.get_campaign(engine, cid)
     assert detail.state == "running"
     assert detail.counts["queued"] == 2 and detail.counts["unknown"] == 1
@@ -156,7 +156,7 @@ def test_retry_failed_and_unknown(engine: Engine) -> None:
     with engine.connect() as conn:
         row = conn.execute(select(deliveries).where(deliveries.c.target == phone(0))).one()
     assert (row.attempts, row.error, row.message_id, row.due_at) == (0, None, None, later)
-    assert service.retry_campaign(engine, cid, include_unknown=True, now=later) == 1
+    assert service.retry_campaign(engine, cid, include_unknown=True, now=later).requeued == 1
     assert service.campaign_counts(engine, cid)["queued"] == 3
 
 

@@ -25,6 +25,7 @@ from gatecast.settings import Settings
 from gatecast.web import webhook, webhook_batcher
 from gatecast.web.context import AppContext
 from storage import tables
+from storage.queries import instances as iq
 from tests.campaigns.campaign_fixtures import NOW, make_list, people, phone, spec
 
 SECRET = "s3cr3t-webhook-path"
@@ -47,6 +48,7 @@ def _campaign(engine: Engine, n: int) -> int:
     with engine.begin() as conn:
         lifecycle.transition(conn, cid, lifecycle.RUNNING, now=NOW)
         materialise(conn, cid, now=NOW, instances=["A"])
+        iq.mark_state(conn, "A", "connected", now=NOW)  # the webhook hears held instances only
         conn.execute(
             update(deliveries).values(
                 state="sent",

@@ -18,6 +18,7 @@ from gatecast.web.webhook_pg import PgStatusStore, make_pg_store
 from gateway.event_parsing import parse_webhook
 from gateway.events import Event
 from storage.engine import make_engine
+from storage.queries import instances as iq
 from tests.campaigns.campaign_fixtures import NOW, phone
 from tests.web.test_webhook import (
     SECRET,
@@ -157,6 +158,8 @@ def test_a_failed_store_answers_503_and_the_next_batch_recovers(pg_engine: Engin
     # the same database through a port nothing listens on
     ctx.engine = make_engine(good.url.set(port=1).render_as_string(hide_password=False))
     store.inserter.engine = ctx.engine
+    with good.begin() as conn:  # the webhook hears held instances only
+        iq.mark_state(conn, "A", "connected", now=NOW)
 
     async def go() -> list[int]:
         batcher = EventBatcher(lambda _: pytest.fail("thread path"), store=store)

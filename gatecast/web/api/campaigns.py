@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import asdict, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 from fastapi import (
@@ -161,12 +161,28 @@ class ActionResult(BaseModel):
     rows: int | None = Field(None, description="Rows skipped (cancel) or re-queued (retry)")
 
 
+class RetryResult(ActionResult):
+    """What a retry did, and the 'unknown' rows it left alone and why."""
+
+    left_alone: int = Field(0, description="'unknown' rows not re-queued: settled + waiting")
+    settled: int = Field(
+        0, description="'unknown' rows settled from the gateway's status events (not resent)"
+    )
+    waiting: int = Field(
+        0,
+        description="'unknown' rows attempted less than the settle period ago (their status "
+        "events may still come): left alone until waiting_until",
+    )
+    waiting_until: datetime | None = None
+
+
 class RetryRequest(BaseModel):
     """Which recipients to send again."""
 
     include_unknown: bool = Field(
         False,
-        description="Also resend 'unknown' rows (may have left: the person may get it twice)",
+        description="Also resend 'unknown' rows that no status event settled and that were "
+        "attempted at least the settle period ago (may have left: the person may get it twice)",
     )
 
 
@@ -313,14 +329,25 @@ def post_cancel(campaign_id: int, ctx: Ctx) -> ActionResult:
     )
 
 
-@router.post("/campaigns/{campaign_id}/retry", response_model=ActionResult)
-def post_retry(campaign_id: int, ctx: Ctx, body: RetryRequest | None = None) -> ActionResult:
-    """Send failed recipients again (and 'unknown' ones when asked)."""
-    n = retry_campaign(
+@router.post("/campaigns/{campaign_id}/retry", response_model=RetryResult)
+def post_retry(campaign_id: int, ctx: Ctx, body: RetryRequest | None = None) -> RetryResult:
+    """Send failed recipients again (and 'unknown' ones without evidence when asked)."""
+    done = retry_campaign(
         ctx.engine,
         campaign_id,
         include_unknown=(body or RetryRequest()).include_unknown,
+        settle=timedelta(seconds=ctx.settings.unknown_settle_seconds),
         now=ctx.clock(),
     )
     state = get_campaign(ctx.engine, campaign_id).state
-    return ActionResult(id=campaign_id, state=state, detail=f"{n} row(s) re-queued", rows=n)
+    detail = "; ".join(filter(None, [f"{done.requeued} row(s) re-queued", done.describe()]))
+    return RetryResult(
+        id=campaign_id,
+        state=state,
+        detail=detail,
+        rows=done.requeued,
+        left_alone=done.left_alone,
+        settled=done.settled,
+        waiting=done.waiting,
+        waiting_until=done.waiting_until,
+    )

@@ -16,6 +16,7 @@ from gatecast.cli import app
 from gatecast.settings import get_settings
 from storage import tables
 from storage.engine import make_engine, upgrade
+from storage.types import utcnow
 from tests.campaigns.campaign_fixtures import NOW, make_list, people, phone
 
 SAMPLES = Path(__file__).resolve().parents[3] / "samples"
@@ -140,3 +141,26 @@ def test_every_sample_creates_with_a_preview(db: Engine, sample: str, kind: str)
     result = runner.invoke(app, ["campaign", "create", str(SAMPLES / sample), "--json"])
     preview = json.loads(result.stdout)["preview"]
     assert preview and preview[0]["content"]["type"] == kind
+
+
+def test_retry_unknown_says_what_it_left_alone(db: Engine) -> None:
+    _customers(db)
+    assert runner.invoke(app, ["campaign", "create", str(SAMPLES / "campaign.toml")]).exit_code == 0
+    with db.begin() as conn:
+        lifecycle.transition(conn, 1, lifecycle.RUNNING, now=NOW)
+        materialise(conn, 1, now=NOW, instances=["A"])
+        conn.execute(  # attempted a moment ago: its status events may still come
+            update(deliveries)
+            .where(deliveries.c.target == phone(1))
+            .values(state="unknown", attempts=1, attempted_at=utcnow())
+        )
+    human = runner.invoke(app, ["campaign", "retry", "1", "--unknown"])
+    assert human.exit_code == 0, human.output
+    assert "0 recipient(s) queued again" in human.output
+    assert "1 unknown recipient(s) left alone" in human.output
+    assert "attempted too recently" in human.output
+    answer = json.loads(
+        runner.invoke(app, ["campaign", "retry", "1", "--unknown", "--json"]).stdout
+    )
+    assert (answer["requeued"], answer["left_alone"], answer["waiting"]) == (0, 1, 1)
+    assert answer["waiting_until"] is not None

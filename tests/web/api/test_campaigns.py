@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -241,6 +242,13 @@ def test_retry_resends_unknown_only_when_asked(live_sqlite: LiveApp) -> None:
         after = api.get(f"/api/v1/campaigns/{cid}/deliveries", params={"state": "unknown"}).json()
         assert after["total"] == unknown  # never resent without being asked
 
+        res = api.post(f"/api/v1/campaigns/{cid}/retry", json={"include_unknown": True})
+        assert res.status_code == 200  # attempted just now: their status events may still come
+        assert (res.json()["rows"], res.json()["waiting"]) == (0, unknown)
+        assert res.json()["left_alone"] == unknown and "left alone" in res.json()["detail"]
+
+        clock = live_sqlite.ctx.clock  # the settle period (10 min by default) is over
+        live_sqlite.ctx.clock = lambda: clock() + timedelta(minutes=11)
         res = api.post(f"/api/v1/campaigns/{cid}/retry", json={"include_unknown": True})
         assert res.status_code == 200
         assert res.json()["rows"] == unknown
