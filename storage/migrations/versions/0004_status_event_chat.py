@@ -1,7 +1,7 @@
 """status event chat, delivery attempt time
 
-Revision ID: 0003
-Revises: 0002
+Revision ID: 0004
+Revises: 0003
 Create Date: 2026-11-24 19:20:00
 
 Evidence settles ambiguity (issue 13): a status event keeps the chat it was about (the
@@ -15,8 +15,8 @@ import sqlmodel
 import storage.types
 
 
-revision = '0003'
-down_revision = '0002'
+revision = '0004'
+down_revision = '0003'
 branch_labels = None
 depends_on = None
 
