@@ -26,7 +26,9 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
+
+from gatecast.web.asgi import HttpMiddleware
 
 log = logging.getLogger("gatecast.web")
 
@@ -261,18 +263,12 @@ def _unexpected(request: Request, exc: Exception, *, with_traceback: bool = Fals
     ).response()
 
 
-class CatchUnexpected:
+class CatchUnexpected(HttpMiddleware):
     """ASGI middleware: an exception no handler took becomes a 500 problem (logged with
     its traceback and a reference), and the connection stays usable; Starlette's own last
     resort would answer, then re-raise it into the server."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = False
 
         async def watch(message: Message) -> None:

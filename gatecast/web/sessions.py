@@ -1,13 +1,9 @@
-"""Dashboard sessions: server-side records that the session cookie points at.
+"""Dashboard sessions in the browser: the cookie and its renewal.
 
-Signing in stores a session (:mod:`storage.queries.sessions`) and gives the browser a
-cookie holding only its random id (256 bits); the database keeps the id's SHA-256, never
-the id. A session ends :data:`LIFETIME` after sign-in unless it is used: a request made
-when less than :data:`RENEW_WITHIN` remains extends it to :data:`LIFETIME` again (one
-write at most every 6 hours a session) and :class:`CookieRenewal` sends the cookie again
-with the new lifetime. It also ends at sign-out (the record is deleted, so a copied
-cookie is refused from then on) and when the API key changes. Expired records are
-pruned at each sign-in.
+The records (open, check and extend, close; their lifetime) are
+:mod:`campaigns.dashboard_sessions`; the cookie holds only the session's random id.
+A request whose session was extended gets the cookie again with the new lifetime
+(:class:`CookieRenewal`).
 
 The cookie is ``HttpOnly``, ``SameSite=Lax`` and ``Secure`` when the request came over
 HTTPS as gatecast sees it: its own TLS, or ``X-Forwarded-Proto: https`` from a proxy
@@ -16,63 +12,36 @@ listed in ``GATECAST_TRUSTED_PROXIES`` (uvicorn applies that header before the a
 
 from __future__ import annotations
 
-import hashlib
-import secrets
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from fastapi import Request, Response
 from pydantic import SecretStr
-from sqlalchemy import Engine
 from starlette.datastructures import MutableHeaders
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
-from storage.queries import sessions as q
+from campaigns import dashboard_sessions as records
+from campaigns.dashboard_sessions import LIFETIME, RENEW_WITHIN
+from gatecast.web.asgi import HttpMiddleware
+from storage.engine import Engine
 
 COOKIE = "gatecast_session"
-#: how long a session lasts from sign-in, or from its last extension
-LIFETIME = timedelta(hours=12)
-#: a session used when less than this remains is extended
-RENEW_WITHIN = LIFETIME / 2
 #: where a request whose session was extended keeps the cookie to send again
 _RENEWED = "gatecast_session_renewed"
 
 
-def _digest(session_id: str) -> str:
-    return hashlib.sha256(session_id.encode("utf-8")).hexdigest()
-
-
-def key_digest(key: SecretStr) -> str:
-    """Which API key a session belongs to (a digest, never the key)."""
-    return hashlib.sha256(
-        b"gatecast-dashboard-session\0" + key.get_secret_value().encode()
-    ).hexdigest()
-
-
 def start(engine: Engine, key: SecretStr, now: datetime) -> str:
     """Open a session for ``key``; returns the id the cookie carries."""
-    session_id = secrets.token_urlsafe(32)
-    q.open_session(
-        engine,
-        id_digest=_digest(session_id),
-        key_digest=key_digest(key),
-        now=now,
-        expires_at=now + LIFETIME,
-    )
-    return session_id
+    return records.open_session(engine, key, now)
 
 
 def is_valid(request: Request, engine: Engine, key: SecretStr, now: datetime) -> bool:
     """True when the request's cookie names an open, unexpired session of ``key``; a
     session near its end is extended (the response carries the cookie again)."""
     session_id = cookie_of(request)
-    if not session_id or len(session_id) > 100:
+    extended = records.check(engine, session_id, key, now)
+    if extended is None:
         return False
-    digest = _digest(session_id)
-    expires_at = q.expiry(engine, id_digest=digest, key_digest=key_digest(key), now=now)
-    if expires_at is None:
-        return False
-    if expires_at - now < RENEW_WITHIN:
-        q.extend(engine, digest, now + LIFETIME)
+    if extended and session_id:
         renewed = Response()
         set_cookie(request, renewed, session_id)
         setattr(request.state, _RENEWED, renewed.headers["set-cookie"])
@@ -81,8 +50,7 @@ def is_valid(request: Request, engine: Engine, key: SecretStr, now: datetime) ->
 
 def end(engine: Engine, session_id: str | None) -> None:
     """Close the session (a later request with the same cookie is refused)."""
-    if session_id and len(session_id) <= 100:
-        q.close_session(engine, _digest(session_id))
+    records.close_session(engine, session_id)
 
 
 def served_over_https(request: Request) -> bool:
@@ -116,18 +84,11 @@ def cookie_of(request: Request) -> str | None:
     return request.cookies.get(COOKIE)
 
 
-class CookieRenewal:
+class CookieRenewal(HttpMiddleware):
     """ASGI middleware: the response to a request whose session :func:`is_valid` extended
     carries the session cookie again, with its new lifetime."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         async def renewing(message: Message) -> None:
             if message["type"] == "http.response.start":
                 header = scope.get("state", {}).get(_RENEWED)
@@ -147,7 +108,6 @@ __all__ = [
     "cookie_of",
     "end",
     "is_valid",
-    "key_digest",
     "served_over_https",
     "set_cookie",
     "start",

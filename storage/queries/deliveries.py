@@ -142,23 +142,28 @@ def _executemany(conn: Connection, stmt: Any, params: list[dict[str, Any]]) -> i
     return int(result.rowcount or 0)
 
 
+def _from_sending(**values: Any) -> Any:
+    """The bulk UPDATE of an outcome: row ``b_id``, still ``sending``, takes ``values``
+    and leaves its lease."""
+    return (
+        update(_d)
+        .where(_d.c.id == bindparam("b_id"), _d.c.state == states.SENDING)
+        .values(lease_until=None, **values)
+    )
+
+
 def record_sent(conn: Connection, rows: Sequence[tuple[int, str, datetime]]) -> int:
     """Bulk: rows ``(id, message_id, sent_at)`` were accepted by the gateway -> ``sent``.
 
     ``sent_at`` is each row's own moment of acceptance (when the gateway's answer to that
     send came back), not the moment the batch is recorded.
     """
-    stmt = (
-        update(_d)
-        .where(_d.c.id == bindparam("b_id"), _d.c.state == states.SENDING)
-        .values(
-            state=states.SENT,
-            message_id=bindparam("b_mid"),
-            sent_at=bindparam("b_at"),
-            lease_until=None,
-            error=None,
-            error_code=None,
-        )
+    stmt = _from_sending(
+        state=states.SENT,
+        message_id=bindparam("b_mid"),
+        sent_at=bindparam("b_at"),
+        error=None,
+        error_code=None,
     )
     return _executemany(conn, stmt, [{"b_id": i, "b_mid": m, "b_at": t} for i, m, t in rows])
 
@@ -174,16 +179,8 @@ def record_requeued(
     ``refund_attempt`` gives the attempt back (instance problems do not burn retries).
     """
     attempts = _d.c.attempts - 1 if refund_attempt else _d.c.attempts
-    stmt = (
-        update(_d)
-        .where(_d.c.id == bindparam("b_id"), _d.c.state == states.SENDING)
-        .values(
-            state=states.QUEUED,
-            due_at=bindparam("b_due"),
-            error=bindparam("b_err"),
-            lease_until=None,
-            attempts=attempts,
-        )
+    stmt = _from_sending(
+        state=states.QUEUED, due_at=bindparam("b_due"), error=bindparam("b_err"), attempts=attempts
     )
     return _executemany(conn, stmt, [{"b_id": i, "b_due": d, "b_err": e} for i, d, e in rows])
 
@@ -202,16 +199,15 @@ def record_terminal(
         "state": state,
         "error": bindparam("b_err"),
         "error_code": bindparam("b_code"),
-        "lease_until": None,
     }
     if state == states.FAILED:
         values["failed_at"] = now
     if state == states.SKIPPED:
         # a skip at send time was never an attempt
         values["attempts"] = _d.c.attempts - 1
-    stmt = update(_d).where(_d.c.id == bindparam("b_id"), _d.c.state == states.SENDING)
-    stmt = stmt.values(**values)
-    return _executemany(conn, stmt, [{"b_id": i, "b_err": e, "b_code": c} for i, e, c in rows])
+    return _executemany(
+        conn, _from_sending(**values), [{"b_id": i, "b_err": e, "b_code": c} for i, e, c in rows]
+    )
 
 
 def expire_leases(
