@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import tomllib
 from datetime import UTC, datetime, time
 from pathlib import Path
@@ -18,6 +19,7 @@ from campaigns.campaign_file import (
     FieldError,
     load_campaign_file,
     parse_campaign,
+    parse_toml,
     stored_spec,
 )
 
@@ -237,6 +239,57 @@ def test_numbers_validated() -> None:
         "safety.min_sample",
     ):
         assert path in errs
+
+
+@pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan])
+def test_non_finite_numbers_are_refused_naming_the_field(value: float) -> None:
+    errs = _errors(
+        {
+            **_base(),
+            "pace": {"per_minute": value, "delay_seconds": [value, value]},
+            "retry": {"backoff_seconds": value},
+            "safety": {"max_failure_rate": value},
+        }
+    )
+    for path in (
+        "pace.per_minute",
+        "pace.delay_seconds[0]",
+        "pace.delay_seconds[1]",
+        "retry.backoff_seconds",
+        "safety.max_failure_rate",
+    ):
+        assert "finite" in errs[path], errs
+
+
+def test_absurd_numbers_are_refused_naming_the_field() -> None:
+    errs = _errors(
+        {
+            **_base(),
+            "schedule": {"missed_grace_minutes": 10**30},
+            "pace": {"per_minute": 1e308, "delay_seconds": [1e308, 1e308], "daily_cap": 10**30},
+            "retry": {"max_attempts": 10**20, "backoff_seconds": 1e308},
+            "safety": {"min_sample": 10**20},
+        }
+    )
+    assert "at most 100,000" in errs["pace.per_minute"]
+    assert "at most 86,400" in errs["pace.delay_seconds[0]"]
+    assert "at most 86,400" in errs["pace.delay_seconds[1]"]
+    assert "at most 10,000,000" in errs["pace.daily_cap"]
+    for path in (
+        "schedule.missed_grace_minutes",
+        "retry.max_attempts",
+        "retry.backoff_seconds",
+        "safety.min_sample",
+    ):
+        assert "less than or equal" in errs[path], errs
+
+
+def test_inf_in_a_toml_file_is_refused() -> None:
+    text = 'name = "x"\nlist = "l"\n[message]\ntype = "text"\ntext = "hi"\n'
+    with pytest.raises(CampaignFileError) as caught:
+        parse_toml((text + "[pace]\ndelay_seconds = [inf, inf]\n").encode(), "spring.toml")
+    assert str(caught.value).startswith("spring.toml: 2 problems")
+    assert "pace.delay_seconds[0]: must be a finite number (not inf or nan)" in str(caught.value)
 
 
 def test_load_file_errors(tmp_path: Path) -> None:

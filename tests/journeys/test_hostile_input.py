@@ -20,10 +20,11 @@ def _still_answers(api: httpx.Client) -> None:
 
 
 def _names(body: dict[str, object], *loc: str | int) -> None:
-    """The problem names the parameter at ``loc`` in its errors and its detail."""
+    """The problem names the field at ``loc`` in its errors (and the first in its detail)."""
     errors = body.get("errors")
     assert isinstance(errors, list) and [*loc] in [e["loc"] for e in errors], body
-    assert str(loc[-1]) in str(body["detail"]), body
+    first = [p for p in errors[0]["loc"] if p not in ("body", "query", "path")]
+    assert str(first[-1]) in str(body["detail"]), body
 
 
 def test_ids_and_offsets_past_64_bits_are_refused_naming_the_parameter(ws: Workspace) -> None:
@@ -57,4 +58,53 @@ def test_ids_and_offsets_past_64_bits_are_refused_naming_the_parameter(ws: Works
         # the largest 64-bit id is a valid id that is not there
         assert_problem(api.get(f"/api/v1/campaigns/{INT64_MAX}"), 404, "not_found")
         assert api.get(f"/api/v1/contacts?offset={INT64_MAX}").json()["items"] == []
+        _still_answers(api)
+
+
+HOSTILE_PACE = """name = "Spring sale"
+list = "customers"
+
+[message]
+type = "text"
+text = "Hello {{ name }}"
+
+[pace]
+per_minute = 1e308
+delay_seconds = [inf, nan]
+daily_cap = 500
+"""
+
+
+def test_non_finite_and_absurd_pace_values_are_refused_on_cli_and_api(ws: Workspace) -> None:
+    path = ws.path / "spring.toml"
+    path.write_text(HOSTILE_PACE, encoding="utf-8")
+    refused = ws.run("campaign", "create", str(path), ok=False, timeout=60)
+    assert refused.code == 1, refused.output
+    assert "spring.toml" in refused.output, refused.output
+    assert "pace.per_minute: must be at most 100,000" in refused.output, refused.output
+    assert "pace.delay_seconds[0]: must be a finite number" in refused.output, refused.output
+    assert "pace.delay_seconds[1]: must be a finite number" in refused.output, refused.output
+
+    server = ws.serve()
+    body = (
+        '{"name": "x", "list": "customers", "message": {"type": "text", "text": "hi"},'
+        ' "pace": {"delay_seconds": [Infinity, Infinity], "daily_cap": 1e308},'
+        ' "retry": {"backoff_seconds": NaN}}'
+    )
+    headers = {"Content-Type": "application/json"}
+    with server.api() as api:
+        for url in ("/api/v1/campaigns", "/api/v1/campaigns/preview"):
+            res = api.post(url, content=body, headers=headers, timeout=10)
+            problem = assert_problem(res, 422, "invalid_campaign")
+            _names(problem, "body", "pace", "delay_seconds", 0)
+            _names(problem, "body", "retry", "backoff_seconds")
+            _names(problem, "body", "pace", "daily_cap")
+            assert "must be a finite number (not inf or nan)" in problem["detail"], problem
+        toml = api.post(
+            "/api/v1/campaigns/toml",
+            files={"file": ("spring.toml", HOSTILE_PACE.encode())},
+            timeout=10,
+        )
+        _names(assert_problem(toml, 422, "invalid_campaign"), "body", "pace", "per_minute")
+        assert api.get("/api/v1/campaigns").json() == []
         _still_answers(api)
