@@ -20,7 +20,6 @@ from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from jinja2 import TemplateSyntaxError
-from jinja2.sandbox import SandboxedEnvironment
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -29,6 +28,13 @@ from pydantic import (
     field_serializer,
     field_validator,
     model_validator,
+)
+
+from campaigns.templating import (
+    MAX_SPINTAX_DEPTH,
+    BoundedEnvironment,
+    nesting_problem,
+    spintax_depth,
 )
 
 MessageType = Literal["text", "media", "interactive", "template", "list"]
@@ -54,7 +60,7 @@ MAX_GRACE_MINUTES = 366 * 24 * 60
 _HOUR_MINUTE = re.compile(r"^([0-9]{1,2}):([0-9]{2})(?::([0-9]{2}))?$")
 _GROUP_ID = re.compile(r"^[0-9A-Za-z\-]+@g\.us$")
 _PHONE_PLUS = re.compile(r"^\+[0-9]{6,15}$")
-_syntax_env = SandboxedEnvironment()
+_syntax_env = BoundedEnvironment()
 
 
 @dataclass(frozen=True)
@@ -93,10 +99,17 @@ def _is_url(value: str) -> bool:
 
 
 def _template_error(value: str) -> str | None:
+    if "|" in value and spintax_depth(value) > MAX_SPINTAX_DEPTH:
+        return f"spintax nested deeper than {MAX_SPINTAX_DEPTH} groups"
     try:
         _syntax_env.parse(value)
     except TemplateSyntaxError as exc:
         return f"template syntax error: {exc.message} (line {exc.lineno})"
+    except Exception as exc:  # a parser recursing past its stack
+        nested = nesting_problem(exc)
+        if nested is None:
+            raise
+        return nested
     return None
 
 

@@ -6,9 +6,11 @@ deep nesting, runaway templates, oversized spreadsheets. Each is refused with a 
 
 from __future__ import annotations
 
+import time
+
 import httpx
 
-from tests.journeys.harness import Workspace, assert_problem
+from tests.journeys.harness import SAMPLES, Workspace, assert_nothing_leaked, assert_problem
 
 INT64_MAX = 2**63 - 1
 
@@ -107,4 +109,70 @@ def test_non_finite_and_absurd_pace_values_are_refused_on_cli_and_api(ws: Worksp
         )
         _names(assert_problem(toml, 422, "invalid_campaign"), "body", "pace", "per_minute")
         assert api.get("/api/v1/campaigns").json() == []
+        _still_answers(api)
+
+
+RUNAWAY = "{% for i in range(10000) %}{% for j in range(10000) %}{% endfor %}{% endfor %}Hi"
+
+
+def test_a_runaway_template_answers_422_quickly_and_frees_the_server(ws: Workspace) -> None:
+    ws.run("contacts", "import", str(SAMPLES / "contacts.csv"), "--list", "customers")
+    path = ws.path / "runaway.toml"
+    path.write_text(
+        f'name = "Runaway"\nlist = "customers"\n[message]\ntype = "text"\ntext = "{RUNAWAY}"\n',
+        encoding="utf-8",
+    )
+    started = time.monotonic()
+    refused = ws.run("campaign", "create", str(path), ok=False, timeout=60)
+    assert refused.code == 1, refused.output
+    assert "the template took longer than 1 s to render" in refused.output, refused.output
+    assert time.monotonic() - started < 30
+
+    server = ws.serve()
+    campaign = {"name": "Runaway", "list": "customers", "message": {"type": "text"}}
+    with server.api() as api:
+        for text, reason in [
+            (RUNAWAY, "the template took longer than 1 s to render"),
+            ("{{ 'x' * 10**9 }}", "longer than 65,536 characters"),
+            ("{{ 'x'|center(10**9) }}", "larger than a template may use"),
+        ]:
+            body = {**campaign, "message": {"type": "text", "text": text}}
+            started = time.monotonic()
+            res = api.post("/api/v1/campaigns/preview", json=body, timeout=15)
+            assert time.monotonic() - started < 10
+            problem = assert_problem(res, 422, "campaign_setup")
+            _names(problem, "body", "message")
+            assert reason in problem["detail"], problem
+            _still_answers(api)
+        for text, reason in [
+            ("{a|" * 5000 + "b" + "}" * 5000, "spintax nested deeper than 20 groups"),
+            ("{{ " + "(" * 5000 + "1" + ")" * 5000 + " }}", "nested too deeply"),
+        ]:
+            body = {**campaign, "message": {"type": "text", "text": text}}
+            problem = assert_problem(
+                api.post("/api/v1/campaigns/preview", json=body, timeout=15),
+                422,
+                "invalid_campaign",
+            )
+            _names(problem, "body", "message", "text")
+            assert reason in problem["detail"], problem
+        assert api.get("/api/v1/campaigns").json() == []
+        _still_answers(api)
+
+
+def test_deeply_nested_json_bodies_answer_4xx(ws: Workspace) -> None:
+    server = ws.serve()
+    headers = {"Content-Type": "application/json"}
+    deep_array = "[" * 10_000 + "]" * 10_000
+    deep_object = '{"a":' * 10_000 + "1" + "}" * 10_000
+    just_deep_enough = "[" * 900 + "]" * 900
+    with server.api() as api:
+        for url in ("/api/v1/campaigns", "/api/v1/campaigns/preview", "/api/v1/lists"):
+            for body in (deep_array, deep_object, just_deep_enough):
+                res = api.post(url, content=body, headers=headers, timeout=15)
+                assert 400 <= res.status_code < 500, (url, res.status_code, res.text[:300])
+                assert_nothing_leaked(res.text)
+            nested = '{"name": "x", "list": "customers", "message": ' + deep_object + "}"
+            res = api.post(url, content=nested, headers=headers, timeout=15)
+            assert 400 <= res.status_code < 500, (url, res.status_code, res.text[:300])
         _still_answers(api)
