@@ -50,10 +50,14 @@ from campaigns.import_runs import mark_interrupted_imports, runner_id
 from campaigns.phones import PhoneResult, normalise_batch, normalise_phone
 from campaigns.spreadsheets import (
     DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_CELL_CHARS,
+    DEFAULT_MAX_COLUMNS,
+    DEFAULT_MAX_ROWS,
     DEFAULT_MAX_UNCOMPRESSED,
     ExcelEngine,
     HeaderTest,
     SpreadsheetError,
+    TableLimits,
     read_table,
 )
 from storage import tables
@@ -171,6 +175,9 @@ class ImportOptions:
     sheet: str | int | None = None
     max_bytes: int = DEFAULT_MAX_BYTES
     xlsx_max_uncompressed_bytes: int = DEFAULT_MAX_UNCOMPRESSED
+    max_columns: int = DEFAULT_MAX_COLUMNS
+    max_rows: int = DEFAULT_MAX_ROWS
+    max_cell_chars: int = DEFAULT_MAX_CELL_CHARS
     encoding: str | None = None
     delimiter: str | None = None
     excel_engine: ExcelEngine = "calamine"
@@ -461,6 +468,7 @@ def _read(path: Path, opts: ImportOptions, nrows: int | None = None) -> Any:
             engine=opts.excel_engine,
             nrows=nrows,
             is_header=_header_test(opts),
+            limits=TableLimits(opts.max_columns, opts.max_rows, opts.max_cell_chars),
         )
     except SpreadsheetError as exc:
         raise ImportFailed(str(exc)) from None

@@ -147,6 +147,17 @@ def test_rejects_file_round_trips(tmp_path: Path, sqlite_engine: Engine) -> None
         assert {c: row[c] for c in report.columns} == reject.raw  # spaces, "NA" and all
 
 
+def test_nul_bytes_import_the_same_on_both_databases(engine: Engine, tmp_path: Path) -> None:
+    path = tmp_path / "nul.csv"
+    path.write_bytes(
+        b"phone,name,city\n+44 7911 123456,A\x00my,Le\x00eds\n+1 202 555 0143,Bob,DC\n"
+    )
+    report = import_file(engine, path, ImportOptions("nul"), now=NOW)
+    assert (report.imported, report.invalid) == (2, 0)
+    amy = _contacts(engine)["+447911123456"]
+    assert amy.name == "Amy" and "\x00" not in str(amy.attributes), amy
+
+
 def test_reimport_updates_and_keeps_opt_outs(engine: Engine, tmp_path: Path) -> None:
     first = tmp_path / "a.csv"
     first.write_text("phone,name,city\n+44 7911 123456,Amy,Leeds\n+1 202 555 0143,Bob,DC\n")

@@ -190,6 +190,9 @@ def _options(
         sheet=sheet_value,
         max_bytes=ctx.settings.import_max_bytes,
         xlsx_max_uncompressed_bytes=ctx.settings.xlsx_max_uncompressed_bytes,
+        max_columns=ctx.settings.import_max_columns,
+        max_rows=ctx.settings.import_max_rows,
+        max_cell_chars=ctx.settings.import_max_cell_chars,
     )
 
 
