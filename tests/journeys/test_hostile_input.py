@@ -7,10 +7,17 @@ deep nesting, runaway templates, oversized spreadsheets. Each is refused with a 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import httpx
 
-from tests.journeys.harness import SAMPLES, Workspace, assert_nothing_leaked, assert_problem
+from tests.journeys.harness import (
+    SAMPLES,
+    Workspace,
+    assert_nothing_leaked,
+    assert_problem,
+    wait_for,
+)
 
 INT64_MAX = 2**63 - 1
 
@@ -176,3 +183,71 @@ def test_deeply_nested_json_bodies_answer_4xx(ws: Workspace) -> None:
             res = api.post(url, content=nested, headers=headers, timeout=15)
             assert 400 <= res.status_code < 500, (url, res.status_code, res.text[:300])
         _still_answers(api)
+
+
+def _peak_memory_mb(pid: int) -> float:
+    """The process's peak resident memory (VmHWM), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmHWM for process {pid}")
+
+
+#: what ``serve`` may grow to while refusing the hostile spreadsheets below (it grew to
+#: 4.5 GB on a 7.9 MB CSV with a 1,000,000-column header before the limits)
+SERVE_MEMORY_MB = 400
+
+
+def test_hostile_spreadsheets_are_refused_naming_file_and_limit(ws: Workspace) -> None:
+    wide = ws.path / "wide.csv"
+    with wide.open("w") as fh:
+        fh.write(",".join(f"c{i}" for i in range(1_000_000)) + "\n")
+        fh.write(",".join("1" for _ in range(1_000_000)) + "\n")
+    long_cell = ws.path / "notes.csv"
+    long_cell.write_text("name,phone,notes\nAnn,+4915112345678," + "x" * 40_000 + "\n")
+    many_rows = ws.path / "many.csv"
+    many_rows.write_text("name,phone\n" + "".join(f"n{i},+1202555{i:04d}\n" for i in range(30)))
+    limit_note = "over the import limit of 1,000 columns"
+
+    refused = ws.run("contacts", "import", str(wide), "--list", "x", ok=False, timeout=60)
+    assert refused.code == 1 and "wide.csv" in refused.output, refused.output
+    assert limit_note in refused.output, refused.output
+    refused = ws.run("contacts", "import", str(long_cell), "--list", "x", ok=False)
+    assert refused.code == 1, refused.output
+    assert "notes.csv: row 2, column 'notes': a cell of 40,000 characters" in refused.output
+    refused = ws.run(
+        "contacts", "import", str(many_rows), "--list", "x", ok=False, GATECAST_IMPORT_MAX_ROWS="20"
+    )
+    assert refused.code == 1, refused.output
+    assert "many.csv: more than 20 rows, over the import limit of 20 rows" in refused.output
+
+    server = ws.serve()
+    with server.api() as api:
+        res = api.post(
+            "/api/v1/imports/preview", files={"file": ("wide.csv", wide.read_bytes())}, timeout=60
+        )
+        problem = assert_problem(res, 422, "invalid_request")
+        _names(problem, "body", "file")
+        assert "wide.csv" in problem["detail"] and limit_note in problem["detail"], problem
+        started = api.post(
+            "/api/v1/imports",
+            files={"file": ("wide.csv", wide.read_bytes())},
+            data={"list_name": "wide"},
+            timeout=60,
+        )
+        assert started.status_code == 202, started.text
+        job = wait_for(
+            lambda: (
+                (j := api.get(f"/api/v1/imports/{started.json()['id']}").json())["status"]
+                != "running"
+                and j
+            ),
+            timeout=60,
+            what="the import to end",
+        )
+        assert job["status"] == "failed" and limit_note in job["error"], job
+        assert_nothing_leaked(str(job))
+        _still_answers(api)
+        peak = _peak_memory_mb(server.process.popen.pid)
+        assert peak < SERVE_MEMORY_MB, peak
+        assert api.get("/api/v1/lists").json() == []
