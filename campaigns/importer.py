@@ -71,6 +71,10 @@ imports: Table = tables.imports
 NAME_MAX = 300
 RAW_PHONE_MAX = 200
 REASON_NAME_TOO_LONG = f"name longer than {NAME_MAX} characters"
+REASON_MIXED_ENCODING = (
+    "row written in another text encoding than the rest of the file ({encoding}): "
+    "left out rather than stored garbled; save the file as UTF-8 and import it again"
+)
 
 # Header words, compared without case, accents, spaces or punctuation; earlier wins.
 PHONE_HEADERS = (
@@ -663,6 +667,12 @@ def _run(
     e164 = e164_u[codes] if len(frame) else np.empty(0, dtype=object)
     reasons = reason_u[codes] if len(frame) else np.empty(0, dtype=object)
     invalid = pd.isna(e164)
+    if table.mixed_rows:
+        mixed = frame.index.isin(list(table.mixed_rows))
+        reasons = np.where(
+            mixed, REASON_MIXED_ENCODING.format(encoding=table.encoding), reasons
+        ).astype(object)
+        invalid = invalid | mixed
 
     # 2. names
     names = _names(frame, mapping)

@@ -11,6 +11,10 @@
   time), before pandas sees the file. While reading: at most :attr:`TableLimits.rows`
   data rows are read (one more is refused), and a cell longer than
   :attr:`TableLimits.cell_chars` is refused naming its row and column.
+- Mixed encodings: a CSV that is not all UTF-8 is checked line by line; when some lines
+  are UTF-8 and others not, the file is read in the encoding most of those lines use and
+  the other lines are listed in :attr:`Table.mixed_rows` (the importer rejects them
+  rather than store them as mojibake).
 - NUL characters are removed from every cell and header (PostgreSQL cannot store them,
   SQLite can: both databases get the same text).
 - The header row is the first row, unless a caller's ``is_header`` test picks a later
@@ -94,6 +98,8 @@ class Table:
     encoding: str | None = None
     delimiter: str | None = None
     header_row: int = 1
+    #: row numbers written in another encoding than ``encoding`` (mixed-encoding CSV)
+    mixed_rows: frozenset[int] = frozenset()
 
     @property
     def columns(self) -> list[str]:
@@ -189,6 +195,34 @@ def detect_encoding(path: Path) -> str:
     return "latin-1"
 
 
+def mixed_lines(path: Path, encoding: str) -> tuple[str, frozenset[int]]:
+    """For a CSV read as cp1252/latin-1 (not all UTF-8): the encoding most of its non-ASCII
+    lines use, and the 1-based numbers of the lines written in the other one.
+
+    A line with bytes past ASCII that decodes as UTF-8 is taken as UTF-8 (cp1252 text
+    rarely forms valid UTF-8 sequences); one that does not is taken as cp1252.
+    """
+    if encoding not in ("cp1252", "latin-1"):
+        return encoding, frozenset()
+    utf8: list[int] = []
+    other: list[int] = []
+    with path.open("rb") as fh:
+        for number, line in enumerate(fh, 1):
+            if line.isascii():
+                continue
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError:
+                other.append(number)
+            else:
+                utf8.append(number)
+    if not utf8:
+        return encoding, frozenset()
+    if len(utf8) >= len(other):
+        return "utf-8", frozenset(other)
+    return encoding, frozenset(utf8)
+
+
 def sniff_delimiter(sample: str) -> str:
     """The delimiter among , ; tab | that splits the first lines most consistently."""
     lines = [line for line in sample.splitlines()[:20] if line.strip()]
@@ -247,6 +281,9 @@ def read_csv(
 ) -> Table:
     """Read a CSV file as text (see the module notes)."""
     enc = encoding or detect_encoding(path)
+    mixed: frozenset[int] = frozenset()
+    if encoding is None:
+        enc, mixed = mixed_lines(path, enc)
     sample = _read_sample(path, enc) if delimiter is None or is_header is not None else ""
     sep = delimiter or sniff_delimiter(sample)
     skip = 0
@@ -272,7 +309,7 @@ def read_csv(
             na_filter=False,
             skip_blank_lines=False,
             encoding=enc,
-            encoding_errors="strict",
+            encoding_errors="replace" if mixed else "strict",
             nrows=wanted,
             skiprows=skip,
             engine="c",
@@ -286,7 +323,7 @@ def read_csv(
     if len(frame) > limits.rows:
         raise limits.too_many_rows(path)
     frame = _finish(path, frame, first_row=skip + 2, limits=limits)
-    return Table(path, frame, encoding=enc, delimiter=sep, header_row=skip + 1)
+    return Table(path, frame, encoding=enc, delimiter=sep, header_row=skip + 1, mixed_rows=mixed)
 
 
 def _first_rows(sample: str, sep: str) -> list[list[str]]:
@@ -537,6 +574,7 @@ __all__ = [
     "detect_encoding",
     "header_index",
     "is_excel",
+    "mixed_lines",
     "read_csv",
     "read_table",
     "read_workbook",

@@ -16,6 +16,7 @@ from tests.journeys.harness import (
     Workspace,
     assert_nothing_leaked,
     assert_problem,
+    table_value,
     wait_for,
 )
 
@@ -221,6 +222,19 @@ def test_hostile_spreadsheets_are_refused_naming_file_and_limit(ws: Workspace) -
     assert refused.code == 1, refused.output
     assert "many.csv: more than 20 rows, over the import limit of 20 rows" in refused.output
 
+    # a row in another encoding is rejected with its reason, the others keep their accents
+    mixed = ws.path / "mixed.csv"
+    mixed.write_bytes(
+        b"name,phone,city\nJos\xc3\xa9,+4915112345678,K\xc3\xb6ln\n"
+        b"Zo\xeb,+4915112345679,Berlin\nAnn,+4915112345670,M\xc3\xbcnchen\n"
+    )
+    done = ws.run("contacts", "import", str(mixed), "--list", "mixed").output
+    assert table_value(done, "imported (new)") == "2", done
+    assert table_value(done, "invalid (rejected)") == "1", done
+    assert "row 3" in done and "another text encoding" in done, done
+    shown = ws.run("contacts", "show", "+4915112345678").output
+    assert "José" in shown and "Köln" in shown and "Ã" not in shown, shown
+
     server = ws.serve()
     with server.api() as api:
         res = api.post(
@@ -250,4 +264,4 @@ def test_hostile_spreadsheets_are_refused_naming_file_and_limit(ws: Workspace) -
         _still_answers(api)
         peak = _peak_memory_mb(server.process.popen.pid)
         assert peak < SERVE_MEMORY_MB, peak
-        assert api.get("/api/v1/lists").json() == []
+        assert [x["name"] for x in api.get("/api/v1/lists").json()] == ["mixed"]
