@@ -38,8 +38,22 @@ def _names(body: dict[str, object], *loc: str | int) -> None:
 
 
 def test_ids_and_offsets_past_64_bits_are_refused_naming_the_parameter(ws: Workspace) -> None:
-    server = ws.serve()
     too_big = INT64_MAX + 1
+    for args in (
+        ("campaign", "show", str(too_big)),
+        ("campaign", "pause", str(too_big)),
+        ("campaign", "retry", str(too_big)),
+        ("campaign", "run", str(too_big)),
+        ("report", str(too_big), "-o", "r.csv"),
+        ("campaign", "show", "0"),
+    ):
+        refused = ws.run(*args, ok=False, timeout=60)
+        assert refused.code == 2, refused.output
+        assert "Invalid value for 'campaign_id'" in refused.output, refused.output
+    refused = ws.run("campaign", "show", str(INT64_MAX), ok=False)
+    assert refused.code == 1 and "does not exist" in refused.output, refused.output
+
+    server = ws.serve()
     with server.api() as api:
         for method, url, loc in [
             ("GET", f"/api/v1/campaigns/{too_big}", ("path", "campaign_id")),
