@@ -279,3 +279,25 @@ def test_hostile_spreadsheets_are_refused_naming_file_and_limit(ws: Workspace) -
         peak = _peak_memory_mb(server.process.popen.pid)
         assert peak < SERVE_MEMORY_MB, peak
         assert [x["name"] for x in api.get("/api/v1/lists").json()] == ["mixed"]
+
+
+def test_hostile_webhook_bodies_are_answered_without_a_500(ws: Workspace) -> None:
+    secret = "journey-webhook-secret-0123456789"
+    server = ws.serve(GATECAST_WEBHOOK_SECRET=secret)
+    url = f"{server.url}/webhooks/gateway/{secret}"
+    bodies = [
+        "[" * 10_000 + "]" * 10_000,
+        '{"a":' * 10_000 + "1" + "}" * 10_000,
+        '{"instance_id": "X", "event_name": "message", "data": ' + "[" * 5_000 + "]" * 5_000 + "}",
+        "not json at all \x00",
+        '{"instance_id": ' + str(2**70) + ', "data": {"id": 1e308, "t": NaN}}',
+    ]
+    with httpx.Client(timeout=15) as client:
+        for body in bodies:
+            res = client.post(url, content=body, headers={"Content-Type": "application/json"})
+            assert res.status_code < 500, (body[:60], res.status_code, res.text[:300])
+            assert_nothing_leaked(res.text)
+        deep = client.post(url, content=bodies[0], headers={"Content-Type": "application/json"})
+        assert deep.status_code == 400 and "nested too deeply" in deep.text, deep.text
+    with server.api() as api:
+        _still_answers(api)
