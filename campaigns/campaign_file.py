@@ -587,6 +587,10 @@ def parse_toml(raw: bytes, source: str = "<campaign>") -> CampaignSpec:
         raise CampaignFileError([FieldError("", "not UTF-8 text")], source) from None
     except tomllib.TOMLDecodeError as exc:
         raise CampaignFileError([FieldError("", f"not valid TOML: {exc}")], source) from None
+    except RecursionError:
+        raise CampaignFileError(
+            [FieldError("", "not valid TOML: nested too deeply")], source
+        ) from None
     return parse_campaign(data, source)
 
 

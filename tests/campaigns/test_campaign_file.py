@@ -421,3 +421,12 @@ def test_a_stored_spec_that_no_longer_validates_names_the_field() -> None:
         stored_spec(data, 7)
     assert info.value.source == "stored campaign 7"
     assert [e.path for e in info.value.errors] == ["schedule.window"]
+
+
+@pytest.mark.parametrize(
+    "raw", [b"a = " + b"[" * 5000 + b"]" * 5000, b"a = " + b"{b=" * 3000 + b"1" + b"}" * 3000]
+)
+def test_toml_nested_too_deeply_is_a_file_error(raw: bytes) -> None:
+    with pytest.raises(CampaignFileError) as caught:
+        parse_toml(raw, "deep.toml")
+    assert str(caught.value) == "deep.toml: 1 problem\n  not valid TOML: nested too deeply"

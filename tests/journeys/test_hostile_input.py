@@ -130,8 +130,15 @@ def test_non_finite_and_absurd_pace_values_are_refused_on_cli_and_api(ws: Worksp
             timeout=10,
         )
         _names(assert_problem(toml, 422, "invalid_campaign"), "body", "pace", "per_minute")
+        deep = b"name = " + b"[" * 5000 + b"]" * 5000
+        toml = api.post("/api/v1/campaigns/toml", files={"file": ("deep.toml", deep)}, timeout=10)
+        problem = assert_problem(toml, 422, "invalid_campaign")
+        assert "nested too deeply" in problem["detail"], problem
         assert api.get("/api/v1/campaigns").json() == []
         _still_answers(api)
+    (ws.path / "deep.toml").write_bytes(deep)
+    refused = ws.run("campaign", "create", str(ws.path / "deep.toml"), ok=False)
+    assert refused.code == 1 and "not valid TOML: nested too deeply" in refused.output
 
 
 RUNAWAY = "{% for i in range(10000) %}{% for j in range(10000) %}{% endfor %}{% endfor %}Hi"
