@@ -111,12 +111,14 @@ def spin(text: str, rng: random.Random) -> str:
     """Resolve spintax: each ``{a|b|c}`` becomes one option, nested groups included.
 
     Braces without a top-level ``|`` and unbalanced braces are kept as they are; braces
-    nested deeper than :data:`MAX_SPINTAX_DEPTH` raise :class:`RenderLimit`.
+    nested deeper than :data:`MAX_SPINTAX_DEPTH` raise :class:`RenderError` for this
+    recipient (the campaign file's own texts are checked when it is parsed, so the depth
+    came from the recipient's data).
     """
     if "{" not in text or "|" not in text:
         return text
     if spintax_depth(text) > MAX_SPINTAX_DEPTH:
-        raise RenderLimit(f"spintax nested deeper than {MAX_SPINTAX_DEPTH} groups")
+        raise RenderError(f"spintax nested deeper than {MAX_SPINTAX_DEPTH} groups")
     return _spin(text, rng)
 
 
