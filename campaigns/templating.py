@@ -8,8 +8,10 @@ its memory. The limits, checked in the rendering thread as it goes (no extra pro
   message), so nested loops that print nothing stop too; ``range`` gives at most
   :data:`MAX_RANGE` numbers;
 - size: no string or list a template builds (``*``, ``+``, ``~`` into a namespace,
-  ``replace``, ``join``, padding widths, ``format``) nor the rendered text may exceed
-  :data:`MAX_OUTPUT_CHARS`; ``**`` is limited to results of :data:`MAX_POWER_BITS` bits;
+  ``replace``, ``join``, ``map``, padding widths, ``format``) nor the rendered text may
+  exceed :data:`MAX_OUTPUT_CHARS` (a list counts its items' characters too, so a list of
+  references to one long text cannot be multiplied past it); lists and dicts cannot grow
+  in place (Jinja's immutable sandbox); ``**`` is limited to :data:`MAX_POWER_BITS` bits;
 - nesting: a template nested past Python's parser (``{{ ((((...)))) }}``) or calling itself
   too deeply is an error, and spintax may nest :data:`MAX_SPINTAX_DEPTH` groups deep.
 
@@ -25,7 +27,7 @@ from contextvars import ContextVar, Token
 from typing import Any
 
 from jinja2 import nodes
-from jinja2.sandbox import SandboxedEnvironment
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import Namespace
 
 #: wall-clock time one message may take to render
@@ -110,20 +112,36 @@ def _range(*args: int) -> range:
 _range.__name__ = "range"  # as the template and its errors call it
 
 
-def _sized(value: Any) -> int:
-    return len(value) if isinstance(value, str | list | tuple) else 0
+def _weight(value: Any) -> int:
+    """The characters a string or list stands for (a list: its items and their texts)."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, list | tuple):
+        return len(value) + sum(len(x) for x in value if isinstance(x, str | list | tuple))
+    return 0
 
 
 def _multiply(left: Any, right: Any) -> Any:
     for seq, times in ((left, right), (right, left)):
         if isinstance(seq, str | list | tuple) and isinstance(times, int):
-            _too_long(len(seq) * max(times, 0))
+            _too_long(_weight(seq) * max(times, 0))
     return check_size(left * right)
 
 
 def _add(left: Any, right: Any) -> Any:
-    _too_long(_sized(left) + _sized(right))
+    _too_long(_weight(left) + _weight(right))
     return left + right
+
+
+def _bounded_items(items: Iterable[Any]) -> Iterator[Any]:
+    """What ``map`` gives: its items, with the clock and their total size checked."""
+    total = 0
+    for n, item in enumerate(items, 1):
+        total += _weight(item)
+        _too_long(total)
+        if n % _CHECK_EVERY == 0:
+            check_deadline()
+        yield item
 
 
 def _power(left: Any, right: Any) -> Any:
@@ -203,8 +221,9 @@ def _estimate(name: str, obj: Any, args: tuple[Any, ...]) -> None:
 _SIZED_FILTERS = ("center", "indent", "wordwrap", "truncate", "batch", "slice", "format", "urlize")
 
 
-class BoundedEnvironment(SandboxedEnvironment):
-    """Jinja's sandbox with the limits of this module (time, size, nesting)."""
+class BoundedEnvironment(ImmutableSandboxedEnvironment):
+    """Jinja's immutable sandbox (no ``list.append`` and the like) with the limits of this
+    module (time, size, nesting)."""
 
     intercepted_binops = frozenset({"*", "**", "+", "%"})
 
@@ -224,6 +243,7 @@ class BoundedEnvironment(SandboxedEnvironment):
             self.filters[name] = _checked_call(self.filters[name], name)
         self.filters["replace"] = _checked_replace(self.filters["replace"])
         self.filters["join"] = _checked_join(self.filters["join"])
+        self.filters["map"] = _checked_map(self.filters["map"])
         self.filters["gatecast_bounded_loop"] = _bounded_loop
 
     def _parse(self, source: str, name: str | None, filename: str | None) -> nodes.Template:
@@ -256,6 +276,13 @@ def _checked_replace(func: Callable[..., Any]) -> Callable[..., Any]:
         return func(eval_ctx, s, old, new, count)
 
     return _marked_like(replace, func)
+
+
+def _checked_map(func: Callable[..., Any]) -> Callable[..., Any]:
+    def map_(*args: Any, **kwargs: Any) -> Any:
+        return _bounded_items(func(*args, **kwargs))
+
+    return _marked_like(map_, func)
 
 
 def _checked_join(func: Callable[..., Any]) -> Callable[..., Any]:

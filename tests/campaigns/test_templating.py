@@ -23,6 +23,11 @@ HOSTILE = {
     "a string multiplied": ("{{ 'x' * 10**9 }}", "65,536 characters"),
     "a list multiplied then joined": ("{{ (['x'*60000]*60000)|join }}", "65,536 characters"),
     "str.join": ("{{ ''.join(['x'*60000]*60000) }}", "65,536 characters"),
+    "a list of long texts multiplied": ("{{ (['x'*60000]*60000)|length }}", "65,536"),
+    "a long text mapped many times": (
+        "{{ range(10000)|map('string')|list|map('center', 60)|list|length }}",
+        "65,536",
+    ),
     "a huge power": ("{{ 2 ** (10**9) }}", "bits"),
     "a padding filter": ("{{ 'x'|center(10**9) }}", "larger than a template may use"),
     "a padding method": ("{{ 'x'.ljust(999999999) }}", "larger than a template may use"),
@@ -72,6 +77,12 @@ def test_spintax_nested_deep_by_a_contact_is_that_recipients_problem() -> None:
     assert caught.value.reason == "spintax nested deeper than 20 groups"
     text = render_message(spec, ContactData(name="Ann"), random.Random(1))
     assert getattr(text, "text", "") in ("Hi Ann", "Hello Ann")
+
+
+def test_lists_cannot_grow_in_place() -> None:
+    source = "{% set l = [] %}{% for i in range(10) %}{{ l.append('x') }}{% endfor %}"
+    with pytest.raises(RenderError, match="'append' of 'list' object is unsafe"):
+        render_text(source, {}, random.Random(1))
 
 
 def test_ordinary_templates_render_as_before() -> None:
