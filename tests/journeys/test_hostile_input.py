@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.journeys.harness import (
     SAMPLES,
@@ -307,4 +308,25 @@ def test_hostile_webhook_bodies_are_answered_without_a_500(ws: Workspace) -> Non
         deep = client.post(url, content=bodies[0], headers={"Content-Type": "application/json"})
         assert deep.status_code == 400 and "nested too deeply" in deep.text, deep.text
     with server.api() as api:
+        _still_answers(api)
+
+
+@pytest.mark.postgres
+def test_on_postgresql_ids_and_nul_bytes_behave_as_on_sqlite(ws: Workspace, pg_url: str) -> None:
+    """PostgreSQL refused a whole file with one NUL byte (SQLite took it) and answered 500
+    for an id past 64 bits: now both databases import the file and refuse the id alike."""
+    ws.settings["GATECAST_DATABASE_URL"] = pg_url
+    ws.run("db", "upgrade")
+    nul = ws.path / "nul.csv"
+    nul.write_bytes(b"name,phone\nAn\x00n,+4915112345678\nBob,+4915112345679\x00\n")
+    done = ws.run("contacts", "import", str(nul), "--list", "nul").output
+    assert table_value(done, "imported (new)") == "2", done
+    assert "Ann" in ws.run("contacts", "show", "+4915112345678").output
+    refused = ws.run("campaign", "show", str(INT64_MAX + 1), ok=False)
+    assert refused.code == 2 and "campaign_id" in refused.output, refused.output
+    server = ws.serve()
+    with server.api() as api:
+        res = api.get(f"/api/v1/campaigns/{INT64_MAX + 1}", timeout=10)
+        _names(assert_problem(res, 422, "invalid_request"), "path", "campaign_id")
+        assert_problem(api.get(f"/api/v1/campaigns/{INT64_MAX}"), 404, "not_found")
         _still_answers(api)
