@@ -20,7 +20,6 @@ from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from jinja2 import TemplateSyntaxError
-from jinja2.sandbox import SandboxedEnvironment
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -29,6 +28,13 @@ from pydantic import (
     field_serializer,
     field_validator,
     model_validator,
+)
+
+from campaigns.templating import (
+    MAX_SPINTAX_DEPTH,
+    BoundedEnvironment,
+    nesting_problem,
+    spintax_depth,
 )
 
 MessageType = Literal["text", "media", "interactive", "template", "list"]
@@ -41,10 +47,20 @@ GROUP_MESSAGE_TYPES = ("text", "media")
 MAX_NAME = 300
 MAX_TARGET = 64
 MAX_INSTANCE = 64
+
+#: the largest pace, retry and safety values accepted (beyond them a value is a typo or an
+#: attack: 1e308 seconds of delay, a cap no column holds); every number must be finite
+MAX_PER_MINUTE = 100_000
+MAX_DELAY_SECONDS = 86_400
+MAX_DAILY_CAP = 10_000_000
+MAX_ATTEMPTS = 100
+MAX_BACKOFF_SECONDS = 86_400
+MAX_MIN_SAMPLE = 10_000_000
+MAX_GRACE_MINUTES = 366 * 24 * 60
 _HOUR_MINUTE = re.compile(r"^([0-9]{1,2}):([0-9]{2})(?::([0-9]{2}))?$")
 _GROUP_ID = re.compile(r"^[0-9A-Za-z\-]+@g\.us$")
 _PHONE_PLUS = re.compile(r"^\+[0-9]{6,15}$")
-_syntax_env = SandboxedEnvironment()
+_syntax_env = BoundedEnvironment()
 
 
 @dataclass(frozen=True)
@@ -83,15 +99,23 @@ def _is_url(value: str) -> bool:
 
 
 def _template_error(value: str) -> str | None:
+    if "|" in value and spintax_depth(value) > MAX_SPINTAX_DEPTH:
+        return f"spintax nested deeper than {MAX_SPINTAX_DEPTH} groups"
     try:
         _syntax_env.parse(value)
     except TemplateSyntaxError as exc:
         return f"template syntax error: {exc.message} (line {exc.lineno})"
+    except Exception as exc:  # a parser recursing past its stack
+        nested = nesting_problem(exc)
+        if nested is None:
+            raise
+        return nested
     return None
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # inf and nan (TOML's ``inf``/``nan``, JSON's ``Infinity``/``NaN``) are refused everywhere
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class ButtonSpec(_Model):
@@ -262,7 +286,7 @@ class ScheduleSpec(_Model):
     timezone: str = "UTC"
     window: tuple[time, time] | None = None
     cron: str | None = None
-    missed_grace_minutes: int = Field(60, ge=0)
+    missed_grace_minutes: int = Field(60, ge=0, le=MAX_GRACE_MINUTES)
 
     @field_validator("window", mode="before")
     @classmethod
@@ -351,37 +375,52 @@ class PaceSpec(_Model):
     delay_seconds: tuple[float, float] = (5, 15)
     daily_cap: int | None = 500
 
-    @model_validator(mode="after")
-    def _rules(self) -> PaceSpec:
+    @field_validator("per_minute")
+    @classmethod
+    def _per_minute(cls, value: float) -> float:
+        if value < 0:
+            raise ValueError("must not be negative (0: no per-minute limit)")
+        if value > MAX_PER_MINUTE:
+            raise ValueError(f"must be at most {MAX_PER_MINUTE:,}")
+        return value
+
+    @field_validator("daily_cap")
+    @classmethod
+    def _daily_cap(cls, value: int | None) -> int | None:
+        if value is not None and value <= 0:
+            raise ValueError("must be greater than 0 (omit it for the default)")
+        if value is not None and value > MAX_DAILY_CAP:
+            raise ValueError(f"must be at most {MAX_DAILY_CAP:,}")
+        return value
+
+    @field_validator("delay_seconds")
+    @classmethod
+    def _delays(cls, value: tuple[float, float]) -> tuple[float, float]:
         errors: list[tuple[str, str]] = []
-        if self.per_minute < 0:
-            errors.append(("per_minute", "must not be negative (0: no per-minute limit)"))
-        if self.daily_cap is not None and self.daily_cap <= 0:
-            errors.append(("daily_cap", "must be greater than 0 (omit it for the default)"))
-        low, high = self.delay_seconds
-        if low < 0:
-            errors.append(("delay_seconds[0]", "must not be negative"))
-        if high < 0:
-            errors.append(("delay_seconds[1]", "must not be negative"))
-        if low > high:
-            errors.append(("delay_seconds", f"minimum {low:g} is above maximum {high:g}"))
+        for i, seconds in enumerate(value):
+            if seconds < 0:
+                errors.append((f"[{i}]", "must not be negative"))
+            elif seconds > MAX_DELAY_SECONDS:
+                errors.append((f"[{i}]", f"must be at most {MAX_DELAY_SECONDS:,} (a day)"))
+        if not errors and value[0] > value[1]:
+            errors.append(("", f"minimum {value[0]:g} is above maximum {value[1]:g}"))
         if errors:
             raise _RuleErrors(errors)
-        return self
+        return value
 
 
 class RetrySpec(_Model):
     """Durable retries of sends refused before sending."""
 
-    max_attempts: int = Field(4, ge=1)
-    backoff_seconds: float = Field(30, gt=0)
+    max_attempts: int = Field(4, ge=1, le=MAX_ATTEMPTS)
+    backoff_seconds: float = Field(30, gt=0, le=MAX_BACKOFF_SECONDS)
 
 
 class SafetySpec(_Model):
     """Pause the campaign when too many sends fail."""
 
     max_failure_rate: float = Field(0.5, gt=0, le=1)
-    min_sample: int = Field(20, ge=1)
+    min_sample: int = Field(20, ge=1, le=MAX_MIN_SAMPLE)
 
 
 class CampaignSpec(_Model):
@@ -495,6 +534,10 @@ def _field_errors(exc: ValidationError) -> builtins.list[FieldError]:
             msg = "unknown field (check the spelling)"
         elif err["type"] == "missing":
             msg = "required"
+        elif err["type"] == "finite_number":
+            msg = "must be a finite number (not inf or nan)"
+        elif err["type"] == "int_parsing_size":
+            msg = "a number far too large"
         out.append(FieldError(path, msg))
     return out
 
@@ -544,6 +587,10 @@ def parse_toml(raw: bytes, source: str = "<campaign>") -> CampaignSpec:
         raise CampaignFileError([FieldError("", "not UTF-8 text")], source) from None
     except tomllib.TOMLDecodeError as exc:
         raise CampaignFileError([FieldError("", f"not valid TOML: {exc}")], source) from None
+    except RecursionError:
+        raise CampaignFileError(
+            [FieldError("", "not valid TOML: nested too deeply")], source
+        ) from None
     return parse_campaign(data, source)
 
 

@@ -50,10 +50,14 @@ from campaigns.import_runs import mark_interrupted_imports, runner_id
 from campaigns.phones import PhoneResult, normalise_batch, normalise_phone
 from campaigns.spreadsheets import (
     DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_CELL_CHARS,
+    DEFAULT_MAX_COLUMNS,
+    DEFAULT_MAX_ROWS,
     DEFAULT_MAX_UNCOMPRESSED,
     ExcelEngine,
     HeaderTest,
     SpreadsheetError,
+    TableLimits,
     read_table,
 )
 from storage import tables
@@ -67,6 +71,10 @@ imports: Table = tables.imports
 NAME_MAX = 300
 RAW_PHONE_MAX = 200
 REASON_NAME_TOO_LONG = f"name longer than {NAME_MAX} characters"
+REASON_MIXED_ENCODING = (
+    "row written in another text encoding than the rest of the file ({encoding}): "
+    "left out rather than stored garbled; save the file as UTF-8 and import it again"
+)
 
 # Header words, compared without case, accents, spaces or punctuation; earlier wins.
 PHONE_HEADERS = (
@@ -171,6 +179,9 @@ class ImportOptions:
     sheet: str | int | None = None
     max_bytes: int = DEFAULT_MAX_BYTES
     xlsx_max_uncompressed_bytes: int = DEFAULT_MAX_UNCOMPRESSED
+    max_columns: int = DEFAULT_MAX_COLUMNS
+    max_rows: int = DEFAULT_MAX_ROWS
+    max_cell_chars: int = DEFAULT_MAX_CELL_CHARS
     encoding: str | None = None
     delimiter: str | None = None
     excel_engine: ExcelEngine = "calamine"
@@ -461,6 +472,7 @@ def _read(path: Path, opts: ImportOptions, nrows: int | None = None) -> Any:
             engine=opts.excel_engine,
             nrows=nrows,
             is_header=_header_test(opts),
+            limits=TableLimits(opts.max_columns, opts.max_rows, opts.max_cell_chars),
         )
     except SpreadsheetError as exc:
         raise ImportFailed(str(exc)) from None
@@ -655,6 +667,12 @@ def _run(
     e164 = e164_u[codes] if len(frame) else np.empty(0, dtype=object)
     reasons = reason_u[codes] if len(frame) else np.empty(0, dtype=object)
     invalid = pd.isna(e164)
+    if table.mixed_rows:
+        mixed = frame.index.isin(list(table.mixed_rows))
+        reasons = np.where(
+            mixed, REASON_MIXED_ENCODING.format(encoding=table.encoding), reasons
+        ).astype(object)
+        invalid = invalid | mixed
 
     # 2. names
     names = _names(frame, mapping)

@@ -5,7 +5,8 @@ contact (``name`` and ``phone`` win over attributes of the same key). A missing
 variable is an error (:class:`RenderError`, StrictUndefined). Spintax ``{a|b|c}`` (nested
 allowed) is resolved after Jinja, so variables inside spintax work; the choice comes from
 the ``random.Random`` passed in, seeded per recipient (:func:`recipient_rng`) so the
-preview shows exactly what is stored and sent.
+preview shows exactly what is stored and sent. Rendering runs in
+:class:`campaigns.templating.BoundedEnvironment` under its time, size and nesting limits.
 """
 
 from __future__ import annotations
@@ -13,26 +14,28 @@ from __future__ import annotations
 import hashlib
 import random
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 from jinja2 import StrictUndefined, Template, TemplateError, UndefinedError
-from jinja2.sandbox import SandboxedEnvironment
 
 from campaigns.campaign_file import MessageSpec
+from campaigns.templating import (
+    MAX_OUTPUT_CHARS,
+    MAX_SPINTAX_DEPTH,
+    BoundedEnvironment,
+    RenderError,
+    RenderLimit,
+    end_budget,
+    nesting_problem,
+    spintax_depth,
+    start_budget,
+)
 from gateway import messages as gm
 
-_env = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
-
-
-class RenderError(Exception):
-    """A message that cannot be rendered for a recipient; ``reason`` says why."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-        super().__init__(reason)
+_env = BoundedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
 
 
 @dataclass(frozen=True)
@@ -58,10 +61,16 @@ def recipient_rng(campaign_id: int, target: str) -> random.Random:
 
 
 @lru_cache(maxsize=512)
-def _compile(source: str) -> Template:
-    return _env.from_string(source)
+def _compile(source: str) -> tuple[Template, bool]:
+    """The template, and whether it has statements that may print more than their
+    expressions build (loops, macros): its output is then measured as it streams."""
+    return _env.from_string(source), bool(_REPEATS.search(source))
 
 
+_REPEATS = re.compile(r"\{%[-+]?\s*(?:for|macro|call)\b")
+
+
+_TOO_LONG = f"the rendered text is longer than {MAX_OUTPUT_CHARS:,} characters"
 _BRACES = re.compile(r"[{}]")
 _SPIN_TOKENS = re.compile(r"[{}|]")
 
@@ -101,8 +110,19 @@ def _matching_brace(text: str, open_at: int) -> int:
 def spin(text: str, rng: random.Random) -> str:
     """Resolve spintax: each ``{a|b|c}`` becomes one option, nested groups included.
 
-    Braces without a top-level ``|`` and unbalanced braces are kept as they are.
+    Braces without a top-level ``|`` and unbalanced braces are kept as they are; braces
+    nested deeper than :data:`MAX_SPINTAX_DEPTH` raise :class:`RenderError` for this
+    recipient (the campaign file's own texts are checked when it is parsed, so the depth
+    came from the recipient's data).
     """
+    if "{" not in text or "|" not in text:
+        return text
+    if spintax_depth(text) > MAX_SPINTAX_DEPTH:
+        raise RenderError(f"spintax nested deeper than {MAX_SPINTAX_DEPTH} groups")
+    return _spin(text, rng)
+
+
+def _spin(text: str, rng: random.Random) -> str:
     if "{" not in text or "|" not in text:
         return text
     out: list[str] = []
@@ -120,9 +140,9 @@ def spin(text: str, rng: random.Random) -> str:
         body = text[open_at + 1 : close]
         options = _split_options(body)
         if options is None:
-            out.append("{" + spin(body, rng) + "}")
+            out.append("{" + _spin(body, rng) + "}")
         else:
-            out.append(spin(rng.choice(options), rng))
+            out.append(_spin(rng.choice(options), rng))
         i = close + 1
     return "".join(out)
 
@@ -133,12 +153,21 @@ def render_text(source: str, variables: Mapping[str, Any], rng: random.Random) -
         return ""
     if "{{" not in source and "{%" not in source:
         return spin(source, rng)
-    template = _compile(source)
     try:
+        template, repeats = _compile(source)
         # shared context: the variables plus the sandbox's globals, without Template.render's
         # per-call copies (2.5x faster; the sandbox checks live in the compiled code)
         context = template.new_context({**_env.globals, **variables}, shared=True)
-        rendered = "".join(template.root_render_func(context))
+        token = start_budget()
+        try:
+            chunks = template.root_render_func(context)
+            rendered = _joined(chunks) if repeats else "".join(chunks)
+            if len(rendered) > MAX_OUTPUT_CHARS:
+                raise RenderLimit(_TOO_LONG)
+        finally:
+            end_budget(token)
+    except RenderError:
+        raise
     except UndefinedError as exc:
         message = exc.message or "undefined"
         if message.endswith(" is undefined"):
@@ -147,12 +176,36 @@ def render_text(source: str, variables: Mapping[str, Any], rng: random.Random) -
     except TemplateError as exc:
         raise RenderError(f"template error: {exc.message or type(exc).__name__}") from None
     except Exception as exc:  # a filter or attribute access failing on the data
+        nested = nesting_problem(exc)
+        if nested:
+            raise RenderLimit(nested) from None
         raise RenderError(f"template error: {type(exc).__name__}: {exc}") from None
     return spin(rendered, rng)
 
 
+def _joined(chunks: Iterator[str]) -> str:
+    """The rendered chunks as one text, stopped at the size limit (loops watch the time)."""
+    out: list[str] = []
+    size = 0
+    for chunk in chunks:
+        size += len(chunk)
+        if size > MAX_OUTPUT_CHARS:
+            raise RenderLimit(_TOO_LONG)
+        out.append(chunk)
+    return "".join(out)
+
+
 def render_message(spec: MessageSpec, contact: ContactData, rng: random.Random) -> gm.Message:
-    """The message for one recipient; raises :class:`RenderError` when it cannot render."""
+    """The message for one recipient; raises :class:`RenderError` when it cannot render
+    (:class:`RenderLimit` when the template goes past a limit)."""
+    token = start_budget()
+    try:
+        return _render_message(spec, contact, rng)
+    finally:
+        end_budget(token)
+
+
+def _render_message(spec: MessageSpec, contact: ContactData, rng: random.Random) -> gm.Message:
     v = contact.variables()
 
     def r(source: str) -> str:
@@ -212,4 +265,12 @@ def render_message(spec: MessageSpec, contact: ContactData, rng: random.Random) 
     )
 
 
-__all__ = ["ContactData", "RenderError", "recipient_rng", "render_message", "render_text", "spin"]
+__all__ = [
+    "ContactData",
+    "RenderError",
+    "RenderLimit",
+    "recipient_rng",
+    "render_message",
+    "render_text",
+    "spin",
+]

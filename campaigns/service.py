@@ -18,7 +18,7 @@ from campaigns import delivery_lifecycle, lifecycle
 from campaigns.campaign_file import CampaignSpec, start_missed, stored_spec
 from campaigns.delivery_rows import Recipient, group_recipients, list_recipients
 from campaigns.gateway_events import settle_unknown
-from campaigns.render import RenderError, recipient_rng, render_message
+from campaigns.render import RenderError, RenderLimit, recipient_rng, render_message
 from gateway.messages import message_to_dict
 from storage import states, tables
 from storage.queries import campaigns as q
@@ -222,6 +222,10 @@ def _scan(conn: Connection, spec: CampaignSpec, *, first: int, at_most: int | No
                 continue
             try:
                 render_message(spec.message, rcp.contact, watch)
+            except RenderLimit as exc:  # the template's fault, not this recipient's: stop
+                raise CampaignSetupError(
+                    f"the message cannot be rendered: {exc.reason}", "message"
+                ) from None
             except RenderError as exc:
                 out.bad += 1
                 if len(out.unrenderable) < UNRENDERABLE_LISTED:

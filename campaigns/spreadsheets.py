@@ -6,7 +6,17 @@
 - CSV encodings: UTF-8 (with or without BOM), UTF-16 (BOM), else cp1252 (latin-1 for the
   few bytes cp1252 leaves undefined). Delimiter sniffed among comma, semicolon, tab, pipe.
 - Limits before parsing: file size, and for the zip formats (XLSX, ODS) the sum of the
-  members' uncompressed sizes and their compression ratio (zip bombs).
+  members' uncompressed sizes and their compression ratio (zip bombs); a CSV header row
+  wider than :attr:`TableLimits.columns` is refused while it streams in (64 KiB at a
+  time), before pandas sees the file. While reading: at most :attr:`TableLimits.rows`
+  data rows are read (one more is refused), and a cell longer than
+  :attr:`TableLimits.cell_chars` is refused naming its row and column.
+- Mixed encodings: a CSV that is not all UTF-8 is checked line by line; when some lines
+  are UTF-8 and others not, the file is read in the encoding most of those lines use and
+  the other lines are listed in :attr:`Table.mixed_rows` (the importer rejects them
+  rather than store them as mojibake).
+- NUL characters are removed from every cell and header (PostgreSQL cannot store them,
+  SQLite can: both databases get the same text).
 - The header row is the first row, unless a caller's ``is_header`` test picks a later
   one among the first :data:`HEADER_SEARCH_ROWS` rows and every row above it has fewer
   non-empty cells (a title such as "Customer export 2026-11", blank rows).
@@ -31,6 +41,9 @@ import pandas as pd
 
 DEFAULT_MAX_BYTES = 200 * 1024 * 1024
 DEFAULT_MAX_UNCOMPRESSED = 1024 * 1024 * 1024
+DEFAULT_MAX_COLUMNS = 1_000
+DEFAULT_MAX_ROWS = 2_000_000
+DEFAULT_MAX_CELL_CHARS = 32_767  # Excel's own limit for a cell
 #: a zip member that expands more than this many times (and by more than 1 MB) is refused
 MAX_COMPRESSION_RATIO = 200
 _RATIO_MIN_BYTES = 1024 * 1024
@@ -53,6 +66,29 @@ class SpreadsheetError(ValueError):
 
 
 @dataclass(frozen=True)
+class TableLimits:
+    """The most one sheet may hold (settings ``GATECAST_IMPORT_MAX_COLUMNS``, ``..._ROWS``,
+    ``..._CELL_CHARS``)."""
+
+    columns: int = DEFAULT_MAX_COLUMNS
+    rows: int = DEFAULT_MAX_ROWS
+    cell_chars: int = DEFAULT_MAX_CELL_CHARS
+
+    def too_many_columns(self, path: Path) -> SpreadsheetError:
+        """The error for a header wider than :attr:`columns`."""
+        return SpreadsheetError(
+            f"{path}: the header row has more than {self.columns:,} columns, "
+            f"over the import limit of {self.columns:,} columns"
+        )
+
+    def too_many_rows(self, path: Path) -> SpreadsheetError:
+        """The error for a sheet longer than :attr:`rows`."""
+        return SpreadsheetError(
+            f"{path}: more than {self.rows:,} rows, over the import limit of {self.rows:,} rows"
+        )
+
+
+@dataclass(frozen=True)
 class Table:
     """A sheet read as text: ``frame`` columns are the headers, its index the row numbers."""
 
@@ -62,6 +98,8 @@ class Table:
     encoding: str | None = None
     delimiter: str | None = None
     header_row: int = 1
+    #: row numbers written in another encoding than ``encoding`` (mixed-encoding CSV)
+    mixed_rows: frozenset[int] = frozenset()
 
     @property
     def columns(self) -> list[str]:
@@ -157,6 +195,34 @@ def detect_encoding(path: Path) -> str:
     return "latin-1"
 
 
+def mixed_lines(path: Path, encoding: str) -> tuple[str, frozenset[int]]:
+    """For a CSV read as cp1252/latin-1 (not all UTF-8): the encoding most of its non-ASCII
+    lines use, and the 1-based numbers of the lines written in the other one.
+
+    A line with bytes past ASCII that decodes as UTF-8 is taken as UTF-8 (cp1252 text
+    rarely forms valid UTF-8 sequences); one that does not is taken as cp1252.
+    """
+    if encoding not in ("cp1252", "latin-1"):
+        return encoding, frozenset()
+    utf8: list[int] = []
+    other: list[int] = []
+    with path.open("rb") as fh:
+        for number, line in enumerate(fh, 1):
+            if line.isascii():
+                continue
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError:
+                other.append(number)
+            else:
+                utf8.append(number)
+    if not utf8:
+        return encoding, frozenset()
+    if len(utf8) >= len(other):
+        return "utf-8", frozenset(other)
+    return encoding, frozenset(utf8)
+
+
 def sniff_delimiter(sample: str) -> str:
     """The delimiter among , ; tab | that splits the first lines most consistently."""
     lines = [line for line in sample.splitlines()[:20] if line.strip()]
@@ -173,6 +239,32 @@ def sniff_delimiter(sample: str) -> str:
     return best if counts[best] else ","
 
 
+def check_header_width(path: Path, encoding: str, sep: str, skip: int, limit: int) -> None:
+    """Refuse a CSV whose header row (after ``skip`` rows) has more than ``limit`` columns.
+
+    Streams the file 64 KiB at a time and stops at the header's end: a header of a million
+    columns is refused without being held in memory.
+    """
+    row = 0
+    columns = 1
+    quoted = False
+    with path.open("r", encoding=encoding, errors="replace", newline="") as fh:
+        while chunk := fh.read(_SNIFF_BYTES):
+            for ch in chunk:
+                if ch == '"':
+                    quoted = not quoted
+                elif quoted:
+                    continue
+                elif ch == "\n":
+                    if row == skip:
+                        return
+                    row += 1
+                elif ch == sep and row == skip:
+                    columns += 1
+                    if columns > limit:
+                        raise TableLimits(columns=limit).too_many_columns(path)
+
+
 def _read_sample(path: Path, encoding: str) -> str:
     with path.open("r", encoding=encoding, errors="replace", newline="") as fh:
         return fh.read(_SNIFF_BYTES)
@@ -185,9 +277,13 @@ def read_csv(
     delimiter: str | None = None,
     nrows: int | None = None,
     is_header: HeaderTest | None = None,
+    limits: TableLimits = TableLimits(),
 ) -> Table:
     """Read a CSV file as text (see the module notes)."""
     enc = encoding or detect_encoding(path)
+    mixed: frozenset[int] = frozenset()
+    if encoding is None:
+        enc, mixed = mixed_lines(path, enc)
     sample = _read_sample(path, enc) if delimiter is None or is_header is not None else ""
     sep = delimiter or sniff_delimiter(sample)
     skip = 0
@@ -202,6 +298,8 @@ def read_csv(
                 break
         if skip and delimiter is None:
             sep = sniff_delimiter("\n".join(sample.splitlines()[skip:]))
+    check_header_width(path, enc, sep, skip, limits.columns)
+    wanted = limits.rows + 1 if nrows is None else min(nrows, limits.rows + 1)
     try:
         frame = pd.read_csv(
             path,
@@ -211,8 +309,8 @@ def read_csv(
             na_filter=False,
             skip_blank_lines=False,
             encoding=enc,
-            encoding_errors="strict",
-            nrows=nrows,
+            encoding_errors="replace" if mixed else "strict",
+            nrows=wanted,
             skiprows=skip,
             engine="c",
         )
@@ -222,8 +320,10 @@ def read_csv(
         raise SpreadsheetError(f"{path}: cannot parse as CSV ({exc})") from None
     except UnicodeDecodeError as exc:
         raise SpreadsheetError(f"{path}: not valid {enc} text ({exc.reason})") from None
-    frame = _finish(path, frame, first_row=skip + 2)
-    return Table(path, frame, encoding=enc, delimiter=sep, header_row=skip + 1)
+    if len(frame) > limits.rows:
+        raise limits.too_many_rows(path)
+    frame = _finish(path, frame, first_row=skip + 2, limits=limits)
+    return Table(path, frame, encoding=enc, delimiter=sep, header_row=skip + 1, mixed_rows=mixed)
 
 
 def _first_rows(sample: str, sep: str) -> list[list[str]]:
@@ -324,6 +424,7 @@ def read_workbook(
     engine: ExcelEngine = "calamine",
     nrows: int | None = None,
     is_header: HeaderTest | None = None,
+    limits: TableLimits = TableLimits(),
 ) -> Table:
     """Read one sheet of an XLSX/XLS/ODS workbook as text (first sheet by default).
 
@@ -331,7 +432,8 @@ def read_workbook(
     """
     if path.suffix.lower() in _ZIP_SUFFIXES:
         check_zip_budget(path, max_uncompressed)
-    limit = None if nrows is None else nrows + HEADER_SEARCH_ROWS
+    wanted = limits.rows + 1 if nrows is None else min(nrows, limits.rows + 1)
+    limit = wanted + HEADER_SEARCH_ROWS
     if engine == "openpyxl":
         name, rows = _rows_openpyxl(path, sheet, limit)
     else:
@@ -341,6 +443,10 @@ def read_workbook(
     top = [[cell_text(v) for v in r] for r in rows[:HEADER_SEARCH_ROWS]]
     skip = header_index(top, is_header)
     width = max(len(r) for r in rows)
+    if width > limits.columns:
+        raise limits.too_many_columns(path)
+    if nrows is None and len(rows) - skip - 1 > limits.rows:
+        raise limits.too_many_rows(path)
     header = top[skip] + [""] * (width - len(rows[skip]))
     columns = _unique_headers(header)
     stop = None if nrows is None else skip + 1 + nrows
@@ -354,7 +460,7 @@ def read_workbook(
         data[col] = [v if type(v) is str else cell_text(v) for v in values]
     del body
     frame = pd.DataFrame(data, dtype=str, columns=columns)
-    frame = _finish(path, frame, first_row=skip + 2)
+    frame = _finish(path, frame, first_row=skip + 2, limits=limits)
     return Table(path, frame, sheet=name, header_row=skip + 1)
 
 
@@ -362,7 +468,7 @@ def _unique_headers(header: list[str]) -> list[str]:
     seen: dict[str, int] = {}
     out = []
     for i, raw in enumerate(header):
-        name = raw.strip() or f"column_{i + 1}"
+        name = raw.replace("\x00", "").strip() or f"column_{i + 1}"
         if name in seen:
             seen[name] += 1
             name = f"{name}.{seen[name]}"
@@ -372,13 +478,19 @@ def _unique_headers(header: list[str]) -> list[str]:
     return out
 
 
-def _finish(path: Path, frame: pd.DataFrame, first_row: int = 2) -> pd.DataFrame:
+def _finish(
+    path: Path, frame: pd.DataFrame, first_row: int = 2, limits: TableLimits = TableLimits()
+) -> pd.DataFrame:
     """Strip headers, number rows as the spreadsheet does (the first data row is
-    ``first_row``), drop all-empty rows."""
+    ``first_row``), check cell sizes, remove NUL characters, drop all-empty rows."""
     if len(frame.columns) == 0:
         raise SpreadsheetError(f"{path}: no header row found")
+    if len(frame.columns) > limits.columns:
+        raise limits.too_many_columns(path)
     frame.columns = pd.Index(_unique_headers([str(c) for c in frame.columns]))
     frame.index = pd.RangeIndex(first_row, len(frame) + first_row)
+    if len(frame):
+        _clean_cells(path, frame, limits.cell_chars)
     if len(frame):
         non_empty = np.zeros(len(frame), dtype=bool)
         for i in range(len(frame.columns)):  # numpy compares object arrays ~4x faster
@@ -386,6 +498,21 @@ def _finish(path: Path, frame: pd.DataFrame, first_row: int = 2) -> pd.DataFrame
         if not bool(non_empty.all()):
             frame = frame[non_empty]
     return frame
+
+
+def _clean_cells(path: Path, frame: pd.DataFrame, max_chars: int) -> None:
+    """Refuse a cell longer than ``max_chars`` (naming its row and column); remove NULs."""
+    for i, column in enumerate(frame.columns):
+        values = frame.iloc[:, i].to_numpy(dtype=object)
+        lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
+        if int(lengths.max()) > max_chars:
+            at = int(np.argmax(lengths > max_chars))
+            raise SpreadsheetError(
+                f"{path}: row {frame.index[at]}, column {column!r}: a cell of "
+                f"{int(lengths[at]):,} characters, over the import limit of {max_chars:,}"
+            )
+        if "\x00" in "".join(values):
+            frame.iloc[:, i] = frame.iloc[:, i].str.replace("\x00", "", regex=False)
 
 
 def read_table(
@@ -399,6 +526,7 @@ def read_table(
     engine: ExcelEngine = "calamine",
     nrows: int | None = None,
     is_header: HeaderTest | None = None,
+    limits: TableLimits = TableLimits(),
 ) -> Table:
     """Read a CSV or workbook file as text, after the size and zip-bomb checks.
 
@@ -417,8 +545,16 @@ def read_table(
             engine=engine,
             nrows=nrows,
             is_header=is_header,
+            limits=limits,
         )
-    return read_csv(path, encoding=encoding, delimiter=delimiter, nrows=nrows, is_header=is_header)
+    return read_csv(
+        path,
+        encoding=encoding,
+        delimiter=delimiter,
+        nrows=nrows,
+        is_header=is_header,
+        limits=limits,
+    )
 
 
 __all__ = [
@@ -430,12 +566,15 @@ __all__ = [
     "HeaderTest",
     "SpreadsheetError",
     "Table",
+    "TableLimits",
     "cell_text",
+    "check_header_width",
     "check_size",
     "check_zip_budget",
     "detect_encoding",
     "header_index",
     "is_excel",
+    "mixed_lines",
     "read_csv",
     "read_table",
     "read_workbook",

@@ -62,6 +62,11 @@ class Settings(BaseSettings):
     opt_out_keywords: tuple[str, ...] = DEFAULT_OPT_OUT_KEYWORDS
     import_max_bytes: int = 200 * 1024 * 1024
     xlsx_max_uncompressed_bytes: int = 1024 * 1024 * 1024
+    import_max_columns: int = Field(1_000, ge=1, description="Most columns an import may have")
+    import_max_rows: int = Field(2_000_000, ge=1, description="Most data rows an import may have")
+    import_max_cell_chars: int = Field(
+        32_767, ge=1, description="Most characters one cell of an import may hold"
+    )
     http_timeout_seconds: float = 30.0
     send_method: Literal["get", "post"] = "get"
     host: str = "127.0.0.1"

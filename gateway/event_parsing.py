@@ -98,6 +98,8 @@ def parse_webhook(body: bytes | str | Mapping[str, Any] | list[Any]) -> list[Eve
             body = json.loads(body)
         except ValueError as exc:
             raise MalformedEvent(f"body: not JSON ({exc})") from None
+        except RecursionError:
+            raise MalformedEvent("body: JSON nested too deeply") from None
     if isinstance(body, list):
         events: list[Event] = []
         for i, item in enumerate(body):

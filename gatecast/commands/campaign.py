@@ -21,7 +21,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from gatecast.commands import campaign_run
-from gatecast.commands.common import fail, open_engine_or_fail
+from gatecast.commands.common import INT64_MAX, fail, id_argument, open_engine_or_fail
 
 if TYPE_CHECKING:
     from campaigns.reports import ReportSummary
@@ -212,7 +212,7 @@ def list_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) 
 
 @campaign_app.command("show")
 def show_cmd(
-    campaign_id: int = typer.Argument(..., help="Campaign id."),
+    campaign_id: int = id_argument("Campaign id."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Show one campaign: state, schedule, pace and delivery counts."""
@@ -261,7 +261,7 @@ def _simple(name: str, action: str, describe: Callable[[int, Any], str]) -> None
 
     @campaign_app.command(name)
     def command(
-        campaign_id: int = typer.Argument(..., help="Campaign id."),
+        campaign_id: int = id_argument("Campaign id."),
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     ) -> None:
         from campaigns import service
@@ -294,7 +294,7 @@ _simple(
 
 @campaign_app.command("retry")
 def retry_cmd(
-    campaign_id: int = typer.Argument(..., help="Campaign id."),
+    campaign_id: int = id_argument("Campaign id."),
     unknown: bool = typer.Option(
         False,
         "--unknown",
@@ -338,7 +338,7 @@ def retry_cmd(
 
 
 def report_cmd(
-    campaign_id: Annotated[int, typer.Argument(help="Campaign id.")],
+    campaign_id: Annotated[int, typer.Argument(min=1, max=INT64_MAX, help="Campaign id.")],
     output: Annotated[
         Path,
         typer.Option("--output", "-o", help="Where to write: FILE.csv, FILE.xlsx or FILE.json."),

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.console import Console
 
+from gatecast.commands.common import id_argument
 from scheduler.defaults import DEFAULT_SENDER_GRACE_SECONDS
 
 if TYPE_CHECKING:
@@ -96,7 +97,7 @@ def register_run(campaign_app: typer.Typer) -> None:
 
     @campaign_app.command("run")
     def run_cmd(
-        campaign_id: int = typer.Argument(..., help="The campaign to run."),
+        campaign_id: int = id_argument("The campaign to run."),
         workers: int = typer.Option(4, min=1, max=64, help="Parallel sends (unpaced mode)."),
         batch_size: int = typer.Option(256, min=1, max=5000, help="Rows claimed per batch."),
         lease_seconds: float = typer.Option(

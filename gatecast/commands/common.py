@@ -1,8 +1,9 @@
-"""What every command module shares: failing with one red line, opening the database."""
+"""What every command module shares: failing with one red line, opening the database,
+ids as 64-bit arguments."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -13,6 +14,14 @@ if TYPE_CHECKING:
     from storage.engine import Engine
 
 err_console = Console(stderr=True)
+
+#: the largest id a database row has (a signed 64-bit integer)
+INT64_MAX = 2**63 - 1
+
+
+def id_argument(help: str) -> Any:
+    """A row id argument: 1 to 2^63-1, anything else is a usage error naming it (exit 2)."""
+    return typer.Argument(..., min=1, max=INT64_MAX, help=help)
 
 
 def configured_secrets(settings: Settings | None = None) -> tuple[str, ...]:

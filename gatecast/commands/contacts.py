@@ -92,6 +92,9 @@ def import_cmd(
         sheet=_sheet(sheet),
         max_bytes=settings.import_max_bytes,
         xlsx_max_uncompressed_bytes=settings.xlsx_max_uncompressed_bytes,
+        max_columns=settings.import_max_columns,
+        max_rows=settings.import_max_rows,
+        max_cell_chars=settings.import_max_cell_chars,
     )
     if not file.is_file():
         fail(f"{file}: no such file")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import tomllib
 from datetime import UTC, datetime, time
 from pathlib import Path
@@ -18,6 +19,7 @@ from campaigns.campaign_file import (
     FieldError,
     load_campaign_file,
     parse_campaign,
+    parse_toml,
     stored_spec,
 )
 
@@ -239,6 +241,60 @@ def test_numbers_validated() -> None:
         assert path in errs
 
 
+def _each_says(errs: dict[str, str], expected: dict[str, str]) -> None:
+    """Each field in ``expected`` has an error mentioning the given words."""
+    assert {p: w for p, w in expected.items() if w in errs.get(p, "")} == expected, errs
+
+
+@pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan])
+def test_non_finite_numbers_are_refused_naming_the_field(value: float) -> None:
+    errs = _errors(
+        {
+            **_base(),
+            "pace": {"per_minute": value, "delay_seconds": [value, value]},
+            "retry": {"backoff_seconds": value},
+            "safety": {"max_failure_rate": value},
+        }
+    )
+    paths = ("per_minute", "delay_seconds[0]", "delay_seconds[1]")
+    expected = {f"pace.{p}": "finite" for p in paths}
+    _each_says(
+        errs, {**expected, "retry.backoff_seconds": "finite", "safety.max_failure_rate": "finite"}
+    )
+
+
+def test_absurd_numbers_are_refused_naming_the_field() -> None:
+    errs = _errors(
+        {
+            **_base(),
+            "schedule": {"missed_grace_minutes": 10**30},
+            "pace": {"per_minute": 1e308, "delay_seconds": [1e308, 1e308], "daily_cap": 10**30},
+            "retry": {"max_attempts": 10**20, "backoff_seconds": 1e308},
+            "safety": {"min_sample": 10**20},
+        }
+    )
+    capped = ("schedule.missed_grace_minutes", "retry.max_attempts", "retry.backoff_seconds")
+    _each_says(
+        errs,
+        {
+            "pace.per_minute": "at most 100,000",
+            "pace.delay_seconds[0]": "at most 86,400",
+            "pace.delay_seconds[1]": "at most 86,400",
+            "pace.daily_cap": "at most 10,000,000",
+            "safety.min_sample": "less than or equal",
+            **dict.fromkeys(capped, "less than or equal"),
+        },
+    )
+
+
+def test_inf_in_a_toml_file_is_refused() -> None:
+    text = 'name = "x"\nlist = "l"\n[message]\ntype = "text"\ntext = "hi"\n'
+    with pytest.raises(CampaignFileError) as caught:
+        parse_toml((text + "[pace]\ndelay_seconds = [inf, inf]\n").encode(), "spring.toml")
+    assert str(caught.value).startswith("spring.toml: 2 problems")
+    assert "pace.delay_seconds[0]: must be a finite number (not inf or nan)" in str(caught.value)
+
+
 def test_load_file_errors(tmp_path: Path) -> None:
     missing = tmp_path / "nope.toml"
     with pytest.raises(CampaignFileError) as info:
@@ -365,3 +421,12 @@ def test_a_stored_spec_that_no_longer_validates_names_the_field() -> None:
         stored_spec(data, 7)
     assert info.value.source == "stored campaign 7"
     assert [e.path for e in info.value.errors] == ["schedule.window"]
+
+
+@pytest.mark.parametrize(
+    "raw", [b"a = " + b"[" * 5000 + b"]" * 5000, b"a = " + b"{b=" * 3000 + b"1" + b"}" * 3000]
+)
+def test_toml_nested_too_deeply_is_a_file_error(raw: bytes) -> None:
+    with pytest.raises(CampaignFileError) as caught:
+        parse_toml(raw, "deep.toml")
+    assert str(caught.value) == "deep.toml: 1 problem\n  not valid TOML: nested too deeply"

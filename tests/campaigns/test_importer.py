@@ -147,6 +147,36 @@ def test_rejects_file_round_trips(tmp_path: Path, sqlite_engine: Engine) -> None
         assert {c: row[c] for c in report.columns} == reject.raw  # spaces, "NA" and all
 
 
+def test_nul_bytes_import_the_same_on_both_databases(engine: Engine, tmp_path: Path) -> None:
+    path = tmp_path / "nul.csv"
+    path.write_bytes(
+        b"phone,name,city\n+44 7911 123456,A\x00my,Le\x00eds\n+1 202 555 0143,Bob,DC\n"
+    )
+    report = import_file(engine, path, ImportOptions("nul"), now=NOW)
+    assert (report.imported, report.invalid) == (2, 0)
+    amy = _contacts(engine)["+447911123456"]
+    assert amy.name == "Amy" and "\x00" not in str(amy.attributes), amy
+
+
+def test_a_row_in_another_encoding_is_rejected_not_garbled(
+    sqlite_engine: Engine, tmp_path: Path
+) -> None:
+    path = tmp_path / "mixed.csv"
+    path.write_bytes(
+        b"name,phone,city\nJos\xc3\xa9,+4915112345678,K\xc3\xb6ln\n"
+        b"Zo\xeb,+4915112345679,Berlin\nAnn,+4915112345670,M\xc3\xbcnchen\n"
+    )
+    report = import_file(sqlite_engine, path, ImportOptions("mixed"), now=NOW)
+    assert (report.imported, report.invalid) == (2, 1)
+    [reject] = report.rejects
+    assert reject.row_number == 3 and "another text encoding" in reject.reason
+    assert "(utf-8)" in reject.reason and "save the file as UTF-8" in reject.reason
+    stored = _contacts(sqlite_engine)
+    assert stored["+4915112345678"].name == "José"
+    assert stored["+4915112345670"].attributes == {"city": "München"}
+    assert "+4915112345679" not in stored
+
+
 def test_reimport_updates_and_keeps_opt_outs(engine: Engine, tmp_path: Path) -> None:
     first = tmp_path / "a.csv"
     first.write_text("phone,name,city\n+44 7911 123456,Amy,Leeds\n+1 202 555 0143,Bob,DC\n")

@@ -12,6 +12,7 @@ import pytest
 
 from campaigns.spreadsheets import (
     SpreadsheetError,
+    TableLimits,
     cell_text,
     check_zip_budget,
     detect_encoding,
@@ -277,3 +278,58 @@ def test_header_index_needs_more_cells_than_the_rows_above() -> None:
     assert header_index([["Who", "Contact"], ["Phone", "x"]], _has_phone) == 0
     assert header_index([["Export"], ["Name", "Mobile"]], _has_phone) == 0  # none found
     assert header_index([["Export"], ["Name", "Phone"]], None) == 0
+
+
+def test_a_million_column_header_is_refused_without_reading_it(tmp_path: Path) -> None:
+    path = tmp_path / "wide.csv"
+    with path.open("w") as fh:
+        fh.write(",".join(f"c{i}" for i in range(1_000_000)) + "\n1,2\n")
+    with pytest.raises(SpreadsheetError) as caught:
+        read_table(path)
+    assert str(caught.value) == (
+        f"{path}: the header row has more than 1,000 columns, "
+        "over the import limit of 1,000 columns"
+    )
+    # a quoted delimiter is not a column; a title row above the header is skipped
+    ok = tmp_path / "ok.csv"
+    ok.write_text('name,"phone, mobile",c\nAnn,+4915112345678,x\n')
+    assert read_table(ok, limits=TableLimits(columns=3)).columns == ["name", "phone, mobile", "c"]
+    with pytest.raises(SpreadsheetError, match="more than 2 columns"):
+        read_table(ok, limits=TableLimits(columns=2))
+
+
+def test_rows_and_cells_past_the_limits_are_refused_naming_them(tmp_path: Path) -> None:
+    path = tmp_path / "c.csv"
+    path.write_text("name,phone\n" + "".join(f"n{i},+1202555{i:04d}\n" for i in range(5)))
+    assert len(read_table(path, limits=TableLimits(rows=5)).frame) == 5
+    with pytest.raises(SpreadsheetError) as caught:
+        read_table(path, limits=TableLimits(rows=4))
+    assert str(caught.value) == f"{path}: more than 4 rows, over the import limit of 4 rows"
+    path.write_text("name,phone\nAnn,+12025550100\n" + "x" * 101 + ",+12025550101\n")
+    with pytest.raises(SpreadsheetError) as caught:
+        read_table(path, limits=TableLimits(cell_chars=100))
+    assert str(caught.value) == (
+        f"{path}: row 3, column 'name': a cell of 101 characters, over the import limit of 100"
+    )
+    book = openpyxl.Workbook()
+    sheet = book.active
+    assert sheet is not None
+    sheet.append(["name", "phone", "city"])
+    sheet.append(["Ann", "+12025550100", "x" * 50])
+    xlsx = tmp_path / "c.xlsx"
+    book.save(xlsx)
+    with pytest.raises(SpreadsheetError, match="more than 2 columns"):
+        read_table(xlsx, limits=TableLimits(columns=2))
+    with pytest.raises(SpreadsheetError, match="row 2, column 'city': a cell of 50"):
+        read_table(xlsx, limits=TableLimits(cell_chars=49))
+
+
+def test_nul_characters_are_removed_from_cells_and_headers(tmp_path: Path) -> None:
+    path = tmp_path / "nul.csv"
+    path.write_bytes(b"Na\x00me,Phone\nAn\x00n,+4915112345678\nBob,+4915112345679\x00\n")
+    table = read_table(path)
+    assert table.columns == ["Name", "Phone"]
+    assert table.frame.to_dict("records") == [
+        {"Name": "Ann", "Phone": "+4915112345678"},
+        {"Name": "Bob", "Phone": "+4915112345679"},
+    ]

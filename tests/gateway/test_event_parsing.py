@@ -443,3 +443,11 @@ def test_event_shaped_json_never_crashes(
         assert str(exc)
         return
     assert isinstance(events, list)
+
+
+@pytest.mark.parametrize(
+    "body", ["[" * 10_000 + "]" * 10_000, '{"a":' * 10_000 + "1" + "}" * 10_000]
+)
+def test_a_body_nested_too_deeply_is_malformed(body: str) -> None:
+    with pytest.raises(MalformedEvent, match="body: JSON nested too deeply"):
+        parse_webhook(body.encode())

@@ -31,6 +31,7 @@ SAMPLES = ROOT / "samples"
 GATECAST = Path(sys.executable).with_name("gatecast")
 SANDBOX_TOKEN = "sandbox-token"  # the sandbox's documented built-in token
 API_KEY = "journey-api-key-0123456789abcdef"
+PROBLEM_JSON = "application/problem+json"
 
 
 class JourneyError(AssertionError):
@@ -256,6 +257,29 @@ def wait_for(
             return last
         time.sleep(every)
     raise JourneyError(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
+
+
+def assert_problem(res: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    """``res`` is an RFC 9457 problem with ``status`` and ``code``, and nothing leaked."""
+    assert res.status_code == status, res.text
+    assert res.headers["content-type"].startswith(PROBLEM_JSON), res.headers
+    body = res.json()
+    assert isinstance(body, dict), body
+    assert body["status"] == status and body["code"] == code, body
+    assert isinstance(body["type"], str) and body["type"], body
+    assert isinstance(body["title"], str) and body["title"], body
+    assert isinstance(body["detail"], str) and body["detail"], body
+    assert_nothing_leaked(res.text)
+    return body
+
+
+def assert_nothing_leaked(text: str) -> None:
+    """No traceback, temporary folder, server path or CLI option in a web answer."""
+    assert "Traceback" not in text, text
+    assert "/tmp" not in text and "gatecast-upload-" not in text, text
+    assert str(Path.cwd()) not in text, text
+    assert not re.search(r"(?<![\w-])--[a-z]", text), text
+    assert "`gatecast " not in text, text
 
 
 @contextlib.contextmanager

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from fastapi import FastAPI
 
-from gatecast.web.problems import web_terms
-from tests.web.conftest import LiveApp
+from gatecast.web.problems import install_problem_handlers, web_terms
+from tests.web.conftest import LiveApp, serve
 
 PROBLEM = "application/problem+json"
 
@@ -38,7 +39,8 @@ def test_api_errors_share_one_shape(live_sqlite: LiveApp) -> None:
             (api.get("/api/v1/nowhere"), 404, "not_found"),
             (api.put("/api/v1/lists"), 405, "method_not_allowed"),
             (api.post("/api/v1/lists", json={"name": 5}), 422, "invalid_request"),
-            (api.get("/api/v1/contacts", params={"offset": 10**20}), 500, "internal_error"),
+            (api.get("/api/v1/contacts", params={"offset": 10**20}), 422, "invalid_request"),
+            (api.get(f"/api/v1/campaigns/{2**63}"), 422, "invalid_request"),
         ]:
             assert res.status_code == status, res.text
             assert res.headers["content-type"].startswith(PROBLEM)
@@ -47,12 +49,33 @@ def test_api_errors_share_one_shape(live_sqlite: LiveApp) -> None:
             assert body["type"] == f"tag:gatecast,2026:problem/{code}"
             assert isinstance(body["detail"], str) and body["title"]
             assert "Traceback" not in res.text and "OverflowError" not in res.text
-        crashed = api.get("/api/v1/contacts", params={"offset": 10**20}).json()
-        assert crashed["reference"] in crashed["detail"]
+        too_far = api.get("/api/v1/contacts", params={"offset": 10**20}).json()
+        assert too_far["errors"][0]["loc"] == ["query", "offset"], too_far
     with live_sqlite.client(key=None) as anon:
         res = anon.get("/api/v1/campaigns")
         assert res.status_code == 401 and res.json()["code"] == "unauthorized"
         assert res.headers["www-authenticate"] == "Bearer"
+
+
+def test_an_unexpected_error_is_a_500_problem_with_a_reference() -> None:
+    app = FastAPI()
+    install_problem_handlers(app)
+
+    @app.get("/api/v1/crash")
+    def crash() -> None:
+        raise OverflowError("Python int too large to convert to SQLite INTEGER")
+
+    url, stop = serve(app)
+    try:
+        with httpx.Client(base_url=url) as api:
+            res = api.get("/api/v1/crash")
+            assert res.status_code == 500 and res.headers["content-type"].startswith(PROBLEM)
+            body = res.json()
+            assert body["code"] == "internal_error" and body["reference"] in body["detail"]
+            assert "Traceback" not in res.text and "OverflowError" not in res.text
+            assert api.get("/api/v1/crash").status_code == 500  # the server still answers
+    finally:
+        stop()
 
 
 def test_dashboard_errors_are_html_pages(live_sqlite: LiveApp) -> None:

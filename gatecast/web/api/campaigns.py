@@ -40,6 +40,7 @@ from campaigns.service import (
     resume_campaign,
     retry_campaign,
 )
+from gatecast.web.api.common import Id
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.idempotency import IDEMPOTENT, run_once
 
@@ -293,35 +294,35 @@ def post_preview_toml(
 
 
 @router.get("/campaigns/{campaign_id}", response_model=CampaignDetailPublic)
-def get_one(campaign_id: int, ctx: Ctx) -> CampaignDetailPublic:
+def get_one(campaign_id: Id, ctx: Ctx) -> CampaignDetailPublic:
     """One campaign with its file, times and counts."""
     return detail_public(get_campaign(ctx.engine, campaign_id))
 
 
 @router.get("/campaigns/{campaign_id}/progress", response_model=CampaignProgress)
 def get_progress(
-    campaign_id: int, ctx: Ctx, points: Annotated[int, Query(ge=2, le=200)] = 30
+    campaign_id: Id, ctx: Ctx, points: Annotated[int, Query(ge=2, le=200)] = 30
 ) -> CampaignProgress:
     """Counts per state and a cumulative timeline of sent, delivered, read and failed."""
     return campaign_progress(ctx, campaign_id, points)
 
 
 @router.post("/campaigns/{campaign_id}/pause", response_model=ActionResult)
-def post_pause(campaign_id: int, ctx: Ctx) -> ActionResult:
+def post_pause(campaign_id: Id, ctx: Ctx) -> ActionResult:
     """Pause a scheduled or running campaign (409 otherwise)."""
     new = pause_campaign(ctx.engine, campaign_id, now=ctx.clock())
     return ActionResult(id=campaign_id, state=new, detail="paused")
 
 
 @router.post("/campaigns/{campaign_id}/resume", response_model=ActionResult)
-def post_resume(campaign_id: int, ctx: Ctx) -> ActionResult:
+def post_resume(campaign_id: Id, ctx: Ctx) -> ActionResult:
     """Resume a paused campaign (409 otherwise)."""
     new = resume_campaign(ctx.engine, campaign_id, now=ctx.clock())
     return ActionResult(id=campaign_id, state=new, detail="resumed")
 
 
 @router.post("/campaigns/{campaign_id}/cancel", response_model=ActionResult)
-def post_cancel(campaign_id: int, ctx: Ctx) -> ActionResult:
+def post_cancel(campaign_id: Id, ctx: Ctx) -> ActionResult:
     """Cancel a campaign; its queued recipients are skipped (409 when already final)."""
     skipped = cancel_campaign(ctx.engine, campaign_id, now=ctx.clock())
     return ActionResult(
@@ -330,7 +331,7 @@ def post_cancel(campaign_id: int, ctx: Ctx) -> ActionResult:
 
 
 @router.post("/campaigns/{campaign_id}/retry", response_model=RetryResult)
-def post_retry(campaign_id: int, ctx: Ctx, body: RetryRequest | None = None) -> RetryResult:
+def post_retry(campaign_id: Id, ctx: Ctx, body: RetryRequest | None = None) -> RetryResult:
     """Send failed recipients again (and 'unknown' ones without evidence when asked)."""
     done = retry_campaign(
         ctx.engine,

@@ -1,4 +1,5 @@
-"""Shared pieces of the API: pagination, error bodies, not-found helpers."""
+"""Shared pieces of the API: ids and pagination as 64-bit numbers, error bodies, not-found
+helpers."""
 
 from __future__ import annotations
 
@@ -11,8 +12,13 @@ from gatecast.web.problems import Problem, field_problem
 
 T = TypeVar("T")
 
+#: the largest number a database id or count holds (a signed 64-bit integer)
+INT64_MAX = 2**63 - 1
+
+#: a row's id in a path or query: 1 to 2^63-1, anything else answers 422 naming it
+Id = Annotated[int, Field(ge=1, le=INT64_MAX, description="A row's id")]
 Limit = Annotated[int, Query(ge=1, le=1000, description="Page size")]
-Offset = Annotated[int, Query(ge=0, description="Rows to skip")]
+Offset = Annotated[int, Query(ge=0, le=INT64_MAX, description="Rows to skip")]
 
 
 class Page(BaseModel, Generic[T]):

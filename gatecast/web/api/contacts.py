@@ -11,7 +11,7 @@ from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from campaigns import audiences
 from campaigns.audiences import ContactRecord
-from gatecast.web.api.common import Limit, Offset, Page, not_found
+from gatecast.web.api.common import Id, Limit, Offset, Page, not_found
 from gatecast.web.context import AppContext, get_ctx
 
 router = APIRouter(tags=["contacts"])
@@ -61,7 +61,7 @@ def get_contact_row(ctx: AppContext, contact_id: int) -> ContactPublic:
 def get_contacts(
     ctx: Annotated[AppContext, Depends(get_ctx)],
     q: Annotated[str | None, Query(description="Part of the phone or the name")] = None,
-    list_id: int | None = None,
+    list_id: Id | None = None,
     opted_out: bool | None = None,
     limit: Limit = 50,
     offset: Offset = 0,
@@ -73,7 +73,7 @@ def get_contacts(
 
 
 @router.get("/contacts/{contact_id}", response_model=ContactPublic)
-def get_contact(contact_id: int, ctx: Annotated[AppContext, Depends(get_ctx)]) -> ContactPublic:
+def get_contact(contact_id: Id, ctx: Annotated[AppContext, Depends(get_ctx)]) -> ContactPublic:
     """One contact."""
     return get_contact_row(ctx, contact_id)
 
@@ -90,7 +90,7 @@ def change_opt_out(ctx: AppContext, contact_id: int, opted_out: bool, reason: st
 
 @router.post("/contacts/{contact_id}/opt-out", response_model=ContactPublic)
 def opt_out(
-    contact_id: int,
+    contact_id: Id,
     ctx: Annotated[AppContext, Depends(get_ctx)],
     body: OptOutRequest | None = None,
 ) -> ContactPublic:
@@ -99,6 +99,6 @@ def opt_out(
 
 
 @router.post("/contacts/{contact_id}/opt-in", response_model=ContactPublic)
-def opt_in(contact_id: int, ctx: Annotated[AppContext, Depends(get_ctx)]) -> ContactPublic:
+def opt_in(contact_id: Id, ctx: Annotated[AppContext, Depends(get_ctx)]) -> ContactPublic:
     """Clear the contact's opt-out (only when the person asked for it)."""
     return change_opt_out(ctx, contact_id, False, "")

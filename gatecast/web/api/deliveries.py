@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from campaigns import service
-from gatecast.web.api.common import Limit, Offset, Page, not_found
+from gatecast.web.api.common import Id, Limit, Offset, Page, not_found
 from gatecast.web.context import AppContext, get_ctx
 from storage import states
 
@@ -76,7 +76,7 @@ def list_deliveries(
 def get_deliveries(
     ctx: Annotated[AppContext, Depends(get_ctx)],
     state: StateFilter = None,
-    campaign_id: int | None = None,
+    campaign_id: Id | None = None,
     target: TargetFilter = None,
     limit: Limit = 100,
     offset: Offset = 0,
@@ -89,7 +89,7 @@ def get_deliveries(
 
 @router.get("/campaigns/{campaign_id}/deliveries", response_model=Page[DeliveryPublic])
 def get_campaign_deliveries(
-    campaign_id: int,
+    campaign_id: Id,
     ctx: Annotated[AppContext, Depends(get_ctx)],
     state: StateFilter = None,
     target: TargetFilter = None,

@@ -36,7 +36,7 @@ from pydantic.dataclasses import dataclass as pydantic_dataclass
 from campaigns import import_runs
 from campaigns.import_runs import mark_interrupted_imports
 from campaigns.importer import ImportFailed, ImportOptions, import_file, preview_file
-from gatecast.web.api.common import Limit, Offset, Page, field_error, not_found
+from gatecast.web.api.common import Id, Limit, Offset, Page, field_error, not_found
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.idempotency import IDEMPOTENT, run_once
 from gatecast.web.problems import web_terms
@@ -190,6 +190,9 @@ def _options(
         sheet=sheet_value,
         max_bytes=ctx.settings.import_max_bytes,
         xlsx_max_uncompressed_bytes=ctx.settings.xlsx_max_uncompressed_bytes,
+        max_columns=ctx.settings.import_max_columns,
+        max_rows=ctx.settings.import_max_rows,
+        max_cell_chars=ctx.settings.import_max_cell_chars,
     )
 
 
@@ -366,7 +369,7 @@ def get_imports(ctx: Ctx, limit: Limit = 50) -> list[ImportPublic]:
 
 
 @router.get("/imports/{import_id}", response_model=ImportPublic)
-def get_import(import_id: int, ctx: Ctx) -> ImportPublic:
+def get_import(import_id: Id, ctx: Ctx) -> ImportPublic:
     """An import's status, progress, counts and first 100 rejected rows."""
     mark_interrupted_imports(ctx.engine, now=ctx.clock())
     return load_import(ctx, import_id)
@@ -374,7 +377,7 @@ def get_import(import_id: int, ctx: Ctx) -> ImportPublic:
 
 @router.get("/imports/{import_id}/rejects", response_model=Page[RejectPublic])
 def get_rejects(
-    import_id: int, ctx: Ctx, limit: Limit = 100, offset: Offset = 0
+    import_id: Id, ctx: Ctx, limit: Limit = 100, offset: Offset = 0
 ) -> Page[RejectPublic]:
     """Every rejected row of an import, paginated, by row number."""
     if import_runs.get_run(ctx.engine, import_id) is None:

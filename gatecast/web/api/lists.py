@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Request, Response, status
 from pydantic import BaseModel, Field
 
 from campaigns.audiences import ListSummary, clean_list_name, create_list, list_lists
-from gatecast.web.api.common import Limit, Offset, Page, field_error, not_found
+from gatecast.web.api.common import Id, Limit, Offset, Page, field_error, not_found
 from gatecast.web.api.contacts import ContactPublic, search_contacts
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.idempotency import IDEMPOTENT, run_once
@@ -79,14 +79,14 @@ def post_list(body: ListCreate, ctx: Ctx, request: Request) -> Response:
 
 
 @router.get("/lists/{list_id}", response_model=ListPublic)
-def get_list(list_id: int, ctx: Ctx) -> ListPublic:
+def get_list(list_id: Id, ctx: Ctx) -> ListPublic:
     """One list with its member counts."""
     return find_list(ctx, list_id)
 
 
 @router.get("/lists/{list_id}/contacts", response_model=Page[ContactPublic])
 def get_list_contacts(
-    list_id: int, ctx: Ctx, q: str | None = None, limit: Limit = 50, offset: Offset = 0
+    list_id: Id, ctx: Ctx, q: str | None = None, limit: Limit = 50, offset: Offset = 0
 ) -> Page[ContactPublic]:
     """The members of one list, searchable by phone or name."""
     find_list(ctx, list_id)

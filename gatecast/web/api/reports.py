@@ -19,6 +19,7 @@ from starlette.background import BackgroundTask
 
 from campaigns.reports import ReportSummary, report_summary, write_report
 from campaigns.service import get_campaign
+from gatecast.web.api.common import Id
 from gatecast.web.context import AppContext, get_ctx
 
 router = APIRouter(tags=["reports"])
@@ -82,7 +83,7 @@ def build_report(ctx: AppContext, campaign_id: int, fmt: str) -> FileResponse:
 
 
 @router.get("/campaigns/{campaign_id}/summary", response_model=SummaryPublic)
-def get_summary(campaign_id: int, ctx: Ctx) -> SummaryPublic:
+def get_summary(campaign_id: Id, ctx: Ctx) -> SummaryPublic:
     """Counts, delivery and read rates, median times to delivery and to read."""
     get_campaign(ctx.engine, campaign_id)
     return _public(report_summary(ctx.engine, campaign_id))
@@ -98,7 +99,7 @@ def get_summary(campaign_id: int, ctx: Ctx) -> SummaryPublic:
         }
     },
 )
-def get_report(campaign_id: int, fmt: ReportFormat, ctx: Ctx) -> FileResponse:
+def get_report(campaign_id: Id, fmt: ReportFormat, ctx: Ctx) -> FileResponse:
     """Download the per-recipient report as CSV, XLSX or JSON.
 
     ``report.xlsx`` adds a summary sheet and a chart; ``report.json`` holds the summary

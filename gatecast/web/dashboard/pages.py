@@ -11,6 +11,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from gatecast.web import sessions
+from gatecast.web.api.common import Id
 from gatecast.web.auth import sign_in, sign_out
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.dashboard.session import require_session, safe_next
@@ -95,7 +96,7 @@ def instances_page(request: Request, ctx: Ctx) -> HTMLResponse:
 
 @page.get("/contacts")
 def contacts_page(
-    request: Request, ctx: Ctx, q: str = "", list_id: int | None = None
+    request: Request, ctx: Ctx, q: str = "", list_id: Id | None = None
 ) -> HTMLResponse:
     """Contacts: upload with a mapping preview, import results, lists, search, opt-out."""
     from gatecast.web.api.contacts import search_contacts
@@ -144,7 +145,7 @@ def new_campaign_page(request: Request, ctx: Ctx) -> HTMLResponse:
 
 
 @page.get("/campaigns/{campaign_id}")
-def campaign_page(request: Request, campaign_id: int, ctx: Ctx) -> HTMLResponse:
+def campaign_page(request: Request, campaign_id: Id, ctx: Ctx) -> HTMLResponse:
     """One campaign: live progress, chart, actions, deliveries, report downloads."""
     from campaigns.service import CampaignNotFound, get_campaign
     from gatecast.web.api.campaigns import detail_public
