@@ -39,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote
 
 from sqlalchemy import Connection, Engine, select, update
 
@@ -58,6 +59,8 @@ NON_FINAL = (lifecycle.DRAFT, lifecycle.SCHEDULED, lifecycle.RUNNING, lifecycle.
 #: what ``set_webhook`` sends as ``webhook_url`` to turn a webhook off when no address is
 #: given: the spec requires the field even then, and ``.invalid`` never resolves
 DISABLED_WEBHOOK_URL = "http://webhook-disabled.invalid/"
+#: the route gatecast receives gateway events on (the webhook secret follows it)
+WEBHOOK_PATH = "/webhooks/gateway/"
 #: the pause of an instance reset by a gateway that did not say its new id
 GONE_AFTER_RESET = "gone: reset at the gateway, which did not return the new id"
 #: states a QR code request moves to ``waiting_scan``
@@ -230,6 +233,19 @@ def fetch_qr(
     return QrOutcome(
         instance_id=instance_id, state="waiting_scan", data_uri=qr.data_uri, detail=detail
     )
+
+
+def webhook_address(public_url: str, own_address: str, secret: str) -> str | None:
+    """The webhook URL this deployment registers with the gateway: ``public_url``
+    (``GATECAST_PUBLIC_URL``) when set, else the registering process's ``own_address``,
+    followed by the webhook route and the secret; None without an address or a secret.
+
+    Every registering path (``serve``, the leader's check, ``campaign run --webhook``, the
+    API and CLI without a URL) uses this rule, so all processes register one address."""
+    base = (public_url.strip() or own_address.strip()).rstrip("/")
+    if not base or not secret:
+        return None
+    return f"{base}{WEBHOOK_PATH}{quote(secret, safe='')}"
 
 
 def set_webhook(
@@ -428,6 +444,7 @@ __all__ = [
     "DISABLED_WEBHOOK_URL",
     "GONE_AFTER_RESET",
     "NON_FINAL",
+    "WEBHOOK_PATH",
     "ForgetOutcome",
     "InstanceGone",
     "InstanceRecord",
@@ -449,5 +466,6 @@ __all__ = [
     "reset",
     "resume",
     "set_webhook",
+    "webhook_address",
     "webhook_registered",
 ]

@@ -53,6 +53,7 @@ def serve(
         hint,
         register_webhooks,
         secret_file_path,
+        webhook_url,
         with_webhook_secret,
     )
     from gatecast.web import auth
@@ -107,16 +108,21 @@ def serve(
                 forwarded_allow_ips=settings.trusted_proxies,
             )
         )
-        base = settings.public_url or server.url
+        url = webhook_url(settings, server.url)
+        if not settings.public_url.strip():
+            console.print(
+                f"[yellow]warning:[/] GATECAST_PUBLIC_URL is not set: the webhook is registered "
+                f"at this process's own address {server.url}; when several processes serve, "
+                "set GATECAST_PUBLIC_URL to the one address that reaches them",
+                highlight=False,
+            )
         with make_gateway_client(settings) as client:
             # gateways that post no connection event: a scanned QR shows as "already
             # logged in"; those instances are usable from now on
             linked = confirm_scans(engine, client, now=utcnow())
             if linked:
                 console.print(f"linked (QR code scanned): {', '.join(linked)}")
-            register_webhooks(
-                engine, client, base, settings.webhook_secret, connected_ids(engine), out=console
-            )
+            register_webhooks(engine, client, url, connected_ids(engine), out=console)
         service = stack.enter_context(
             Service(
                 engine,
