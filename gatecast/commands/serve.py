@@ -4,8 +4,11 @@ in one process.
 At start, every instance waiting for a scan is checked with the gateway (a scanned one
 answers "already logged in" and becomes connected: gateways without connection events).
 The webhook is registered with ``set_webhook`` for every connected (usable) instance at
-``{public_url or http://host:port}/webhooks/gateway/<secret>``
-(:mod:`gatecast.runtime.webhooks` says where the secret comes from).
+``{public_url or this process's http://host:port}/webhooks/gateway/<secret>``
+(:func:`campaigns.instances.webhook_address`; :mod:`gatecast.runtime.webhooks` says where
+the secret comes from). The leader registers it again every
+``GATECAST_WEBHOOK_CHECK_SECONDS`` and when an instance becomes connected
+(:mod:`scheduler.webhook_keeper`).
 """
 
 from __future__ import annotations
@@ -127,9 +130,13 @@ def serve(
             Service(
                 engine,
                 lambda: make_gateway_client(settings),
-                options=ServiceOptions(sender_grace_seconds=settings.sender_grace_seconds),
+                options=ServiceOptions(
+                    sender_grace_seconds=settings.sender_grace_seconds,
+                    webhook_check_seconds=settings.webhook_check_seconds,
+                ),
                 on_outcome=observe_send,
                 instance_client=lambda: make_gateway_client(settings),
+                webhook_url=url,
             )
         )
         console.print(f"gatecast serving on {server.url} (dashboard, API, webhook)")
