@@ -19,7 +19,7 @@ Row bookkeeping per operation:
   gateway that answers without the new id has still deleted the old one: the row becomes
   ``gone`` (paused; its queued rows go to other senders) and the new id must be found at
   the gateway or a new instance created;
-* webhook -> ``webhook_url_registered``;
+* webhook -> ``webhook_url_registered`` and ``webhook_digest`` (of the URL registered);
 * resume -> clears ``paused_reason`` whatever paused the sender;
 * forget -> the row is deleted (the instance no longer exists at the gateway); its queued
   deliveries lose their sender and go to the campaign's other senders; sent rows keep
@@ -35,6 +35,7 @@ connection events are covered by the last two. ``gone`` instances are never used
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -248,6 +249,12 @@ def webhook_address(public_url: str, own_address: str, secret: str) -> str | Non
     return f"{base}{WEBHOOK_PATH}{quote(secret, safe='')}"
 
 
+def webhook_digest(url: str) -> str:
+    """What an instance's row keeps of the webhook URL registered for it (SHA-256, hex:
+    the URL holds the secret)."""
+    return hashlib.sha256(url.encode("utf-8")).hexdigest()
+
+
 def set_webhook(
     engine: Engine,
     client: GatewayClient,
@@ -267,7 +274,8 @@ def set_webhook(
     client.set_webhook(instance_id, url or DISABLED_WEBHOOK_URL, enable)
     with engine.begin() as conn:
         _remember(conn, instance_id, now)
-        _set(conn, instance_id, now, webhook_url_registered=enable)
+        digest = webhook_digest(url) if enable else None
+        _set(conn, instance_id, now, webhook_url_registered=enable, webhook_digest=digest)
 
 
 _STATE_AFTER = {"reboot": "waiting_scan", "logout": "logged_out"}
@@ -322,6 +330,7 @@ _FRESH: dict[str, Any] = {
     "state": "created",
     "phone": None,
     "webhook_url_registered": False,
+    "webhook_digest": None,
     "paused_reason": None,
     "paused_at": None,
 }
@@ -428,6 +437,15 @@ def webhook_registered(engine: Engine, instance_ids: Sequence[str]) -> dict[str,
         return iq.webhook_registered(conn, instance_ids)
 
 
+def registered_webhook_digests(
+    engine: Engine, instance_ids: Sequence[str]
+) -> dict[str, str | None]:
+    """``instance_id -> digest of the webhook URL gatecast last registered`` (None: none
+    registered; unknown ids absent): compare with :func:`webhook_digest`."""
+    with engine.connect() as conn:
+        return iq.webhook_digests(conn, instance_ids)
+
+
 def resume(engine: Engine, instance_id: str, *, now: datetime) -> ResumeOutcome:
     """Let a paused sender send again, whatever paused it (quota, error 463, a failure
     burst, relogin). :class:`UnknownInstance` when gatecast has no such instance."""
@@ -463,9 +481,11 @@ __all__ = [
     "mark_connected",
     "mark_gone",
     "operate",
+    "registered_webhook_digests",
     "reset",
     "resume",
     "set_webhook",
     "webhook_address",
+    "webhook_digest",
     "webhook_registered",
 ]

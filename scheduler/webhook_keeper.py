@@ -5,8 +5,10 @@ operation), so what it holds is unknown: another process, a user or the gateway 
 may have changed it. The leader therefore registers the deployment's URL
 (:func:`campaigns.instances.webhook_address`) again for every connected instance each
 ``every_seconds``, and at once for an instance that became connected (a new link, or a
-reconnect after a connection loss). An instance whose row said its webhook was not
-registered is named in a warning (never the URL: it holds the secret).
+reconnect after a connection loss). An instance whose row says gatecast last registered
+another URL (its ``webhook_digest``: by hand, or a process without
+``GATECAST_PUBLIC_URL``) or none is named in a warning (never the URL: it holds the
+secret).
 """
 
 from __future__ import annotations
@@ -18,7 +20,13 @@ from datetime import datetime
 
 from sqlalchemy import Engine
 
-from campaigns.instances import InstanceGone, connected_ids, set_webhook, webhook_registered
+from campaigns.instances import (
+    InstanceGone,
+    connected_ids,
+    registered_webhook_digests,
+    set_webhook,
+    webhook_digest,
+)
 from gateway.client import GatewayClient
 from gateway.errors import GatewayError
 
@@ -62,7 +70,8 @@ class WebhookKeeper:
         self._known = set(ids)
         if not due:
             return []
-        recorded = webhook_registered(self.engine, due)
+        recorded = registered_webhook_digests(self.engine, due)
+        expected = webhook_digest(self.url)
         done: list[str] = []
         with self.client_factory() as client:
             for instance_id in due:
@@ -72,10 +81,10 @@ class WebhookKeeper:
                     log.warning("webhook of instance %s not registered: %s", instance_id, exc)
                     self._known.discard(instance_id)  # try again at the next run
                     continue
-                if not recorded.get(instance_id):
+                if recorded.get(instance_id) != expected:
                     log.warning(
-                        "instance %s had no webhook registered by gatecast: registered the "
-                        "deployment's webhook URL again",
+                        "the webhook of instance %s was not the deployment's webhook URL "
+                        "(another address, or none, was registered last): registered it again",
                         instance_id,
                     )
                 done.append(instance_id)

@@ -63,8 +63,25 @@ def test_two_serve_processes_register_the_public_url_and_the_leader_keeps_it(
         timeout=20,
         what="the leader to turn the webhook on again",
     )
-    both = first.process.output() + second.process.output()
+
+    # registered elsewhere by hand through gatecast: put back, and the leader says so
+    ws.run("instance", "webhook", sender, "--url", "http://127.0.0.1:9/hook")
+    assert _webhook(ws.gateway_url, sender) == "http://127.0.0.1:9/***"
+    wait_for(
+        lambda: _webhook(ws.gateway_url, sender) == shown,
+        timeout=20,
+        what="the leader to replace a webhook given by hand",
+    )
+    warning = f"webhook of instance {sender} was not the deployment's"
+
+    def warned() -> str | None:
+        out = first.process.output() + second.process.output()
+        return out if warning in out else None
+
+    both = wait_for(warned, timeout=10, what="the leader's warning")
     assert "Traceback" not in both, both
+    secret = (ws.path / ".gatecast-webhook-secret").read_text(encoding="utf-8").strip()
+    assert secret and secret not in both
 
 
 def test_serve_without_a_public_url_warns_that_several_processes_need_one(

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import Engine, update
 
+from campaigns.instances import set_webhook
 from gateway.client import GatewayClient
 from gateway.sandbox import SandboxConfig, run_sandbox_in_thread
 from scheduler.webhook_keeper import WebhookKeeper
@@ -34,7 +35,7 @@ def test_connected_webhooks_are_put_back_on_schedule_and_on_connection(
         )
         assert keeper.run_once(T0) == [first]  # the first run registers every one
         assert sb.state.instances[first].webhook_url == URL
-        assert f"instance {first} had no webhook registered" in caplog.text
+        assert f"webhook of instance {first} was not the deployment's" in caplog.text
         assert "s3cr3t" not in caplog.text
 
         # changed behind gatecast's back: put back at the next full check, not before
@@ -46,7 +47,17 @@ def test_connected_webhooks_are_put_back_on_schedule_and_on_connection(
         assert keeper.run_once(T0) == [later]
         assert sb.state.instances[first].webhook_url == "http://elsewhere.example/hook"
         clock[0] = 61
+        caplog.clear()
         assert sorted(keeper.run_once(T0)) == sorted([first, later])
+        assert sb.state.instances[first].webhook_url == URL
+        assert "was not the deployment's" not in caplog.text  # what gatecast knows matched
+
+        # registered elsewhere through gatecast (by hand): named in a warning when put back
+        with GatewayClient(sb.url, sb.access_token, timeout=10) as gw:
+            set_webhook(engine, gw, first, "http://by-hand.example/hook", now=T0)
+        clock[0] = 200
+        keeper.run_once(T0)
+        assert f"webhook of instance {first} was not the deployment's" in caplog.text
         assert sb.state.instances[first].webhook_url == URL
 
         # a reconnect (disconnected, then connected again) registers it at once
