@@ -19,7 +19,7 @@ Row bookkeeping per operation:
   gateway that answers without the new id has still deleted the old one: the row becomes
   ``gone`` (paused; its queued rows go to other senders) and the new id must be found at
   the gateway or a new instance created;
-* webhook -> ``webhook_url_registered``;
+* webhook -> ``webhook_url_registered`` and ``webhook_digest`` (of the URL registered);
 * resume -> clears ``paused_reason`` whatever paused the sender;
 * forget -> the row is deleted (the instance no longer exists at the gateway); its queued
   deliveries lose their sender and go to the campaign's other senders; sent rows keep
@@ -35,10 +35,12 @@ connection events are covered by the last two. ``gone`` instances are never used
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote
 
 from sqlalchemy import Connection, Engine, select, update
 
@@ -58,6 +60,8 @@ NON_FINAL = (lifecycle.DRAFT, lifecycle.SCHEDULED, lifecycle.RUNNING, lifecycle.
 #: what ``set_webhook`` sends as ``webhook_url`` to turn a webhook off when no address is
 #: given: the spec requires the field even then, and ``.invalid`` never resolves
 DISABLED_WEBHOOK_URL = "http://webhook-disabled.invalid/"
+#: the route gatecast receives gateway events on (the webhook secret follows it)
+WEBHOOK_PATH = "/webhooks/gateway/"
 #: the pause of an instance reset by a gateway that did not say its new id
 GONE_AFTER_RESET = "gone: reset at the gateway, which did not return the new id"
 #: states a QR code request moves to ``waiting_scan``
@@ -232,6 +236,25 @@ def fetch_qr(
     )
 
 
+def webhook_address(public_url: str, own_address: str, secret: str) -> str | None:
+    """The webhook URL this deployment registers with the gateway: ``public_url``
+    (``GATECAST_PUBLIC_URL``) when set, else the registering process's ``own_address``,
+    followed by the webhook route and the secret; None without an address or a secret.
+
+    Every registering path (``serve``, the leader's check, ``campaign run --webhook``, the
+    API and CLI without a URL) uses this rule, so all processes register one address."""
+    base = (public_url.strip() or own_address.strip()).rstrip("/")
+    if not base or not secret:
+        return None
+    return f"{base}{WEBHOOK_PATH}{quote(secret, safe='')}"
+
+
+def webhook_digest(url: str) -> str:
+    """What an instance's row keeps of the webhook URL registered for it (SHA-256, hex:
+    the URL holds the secret)."""
+    return hashlib.sha256(url.encode("utf-8")).hexdigest()
+
+
 def set_webhook(
     engine: Engine,
     client: GatewayClient,
@@ -251,7 +274,8 @@ def set_webhook(
     client.set_webhook(instance_id, url or DISABLED_WEBHOOK_URL, enable)
     with engine.begin() as conn:
         _remember(conn, instance_id, now)
-        _set(conn, instance_id, now, webhook_url_registered=enable)
+        digest = webhook_digest(url) if enable else None
+        _set(conn, instance_id, now, webhook_url_registered=enable, webhook_digest=digest)
 
 
 _STATE_AFTER = {"reboot": "waiting_scan", "logout": "logged_out"}
@@ -306,6 +330,7 @@ _FRESH: dict[str, Any] = {
     "state": "created",
     "phone": None,
     "webhook_url_registered": False,
+    "webhook_digest": None,
     "paused_reason": None,
     "paused_at": None,
 }
@@ -412,6 +437,15 @@ def webhook_registered(engine: Engine, instance_ids: Sequence[str]) -> dict[str,
         return iq.webhook_registered(conn, instance_ids)
 
 
+def registered_webhook_digests(
+    engine: Engine, instance_ids: Sequence[str]
+) -> dict[str, str | None]:
+    """``instance_id -> digest of the webhook URL gatecast last registered`` (None: none
+    registered; unknown ids absent): compare with :func:`webhook_digest`."""
+    with engine.connect() as conn:
+        return iq.webhook_digests(conn, instance_ids)
+
+
 def resume(engine: Engine, instance_id: str, *, now: datetime) -> ResumeOutcome:
     """Let a paused sender send again, whatever paused it (quota, error 463, a failure
     burst, relogin). :class:`UnknownInstance` when gatecast has no such instance."""
@@ -428,6 +462,7 @@ __all__ = [
     "DISABLED_WEBHOOK_URL",
     "GONE_AFTER_RESET",
     "NON_FINAL",
+    "WEBHOOK_PATH",
     "ForgetOutcome",
     "InstanceGone",
     "InstanceRecord",
@@ -446,8 +481,11 @@ __all__ = [
     "mark_connected",
     "mark_gone",
     "operate",
+    "registered_webhook_digests",
     "reset",
     "resume",
     "set_webhook",
+    "webhook_address",
+    "webhook_digest",
     "webhook_registered",
 ]

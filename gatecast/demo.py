@@ -28,7 +28,12 @@ from campaigns.service import create_campaign, reply_stats
 from gatecast.runtime import embedded_sandbox, open_engine
 from gatecast.runtime.foreground import RunOptions, run_campaign, settle
 from gatecast.runtime.http_server import AsgiServer
-from gatecast.runtime.webhooks import register_webhooks, shown_webhook_url, with_webhook_secret
+from gatecast.runtime.webhooks import (
+    register_webhooks,
+    shown_webhook_url,
+    webhook_url,
+    with_webhook_secret,
+)
 from gatecast.settings import Settings
 from gatecast.web.app import create_app
 from gatecast.web.context import AppContext
@@ -110,7 +115,12 @@ def run_demo(settings: Settings, options: DemoOptions, console: Console) -> int:
         console.rule("[bold]gatecast demo")
         console.print(f"sandbox gateway at {sb.url}")
         settings = settings.model_copy(
-            update={"gateway_url": sb.url, "access_token": SecretStr(sb.access_token)}
+            # the embedded sandbox posts to this process: no public address applies
+            update={
+                "gateway_url": sb.url,
+                "access_token": SecretStr(sb.access_token),
+                "public_url": "",
+            }
         )
         settings, _ = with_webhook_secret(settings)
         engine = open_engine(settings, auto_upgrade=True)
@@ -127,6 +137,7 @@ def run_demo(settings: Settings, options: DemoOptions, console: Console) -> int:
             AsgiServer(create_app(ctx), host="127.0.0.1", port=0, log_level="error")
         )
         console.print(f"webhook receiver, API and dashboard at {server.url}")
+        demo_webhook = webhook_url(settings, server.url)
 
         # link an instance: create, QR, scan
         with client() as gw:
@@ -140,7 +151,7 @@ def run_demo(settings: Settings, options: DemoOptions, console: Console) -> int:
                 "scanned (sandbox)"
             )
             mark_connected(engine, iid, now=utcnow())
-            register_webhooks(engine, gw, server.url, settings.webhook_secret, [iid], out=console)
+            register_webhooks(engine, gw, demo_webhook, [iid], out=console)
         # the embedded sandbox (and the instance in it) ends with the demo: record that, so
         # later campaigns never pick it or wait for it
         stack.callback(lambda: mark_gone(engine, iid, DEMO_INSTANCE_GONE, now=utcnow()))
@@ -207,7 +218,7 @@ def run_demo(settings: Settings, options: DemoOptions, console: Console) -> int:
             )
             console.print(
                 f"serving on {server.url} (webhook "
-                f"{shown_webhook_url(server.url, settings.webhook_secret)}); Ctrl-C to stop"
+                f"{shown_webhook_url(demo_webhook)}); Ctrl-C to stop"
             )
             stop = threading.Event()
             try:

@@ -53,6 +53,13 @@ class Settings(BaseSettings):
     database_url: str = "sqlite:///gatecast.db"
     public_url: str = Field("", description="Where the gateway can reach our webhook")
     webhook_secret: SecretStr = SecretStr("")
+    webhook_check_seconds: float = Field(
+        300.0,
+        gt=0,
+        le=86_400,
+        description="How often the leader registers the webhook URL again for every "
+        "connected instance (the gateway cannot say which URL it holds)",
+    )
     webhook_allowed_sources: tuple[str, ...] = Field(
         (),
         description="Addresses (CIDRs) the webhook accepts requests from; empty: any",

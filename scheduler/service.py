@@ -1,10 +1,10 @@
 """Everything the scheduler runs in one process: leader election, APScheduler jobs, the
-dispatcher and the reconnection of dropped instances (the HTTP app is served beside it by
-:class:`gatecast.runtime.http_server.AsgiServer`).
+dispatcher, the reconnection of dropped instances and the webhook check (the HTTP app is
+served beside it by :class:`gatecast.runtime.http_server.AsgiServer`).
 
 Every process dispatches (the claim is safe for many workers); only the holder of the
-``scheduler`` lease runs the APScheduler jobs and the reconnections, so starts and
-recurrences fire once and one process talks to a dropped instance.
+``scheduler`` lease runs the APScheduler jobs, the reconnections and the webhook check, so
+starts and recurrences fire once and one process talks to a dropped instance.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from scheduler.defaults import DEFAULT_SENDER_GRACE_SECONDS
 from scheduler.dispatcher import Dispatcher, SupportsSend
 from scheduler.jobs import CampaignJobs
 from scheduler.reconnect import DEFAULT_BACKOFF, Reconnector
+from scheduler.webhook_keeper import WebhookKeeper
 
 log = logging.getLogger("gatecast.service")
 
@@ -43,6 +44,7 @@ class ServiceOptions:
     reconnect_check_seconds: float = 10.0
     reconnect_backoff: tuple[float, ...] = DEFAULT_BACKOFF
     sender_grace_seconds: float = DEFAULT_SENDER_GRACE_SECONDS
+    webhook_check_seconds: float = 300.0
 
 
 class Service:
@@ -59,9 +61,12 @@ class Service:
         campaign_ids: Sequence[int] | None = None,
         on_outcome: Callable[[str], None] | None = None,
         instance_client: Callable[[], GatewayClient] | None = None,
+        webhook_url: str | None = None,
     ) -> None:
         """``instance_client`` makes clients for instance operations: with it, the leader
-        reconnects instances whose connection dropped (:mod:`scheduler.reconnect`)."""
+        reconnects instances whose connection dropped (:mod:`scheduler.reconnect`) and,
+        given ``webhook_url``, keeps the connected instances' webhook at that URL
+        (:mod:`scheduler.webhook_keeper`)."""
         self.engine = engine
         self.options = options or ServiceOptions()
         self.clock: Clock = clock or SystemClock()
@@ -84,6 +89,16 @@ class Service:
             if instance_client is not None
             else None
         )
+        self.webhook_keeper = (
+            WebhookKeeper(
+                engine,
+                instance_client,
+                webhook_url,
+                every_seconds=self.options.webhook_check_seconds,
+            )
+            if instance_client is not None and webhook_url
+            else None
+        )
         self.is_leader = False
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -95,6 +110,8 @@ class Service:
             self._spawn("gatecast-leader", self._leader_loop)
             if self.reconnector is not None:
                 self._spawn("gatecast-reconnect", self._reconnect_loop)
+            if self.webhook_keeper is not None:
+                self._spawn("gatecast-webhooks", self._webhook_loop)
         self._spawn("gatecast-dispatch", self._dispatch_loop)
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
@@ -146,6 +163,20 @@ class Service:
                 self.reconnector.run_once(self.clock.now())
             except Exception:
                 log.exception("reconnect loop error")
+
+    def _webhook_loop(self) -> None:
+        # its own thread, like reconnection; a newly connected instance waits at most a tick
+        keeper = self.webhook_keeper
+        assert keeper is not None
+        tick = min(1.0, self.options.webhook_check_seconds)
+        while not self._stop.wait(tick):
+            if not self.is_leader:
+                keeper.forget()
+                continue
+            try:
+                keeper.run_once(self.clock.now())
+            except Exception:
+                log.exception("webhook check error")
 
     def stop(self) -> None:
         """Stop the loops, the scheduler and the dispatcher; give the lease up."""

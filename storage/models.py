@@ -15,7 +15,7 @@ from sqlmodel import Field, SQLModel
 from storage.types import BigId, JsonDoc, UTCDateTime, utcnow
 
 #: the Alembic revision these models describe (``storage/migrations/versions``)
-HEAD_REVISION = "0004"
+HEAD_REVISION = "0005"
 
 
 def _dt() -> Any:
@@ -44,6 +44,9 @@ class Instance(SQLModel, table=True):
     paused_reason: str | None = Field(default=None, max_length=500)
     paused_at: datetime | None = _dt()
     webhook_url_registered: bool = False
+    # SHA-256 (hex) of the webhook URL gatecast last registered (never the URL: it holds
+    # the secret); None when none is registered
+    webhook_digest: str | None = Field(default=None, max_length=64)
     phone: str | None = Field(default=None, max_length=32)
     # pacing state that must survive restarts
     next_send_at: datetime | None = _dt()

@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
-from urllib.parse import quote
 
 import typer
 from rich.console import Console
@@ -81,14 +80,11 @@ def _call(fn: Callable[[], T]) -> T:
 
 
 def _default_webhook_url(settings: Settings) -> str | None:
-    """``GATECAST_PUBLIC_URL`` + the webhook route + the secret (None without both)."""
-    from gatecast.web.webhook import PATH_PREFIX
+    """The deployment's webhook URL (``GATECAST_PUBLIC_URL`` + route + secret; None
+    without both: a CLI command has no address of its own to register)."""
+    from campaigns.instances import webhook_address
 
-    base = settings.public_url.strip().rstrip("/")
-    secret = settings.webhook_secret.get_secret_value()
-    if not base or not secret:
-        return None
-    return f"{base}{PATH_PREFIX}{quote(secret, safe='')}"
+    return webhook_address(settings.public_url, "", settings.webhook_secret.get_secret_value())
 
 
 @instance_app.command("create")

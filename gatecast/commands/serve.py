@@ -4,8 +4,11 @@ in one process.
 At start, every instance waiting for a scan is checked with the gateway (a scanned one
 answers "already logged in" and becomes connected: gateways without connection events).
 The webhook is registered with ``set_webhook`` for every connected (usable) instance at
-``{public_url or http://host:port}/webhooks/gateway/<secret>``
-(:mod:`gatecast.runtime.webhooks` says where the secret comes from).
+``{public_url or this process's http://host:port}/webhooks/gateway/<secret>``
+(:func:`campaigns.instances.webhook_address`; :mod:`gatecast.runtime.webhooks` says where
+the secret comes from). The leader registers it again every
+``GATECAST_WEBHOOK_CHECK_SECONDS`` and when an instance becomes connected
+(:mod:`scheduler.webhook_keeper`).
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ def serve(
         hint,
         register_webhooks,
         secret_file_path,
+        webhook_url,
         with_webhook_secret,
     )
     from gatecast.web import auth
@@ -107,23 +111,32 @@ def serve(
                 forwarded_allow_ips=settings.trusted_proxies,
             )
         )
-        base = settings.public_url or server.url
+        url = webhook_url(settings, server.url)
+        if not settings.public_url.strip():
+            console.print(
+                f"[yellow]warning:[/] GATECAST_PUBLIC_URL is not set: the webhook is registered "
+                f"at this process's own address {server.url}; when several processes serve, "
+                "set GATECAST_PUBLIC_URL to the one address that reaches them",
+                highlight=False,
+            )
         with make_gateway_client(settings) as client:
             # gateways that post no connection event: a scanned QR shows as "already
             # logged in"; those instances are usable from now on
             linked = confirm_scans(engine, client, now=utcnow())
             if linked:
                 console.print(f"linked (QR code scanned): {', '.join(linked)}")
-            register_webhooks(
-                engine, client, base, settings.webhook_secret, connected_ids(engine), out=console
-            )
+            register_webhooks(engine, client, url, connected_ids(engine), out=console)
         service = stack.enter_context(
             Service(
                 engine,
                 lambda: make_gateway_client(settings),
-                options=ServiceOptions(sender_grace_seconds=settings.sender_grace_seconds),
+                options=ServiceOptions(
+                    sender_grace_seconds=settings.sender_grace_seconds,
+                    webhook_check_seconds=settings.webhook_check_seconds,
+                ),
                 on_outcome=observe_send,
                 instance_client=lambda: make_gateway_client(settings),
+                webhook_url=url,
             )
         )
         console.print(f"gatecast serving on {server.url} (dashboard, API, webhook)")

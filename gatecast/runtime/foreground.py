@@ -18,7 +18,12 @@ from campaigns import delivery_lifecycle, lifecycle
 from campaigns.instances import InstanceGone, connected_ids, set_webhook, webhook_registered
 from campaigns.service import campaign_counts, campaign_instances, campaign_state
 from gatecast.runtime import make_gateway_client
-from gatecast.runtime.webhooks import register_webhooks, shown_webhook_url, with_webhook_secret
+from gatecast.runtime.webhooks import (
+    register_webhooks,
+    shown_webhook_url,
+    webhook_url,
+    with_webhook_secret,
+)
 from gatecast.settings import Settings
 from gateway.errors import GatewayError
 from scheduler.defaults import DEFAULT_SENDER_GRACE_SECONDS
@@ -184,19 +189,19 @@ def receive_webhooks(
     server = stack.enter_context(AsgiServer(app, host=settings.host, port=port))
     ids = campaign_instances(engine, campaign_id) or connected_ids(engine)
     before = webhook_registered(engine, ids)  # what serve (or a user) registered
-    base = settings.public_url or server.url
+    url = webhook_url(settings, server.url)
     with make_gateway_client(settings) as client:
-        done = register_webhooks(engine, client, base, settings.webhook_secret, ids, out=console)
-    serve_base = settings.public_url or f"http://{settings.host}:{settings.port}"
-    if serve_base.rstrip("/") != base.rstrip("/"):  # a port of this process: give it back
-        stack.callback(_restore_webhooks, engine, settings, serve_base, done, before, console)
+        done = register_webhooks(engine, client, url, ids, out=console)
+    serve_url = webhook_url(settings, f"http://{settings.host}:{settings.port}")
+    if serve_url != url:  # a port of this process: give it back
+        stack.callback(_restore_webhooks, engine, settings, serve_url, done, before, console)
     return settings
 
 
 def _restore_webhooks(
     engine: Engine,
     settings: Settings,
-    serve_base: str,
+    serve_url: str,
     borrowed: list[str],
     before: dict[str, bool],
     console: Console,
@@ -208,15 +213,8 @@ def _restore_webhooks(
     disable = [i for i in borrowed if not before.get(i)]
     with make_gateway_client(settings) as client:
         if restore:
-            done = register_webhooks(
-                engine,
-                client,
-                serve_base,
-                settings.webhook_secret,
-                restore,
-                out=Console(quiet=True),
-            )
-            shown = shown_webhook_url(serve_base, settings.webhook_secret)
+            done = register_webhooks(engine, client, serve_url, restore, out=Console(quiet=True))
+            shown = shown_webhook_url(serve_url)
             for iid in done:
                 console.print(f"webhook of {iid} restored to {shown} (gatecast serve)")
         off: list[str] = []

@@ -14,7 +14,7 @@ from pathlib import Path
 from pydantic import SecretStr
 from rich.console import Console
 
-from campaigns.instances import InstanceGone, set_webhook
+from campaigns.instances import InstanceGone, set_webhook, webhook_address
 from gatecast.settings import Settings
 from gateway.client import GatewayClient
 from gateway.errors import GatewayError
@@ -22,7 +22,6 @@ from storage.engine import Engine, sqlite_file
 from storage.types import utcnow
 
 SECRET_FILE_NAME = ".gatecast-webhook-secret"  # noqa: S105  (a file name, not a secret)
-WEBHOOK_PATH = "/webhooks/gateway/"
 
 
 def secret_file_path(settings: Settings) -> Path:
@@ -66,28 +65,33 @@ def hint(secret: SecretStr) -> str:
     return "***"
 
 
-def webhook_url(base_url: str, secret: SecretStr) -> str:
-    """The full webhook URL (contains the secret: send it to the gateway only)."""
-    return base_url.rstrip("/") + WEBHOOK_PATH + secret.get_secret_value()
+def webhook_url(settings: Settings, own_address: str) -> str:
+    """The URL this deployment registers (:func:`campaigns.instances.webhook_address`:
+    ``GATECAST_PUBLIC_URL``, else ``own_address``); it contains the secret, so it goes to
+    the gateway only. ``settings`` must hold the secret (:func:`with_webhook_secret`)."""
+    url = webhook_address(
+        settings.public_url, own_address, settings.webhook_secret.get_secret_value()
+    )
+    if url is None:
+        raise ValueError("a webhook URL needs an address and the webhook secret")
+    return url
 
 
-def shown_webhook_url(base_url: str, secret: SecretStr) -> str:
-    """The webhook URL as output shows it: the secret replaced by :func:`hint`."""
-    return base_url.rstrip("/") + WEBHOOK_PATH + hint(secret)
+def shown_webhook_url(url: str) -> str:
+    """A webhook URL as output shows it: the secret replaced by :func:`hint`."""
+    return url.rsplit("/", 1)[0] + "/" + hint(SecretStr(""))
 
 
 def register_webhooks(
     engine: Engine,
     client: GatewayClient,
-    base_url: str,
-    secret: SecretStr,
+    url: str,
     instance_ids: Sequence[str],
     *,
     out: Console | None = None,
 ) -> list[str]:
-    """``set_webhook`` for each instance; returns those that were registered."""
+    """``set_webhook`` to ``url`` for each instance; returns those that were registered."""
     out = out or Console()
-    url = webhook_url(base_url, secret)
     done: list[str] = []
     for iid in instance_ids:
         try:
@@ -97,5 +101,5 @@ def register_webhooks(
             continue
         done.append(iid)
     if done:
-        out.print(f"webhook {shown_webhook_url(base_url, secret)} registered for {', '.join(done)}")
+        out.print(f"webhook {shown_webhook_url(url)} registered for {', '.join(done)}")
     return done

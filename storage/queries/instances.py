@@ -182,6 +182,18 @@ def webhook_registered(conn: Connection, instance_ids: Sequence[str]) -> dict[st
     return {str(r[0]): bool(r[1]) for r in rows}
 
 
+def webhook_digests(conn: Connection, instance_ids: Sequence[str]) -> dict[str, str | None]:
+    """``instance_id -> webhook_digest`` for the given ids (unknown ids absent)."""
+    if not instance_ids:
+        return {}
+    rows = conn.execute(
+        select(_i.c.instance_id, _i.c.webhook_digest).where(
+            _i.c.instance_id.in_(list(instance_ids))
+        )
+    )
+    return {str(r[0]): r[1] for r in rows}
+
+
 def forget(conn: Connection, instance_id: str) -> int | None:
     """Delete the row of ``instance_id``; its queued deliveries lose their sender (the
     dispatcher hands them to the campaign's other senders). None when there was no row,
@@ -323,6 +335,7 @@ __all__ = [
     "set_next_send",
     "set_webhook_registered",
     "usable_ids",
+    "webhook_digests",
     "webhook_registered",
 ]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import SecretStr
 
-from gatecast.runtime.webhooks import hint, webhook_url
+from gatecast.runtime.webhooks import hint, shown_webhook_url, webhook_url
 from gatecast.settings import Settings
 
 
@@ -15,7 +15,18 @@ def test_hint_shows_no_character_of_the_secret() -> None:
 
 
 def test_webhook_url_carries_the_secret_for_the_gateway_only() -> None:
-    assert webhook_url("http://h:1/", SecretStr("s3cr3t")).endswith("/webhooks/gateway/s3cr3t")
+    settings = Settings(webhook_secret=SecretStr("s3cr3t"))
+    url = webhook_url(settings, "http://h:1/")
+    assert url == "http://h:1/webhooks/gateway/s3cr3t"
+    assert shown_webhook_url(url) == "http://h:1/webhooks/gateway/***"
+
+
+def test_webhook_url_is_the_public_url_whatever_the_process() -> None:
+    settings = Settings(webhook_secret=SecretStr("s3"), public_url="https://hooks.example/gc/")
+    assert webhook_url(settings, "http://127.0.0.1:8001") == (
+        "https://hooks.example/gc/webhooks/gateway/s3"
+    )
+    assert webhook_url(settings, "http://127.0.0.1:8002") == webhook_url(settings, "")
 
 
 def test_settings_repr_hides_secrets() -> None:

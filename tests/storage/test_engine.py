@@ -16,7 +16,7 @@ from storage.models import HEAD_REVISION
 
 def test_upgrade_is_idempotent(engine: Engine) -> None:
     upgrade(engine)
-    assert current_revision(engine) == HEAD_REVISION == "0004"
+    assert current_revision(engine) == HEAD_REVISION == "0005"
 
 
 def test_datetimes_round_trip_as_utc(engine: Engine) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Annotated, TypeVar
-from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Query, Request, Response, status
 from pydantic import BaseModel, Field
@@ -153,15 +152,11 @@ def _gone(exc: domain.InstanceGone) -> Problem:
 
 
 def webhook_address(ctx: AppContext, fallback_base: str = "") -> str | None:
-    """This server's webhook address for the gateway: ``public_url`` (else the address
-    the caller reached us at) + the secret path; None without a webhook secret."""
-    from gatecast.web.webhook import PATH_PREFIX
-
-    base = (ctx.settings.public_url.strip() or fallback_base).rstrip("/")
+    """This deployment's webhook address (:func:`campaigns.instances.webhook_address`:
+    ``public_url``, else the address the caller reached this server at); None without a
+    webhook secret."""
     secret = ctx.settings.webhook_secret.get_secret_value()
-    if not base or not secret:
-        return None
-    return f"{base}{PATH_PREFIX}{quote(secret, safe='')}"
+    return domain.webhook_address(ctx.settings.public_url, fallback_base, secret)
 
 
 def create_instance(ctx: AppContext, label: str, base: str = "") -> InstancePublic:

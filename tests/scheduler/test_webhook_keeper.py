@@ -1,0 +1,69 @@
+"""The leader's webhook check: the deployment's URL registered again, over real HTTP."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy import Engine, update
+
+from campaigns.instances import set_webhook
+from gateway.client import GatewayClient
+from gateway.sandbox import SandboxConfig, run_sandbox_in_thread
+from scheduler.webhook_keeper import WebhookKeeper
+from storage import tables
+from tests.scheduler.helpers import add_instances
+
+T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+URL = "https://hooks.example/webhooks/gateway/s3cr3t"
+_i = tables.instances
+
+
+def test_connected_webhooks_are_put_back_on_schedule_and_on_connection(
+    engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = [0.0]
+    with run_sandbox_in_thread(SandboxConfig(auto_link=True)) as sb:
+        first, later = sb.create_linked_instance(), sb.create_linked_instance()
+        add_instances(engine, [first], T0)
+        keeper = WebhookKeeper(
+            engine,
+            lambda: GatewayClient(sb.url, sb.access_token, timeout=10),
+            URL,
+            every_seconds=60,
+            monotonic=lambda: clock[0],
+        )
+        assert keeper.run_once(T0) == [first]  # the first run registers every one
+        assert sb.state.instances[first].webhook_url == URL
+        assert f"webhook of instance {first} was not the deployment's" in caplog.text
+        assert "s3cr3t" not in caplog.text
+
+        # changed behind gatecast's back: put back at the next full check, not before
+        with GatewayClient(sb.url, sb.access_token, timeout=10) as gw:
+            gw.set_webhook(first, "http://elsewhere.example/hook")
+        clock[0] = 30
+        assert keeper.run_once(T0) == []
+        add_instances(engine, [later], T0)  # a newly connected one: registered at once
+        assert keeper.run_once(T0) == [later]
+        assert sb.state.instances[first].webhook_url == "http://elsewhere.example/hook"
+        clock[0] = 61
+        caplog.clear()
+        assert sorted(keeper.run_once(T0)) == sorted([first, later])
+        assert sb.state.instances[first].webhook_url == URL
+        assert "was not the deployment's" not in caplog.text  # what gatecast knows matched
+
+        # registered elsewhere through gatecast (by hand): named in a warning when put back
+        with GatewayClient(sb.url, sb.access_token, timeout=10) as gw:
+            set_webhook(engine, gw, first, "http://by-hand.example/hook", now=T0)
+        clock[0] = 200
+        keeper.run_once(T0)
+        assert f"webhook of instance {first} was not the deployment's" in caplog.text
+        assert sb.state.instances[first].webhook_url == URL
+
+        # a reconnect (disconnected, then connected again) registers it at once
+        with engine.begin() as conn:
+            conn.execute(update(_i).where(_i.c.instance_id == later).values(state="disconnected"))
+        assert keeper.run_once(T0) == []
+        with engine.begin() as conn:
+            conn.execute(update(_i).where(_i.c.instance_id == later).values(state="connected"))
+        assert keeper.run_once(T0) == [later]
