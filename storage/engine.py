@@ -11,7 +11,7 @@ from sqlalchemy import Connection as Connection  # re-exported, as Engine: for a
 from sqlalchemy import Engine as Engine  # re-exported: callers name it without SQLAlchemy
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlmodel import Session
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
@@ -80,6 +80,19 @@ def describe_url(url: str) -> str:
 def is_lock_error(exc: BaseException) -> bool:
     """True for SQLite's "database is locked" (another writer holds the lock)."""
     return isinstance(exc, OperationalError) and "database is locked" in str(exc.orig)
+
+
+def is_unavailable_error(exc: BaseException) -> bool:
+    """True when the database could not be reached or written at all (not the data's fault).
+
+    SQLite locked, full or failing I/O; PostgreSQL refusing, closing or shutting down the
+    connection (SQLAlchemy's or psycopg's OperationalError); the disk full (OSError).
+    """
+    import psycopg  # lazily: storage.engine is imported by the CLI's quick commands
+
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    return isinstance(exc, OperationalError | psycopg.OperationalError | OSError)
 
 
 def is_postgres(engine: Engine) -> bool:
