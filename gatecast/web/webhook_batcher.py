@@ -310,7 +310,9 @@ class EventBatcher:
         step = self._max_events
         try:
             while True:
-                events = self._journal.read()
+                entries = self._journal.entries()
+                lines = [line for line, _ in entries]
+                events = [event for _, event in entries]
                 if not events:
                     self._journal.clear()  # a torn last line, if any
                     self._journalled = False
@@ -329,11 +331,11 @@ class EventBatcher:
                         done += 1
                         continue
                     if stats is None:  # still locked or away: retry later
-                        self._journal.drop(done)
+                        self._journal.drop(lines[:done])
                         return
                     done += len(chunk)
                     self._pending_later(stats)
-                self._journal.drop(done)
+                self._journal.drop(lines)
                 log.info("stored %d journalled webhook event(s)", done)
         except Exception:
             log.exception("draining the webhook journal failed; will retry")

@@ -74,9 +74,13 @@ class EventJournal:
         """The journalled events, oldest first."""
         return [decode(line) for line in self.file.read()]
 
-    def drop(self, count: int) -> None:
-        """Forget the oldest ``count`` events (stored in the database)."""
-        self.file.truncate(count)
+    def entries(self) -> list[tuple[str, Event]]:
+        """The journalled lines with their events, oldest first (for :meth:`drop`)."""
+        return [(line, decode(line)) for line in self.file.read()]
+
+    def drop(self, lines: list[str]) -> None:
+        """Forget ``lines`` (from :meth:`entries`), the oldest ones, once stored."""
+        self.file.truncate(lines)
 
     def clear(self) -> None:
         """Empty the file."""

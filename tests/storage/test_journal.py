@@ -50,18 +50,32 @@ def test_a_file_holding_only_a_torn_line(tmp_path: Path) -> None:
     assert path.read_bytes() == b"ok\n"
 
 
-def test_truncate_drops_the_oldest_records_or_all(tmp_path: Path) -> None:
+def test_truncate_drops_the_named_head_records_or_all(tmp_path: Path) -> None:
     journal = Journal(tmp_path / "j.jsonl")
     journal.append(["a", "b", "c", "d"])
-    journal.truncate(3)
+    journal.truncate(["a", "b", "c"])
     assert journal.read() == ["d"]
     journal.append(["e"])
-    journal.truncate(0)
+    journal.truncate([])
     assert journal.read() == ["d", "e"]
+    journal.truncate(["a", "b"])  # dropped already (by another process): nothing happens
+    assert journal.read() == ["d", "e"]
+    journal.truncate(["d", "x"])  # only the matching head goes
+    assert journal.read() == ["e"]
     journal.truncate()
     assert not journal and journal.read() == []
-    journal.truncate(2)  # nothing to drop
+    journal.truncate(["e"])  # nothing to drop
     assert journal.read() == []
+
+
+def test_two_writers_sharing_the_file_lose_nothing_across_a_truncation(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    first, second = Journal(path), Journal(path)
+    first.append(["a", "b"])
+    second.append(["c"])
+    first.truncate(first.read()[:2])  # replaces the file
+    second.append(["d"])  # reopens the new file, not the replaced one
+    assert first.read() == ["c", "d"] == second.read()
 
 
 def test_records_holding_a_line_break_are_refused(tmp_path: Path) -> None:
