@@ -3,7 +3,8 @@
 ``gatecast serve`` on SQLite; another process holds SQLite's write lock (``BEGIN
 IMMEDIATE``) for about 10 s while the gateway posts status events and a STOP reply to the
 served webhook. Every POST answers 200 (the events go to the local journal); once the
-lock is released every status is applied and the STOP opted its contact out.
+lock is released every status is applied and the STOP opted its contact out. When
+``serve`` is killed before the lock goes, the next ``serve`` drains the journal at start.
 """
 
 from __future__ import annotations
@@ -36,6 +37,55 @@ def _stop(instance_id: str, phone: str, message_id: str) -> dict[str, Any]:
         "instance_id": instance_id,
         "data": {"id": message_id, "chat": f"{phone[1:]}@s.whatsapp.net", "text": "STOP"},
     }
+
+
+def _all_read(api: httpx.Client, campaign_id: int, message_ids: list[str]) -> bool:
+    got = api.get(f"/api/v1/campaigns/{campaign_id}/deliveries", params={"limit": 500}).json()
+    states = {r["message_id"]: r["state"] for r in got["items"] if r["message_id"]}
+    return all(states[m] in ("read", "replied") for m in message_ids)
+
+
+def test_events_journalled_by_a_killed_serve_are_applied_by_the_next(
+    tmp_path: Path, sandbox_process: Process
+) -> None:
+    with workspace(tmp_path / "work", sandbox_process.url, GATECAST_WEBHOOK_SECRET=SECRET) as ws:
+        sender = ws.link_sender()
+        ws.run("contacts", "import", str(SAMPLES / "contacts.csv"), "--list", "customers")
+        campaign_id = _campaign(ws)
+        ws.run("campaign", "run", str(campaign_id), timeout=180)
+        server = ws.serve()
+        with server.api() as api:
+            rows = api.get(
+                f"/api/v1/campaigns/{campaign_id}/deliveries", params={"limit": 500}
+            ).json()["items"]
+        ids = [r["message_id"] for r in rows if r["message_id"]]
+        stopper = rows[0]["target"]
+        hook = f"{server.url}/webhooks/gateway/{SECRET}"
+        blocker = sqlite3.connect(ws.path / "gatecast.db", isolation_level=None)
+        try:
+            blocker.execute("BEGIN IMMEDIATE")
+            with httpx.Client(timeout=30) as gateway:
+                answers = [
+                    gateway.post(hook, json=_status(sender, m, "read")).status_code for m in ids
+                ]
+                answers.append(
+                    gateway.post(hook, json=_stop(sender, stopper, "stop-2")).status_code
+                )
+            assert answers == [200] * (len(ids) + 1), answers
+            server.process.kill()  # SIGKILL: what it acknowledged is only in the journal
+        finally:
+            blocker.execute("COMMIT")
+            blocker.close()
+        assert (ws.path / "gatecast-webhook-journal.jsonl").stat().st_size > 0
+        again = ws.serve()
+        with again.api() as api:
+            wait_for(
+                lambda: _all_read(api, campaign_id, ids),
+                timeout=60,
+                what="the journal drained at start",
+            )
+        assert ws.run("contacts", "show", stopper, "--json").json()["opted_out"] is True
+        assert not (ws.path / "gatecast-webhook-journal.jsonl").read_bytes()
 
 
 def test_events_posted_while_the_database_is_locked_are_all_applied(
@@ -82,14 +132,12 @@ def test_events_posted_while_the_database_is_locked_are_all_applied(
             assert answers == [200] * len(bodies), answers
             assert slowest < 5, slowest  # a gateway's timeout is not reached
 
-            def all_read() -> bool:
-                got = api.get(
-                    f"/api/v1/campaigns/{campaign_id}/deliveries", params={"limit": 500}
-                ).json()["items"]
-                done = {r["message_id"]: r for r in got if r["message_id"]}
-                return all(done[r["message_id"]]["state"] in ("read", "replied") for r in sent)
-
-            wait_for(all_read, timeout=60, what="every status applied after the lock")
+            ids = [r["message_id"] for r in sent]
+            wait_for(
+                lambda: _all_read(api, campaign_id, ids),
+                timeout=60,
+                what="every status applied after the lock",
+            )
             shown = wait_for(
                 lambda: ws.run("contacts", "show", stopper, "--json").json()["opted_out"],
                 timeout=30,
