@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from tests.journeys.harness import SAMPLES, Process, wait_for, workspace
+from tests.journeys.harness import SAMPLES, Process, Server, Workspace, wait_for, workspace
 from tests.journeys.test_senders import _campaign
 
 SECRET = "journey-webhook-secret-0123456789"
@@ -39,6 +39,15 @@ def _stop(instance_id: str, phone: str, message_id: str) -> dict[str, Any]:
     }
 
 
+def _sent_and_served(ws: Workspace) -> tuple[str, int, Server]:
+    """A linked sender, a campaign sent to the sample contacts, then ``serve``."""
+    sender = ws.link_sender()
+    ws.run("contacts", "import", str(SAMPLES / "contacts.csv"), "--list", "customers")
+    campaign_id = _campaign(ws)
+    ws.run("campaign", "run", str(campaign_id), timeout=180)
+    return sender, campaign_id, ws.serve()
+
+
 def _all_read(api: httpx.Client, campaign_id: int, message_ids: list[str]) -> bool:
     got = api.get(f"/api/v1/campaigns/{campaign_id}/deliveries", params={"limit": 500}).json()
     states = {r["message_id"]: r["state"] for r in got["items"] if r["message_id"]}
@@ -49,11 +58,7 @@ def test_events_journalled_by_a_killed_serve_are_applied_by_the_next(
     tmp_path: Path, sandbox_process: Process
 ) -> None:
     with workspace(tmp_path / "work", sandbox_process.url, GATECAST_WEBHOOK_SECRET=SECRET) as ws:
-        sender = ws.link_sender()
-        ws.run("contacts", "import", str(SAMPLES / "contacts.csv"), "--list", "customers")
-        campaign_id = _campaign(ws)
-        ws.run("campaign", "run", str(campaign_id), timeout=180)
-        server = ws.serve()
+        sender, campaign_id, server = _sent_and_served(ws)
         with server.api() as api:
             rows = api.get(
                 f"/api/v1/campaigns/{campaign_id}/deliveries", params={"limit": 500}
@@ -92,11 +97,7 @@ def test_events_posted_while_the_database_is_locked_are_all_applied(
     tmp_path: Path, sandbox_process: Process
 ) -> None:
     with workspace(tmp_path / "work", sandbox_process.url, GATECAST_WEBHOOK_SECRET=SECRET) as ws:
-        sender = ws.link_sender()
-        ws.run("contacts", "import", str(SAMPLES / "contacts.csv"), "--list", "customers")
-        campaign_id = _campaign(ws)
-        ws.run("campaign", "run", str(campaign_id), timeout=180)
-        server = ws.serve()
+        sender, campaign_id, server = _sent_and_served(ws)
         hook = f"{server.url}/webhooks/gateway/{SECRET}"
         with server.api() as api:
             rows = api.get(
