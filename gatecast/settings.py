@@ -64,6 +64,11 @@ class Settings(BaseSettings):
         (),
         description="Addresses (CIDRs) the webhook accepts requests from; empty: any",
     )
+    journal_dir: str = Field(
+        "",
+        description="Where the webhook journal goes while the database is away; "
+        "empty: next to a SQLite file, else the working directory",
+    )
     api_key: SecretStr = SecretStr("")
     default_region: str = "US"
     opt_out_keywords: tuple[str, ...] = DEFAULT_OPT_OUT_KEYWORDS

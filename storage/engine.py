@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -11,7 +12,7 @@ from sqlalchemy import Connection as Connection  # re-exported, as Engine: for a
 from sqlalchemy import Engine as Engine  # re-exported: callers name it without SQLAlchemy
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlmodel import Session
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
@@ -80,6 +81,37 @@ def describe_url(url: str) -> str:
 def is_lock_error(exc: BaseException) -> bool:
     """True for SQLite's "database is locked" (another writer holds the lock)."""
     return isinstance(exc, OperationalError) and "database is locked" in str(exc.orig)
+
+
+#: SQLite's messages for a database that cannot be written now (not a bad statement)
+_SQLITE_UNAVAILABLE = (
+    "database is locked",
+    "database table is locked",
+    "disk i/o error",
+    "database or disk is full",
+    "unable to open database file",
+)
+
+
+def is_unavailable_error(exc: BaseException) -> bool:
+    """True when the database could not be reached or written at all (not the data's fault).
+
+    SQLite locked, full or failing I/O; PostgreSQL refusing, closing or shutting down the
+    connection (psycopg's OperationalError, wrapped or not); the disk full (OSError).
+    """
+    import psycopg  # lazily: storage.engine is imported by the CLI's quick commands
+
+    if isinstance(exc, DBAPIError):
+        if exc.connection_invalidated or isinstance(exc.orig, psycopg.OperationalError):
+            return True
+        return isinstance(exc, OperationalError) and _sqlite_unavailable(exc.orig)
+    if isinstance(exc, psycopg.OperationalError | OSError):
+        return True
+    return isinstance(exc, sqlite3.OperationalError) and _sqlite_unavailable(exc)
+
+
+def _sqlite_unavailable(exc: BaseException | None) -> bool:
+    return any(m in str(exc).lower() for m in _SQLITE_UNAVAILABLE)
 
 
 def is_postgres(engine: Engine) -> bool:

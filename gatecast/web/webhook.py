@@ -20,6 +20,9 @@
   on stop); replies, opt-outs and connection states are applied with the batch. Events a
   dead process stored but never applied are applied at the next start. Dedupe and
   forward-only application make duplicates harmless.
+* When the database is locked, full or away, a batch is appended to a local journal file
+  (fsynced) and acknowledged; the batcher drains it into the database, in order, when the
+  database answers again (:mod:`gatecast.web.webhook_journal`).
 * :func:`install_log_redaction` hides the secret in uvicorn's access and error logs.
 * :class:`WebhookFastPath` serves ``POST /webhooks/gateway/{secret}`` as a bare ASGI
   handler in front of the FastAPI stack (no routing, dependency solving or middleware:
@@ -49,6 +52,7 @@ from gatecast.web.problems import STATUS_CODES, Problem
 from gatecast.web.webhook_appliers import make_applier, make_inline_applier, make_later_applier
 from gatecast.web.webhook_batcher import EventBatcher
 from gatecast.web.webhook_guard import WebhookGuard, guard_for
+from gatecast.web.webhook_journal import EventJournal
 from gatecast.web.webhook_pg import make_pg_store
 from gateway.event_parsing import parse_webhook
 from gateway.events import ConnectionStatus, Event, IncomingMessage, MalformedEvent, MessageStatus
@@ -74,6 +78,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         inline_later=inline.apply_later if inline is not None else None,
         sweep=lambda: apply_recent_pending(ctx.engine, now=ctx.clock()),
         recover=lambda: apply_all_pending(ctx.engine, now=ctx.clock()),
+        journal=EventJournal.for_settings(ctx.settings, ctx.engine),
     )
     app.state.webhook_guard = WebhookGuard(ctx)
     await batcher.start()

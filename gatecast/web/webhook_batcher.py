@@ -5,6 +5,10 @@ Requests queue their events; the batcher group-commits what is queued (at most
 the inbox, a batch only stores status events; their application to deliveries runs in
 passes of a few hundred (:data:`APPLY_LATER_EVENTS` ids or :data:`APPLY_LATER_SECONDS`).
 After activity, recent events still unmatched are re-applied a few times once idle.
+With a journal, a batch the database cannot take (locked, full or away, or no answer
+within :data:`JOURNAL_AFTER_SECONDS`) is appended to it and acknowledged; until the journal
+is drained, later batches follow it there (order kept), and a drain is tried every
+:data:`DRAIN_RETRY_SECONDS` and at start.
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from campaigns.gateway_events import ApplyStats
+from gatecast.web.webhook_journal import EventJournal
 from gateway.events import Event
+from storage.engine import is_unavailable_error
 
 log = logging.getLogger("gatecast.webhook")
 
@@ -35,6 +41,11 @@ APPLY_LATER_SECONDS = 0.05
 #: idle time after which the batcher re-applies recent unmatched events (a few times)
 SWEEP_AFTER_IDLE_SECONDS = 2.0
 SWEEPS_AFTER_ACTIVITY = 3
+#: with a journal: how long a batch may wait for the database before it is journalled
+#: (a SQLite writer's lock is normally held for milliseconds; gateways time out in seconds)
+JOURNAL_AFTER_SECONDS = 1.0
+#: how often a drain of the journal into the database is tried while it holds events
+DRAIN_RETRY_SECONDS = 1.0
 
 _Item = tuple[list[Event], "asyncio.Future[None]"]
 
@@ -64,6 +75,7 @@ class EventBatcher:
     every :data:`APPLY_LATER_EVENTS` ids or :data:`APPLY_LATER_SECONDS`, between batches,
     and on stop. A failed pass keeps its ids for the next one. ``recover`` runs once in a
     worker thread at start (events stored but left unapplied by a previous process).
+    ``journal``: see the module docstring; the healthy path never touches its file.
     """
 
     def __init__(
@@ -81,6 +93,9 @@ class EventBatcher:
         later_events: int = APPLY_LATER_EVENTS,
         later_seconds: float = APPLY_LATER_SECONDS,
         recover: Callable[[], int] | None = None,
+        journal: EventJournal | None = None,
+        journal_after: float = JOURNAL_AFTER_SECONDS,
+        drain_every: float = DRAIN_RETRY_SECONDS,
     ) -> None:
         self._apply = apply
         self._inline = inline
@@ -102,8 +117,15 @@ class EventBatcher:
         self._sweeping: asyncio.Task[None] | None = None
         self._queue: asyncio.Queue[_Item | _ApplyNow | None] | None = None
         self._task: asyncio.Task[None] | None = None
+        self._journal = journal
+        self._journal_after = journal_after
+        self._drain_every = drain_every
+        self._journalled = False  # the journal holds events: batches go there too
+        self._drain_timer: asyncio.TimerHandle | None = None
+        self._draining: asyncio.Task[None] | None = None
         self.batches = 0
         self.events = 0
+        self.journalled_events = 0
 
     @property
     def running(self) -> bool:
@@ -116,6 +138,14 @@ class EventBatcher:
         self._task = asyncio.create_task(self._run(), name="gatecast-webhook-batcher")
         if self._recover is not None:
             self._recovering = asyncio.create_task(self._run_recover())
+        if self._journal is not None and self._journal:
+            self._journalled = True
+            self._draining = asyncio.create_task(self._drain())
+
+    @property
+    def journalled(self) -> bool:
+        """True while the journal holds events not yet stored in the database."""
+        return self._journalled
 
     @property
     def unapplied(self) -> int:
@@ -138,6 +168,19 @@ class EventBatcher:
         await self._queue.put(None)
         await self._task
         self._task = None
+        if self._drain_timer is not None:
+            self._drain_timer.cancel()
+            self._drain_timer = None
+        draining = self._draining
+        if draining is None and self._journalled:
+            draining = asyncio.create_task(self._drain())  # a last try
+        if draining is not None:
+            try:  # what is left stays in the journal for the next start
+                await asyncio.wait_for(draining, self._drain_every * 5)
+            except TimeoutError:
+                log.warning("draining the webhook journal did not finish; left for next start")
+            self._draining = None
+            await self._apply_stored()
         if self._later_timer is not None:
             self._later_timer.cancel()
             self._later_timer = None
@@ -183,7 +226,10 @@ class EventBatcher:
             count += len(item[0])
         return batch, False
 
-    async def _apply_batch(self, events: list[Event]) -> ApplyStats | None:
+    async def _apply_batch(
+        self, events: list[Event], deadline: float | None = None
+    ) -> ApplyStats | None:
+        """Store ``events``; past ``deadline`` in the thread, :class:`TimeoutError`."""
         if self._store is not None:
             stats = await self._store(events)
             if stats is not None:
@@ -193,12 +239,135 @@ class EventBatcher:
                 return self._inline(events)
             except WouldBlock:
                 pass  # another writer holds the database: wait for it in a thread
-        return await asyncio.to_thread(self._apply, events)
+        if deadline is None:
+            return await asyncio.to_thread(self._apply, events)
+        task = asyncio.ensure_future(asyncio.to_thread(self._apply, events))
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), deadline)
+        except TimeoutError:
+            # still waiting for a lock or a server: it may commit later (harmless, storing
+            # is idempotent); its pending ids then join the inbox
+            task.add_done_callback(self._late_commit)
+            raise
+
+    async def _store_or_journal(self, events: list[Event]) -> ApplyStats:
+        """Store ``events``, or journal them when the database cannot take them now.
+
+        Returns the stats of a stored batch, or empty stats once journalled; raises what
+        storing raised when the failure is not the database's absence (or no journal).
+        """
+        assert self._journal is not None
+        if self._journalled:  # keep the order: behind what the journal holds
+            self._to_journal(events)
+            return ApplyStats()
+        try:
+            stats = await self._apply_batch(events, self._journal_after)
+            return stats if stats is not None else ApplyStats()
+        except TimeoutError:
+            log.warning("the database did not answer in %.1f s", self._journal_after)
+        except Exception as exc:
+            if not is_unavailable_error(exc):
+                raise
+            log.warning("the database cannot store webhook events now: %s", exc)
+        self._to_journal(events)
+        return ApplyStats()
+
+    def _to_journal(self, events: list[Event]) -> None:
+        """Append to the journal (fsynced on the loop: no drain truncates meanwhile)."""
+        assert self._journal is not None
+        self._journal.append(events)
+        self.journalled_events += len(events)
+        if not self._journalled:
+            log.warning(
+                "webhook events go to the journal %s until the database answers",
+                self._journal.file.path,
+            )
+        self._journalled = True
+        self._arm_drain()
+
+    def _late_commit(self, task: asyncio.Future[ApplyStats]) -> None:
+        if not task.cancelled() and task.exception() is None:
+            self._pending_later(task.result())
+
+    def _pending_later(self, stats: ApplyStats) -> None:
+        """:meth:`_note_pending` outside the batcher's task: queue the pass when due."""
+        if self._note_pending(stats) and self._queue is not None and self.running:
+            self._queue.put_nowait(_APPLY_NOW)
+
+    def _arm_drain(self) -> None:
+        if self._drain_timer is None and self._draining is None and self.running:
+            loop = asyncio.get_running_loop()
+            self._drain_timer = loop.call_later(self._drain_every, self._drain_due)
+
+    def _drain_due(self) -> None:
+        self._drain_timer = None
+        if self._draining is None and self.running:
+            self._draining = asyncio.create_task(self._drain())
+
+    async def _drain(self) -> None:
+        """Store the journal's events, oldest first, then drop them from the file."""
+        assert self._journal is not None
+        step = self._max_events
+        try:
+            while True:
+                entries = self._journal.entries()
+                lines = [line for line, _ in entries]
+                events = [event for _, event in entries]
+                if not events:
+                    self._journal.clear()  # a torn last line, if any
+                    self._journalled = False
+                    log.info("the webhook journal is drained")
+                    return
+                done = 0
+                while done < len(events):
+                    chunk = events[done : done + step]
+                    try:
+                        stats = await self._drain_chunk(chunk)
+                    except Exception:
+                        if len(chunk) > 1:
+                            step = 1  # find the event the database refuses
+                            continue
+                        log.exception("dropping a journalled event the database refuses")
+                        done += 1
+                        continue
+                    if stats is None:  # still locked or away: retry later
+                        self._journal.drop(lines[:done])
+                        return
+                    done += len(chunk)
+                    self._pending_later(stats)
+                self._journal.drop(lines)
+                log.info("stored %d journalled webhook event(s)", done)
+        except Exception:
+            log.exception("draining the webhook journal failed; will retry")
+        finally:
+            self._draining = None
+            if self._journalled:
+                self._arm_drain()
+
+    async def _drain_chunk(self, events: list[Event]) -> ApplyStats | None:
+        """Store ``events``; None when the database is still locked or away."""
+        try:
+            if self._store is not None:
+                stats = await self._store(events)
+                if stats is not None:
+                    return stats
+            if self._inline is not None:
+                return self._inline(events)  # never waits: a lock is WouldBlock
+            return await asyncio.to_thread(self._apply, events) or ApplyStats()
+        except WouldBlock:
+            return None
+        except Exception as exc:
+            if is_unavailable_error(exc):
+                return None
+            raise
 
     async def _commit(self, batch: list[_Item]) -> None:
         events = [e for evs, _ in batch for e in evs]
         try:
-            stats = await self._apply_batch(events)
+            if self._journal is not None:
+                stats: ApplyStats | None = await self._store_or_journal(events)
+            else:
+                stats = await self._apply_batch(events)
         except Exception:
             if len(batch) == 1:
                 log.exception("applying %d webhook event(s) failed", len(events))
@@ -214,13 +383,20 @@ class EventBatcher:
         for _, future in batch:
             if not future.done():
                 future.set_result(None)
-        if self._apply_later is not None and isinstance(stats, ApplyStats) and stats.pending:
-            self._later.update(dict.fromkeys(stats.pending))
-            if len(self._later) >= self._later_events:
-                await self._apply_stored()
-            elif self._later_timer is None:
-                loop = asyncio.get_running_loop()
-                self._later_timer = loop.call_later(self._later_seconds, self._later_due)
+        if isinstance(stats, ApplyStats) and self._note_pending(stats):
+            await self._apply_stored()
+
+    def _note_pending(self, stats: ApplyStats) -> bool:
+        """Queue ``stats.pending`` for the inbox pass; True when the pass is due now."""
+        if self._apply_later is None or not stats.pending:
+            return False
+        self._later.update(dict.fromkeys(stats.pending))
+        if len(self._later) >= self._later_events:
+            return True
+        if self._later_timer is None:
+            loop = asyncio.get_running_loop()
+            self._later_timer = loop.call_later(self._later_seconds, self._later_due)
+        return False
 
     def _later_due(self) -> None:
         self._later_timer = None
@@ -309,6 +485,8 @@ class EventBatcher:
 __all__ = [
     "APPLY_LATER_EVENTS",
     "APPLY_LATER_SECONDS",
+    "DRAIN_RETRY_SECONDS",
+    "JOURNAL_AFTER_SECONDS",
     "MAX_BATCH_EVENTS",
     "MAX_WAIT_SECONDS",
     "SWEEPS_AFTER_ACTIVITY",

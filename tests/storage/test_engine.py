@@ -91,3 +91,34 @@ def test_ping_answers_or_raises(engine: Engine, tmp_path: Path) -> None:
     missing = make_engine(f"sqlite:///{tmp_path / 'no' / 'such' / 'dir.db'}")
     with pytest.raises(SQLAlchemyError):
         ping(missing)
+
+
+def test_unavailable_errors_are_the_database_s_absence_not_the_data_s_fault(
+    tmp_path: Path,
+) -> None:
+    import sqlite3
+
+    from sqlalchemy import text
+
+    from storage.engine import is_unavailable_error
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'x.db'}")
+    with engine.begin() as conn:  # WAL mode set by the engine's first connection
+        conn.execute(text("CREATE TABLE t (x INTEGER)"))
+    holder = sqlite3.connect(tmp_path / "x.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA busy_timeout=0")
+            with pytest.raises(SQLAlchemyError) as locked:
+                conn.execute(text("INSERT INTO t VALUES (1)"))
+    finally:
+        holder.execute("COMMIT")
+        holder.close()
+    assert is_unavailable_error(locked.value)
+    assert is_unavailable_error(OSError(28, "No space left on device"))
+    with engine.connect() as conn, pytest.raises(SQLAlchemyError) as bad_sql:
+        conn.execute(text("INSERT INTO missing VALUES (1)"))
+    assert not is_unavailable_error(bad_sql.value)  # a bad statement is not an outage
+    assert not is_unavailable_error(IntegrityError("INSERT", {}, Exception("UNIQUE")))
+    assert not is_unavailable_error(ValueError("bad data"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import pytest
 from fastapi import FastAPI
@@ -14,6 +15,7 @@ from gatecast.settings import Settings
 from gatecast.web import webhook
 from gatecast.web.context import AppContext
 from gatecast.web.webhook_batcher import EventBatcher
+from gatecast.web.webhook_journal import EventJournal
 from gatecast.web.webhook_pg import PgStatusStore, make_pg_store
 from gateway.event_parsing import parse_webhook
 from gateway.events import Event
@@ -179,3 +181,48 @@ def test_a_failed_store_answers_503_and_the_next_batch_recovers(pg_engine: Engin
 
     assert asyncio.run(go()) == [503, 200]
     assert _stored(pg_engine) == [("m0000001", "read", False)]
+
+
+def test_with_a_journal_an_unreachable_server_is_acknowledged_and_drained_later(
+    pg_engine: Engine, tmp_path: Path
+) -> None:
+    """Server unreachable: the batch is journalled (200); stored once the server is back."""
+    ctx = _ctx(pg_engine)
+    store = PgStatusStore(ctx)
+    good = ctx.engine
+    bad = make_engine(good.url.set(port=1).render_as_string(hide_password=False))
+    with good.begin() as conn:
+        iq.mark_state(conn, "A", "connected", now=NOW)
+    journal = EventJournal(tmp_path / "journal.jsonl")
+
+    async def go() -> list[int]:
+        batcher = EventBatcher(
+            lambda _: pytest.fail("thread path"), store=store, journal=journal, drain_every=0.05
+        )
+        await batcher.start()
+        app = FastAPI(lifespan=None)
+        app.state.ctx = ctx
+        app.state.webhook_batcher = batcher
+
+        async def post(i: int) -> int:
+            body = json.dumps(_status(i, "read")).encode()
+            return (await webhook.accept_body(app, ctx, body))[0]
+
+        codes = [await post(1)]  # the receiver knows the instances held
+        await store.close()
+        store.inserter.engine = bad  # the server goes away
+        codes += [await post(2), await post(3)]
+        assert len(journal.read()) == 2
+        assert [m for m, _, _ in _stored(good)] == ["m0000001"]
+        store.inserter.engine = good  # and comes back
+        for _ in range(100):
+            if not journal:
+                break
+            await asyncio.sleep(0.05)
+        await batcher.stop()
+        await store.close()
+        return codes
+
+    assert asyncio.run(go()) == [200, 200, 200]
+    assert [m for m, _, _ in _stored(pg_engine)] == ["m0000001", "m0000002", "m0000003"]
+    assert not journal

@@ -1,0 +1,172 @@
+"""The webhook journal: events acknowledged while the database is away, drained later."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy.exc import OperationalError
+
+from campaigns.gateway_events import ApplyStats
+from gatecast.web.webhook_batcher import EventBatcher
+from gatecast.web.webhook_journal import EventJournal, decode, encode
+from gateway.events import (
+    ConnectionStatus,
+    DeliveryStatus,
+    Event,
+    IncomingMessage,
+    MessageStatus,
+)
+
+AT = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def _status(i: int) -> MessageStatus:
+    return MessageStatus("A", f"m{i}", DeliveryStatus.READ, chat=f"{i}@c.us", at=AT)
+
+
+def test_events_round_trip_through_a_journal_line() -> None:
+    events: list[Event] = [
+        _status(1),
+        MessageStatus("A", "m2", DeliveryStatus.FAILED, error_code="463"),
+        IncomingMessage("A", "r1", "1@c.us", "STOP\nplease", sender_phone="1", at=AT),
+        ConnectionStatus("A", "logged_out", reason="x", phone="15550001"),
+    ]
+    lines = [encode(e) for e in events]
+    assert all("\n" not in line for line in lines)
+    assert [decode(line) for line in lines] == events
+
+
+class _Database:
+    """A fake store: down (OperationalError) or slow until told otherwise."""
+
+    def __init__(self) -> None:
+        self.down = True
+        self.stored: list[Event] = []
+        self.release = threading.Event()
+        self.slow = False
+
+    def apply(self, events: list[Event]) -> ApplyStats:
+        if self.slow:
+            self.release.wait(10)
+        if self.down:
+            raise OperationalError("INSERT", {}, Exception("database is locked"))
+        self.stored.extend(events)
+        return ApplyStats()
+
+
+def _batcher(db: _Database, journal: EventJournal, **kw: Any) -> EventBatcher:
+    return EventBatcher(db.apply, journal=journal, journal_after=0.2, drain_every=0.05, **kw)
+
+
+async def _drained(batcher: EventBatcher) -> bool:
+    for _ in range(100):
+        if not batcher.journalled:
+            return True
+        await asyncio.sleep(0.05)
+    return False
+
+
+def test_a_batch_the_database_refuses_is_journalled_then_drained_in_order(
+    tmp_path: Path,
+) -> None:
+    db = _Database()
+    journal = EventJournal(tmp_path / "j.jsonl")
+
+    async def go() -> None:
+        batcher = _batcher(db, journal)
+        await batcher.start()
+        await batcher.submit([_status(1)])  # acknowledged although the database is down
+        await batcher.submit([_status(2), _status(3)])
+        assert journal.read() == [_status(1), _status(2), _status(3)]
+        assert batcher.journalled is True
+        await asyncio.sleep(0.2)  # drains keep failing: nothing lost
+        assert len(journal.read()) == 3
+        db.down = False
+        await batcher.submit([_status(4)])  # behind the journal, not before it
+        assert await _drained(batcher)
+        await batcher.stop()
+
+    asyncio.run(go())
+    assert db.stored == [_status(i) for i in (1, 2, 3, 4)]
+    assert not journal and journal.read() == []
+
+
+def test_a_database_that_does_not_answer_in_time_is_journalled(tmp_path: Path) -> None:
+    db = _Database()
+    db.down, db.slow = False, True
+    journal = EventJournal(tmp_path / "j.jsonl")
+
+    async def go() -> None:
+        batcher = _batcher(db, journal)
+        await batcher.start()
+        await asyncio.wait_for(batcher.submit([_status(1)]), 2)
+        assert journal.read() == [_status(1)]
+        db.release.set()  # the waiting thread commits too: storing twice is harmless
+        db.slow = False
+        assert await _drained(batcher)
+        await batcher.stop()
+
+    asyncio.run(go())
+    assert set(db.stored) == {_status(1)}
+    assert not journal
+
+
+def test_a_journal_left_by_a_previous_process_is_drained_at_start(tmp_path: Path) -> None:
+    db = _Database()
+    db.down = False
+    journal = EventJournal(tmp_path / "j.jsonl")
+    journal.append([_status(1), _status(2)])
+
+    async def go() -> None:
+        batcher = _batcher(db, journal)
+        await batcher.start()
+        await batcher.stop()
+
+    asyncio.run(go())
+    assert db.stored == [_status(1), _status(2)]
+    assert not journal
+
+
+def test_an_error_that_is_not_the_database_being_away_still_fails(tmp_path: Path) -> None:
+    journal = EventJournal(tmp_path / "j.jsonl")
+
+    def apply(events: list[Event]) -> ApplyStats:
+        raise ValueError("bad data")
+
+    async def go() -> None:
+        batcher = EventBatcher(apply, journal=journal)
+        await batcher.start()
+        with pytest.raises(RuntimeError):
+            await batcher.submit([_status(1)])
+        await batcher.stop()
+
+    asyncio.run(go())
+    assert not journal
+
+
+def test_a_journalled_event_the_database_refuses_does_not_block_the_rest(
+    tmp_path: Path,
+) -> None:
+    journal = EventJournal(tmp_path / "j.jsonl")
+    journal.append([_status(1), _status(2), _status(3)])
+    stored: list[Event] = []
+
+    def apply(events: list[Event]) -> ApplyStats:
+        if _status(2) in events:
+            raise ValueError("refused")
+        stored.extend(events)
+        return ApplyStats()
+
+    async def go() -> None:
+        batcher = EventBatcher(apply, journal=journal, drain_every=0.05)
+        await batcher.start()
+        await batcher.stop()
+
+    asyncio.run(go())
+    assert stored == [_status(1), _status(3)]
+    assert not journal
