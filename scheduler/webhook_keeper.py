@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy import Engine
@@ -33,26 +34,18 @@ from gateway.errors import GatewayError
 log = logging.getLogger("gatecast.webhooks")
 
 
+@dataclass(eq=False)
 class WebhookKeeper:
     """Registers ``url`` for connected instances: all of them every ``every_seconds``,
     a newly connected one at the next :meth:`run_once`."""
 
-    def __init__(
-        self,
-        engine: Engine,
-        client_factory: Callable[[], GatewayClient],
-        url: str,
-        *,
-        every_seconds: float,
-        monotonic: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.engine = engine
-        self.client_factory = client_factory
-        self.url = url
-        self.every_seconds = every_seconds
-        self._monotonic = monotonic
-        self._known: set[str] = set()
-        self._last_full: float | None = None
+    engine: Engine
+    client_factory: Callable[[], GatewayClient]
+    url: str
+    every_seconds: float
+    monotonic: Callable[[], float] = time.monotonic
+    _known: set[str] = field(default_factory=set, init=False)
+    _last_full: float | None = field(default=None, init=False)
 
     def forget(self) -> None:
         """Start over (leadership lost): the next run registers every connected instance."""
@@ -62,7 +55,7 @@ class WebhookKeeper:
     def run_once(self, now: datetime) -> list[str]:
         """Register the webhook where it is due; returns the instances registered."""
         ids = connected_ids(self.engine)
-        clock = self._monotonic()
+        clock = self.monotonic()
         full = self._last_full is None or clock - self._last_full >= self.every_seconds
         due = ids if full else [i for i in ids if i not in self._known]
         if full:

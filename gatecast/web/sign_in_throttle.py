@@ -16,29 +16,23 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 MAX_FAILURES = 5
 WINDOW = 60.0
 MAX_ADDRESSES = 10_000
 
 
+@dataclass(eq=False)
 class SignInThrottle:
     """Failed sign-ins per client address in a sliding window (thread-safe)."""
 
-    def __init__(
-        self,
-        *,
-        max_failures: int = MAX_FAILURES,
-        window: float = WINDOW,
-        max_addresses: int = MAX_ADDRESSES,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.max_failures = max_failures
-        self.window = window
-        self.max_addresses = max_addresses
-        self._clock = clock
-        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
-        self._lock = threading.Lock()
+    max_failures: int = MAX_FAILURES
+    window: float = WINDOW
+    max_addresses: int = MAX_ADDRESSES
+    clock: Callable[[], float] = time.monotonic
+    _failures: OrderedDict[str, deque[float]] = field(default_factory=OrderedDict, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def _recent(self, address: str, now: float) -> deque[float] | None:
         times = self._failures.get(address)
@@ -54,7 +48,7 @@ class SignInThrottle:
     def retry_after(self, address: str) -> int | None:
         """Seconds until ``address`` may try again, or None when it may try now."""
         with self._lock:
-            now = self._clock()
+            now = self.clock()
             times = self._recent(address, now)
             if times is None or len(times) < self.max_failures:
                 return None
@@ -63,7 +57,7 @@ class SignInThrottle:
     def failed(self, address: str) -> None:
         """Count a wrong key from ``address``."""
         with self._lock:
-            now = self._clock()
+            now = self.clock()
             times = self._recent(address, now) or deque(maxlen=self.max_failures)
             times.append(now)
             self._failures[address] = times
