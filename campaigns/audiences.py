@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
+from campaigns.paging import Page
 from storage.queries import contacts as q
 from storage.types import utcnow
 
@@ -129,12 +130,8 @@ class ContactRecord:
 _CONTACT_COLUMNS = tuple(f.name for f in fields(ContactRecord))
 
 
-@dataclass(frozen=True)
-class ContactPage:
-    """One page of contacts and how many match in all."""
-
-    items: list[ContactRecord]
-    total: int
+#: one page of contacts and how many match in all
+ContactPage = Page[ContactRecord]
 
 
 def contacts_page(

@@ -18,6 +18,7 @@ from campaigns import delivery_lifecycle, lifecycle
 from campaigns.campaign_file import CampaignSpec, start_missed, stored_spec
 from campaigns.delivery_rows import Recipient, group_recipients, list_recipients
 from campaigns.gateway_events import settle_unknown
+from campaigns.paging import Page
 from campaigns.render import RenderError, RenderLimit, recipient_rng, render_message
 from gateway.messages import message_to_dict
 from storage import states, tables
@@ -614,12 +615,8 @@ class DeliveryRecord:
 _DELIVERY_COLUMNS = tuple(f.name for f in fields(DeliveryRecord))
 
 
-@dataclass(frozen=True)
-class DeliveryPage:
-    """One page of deliveries and how many match in all."""
-
-    items: list[DeliveryRecord]
-    total: int
+#: one page of deliveries and how many match in all
+DeliveryPage = Page[DeliveryRecord]
 
 
 def deliveries_page(
