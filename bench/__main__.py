@@ -13,7 +13,18 @@ import sys
 import time
 from pathlib import Path
 
-BENCHES = ("import", "materialise", "dispatch", "webhooks", "reports", "memory")
+BENCHES = (
+    "import",
+    "materialise",
+    "dispatch",
+    "senders",
+    "webhooks",
+    "handover",
+    "reports",
+    "memory",
+    "claim_cost",
+    "history",
+)
 OUT = Path(__file__).parent / "out"
 
 

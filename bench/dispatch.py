@@ -8,8 +8,10 @@ so it never shares the GIL with the measured code):
   default workers and batch size;
 - the limit: a bare httpx loop sending the same requests (one sequential sync client,
   and N threads each with its own client; the best of the two is the reference);
-- by hand: what users write: pandas over the spreadsheet, ``httpx.get`` per row, each
-  result written to SQLite with a commit per row (on ``--hand-rows`` rows).
+- a naive hand loop, what a first script looks like: pandas over the spreadsheet,
+  ``httpx.get`` per row (a new connection for every request: no client kept), each
+  result written to SQLite with a commit per row (on ``--hand-rows`` rows). It is no
+  limit, only a floor: the bare loops above are the reference the goal is judged by.
 
 The sandbox's status events are pushed an hour into the future (``--status-delays``) so
 no webhook traffic or event bookkeeping runs while sends are measured.
@@ -480,7 +482,8 @@ def write_spreadsheet(path: Path, rows: int) -> None:
 
 
 def hand_loop(url: str, instance_id: str, sheet: Path, db_path: Path) -> tuple[float, int]:
-    """What users write by hand: pandas rows, ``httpx.get`` each, commit each result.
+    """A naive hand loop: pandas rows, ``httpx.get`` each (a new connection per request),
+    a SQLite commit per result.
 
     Returns (seconds, rows sent).
     """
@@ -599,9 +602,14 @@ def measure(args: argparse.Namespace, rows: int, figures: Figures) -> None:
         if hand_sent != hand_rows:
             raise BenchError(f"hand loop sent {hand_sent} of {hand_rows}")
         hand_rate = hand_rows / hand_s
-        figures.add("hand loop (pandas, get + commit per row)", hand_rate, "msg/s", rows=hand_rows)
+        figures.add(
+            "naive hand loop (pandas, new connection + commit per row)",
+            hand_rate,
+            "msg/s",
+            rows=hand_rows,
+        )
         figures.ratio("gatecast / bare loop (best)", gc_rate, best, goal=">= 0.8")
-        figures.ratio("gatecast / hand loop", gc_rate, hand_rate, goal="> 1")
+        figures.ratio("gatecast / naive hand loop", gc_rate, hand_rate, goal="> 1")
         figures.add("peak RSS (bench process)", peak_rss_mb(), "MB")
 
 

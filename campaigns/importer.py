@@ -483,7 +483,7 @@ def preview_file(path: Path, opts: ImportOptions, rows: int = 5) -> Preview:
 
     A file whose phone column cannot be found still previews, with ``problem`` set.
     """
-    opts = _checked_options(opts)
+    opts = checked_options(opts)
     table = _read(path, opts, nrows=rows)
     columns = table.columns
     head = table.frame.head(rows)
@@ -506,10 +506,27 @@ def preview_file(path: Path, opts: ImportOptions, rows: int = 5) -> Preview:
     )  # fmt: skip
 
 
+#: the rows :func:`check_file` reads
+CHECK_ROWS = 5
+
+
+def check_file(path: Path, opts: ImportOptions) -> None:
+    """Raise :class:`ImportFailed` when the file's head already shows it cannot import.
+
+    Reads :data:`CHECK_ROWS` rows, as :func:`preview_file` does: a file that is not a
+    spreadsheet, cannot be decoded or parsed, is empty, breaks a column or cell limit
+    there, or has no phone column. What only the whole file can tell (the row limit, a
+    bad cell further down) is still found by :func:`import_file`.
+    """
+    problem = preview_file(path, opts, rows=CHECK_ROWS).problem
+    if problem:
+        raise ImportFailed(problem)
+
+
 # --- import -------------------------------------------------------------------------
 
 
-def _checked_options(opts: ImportOptions) -> ImportOptions:
+def checked_options(opts: ImportOptions) -> ImportOptions:
     """``opts`` with its region upper-cased; :class:`ImportFailed` for an unknown region."""
     region = opts.region.strip().upper()
     if region not in phonenumbers.SUPPORTED_REGIONS:
@@ -588,7 +605,7 @@ def import_file(
     """
     now = now or utcnow()
     filename = original_filename or path.name
-    opts = _checked_options(opts)
+    opts = checked_options(opts)
     try:
         list_name = clean_list_name(opts.list_name)
     except ValueError as exc:
@@ -815,12 +832,15 @@ def _store_outcome(conn: Connection, report: ImportReport, now: datetime) -> Non
 
 
 __all__ = [
+    "CHECK_ROWS",
     "ImportFailed",
     "ImportOptions",
     "ImportReport",
     "Preview",
     "RejectedRow",
     "attribute_key",
+    "check_file",
+    "checked_options",
     "header_key",
     "import_file",
     "map_columns",

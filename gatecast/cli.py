@@ -8,7 +8,17 @@ from __future__ import annotations
 
 import typer
 
-from gatecast.commands import campaign, contacts, db, demo, instance, sandbox, serve
+from gatecast.commands import (
+    campaign,
+    contacts,
+    db,
+    demo,
+    instance,
+    receive,
+    sandbox,
+    serve,
+    worker,
+)
 
 app = typer.Typer(
     name="gatecast",
@@ -17,16 +27,28 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,  # locals may hold secrets
 )
 
-for module in (instance, sandbox, contacts, campaign, serve, demo, db):
+for module in (instance, sandbox, contacts, campaign, serve, receive, worker, demo, db):
     module.register(app)
 
 
 @app.callback()
 def _root() -> None:
     """Bulk campaigns and scheduling for WhatsApp-style messaging gateways."""
+    from pydantic import ValidationError
+
     from gatecast.settings import get_settings
 
-    start = get_settings().clock_start
+    try:
+        settings = get_settings()
+    except ValidationError as exc:  # a setting's value is refused: name it, not a traceback
+        for error in exc.errors(include_input=False, include_url=False):
+            if error["loc"]:
+                name = "GATECAST_" + "_".join(str(part) for part in error["loc"]).upper()
+                typer.echo(f"error: {name}: {error['msg']}", err=True)
+            else:  # a rule between settings: its message names them
+                typer.echo(f"error: {error['msg'].removeprefix('Value error, ')}", err=True)
+        raise typer.Exit(2) from None
+    start = settings.clock_start
     if start is not None:
         from scheduler.clock import install_process_clock
 

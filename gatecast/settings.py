@@ -12,10 +12,15 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from scheduler.defaults import DEFAULT_SENDER_GRACE_SECONDS
+from scheduler.defaults import (
+    DEFAULT_EVENT_RETENTION_DAYS,
+    DEFAULT_SEND_CONCURRENCY,
+    DEFAULT_SENDER_GRACE_SECONDS,
+    MIN_EVENT_RETENTION_DAYS,
+)
 
 DEFAULT_OPT_OUT_KEYWORDS = (
     "STOP",
@@ -90,12 +95,32 @@ class Settings(BaseSettings):
         description="How long a paused sticky sender keeps its queued recipients before "
         "they go to the campaign's healthy senders",
     )
+    send_concurrency: int = Field(
+        DEFAULT_SEND_CONCURRENCY,
+        ge=1,
+        le=4096,
+        description="Most paced sends one process lets wait on the gateway at once; size it "
+        "as senders x gateway latency / gap between a sender's sends",
+    )
+    dispatch_lease_seconds: float = Field(
+        120.0,
+        ge=1,
+        le=24 * 3600,
+        description="How long a claimed row may stay 'sending' before it counts as lost "
+        "(becomes 'unknown'); keep it above the HTTP timeout",
+    )
     unknown_settle_seconds: float = Field(
         600.0,
         ge=0,
         le=7 * 24 * 3600,
         description="`campaign retry --unknown` leaves alone 'unknown' rows attempted less "
         "than this long ago: the gateway's status events that settle them may still come",
+    )
+    event_retention_days: float = Field(
+        DEFAULT_EVENT_RETENTION_DAYS,
+        ge=0,
+        description="Status events applied to their delivery are deleted this many days "
+        f"after they were received (0 keeps them; at least {MIN_EVENT_RETENTION_DAYS:g})",
     )
     log_level: str = "INFO"
     # dashboard sessions (issue 13): which reverse proxies are believed
@@ -107,6 +132,28 @@ class Settings(BaseSettings):
     clock_start: datetime | None = Field(
         None, description="Rehearsals and tests: the process clock starts here (ISO, with offset)"
     )
+
+    @model_validator(mode="after")
+    def _lease_outlasts_a_send(self) -> Settings:
+        """A row's lease must outlast its send, or a slow answer would count as lost."""
+        if self.dispatch_lease_seconds <= self.http_timeout_seconds:
+            raise ValueError(
+                f"GATECAST_DISPATCH_LEASE_SECONDS ({self.dispatch_lease_seconds:g}) must be "
+                f"longer than GATECAST_HTTP_TIMEOUT_SECONDS ({self.http_timeout_seconds:g}): "
+                "a send still waiting for the gateway would be counted as lost"
+            )
+        return self
+
+    @field_validator("event_retention_days")
+    @classmethod
+    def _retention(cls, value: float) -> float:
+        """0 (keep every event) or at least the evidence settling's look-back."""
+        if 0 < value < MIN_EVENT_RETENTION_DAYS:
+            raise ValueError(
+                f"must be 0 (keep every event) or at least {MIN_EVENT_RETENTION_DAYS:g} days: "
+                "unknown deliveries are settled from events up to two days old"
+            )
+        return value
 
     @field_validator("webhook_allowed_sources")
     @classmethod

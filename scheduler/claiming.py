@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
@@ -20,7 +21,7 @@ from gateway.messages import Message, message_from_dict
 from gateway.outcomes import SendOutcome
 from scheduler.pacing import cap_remaining, next_send_at, slots_per_claim
 from scheduler.policy import CampaignPolicy, policy_from_spec
-from scheduler.sender_usage import sends_today
+from scheduler.sender_usage import sends_today, sends_today_by_sender
 from scheduler.windows import next_local_day_start
 from storage import tables
 from storage.queries import deliveries as dq
@@ -101,50 +102,130 @@ class Claimer:
         with self.engine.connect() as conn:
             return conn.execute(stmt.limit(1)).first() is not None
 
-    def claim_for(self, camp: RunningCampaign, now: datetime, wakes: list[datetime]) -> list[Job]:
+    def claim_for(
+        self,
+        camp: RunningCampaign,
+        now: datetime,
+        wakes: list[datetime],
+        *,
+        busy: Collection[str] = (),
+        room: int | None = None,
+    ) -> list[Job]:
         """Claim the campaign's due rows of every sender that may send now; the moments
         worth waking up for (next slots, due rows, the next day under a cap) go to
-        ``wakes``."""
+        ``wakes``.
+
+        Paced senders in ``busy`` (a send of theirs still waits on the gateway) are not
+        claimed for; paced claiming stops once ``room`` rows are claimed (the sends the
+        process may still start), the rest wait for the next tick."""
         policy = camp.policy
         pace = policy.pace
         jobs: list[Job] = []
-        lease_until = now + self.lease
         with self.engine.begin() as conn:
-            paused = iq.pause_state(conn, camp.senders)
-            unknown = [s for s in camp.senders if s not in paused]
+            state = iq.pace_state(conn, camp.senders)
+            unknown = [s for s in camp.senders if s not in state]
             if unknown:  # a sender with no instances row yet: create it (pace state lives there)
                 iq.ensure(conn, unknown, now=now)
-            ready = [s for s in camp.senders if paused.get(s) is None]
+            ready = [s for s in camp.senders if state.get(s, (None, None))[0] is None]
             if not ready:
                 return []
-            times = iq.next_send_times(conn, ready)
+            times = {s: state[s][1] for s in ready if s in state}
         per_sender = max(1, self.batch_size // len(ready))
+        if pace.unpaced:
+            for sender in ready:
+                with self.engine.begin() as conn:
+                    self._claim_into(conn, camp, sender, now, per_sender, wakes, jobs)
+            return jobs
+        due: list[str] = []
         for sender in ready:
             slot = times.get(sender)
-            if not pace.unpaced and slot is not None and slot > now:
+            if slot is not None and slot > now:
                 wakes.append(slot)
-                continue
-            claimed = self._claim_sender(camp, sender, now, lease_until, per_sender, wakes)
-            if claimed == "capped":
-                wakes.append(next_local_day_start(now, policy.timezone))
-                continue
-            if claimed == "taken":  # paused meanwhile, or another worker holds the slot
-                continue
-            rows = claimed
-            if not rows:
-                with self.engine.connect() as conn:
-                    due = dq.next_due_at(conn, camp.id, [sender])
-                if due is not None:
-                    wakes.append(max(due, now))
-            for row in rows:
-                try:
-                    jobs.append(Job(row, policy, message_from_dict(row.content)))
-                except ValueError as exc:
-                    jobs.append(Job(row, policy, None, error=f"unsendable content: {exc}"))
+            elif sender not in busy:  # a busy one's answer ends a tick soon
+                due.append(sender)
+        if not due:
+            return jobs
+        # one transaction for every due sender (one write lock on SQLite, not one each);
+        # in a stable order, so that workers take the instance rows' locks alike
+        due.sort()
+        with self.engine.begin() as conn:
+            if slots_per_claim(pace, per_sender) == 1:  # every real-world pace
+                take = due if room is None else due[: max(0, room)]
+                self._claim_one_each(conn, camp, take, now, wakes, jobs)
+                return jobs
+            for sender in due:
+                limit = per_sender if room is None else min(per_sender, room - len(jobs))
+                if limit <= 0:
+                    break  # no room left: the rest wait for sends to answer
+                self._claim_into(conn, camp, sender, now, limit, wakes, jobs)
         return jobs
+
+    def _claim_one_each(
+        self,
+        conn: Connection,
+        camp: RunningCampaign,
+        senders: list[str],
+        now: datetime,
+        wakes: list[datetime],
+        jobs: list[Job],
+    ) -> None:
+        """The paced claim of one row per sender for many senders, in a few statements
+        whatever their number: take the free slots, count today's sends under a cap,
+        claim the first due row of each sender left, set their next slots. The same
+        guarantees as :meth:`_claim_sender` (the slot taken first makes the count and the
+        claim atomic across workers); a sender that claims nothing keeps a due slot."""
+        if not senders:
+            return
+        policy = camp.policy
+        pace = policy.pace
+        taken = iq.reserve_slots(conn, senders, now=now)
+        if pace.daily_cap is not None and taken:
+            counts = sends_today_by_sender(conn, taken, now, policy.timezone)
+            open_ = [s for s in taken if cap_remaining(pace, counts[s]) != 0]
+            if len(open_) < len(taken):
+                wakes.append(next_local_day_start(now, policy.timezone))
+            taken = open_
+        rows = dq.claim_first_of_each(
+            conn, campaign_id=camp.id, senders=taken, now=now, lease_until=now + self.lease
+        )
+        slots = [(str(row.sender), next_send_at(now, pace, self.rng)) for row in rows]
+        iq.set_next_sends(conn, slots)
+        wakes.extend(at for _, at in slots)
+        claimed = {row.sender for row in rows}
+        due = dq.next_due_at(conn, camp.id, [s for s in taken if s not in claimed])
+        if due is not None:
+            wakes.append(max(due, now))
+        jobs.extend(_jobs(rows, policy))
+
+    def _claim_into(
+        self,
+        conn: Connection,
+        camp: RunningCampaign,
+        sender: str,
+        now: datetime,
+        limit: int,
+        wakes: list[datetime],
+        jobs: list[Job],
+    ) -> None:
+        """Claim one sender's due rows in ``conn`` and add them to ``jobs`` as jobs; the
+        moment worth waking up for goes to ``wakes`` (the next local day when capped, the
+        next due row when none is due)."""
+        policy = camp.policy
+        claimed = self._claim_sender(conn, camp, sender, now, now + self.lease, limit, wakes)
+        if claimed == "capped":
+            wakes.append(next_local_day_start(now, policy.timezone))
+            return
+        if claimed == "taken":  # paused meanwhile, or another worker holds the slot
+            return
+        if not claimed:
+            due = dq.next_due_at(conn, camp.id, [sender])
+            if due is not None:
+                wakes.append(max(due, now))
+        jobs.extend(_jobs(claimed, policy))
 
     def _claim_sender(
         self,
+        conn: Connection,
         camp: RunningCampaign,
         sender: str,
         now: datetime,
@@ -152,53 +233,61 @@ class Claimer:
         per_sender: int,
         wakes: list[datetime],
     ) -> list[dq.ClaimedRow] | Literal["capped", "taken"]:
-        """Claim one sender's next rows: the rows, ``"capped"`` (daily cap reached) or
-        ``"taken"`` (the sender is paused, or another worker holds its pace slot).
+        """Claim one sender's next rows in ``conn``'s transaction: the rows, ``"capped"``
+        (daily cap reached) or ``"taken"`` (the sender is paused, or another worker holds
+        its pace slot).
 
-        One transaction that first takes the sender's row (the pace slot's conditional
-        UPDATE, or a plain row lock when unpaced with a cap), so the daily-cap count and the
-        claim are atomic across workers: a second worker waits for the first one's claim to
-        commit and then counts its rows, and the cap is never exceeded.
+        The transaction first takes the sender's row (the pace slot's conditional UPDATE,
+        or a plain row lock when unpaced with a cap), so the daily-cap count and the claim
+        are atomic across workers: a second worker waits for the first one's claim to
+        commit and then counts its rows, and the cap is never exceeded. A paced sender
+        that claims nothing (capped, or nothing due) keeps a due slot (``now``).
         """
         pace = camp.policy.pace
         capped = pace.daily_cap is not None
-        with self.engine.begin() as conn:
-            if pace.unpaced:
-                if capped and not iq.lock_unpaused(conn, sender):
-                    return "taken"
-                limit = per_sender
-            else:
-                # the conditional UPDATE makes this worker the only one using the slot
-                if not iq.reserve_slot(conn, sender, now=now, next_at=now):
-                    return "taken"
-                limit = slots_per_claim(pace, per_sender)
-            if capped:
-                sent = sends_today(conn, sender, now, camp.policy.timezone)
-                remaining = cap_remaining(pace, sent)
-                if remaining is not None:
-                    if remaining == 0:
-                        conn.rollback()  # the slot stays as it was
-                        return "capped"
-                    limit = min(limit, remaining)
-            rows = dq.claim(
-                conn,
-                campaign_id=camp.id,
-                sender=sender,
-                now=now,
-                lease_until=lease_until,
-                limit=limit,
-            )
-            if pace.unpaced:
-                return rows
-            if not rows:
-                conn.rollback()  # keep the slot as it was: nothing was due
-                return rows
-            nxt = now
-            for _ in rows:
-                nxt = next_send_at(nxt, pace, self.rng)
-            iq.set_next_send(conn, sender, nxt)
-            wakes.append(nxt)
+        if pace.unpaced:
+            if capped and not iq.lock_unpaused(conn, sender):
+                return "taken"
+            limit = per_sender
+        else:
+            # the conditional UPDATE makes this worker the only one using the slot
+            if not iq.reserve_slot(conn, sender, now=now, next_at=now):
+                return "taken"
+            limit = slots_per_claim(pace, per_sender)
+        if capped:
+            sent = sends_today(conn, sender, now, camp.policy.timezone, at_most=pace.daily_cap)
+            remaining = cap_remaining(pace, sent)
+            if remaining is not None:
+                if remaining == 0:
+                    return "capped"
+                limit = min(limit, remaining)
+        rows = dq.claim(
+            conn,
+            campaign_id=camp.id,
+            sender=sender,
+            now=now,
+            lease_until=lease_until,
+            limit=limit,
+        )
+        if pace.unpaced or not rows:
             return rows
+        nxt = now
+        for _ in rows:
+            nxt = next_send_at(nxt, pace, self.rng)
+        iq.set_next_send(conn, sender, nxt)
+        wakes.append(nxt)
+        return rows
+
+
+def _jobs(rows: list[dq.ClaimedRow], policy: CampaignPolicy) -> list[Job]:
+    """Claimed rows as jobs: each row's message, or why its stored content cannot be sent."""
+    jobs = []
+    for row in rows:
+        try:
+            jobs.append(Job(row, policy, message_from_dict(row.content)))
+        except ValueError as exc:
+            jobs.append(Job(row, policy, None, error=f"unsendable content: {exc}"))
+    return jobs
 
 
 __all__ = ["Claimer", "Job", "RunningCampaign"]

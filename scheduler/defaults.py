@@ -10,3 +10,15 @@ from typing import Final
 #: How long a paused sender keeps its queued recipients before they go to the campaign's
 #: other senders (``GATECAST_SENDER_GRACE_SECONDS``, ``campaign run --sender-grace``).
 DEFAULT_SENDER_GRACE_SECONDS: Final = 300.0
+
+#: How long status events stay stored once applied to their delivery
+#: (``GATECAST_EVENT_RETENTION_DAYS``; 0 keeps them forever): :mod:`scheduler.retention`.
+DEFAULT_EVENT_RETENTION_DAYS: Final = 30.0
+#: The shortest retention allowed: longer than the evidence settling of ``unknown`` rows
+#: looks back (``campaigns.delivery_lifecycle.EVIDENCE_LOOKBACK`` + ``EVIDENCE_WINDOW``).
+MIN_EVENT_RETENTION_DAYS: Final = 3.0
+#: How many paced sends one process lets wait on the gateway at once
+#: (``GATECAST_SEND_CONCURRENCY``). Size it as senders x gateway latency / gap: 500 senders
+#: at 20 a minute (a 3 s gap) on a gateway answering in 1 s keep about 167 sends waiting;
+#: 256 leaves room for latency up to about 1.5 s at that size.
+DEFAULT_SEND_CONCURRENCY: Final = 256

@@ -5,12 +5,16 @@ One :meth:`Dispatcher.tick` does, for every running campaign inside its sending 
 1. expire leases (rows left ``sending`` by a dead process become ``unknown``) and pause
    senders that received error-463 status events;
 2. per usable sender: paced -> reserve the sender's next slot (``instances.next_send_at``,
-   a conditional UPDATE) and claim one row in the same transaction; unpaced -> claim a
-   batch of a few hundred;
+   a conditional UPDATE) and claim one row in the same transaction (every due sender of
+   a campaign in one transaction); unpaced -> claim a batch of a few hundred;
 3. skip opted-out contacts, send the rest on a small thread pool (one sync client per
    thread: DESIGN.md measured one shared AsyncClient as slow); unpaced batches are
    pipelined: the next batch is claimed and the previous one recorded while one sends
-   (so at most two batches are in flight);
+   (so at most two batches are in flight). With ``send_concurrency`` > 0 (``serve``,
+   ``campaign run``) paced sends are not waited for: each waits on the gateway in a
+   thread of its own (at most ``send_concurrency`` at once) while later ticks claim the
+   other senders' due rows; a tick records the sends that have answered, and a sender
+   whose send is still waiting is not claimed for until it answers;
 4. record every outcome in bulk in one transaction (a sent row's ``sent_at`` is the moment
    the gateway's answer to its own send came back), then apply webhook events that
    arrived before their send was recorded (``campaigns.gateway_events.apply_pending``);
@@ -48,7 +52,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Engine
 
-from scheduler.claiming import Claimer, Job
+from scheduler.claiming import Claimer, Job, RunningCampaign
 from scheduler.clock import Clock, SystemClock
 from scheduler.defaults import DEFAULT_SENDER_GRACE_SECONDS
 from scheduler.recording import ApplyPending, Recorded, Recorder, default_apply_pending
@@ -57,6 +61,13 @@ from scheduler.sweeping import Sweeper, refresh_pauses
 from scheduler.windows import in_window, next_window_open
 
 log = logging.getLogger("gatecast.dispatch")
+
+#: With sends in the background: how soon a tick looks for answers when nothing else is
+#: due, the least time between two ticks (slots due within it share one tick), and how
+#: often a tick does the housekeeping (every tick without).
+ANSWER_POLL_SECONDS = 0.05
+COALESCE_SECONDS = 0.01
+HOUSEKEEPING_INTERVAL = timedelta(seconds=1)
 
 
 @dataclass
@@ -67,6 +78,8 @@ class TickResult(Recorded):
     claimed: int = 0
     expired: int = 0
     in_flight: int = 0
+    #: paced sends still waiting on the gateway (``send_concurrency`` > 0)
+    waiting: int = 0
     completed: list[int] = field(default_factory=list)
     next_wake: datetime | None = None
 
@@ -91,7 +104,11 @@ class Dispatcher:
         pipeline: bool = True,
         on_outcome: Callable[[str], None] | None = None,
         sender_grace_seconds: float = DEFAULT_SENDER_GRACE_SECONDS,
+        send_concurrency: int = 0,
     ) -> None:
+        """``send_concurrency``: most paced sends waiting on the gateway at once, in the
+        background (0: each tick makes its paced sends and waits for them, as tests that
+        drive ticks by hand expect)."""
         self.engine = engine
         self.clock: Clock = clock or SystemClock()
         self.poll_seconds = poll_seconds
@@ -106,7 +123,13 @@ class Dispatcher:
             campaign_ids=None if campaign_ids is None else [int(c) for c in campaign_ids],
             rng=rng,
         )
-        self._sender = SendPool(engine, client_factory, clock=self.clock, workers=max(1, workers))
+        self._sender = SendPool(
+            engine,
+            client_factory,
+            clock=self.clock,
+            workers=max(1, workers),
+            concurrency=max(0, send_concurrency),
+        )
         self._sweeper = Sweeper(
             engine,
             clock=self.clock,
@@ -126,6 +149,9 @@ class Dispatcher:
             check_safety=self._sweeper.check_safety,
         )
         self._inflight: Submitted = []
+        #: paced sends started in the background, not yet recorded (oldest first)
+        self._waiting: Submitted = []
+        self._housekept: datetime | None = None
         #: running campaigns no sender can send for: campaign id -> why (senders, reasons)
         self.stalled: dict[int, str] = self._sweeper.stalled
 
@@ -147,13 +173,22 @@ class Dispatcher:
 
     def tick(self) -> TickResult:
         """Claim, send and record one round; returns counts and the next useful wake time."""
-        now = self.clock.now()
         result = TickResult()
+        if self._waiting:  # paced sends that answered since the last tick
+            result.add(self._recorder.record(self._take_answered()))
+        now = self.clock.now()
+        # with sends in the background ticks come many times a second: the housekeeping
+        # (lease expiry, 463 pauses, the paused list, completion) runs about once a second
+        last = self._housekept
+        housekeeping = not self._overlaps or last is None or now - last >= HOUSEKEEPING_INTERVAL
         with self.engine.begin() as conn:
-            result.expired = self._sweeper.expire_and_pause(conn, now)
+            if housekeeping:
+                self._housekept = now
+                result.expired = self._sweeper.expire_and_pause(conn, now)
             running, gone = self._claimer.running(conn, now)
             self._sweeper.forget(gone)
-            self.paused_senders = refresh_pauses(conn, running, self.paused_senders)
+            if housekeeping:
+                self.paused_senders = refresh_pauses(conn, running, self.paused_senders)
         self._sweeper.sweep_now_and_then(now)
         if result.expired:
             log.warning("%d in-flight rows outlived their lease: marked unknown", result.expired)
@@ -167,8 +202,16 @@ class Dispatcher:
             if not in_window(now, policy.timezone, policy.window):
                 wakes.append(next_window_open(now, policy.timezone, policy.window))
                 continue
-            jobs.extend(self._claimer.claim_for(camp, now, wakes))
+            jobs.extend(self._claim(camp, now, wakes))
 
+        background = [j for j in jobs if not j.policy.pace.unpaced] if self._overlaps else []
+        if background:
+            jobs = [j for j in jobs if j.policy.pace.unpaced]
+            started = self._sender.submit(background, background=True)
+            self._waiting.extend((job, f) for job, f in started if f is not None)
+            unsent = [job for job, future in started if future is None]
+            if unsent:  # opted out or unsendable: recorded now
+                result.add(self._recorder.record(unsent))
         submitted = self._sender.submit(jobs) if jobs else []
         if self._inflight:  # the previous unpaced batch: record it while this one sends
             previous, self._inflight = self._inflight, []
@@ -181,20 +224,56 @@ class Dispatcher:
             else:
                 self._sender.collect(submitted)
                 result.add(self._recorder.record(jobs))
-        result.completed.extend(self._sweeper.finish_campaigns(running))
+        if housekeeping:
+            result.completed.extend(self._sweeper.finish_campaigns(running))
 
-        result.claimed = len(jobs)
+        result.claimed = len(jobs) + len(background)
         result.in_flight = len(self._inflight)
+        result.waiting = len(self._waiting)
         if jobs or self._inflight:
             result.next_wake = now
         else:
             poll = now + timedelta(seconds=self.poll_seconds)
+            if self._waiting:  # record answers (and claim for their senders) soon
+                poll = now + timedelta(seconds=ANSWER_POLL_SECONDS)
             result.next_wake = min([*wakes, poll])
         return result
 
+    @property
+    def _overlaps(self) -> bool:
+        return self._sender.concurrency > 0
+
+    def _claim(self, camp: RunningCampaign, now: datetime, wakes: list[datetime]) -> list[Job]:
+        """The campaign's due rows; paced ones only for senders with no send waiting and
+        only as many as the background pool has room for."""
+        if not self._overlaps:
+            return self._claimer.claim_for(camp, now, wakes)
+        busy = {job.row.sender for job, _ in self._waiting if job.row.sender is not None}
+        room = max(0, self._sender.concurrency - len(self._waiting))
+        return self._claimer.claim_for(camp, now, wakes, busy=busy, room=room)
+
+    def _take_answered(self, *, wait: bool = False) -> list[Job]:
+        """The background sends that have answered (with ``wait``: all of them, waited
+        for), taken out of the waiting list with their outcomes."""
+        done: list[Job] = []
+        still: Submitted = []
+        for job, future in self._waiting:
+            if future is None:
+                continue
+            if wait or future.done():
+                job.outcome = future.result()
+                done.append(job)
+            else:
+                still.append((job, future))
+        self._waiting = still
+        return done
+
     def flush(self) -> TickResult:
-        """Wait for and record the batch still in flight (unpaced pipelining)."""
+        """Wait for and record the sends still in flight (the unpaced batch, the paced
+        sends waiting on the gateway)."""
         result = TickResult()
+        if self._waiting:
+            result.add(self._recorder.record(self._take_answered(wait=True)))
         if self._inflight:
             previous, self._inflight = self._inflight, []
             self._sender.collect(previous)
@@ -237,13 +316,15 @@ class Dispatcher:
                 break
             if until_done and not self._any_running():
                 break
-            if stop_when_stalled and self._all_stalled() and not self._inflight:
+            if stop_when_stalled and self._all_stalled() and not (self._inflight or self._waiting):
                 break
-            if result.claimed or result.in_flight:
+            if result.in_flight or (result.claimed and not self._overlaps):
                 continue
             wait = 0.0
             if result.next_wake is not None:
                 wait = (result.next_wake - self.clock.now()).total_seconds()
+            if self._overlaps:  # gather the slots due within a few ms into one tick
+                wait = max(wait, COALESCE_SECONDS)
             self.clock.sleep(min(max(wait, 0.0), self.poll_seconds) if wait > 0 else 0.001)
         self.flush()
         return ticks

@@ -1,12 +1,20 @@
-"""Sending: claimed rows to the gateway on a small thread pool, one client per thread.
+"""Sending: claimed rows to the gateway on thread pools, one client per thread.
 
 DESIGN.md measured one shared AsyncClient as slow, so every pool thread makes its own
 sync client (``client_factory``). Opted-out contacts are skipped before any send.
+
+Two pools: ``workers`` threads for unpaced batches (the tick waits for them), and, with
+``concurrency`` > 0, up to ``concurrency`` threads for paced sends the tick does not wait
+for (:meth:`SendPool.submit` with ``background=True``): a sender's send waits on a slow
+gateway in its own thread while the ticks go on claiming other senders' rows. The
+dispatcher never has more background sends in flight than ``concurrency``, so none of
+them queues behind another (a claimed row's lease runs from its claim).
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -36,6 +44,49 @@ class SupportsSend(Protocol):
         ...
 
 
+class SendThreads:
+    """``count`` threads, started at once, that run sends from one queue.
+
+    The background pool: unlike ``ThreadPoolExecutor`` (which starts a thread when no
+    thread looks idle, and takes a lock per submit to know) a submit here is a queue put,
+    so the dispatch thread, which submits, never waits for the sending threads.
+    """
+
+    def __init__(self, count: int, send: Callable[[Job], SendOutcome]) -> None:
+        self._send = send
+        self._queue: queue.SimpleQueue[tuple[Job, Future[SendOutcome]] | None]
+        self._queue = queue.SimpleQueue()
+        self._threads = [
+            threading.Thread(target=self._run, name=f"gatecast-paced-{i}", daemon=True)
+            for i in range(count)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, job: Job) -> Future[SendOutcome]:
+        """Queue ``job``'s send; its future."""
+        future: Future[SendOutcome] = Future()
+        self._queue.put((job, future))
+        return future
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            job, future = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(self._send(job))
+            except BaseException as exc:  # send_one catches everything; kept for the waiter
+                future.set_exception(exc)
+
+    def shutdown(self) -> None:
+        """Let the queued sends finish, then stop the threads."""
+        for _ in self._threads:
+            self._queue.put(None)
+        for thread in self._threads:
+            thread.join()
+
+
 @dataclass(eq=False)
 class SendPool:
     """Starts and collects sends; owns the thread pool and the clients it made."""
@@ -44,10 +95,13 @@ class SendPool:
     client_factory: Callable[[], SupportsSend]
     clock: Clock
     workers: int
+    #: most paced sends waiting on the gateway at once (0: paced sends are made in the tick)
+    concurrency: int = 0
     _local: threading.local = field(default_factory=threading.local, init=False)
     _all_clients: list[SupportsSend] = field(default_factory=list, init=False)
     _clients_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     _pool: ThreadPoolExecutor | None = field(default=None, init=False)
+    _background: SendThreads | None = field(default=None, init=False)
 
     def _client(self) -> SupportsSend:
         client: SupportsSend | None = getattr(self._local, "client", None)
@@ -71,8 +125,10 @@ class SendPool:
         finally:
             job.answered_at = self.clock.now()
 
-    def submit(self, jobs: list[Job]) -> Submitted:
-        """Skip opted-out contacts and start the sends (on the pool when it pays off)."""
+    def submit(self, jobs: list[Job], *, background: bool = False) -> Submitted:
+        """Skip opted-out contacts and start the sends (on the pool when it pays off;
+        ``background``: each on the background pool, which the caller keeps at most
+        ``concurrency`` deep)."""
         ids = [j.row.contact_id for j in jobs if j.row.contact_id is not None]
         with self.engine.connect() as conn:
             opted_out = dq.opted_out_contact_ids(conn, ids)
@@ -83,6 +139,10 @@ class SendPool:
                 out.append((job, None))
             elif job.message is None:
                 out.append((job, None))
+            elif background:
+                if self._background is None:
+                    self._background = SendThreads(max(1, self.concurrency), self.send_one)
+                out.append((job, self._background.submit(job)))
             elif len(jobs) == 1 or self.workers == 1:
                 job.outcome = self.send_one(job)
                 out.append((job, None))
@@ -102,10 +162,12 @@ class SendPool:
                 job.outcome = future.result()
 
     def close(self) -> None:
-        """Stop the thread pool and close the clients it made."""
+        """Stop the thread pools and close the clients they made."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)
-            self._pool = None
+        if self._background is not None:
+            self._background.shutdown()
+        self._pool, self._background = None, None
         with self._clients_lock:
             clients, self._all_clients = self._all_clients, []
         for client in clients:
@@ -115,4 +177,4 @@ class SendPool:
         self._local = threading.local()
 
 
-__all__ = ["SendPool", "Submitted", "SupportsSend"]
+__all__ = ["SendPool", "SendThreads", "Submitted", "SupportsSend"]

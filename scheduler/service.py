@@ -1,10 +1,12 @@
 """Everything the scheduler runs in one process: leader election, APScheduler jobs, the
-dispatcher, the reconnection of dropped instances and the webhook check (the HTTP app is
-served beside it by :class:`gatecast.runtime.http_server.AsgiServer`).
+dispatcher, the reconnection of dropped instances, the webhook check and the pruning of
+applied status events (the HTTP app is served beside it by
+:class:`gatecast.runtime.http_server.AsgiServer`).
 
 Every process dispatches (the claim is safe for many workers); only the holder of the
-``scheduler`` lease runs the APScheduler jobs, the reconnections and the webhook check, so
-starts and recurrences fire once and one process talks to a dropped instance.
+``scheduler`` lease runs the APScheduler jobs, the reconnections, the webhook check and
+the pruning (:mod:`scheduler.retention`), so starts and recurrences fire once and one
+process talks to a dropped instance.
 """
 
 from __future__ import annotations
@@ -12,20 +14,28 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
 from sqlalchemy import Engine
 
 from gateway.client import GatewayClient
 from scheduler import leader
 from scheduler.clock import Clock, SystemClock
-from scheduler.defaults import DEFAULT_SENDER_GRACE_SECONDS
+from scheduler.defaults import (
+    DEFAULT_EVENT_RETENTION_DAYS,
+    DEFAULT_SEND_CONCURRENCY,
+    DEFAULT_SENDER_GRACE_SECONDS,
+)
 from scheduler.dispatcher import Dispatcher, SupportsSend
 from scheduler.jobs import CampaignJobs
 from scheduler.reconnect import DEFAULT_BACKOFF, Reconnector
+from scheduler.retention import EventPruner
 from scheduler.webhook_keeper import WebhookKeeper
+from storage.engine import log_failure
 
 log = logging.getLogger("gatecast.service")
 
@@ -35,6 +45,8 @@ class ServiceOptions:
     """Tuning of a :class:`Service` (the defaults suit a paced production run)."""
 
     workers: int = 4
+    #: most paced sends waiting on the gateway at once (``GATECAST_SEND_CONCURRENCY``)
+    send_concurrency: int = DEFAULT_SEND_CONCURRENCY
     batch_size: int = 256
     lease_seconds: float = 120.0
     leader_ttl_seconds: float = 30.0
@@ -45,6 +57,9 @@ class ServiceOptions:
     reconnect_backoff: tuple[float, ...] = DEFAULT_BACKOFF
     sender_grace_seconds: float = DEFAULT_SENDER_GRACE_SECONDS
     webhook_check_seconds: float = 300.0
+    #: applied status events older than this are pruned by the leader (0: kept forever)
+    event_retention_days: float = DEFAULT_EVENT_RETENTION_DAYS
+    retention_check_seconds: float = 60.0
 
 
 class Service:
@@ -82,6 +97,7 @@ class Service:
             poll_seconds=self.options.poll_seconds,
             on_outcome=on_outcome,
             sender_grace_seconds=self.options.sender_grace_seconds,
+            send_concurrency=self.options.send_concurrency,
         )
         self.jobs = CampaignJobs(engine, now=self.clock.now)
         self.reconnector = (
@@ -99,6 +115,8 @@ class Service:
             if instance_client is not None and webhook_url
             else None
         )
+        days = self.options.event_retention_days
+        self.pruner = EventPruner(engine, timedelta(days=days)) if days > 0 else None
         self.is_leader = False
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -112,6 +130,8 @@ class Service:
                 self._spawn("gatecast-reconnect", self._reconnect_loop)
             if self.webhook_keeper is not None:
                 self._spawn("gatecast-webhooks", self._webhook_loop)
+            if self.pruner is not None:
+                self._spawn("gatecast-retention", self._retention_loop)
         self._spawn("gatecast-dispatch", self._dispatch_loop)
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
@@ -123,8 +143,8 @@ class Service:
         while not self._stop.is_set():
             try:
                 self.dispatcher.run(self._stop)
-            except Exception:
-                log.exception("dispatcher crashed; restarting in 1 s")
+            except Exception as exc:
+                log_failure(log, "the dispatcher stopped; restarting in 1 s", exc)
                 self._stop.wait(1.0)
 
     def _leader_loop(self) -> None:
@@ -149,8 +169,8 @@ class Service:
                     log.warning("scheduler lease lost: another process fires the jobs now")
                     self.is_leader = False
                     self.jobs.clear()
-            except Exception:
-                log.exception("scheduler loop error")
+            except Exception as exc:
+                log_failure(log, "scheduler loop error", exc)
             self._stop.wait(renew_every)
 
     def _reconnect_loop(self) -> None:
@@ -161,8 +181,8 @@ class Service:
                 continue
             try:
                 self.reconnector.run_once(self.clock.now())
-            except Exception:
-                log.exception("reconnect loop error")
+            except Exception as exc:
+                log_failure(log, "reconnect loop error", exc)
 
     def _webhook_loop(self) -> None:
         # its own thread, like reconnection; a newly connected instance waits at most a tick
@@ -175,8 +195,25 @@ class Service:
                 continue
             try:
                 keeper.run_once(self.clock.now())
+            except Exception as exc:
+                log_failure(log, "webhook check error", exc)
+
+    def _retention_loop(self) -> None:
+        # its own thread: a long prune must not delay the lease renewal; the first prune
+        # runs as soon as this process leads, then every retention_check_seconds
+        assert self.pruner is not None
+        last: float | None = None
+        while not self._stop.wait(1.0):
+            if not self.is_leader:
+                last = None
+                continue
+            if last is not None and time.monotonic() - last < self.options.retention_check_seconds:
+                continue
+            last = time.monotonic()
+            try:
+                self.pruner.run_once(self.clock.now())
             except Exception:
-                log.exception("webhook check error")
+                log.exception("event retention error")
 
     def stop(self) -> None:
         """Stop the loops, the scheduler and the dispatcher; give the lease up."""

@@ -10,6 +10,7 @@ failure-rate safety check, and campaigns with nothing left to send completed.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -24,11 +25,17 @@ from gateway.outcomes import InstanceProblem
 from scheduler.claiming import RunningCampaign
 from scheduler.clock import Clock
 from scheduler.recording import ApplyPending
+from storage.queries import campaigns as cq
 from storage.queries import deliveries as dq
 from storage.queries import instances as iq
 from storage.queries.campaigns import delivery_counts
 
 log = logging.getLogger("gatecast.dispatch")
+
+#: how far back the once-a-second sweep looks for stored events whose message id a
+#: delivery now carries (the race it closes lasts a transaction; older events are applied
+#: at the next start, ``campaigns.gateway_events.apply_all_pending``)
+RACE_LOOKBACK = timedelta(hours=1)
 
 
 @dataclass(eq=False)
@@ -73,14 +80,15 @@ class Sweeper:
         """Apply stored status events whose message id a delivery now carries.
 
         Closes the race where an event commits (unapplied) right after the dispatcher
-        recorded its id and looked for pending events; then settles ``unknown`` rows from
+        recorded its id and looked for pending events (events received within
+        :data:`RACE_LOOKBACK`); then settles ``unknown`` rows from
         the evidence stored (:func:`campaigns.gateway_events.settle_unknown`). Runs
         about once a second.
         """
         applied = 0
         now = self.clock.now()
         with self.engine.begin() as conn:
-            ids = dq.unapplied_known_message_ids(conn)
+            ids = dq.unapplied_known_message_ids(conn, received_since=now - RACE_LOOKBACK)
             if ids:
                 applied = self.apply_pending(conn, ids, now)
             applied += settle_unknown(conn, now=now).events
@@ -164,18 +172,26 @@ class Sweeper:
         self.stalled[camp.id] = f"{why}; {queued} recipient(s) wait"
 
     def check_safety(self, campaign_ids: Iterable[int], now: datetime) -> None:
-        """Pause each campaign whose failure rate passed its threshold."""
+        """Pause each campaign whose failure rate passed its threshold.
+
+        The rule: at least ``min_sample`` attempted rows and failed / attempted above
+        ``max_failure_rate``. Counted at a cost that follows the failures, not the
+        campaign: the failed rows, then the attempted ones only up to the number that
+        would keep the rate within the limit (:func:`safety_count_limit`); reaching it
+        proves the rate is fine, short of it the count is exact.
+        """
         for cid in campaign_ids:
             camp = self.campaigns.get(cid)
             if camp is None:
                 continue
             safety = camp.policy.safety
             with self.engine.begin() as conn:
-                counts = delivery_counts(conn, cid)
-                attempted = sum(counts[s] for s in dl.ATTEMPTED)
-                if attempted < max(1, safety.min_sample):
+                failed = cq.count_in_states(conn, cid, (dl.FAILED,))
+                limit = safety_count_limit(failed, safety.max_failure_rate)
+                attempted = cq.count_in_states(conn, cid, dl.ATTEMPTED, at_most=limit)
+                if attempted >= limit or attempted < max(1, safety.min_sample):
                     continue
-                rate = counts[dl.FAILED] / attempted
+                rate = failed / attempted
                 if rate <= safety.max_failure_rate:
                     continue
                 reason = (
@@ -205,6 +221,13 @@ class Sweeper:
         return completed
 
 
+def safety_count_limit(failed: int, max_failure_rate: float) -> int:
+    """How many attempted rows prove that ``failed`` failures keep the rate within
+    ``max_failure_rate``: with at least this many, ``failed / attempted`` is at most the
+    limit, so the safety check cannot pause (whatever the sample size)."""
+    return max(1, math.floor(failed / max_failure_rate) + 1)
+
+
 def refresh_pauses(
     conn: Connection, running: list[RunningCampaign], paused: dict[str, str]
 ) -> dict[str, str]:
@@ -215,4 +238,4 @@ def refresh_pauses(
     return {k: v for k, v in state.items() if v}
 
 
-__all__ = ["Sweeper", "refresh_pauses"]
+__all__ = ["Sweeper", "refresh_pauses", "safety_count_limit"]

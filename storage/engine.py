@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -108,6 +109,18 @@ def is_unavailable_error(exc: BaseException) -> bool:
     if isinstance(exc, psycopg.OperationalError | OSError):
         return True
     return isinstance(exc, sqlite3.OperationalError) and _sqlite_unavailable(exc)
+
+
+def log_failure(logger: logging.Logger, what: str, exc: BaseException) -> None:
+    """Log a failure a loop outlives by trying again: one warning line naming the outage
+    when the database is unavailable (:func:`is_unavailable_error`), else ``what`` with
+    the traceback (a defect). Call it from the ``except`` block."""
+    if is_unavailable_error(exc):
+        lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+        cause = lines[0] if lines else type(exc).__name__
+        logger.warning("%s: the database is unavailable (%s)", what, cause)
+    else:
+        logger.error(what, exc_info=exc)
 
 
 def _sqlite_unavailable(exc: BaseException | None) -> bool:

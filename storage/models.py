@@ -9,13 +9,22 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Column, Index, Text, UniqueConstraint
+from sqlalchemy import Column, Index, Text, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 from storage.types import BigId, JsonDoc, UTCDateTime, utcnow
 
 #: the Alembic revision these models describe (``storage/migrations/versions``)
-HEAD_REVISION = "0005"
+HEAD_REVISION = "0006"
+
+
+#: the predicate of the partial indexes over the queue (a query must say it literally,
+#: ``state = 'queued'``, for SQLite and a generic PostgreSQL plan to use them)
+QUEUED_ROWS = "state = 'queued'"
+#: the predicate of the partial index over the rows being sent (the few in flight)
+SENDING_ROWS = "state = 'sending'"
+#: the predicate of the partial index over status events that carry an error code
+WITH_ERROR_CODE = "error_code IS NOT NULL"
 
 
 def _dt() -> Any:
@@ -174,6 +183,26 @@ class Delivery(SQLModel, table=True):
     __table_args__ = (
         UniqueConstraint("campaign_id", "target", name="uq_delivery_target"),
         Index("ix_deliveries_claim", "state", "due_at"),
+        # the queue in claim order: a claim, a sender's next due row and the senders with
+        # queued rows are index ranges whatever the campaign's size (partial: queued only)
+        Index(
+            "ix_deliveries_queue",
+            "campaign_id",
+            "sender",
+            "due_at",
+            "id",
+            sqlite_where=text(QUEUED_ROWS),
+            postgresql_where=text(QUEUED_ROWS),
+        ),
+        # a sender's rows in flight (what its daily cap counts beside the rows sent),
+        # without reading its queued rows, which have no ``sent_at`` either (partial)
+        Index(
+            "ix_deliveries_in_flight",
+            "sender",
+            "sent_at",
+            sqlite_where=text(SENDING_ROWS),
+            postgresql_where=text(SENDING_ROWS),
+        ),
         Index("ix_deliveries_campaign_state", "campaign_id", "state"),
         Index("ix_deliveries_sender_sent", "sender", "sent_at"),
         Index("ix_deliveries_contact", "contact_id"),  # sticky-sender lookups
@@ -219,6 +248,17 @@ class StatusEvent(SQLModel, table=True):
     __table_args__ = (
         UniqueConstraint("message_id", "status", name="uq_status_event"),
         Index("ix_status_events_chat", "chat", "instance_id"),
+        # the ban-signal check: an instance's latest event with an error code (partial)
+        Index(
+            "ix_status_events_code",
+            "error_code",
+            "instance_id",
+            "received_at",
+            sqlite_where=text(WITH_ERROR_CODE),
+            postgresql_where=text(WITH_ERROR_CODE),
+        ),
+        # the inbox's recent unapplied events, and retention's oldest applied ones
+        Index("ix_status_events_applied_received", "applied", "received_at"),
     )
 
     id: int | None = Field(default=None, sa_type=BigId, primary_key=True)
@@ -229,7 +269,7 @@ class StatusEvent(SQLModel, table=True):
     error_code: str | None = Field(default=None, max_length=32)
     occurred_at: datetime = _created()
     received_at: datetime = _created()
-    applied: bool = Field(default=False, index=True)
+    applied: bool = Field(default=False)
 
 
 class InboundMessage(SQLModel, table=True):
@@ -304,6 +344,9 @@ class DashboardSession(SQLModel, table=True):
 
 __all__ = [
     "HEAD_REVISION",
+    "QUEUED_ROWS",
+    "SENDING_ROWS",
+    "WITH_ERROR_CODE",
     "Campaign",
     "Contact",
     "ContactList",

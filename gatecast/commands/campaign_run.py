@@ -145,6 +145,7 @@ def register_run(campaign_app: typer.Typer) -> None:
                 webhook=webhook,
                 settle_seconds=settle,
                 sender_grace_seconds=sender_grace,
+                send_concurrency=get_settings().send_concurrency,
             ),
             console=Console(stderr=True),
         )

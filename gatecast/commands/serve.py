@@ -1,14 +1,18 @@
-"""``gatecast serve [--sandbox]``: webhook receiver, API, dashboard, scheduler and dispatcher
-in one process.
+"""``gatecast serve [--sandbox] [--in-process]``: the webhook receiver, API and dashboard,
+and the scheduler and dispatcher.
 
-At start, every instance waiting for a scan is checked with the gateway (a scanned one
-answers "already logged in" and becomes connected: gateways without connection events).
-The webhook is registered with ``set_webhook`` for every connected (usable) instance at
-``{public_url or this process's http://host:port}/webhooks/gateway/<secret>``
-(:func:`campaigns.instances.webhook_address`; :mod:`gatecast.runtime.webhooks` says where
-the secret comes from). The leader registers it again every
-``GATECAST_WEBHOOK_CHECK_SECONDS`` and when an instance becomes connected
-(:mod:`scheduler.webhook_keeper`).
+By default the HTTP app runs in a child process, ``gatecast receive`` (same host, port and
+settings), started in a session of its own, and this process is the worker (scheduler
+and dispatcher: :mod:`gatecast.commands.worker`). The receiver outlives a crash of this
+process (SIGKILL, out of memory): the gateway's posts are still received and stored while
+the worker is down, and the next ``serve`` takes the running receiver's listening socket
+over (no second bind, no gap: :mod:`gatecast.runtime.receiver_control`). A clean stop
+(SIGTERM, SIGINT, Ctrl-C) stops the worker, then the receiver it started (unless another
+receiver has taken over since: that one keeps serving). When the receiver dies and no
+other serves the folder, ``serve`` starts a new one.
+
+``--in-process`` (implied by ``--sandbox``, whose gateway lives in this process) serves
+the HTTP app in a thread of this process, as one process.
 """
 
 from __future__ import annotations
@@ -16,18 +20,31 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
+import subprocess
+import sys
+import tempfile
 import threading
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 
 if TYPE_CHECKING:
+    from pydantic import SecretStr
+
     from gatecast.settings import Settings
+    from storage.engine import Engine
 
 log = logging.getLogger("gatecast.serve")
 console = Console()
+
+#: how long ``serve`` waits for its receiver to serve
+RECEIVER_START_SECONDS = 60.0
+#: how long a clean stop waits for the receiver to answer its last requests
+RECEIVER_STOP_SECONDS = 60.0
 
 
 def serve(
@@ -36,6 +53,7 @@ def serve(
     host: str,
     port: int,
     sandbox: bool,
+    in_process: bool = False,
     stop: threading.Event | None = None,
     ready: Callable[[str], None] | None = None,
 ) -> int:
@@ -43,28 +61,10 @@ def serve(
     from pydantic import SecretStr
     from rich.markup import escape
 
-    from campaigns.import_runs import mark_interrupted_imports
-    from campaigns.instances import confirm_scans, connected_ids, mark_connected
-    from gatecast.runtime import (
-        GatewayNotConfigured,
-        embedded_sandbox,
-        make_gateway_client,
-        open_engine,
-    )
-    from gatecast.runtime.http_server import AsgiServer
-    from gatecast.runtime.webhooks import (
-        hint,
-        register_webhooks,
-        secret_file_path,
-        webhook_url,
-        with_webhook_secret,
-    )
+    from campaigns.instances import mark_connected
+    from gatecast.commands.worker import prepare_worker, start_worker
+    from gatecast.runtime import embedded_sandbox
     from gatecast.web import auth
-    from gatecast.web.app import create_app
-    from gatecast.web.context import AppContext
-    from gatecast.web.metrics import observe_send
-    from gatecast.web.webhook import install_log_redaction
-    from scheduler.service import Service, ServiceOptions
     from storage.types import utcnow
 
     stop = stop or threading.Event()
@@ -81,75 +81,148 @@ def serve(
             )
             iid = sb.create_linked_instance()
             console.print(f"sandbox gateway at {sb.url}; linked instance [bold]{iid}[/]")
-        settings, created = with_webhook_secret(settings)
-        if created:
-            console.print(
-                f"generated a webhook secret ({hint(settings.webhook_secret)}) in "
-                f"{secret_file_path(settings)}"
-            )
-        engine = open_engine(settings)
-        mark_interrupted_imports(engine, now=utcnow())  # imports killed with a past process
+        prepared = prepare_worker(settings)
+        if isinstance(prepared, int):
+            return prepared
+        settings, engine = prepared
         if sandbox:
             mark_connected(engine, iid, now=utcnow())
-        try:
-            make_gateway_client(settings).close()
-        except GatewayNotConfigured as exc:
-            console.print(f"[red]error:[/] {exc}")
-            return 2
-        install_log_redaction()
         if api_key.created:
             console.print(
                 f"generated an API key for the dashboard and API in {api_key.path} "
                 "(read it from there; it is not printed)"
             )
-        ctx = AppContext(settings=settings, engine=engine, api_key=api_key.value)
-        server = stack.enter_context(
-            AsgiServer(
-                create_app(ctx),
-                host=host,
-                port=port,
-                forwarded_allow_ips=settings.trusted_proxies,
-            )
-        )
-        url = webhook_url(settings, server.url)
-        if not settings.public_url.strip():
-            console.print(
-                f"[yellow]warning:[/] GATECAST_PUBLIC_URL is not set: the webhook is registered "
-                f"at this process's own address {server.url}; when several processes serve, "
-                "set GATECAST_PUBLIC_URL to the one address that reaches them",
-                highlight=False,
-            )
-        with make_gateway_client(settings) as client:
-            # gateways that post no connection event: a scanned QR shows as "already
-            # logged in"; those instances are usable from now on
-            linked = confirm_scans(engine, client, now=utcnow())
-            if linked:
-                console.print(f"linked (QR code scanned): {', '.join(linked)}")
-            register_webhooks(engine, client, url, connected_ids(engine), out=console)
-        service = stack.enter_context(
-            Service(
-                engine,
-                lambda: make_gateway_client(settings),
-                options=ServiceOptions(
-                    sender_grace_seconds=settings.sender_grace_seconds,
-                    webhook_check_seconds=settings.webhook_check_seconds,
-                ),
-                on_outcome=observe_send,
-                instance_client=lambda: make_gateway_client(settings),
-                webhook_url=url,
-            )
-        )
-        console.print(f"gatecast serving on {server.url} (dashboard, API, webhook)")
+        on_outcome: Callable[[str], None] | None = None
+        receiver: ReceiverProcess | None = None
+        if in_process or sandbox:
+            from gatecast.web.metrics import observe_send
+
+            url = _serve_http_here(stack, settings, engine, api_key.value, host, port)
+            on_outcome = observe_send  # /metrics is served here: count every attempt
+        else:
+            receiver = stack.enter_context(ReceiverProcess(settings, engine, host, port))
+            url = receiver.start()
+            if not url:
+                return 1
+        # the worker stops first (on a stack), then the receiver answers what is left
+        service = start_worker(stack, settings, engine, url, on_outcome=on_outcome)
+        console.print(f"gatecast serving on {url} (dashboard, API, webhook)")
         if ready is not None:
-            ready(server.url)
+            ready(url)
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, lambda *_: stop.set())
         while not stop.wait(1.0):
-            pass
+            if receiver is not None:
+                receiver.keep_alive()
         console.print("stopping…")
         del service
     return 0
+
+
+def _serve_http_here(
+    stack: contextlib.ExitStack,
+    settings: Settings,
+    engine: Engine,
+    api_key: SecretStr,
+    host: str,
+    port: int,
+) -> str:
+    """Serve the HTTP app in a thread of this process (``--in-process``); its URL."""
+    from gatecast.runtime.http_server import AsgiServer
+    from gatecast.web.app import create_app
+    from gatecast.web.context import AppContext
+    from gatecast.web.webhook import install_log_redaction
+
+    install_log_redaction()
+    ctx = AppContext(settings=settings, engine=engine, api_key=api_key)
+    server = stack.enter_context(
+        AsgiServer(
+            create_app(ctx), host=host, port=port, forwarded_allow_ips=settings.trusted_proxies
+        )
+    )
+    return server.url
+
+
+class ReceiverProcess:
+    """The ``gatecast receive`` child of ``serve``: started in a session of its own (a
+    crash of ``serve`` leaves it serving), restarted when it dies and no other receiver
+    serves the folder, stopped (SIGTERM) by a clean stop of ``serve``."""
+
+    def __init__(self, settings: Settings, engine: Engine, host: str, port: int) -> None:
+        from gatecast.runtime.receiver_control import state_folder
+
+        self.folder = state_folder(settings, engine)
+        self.host = host
+        self.port = port
+        self.url = ""
+        self.popen: subprocess.Popen[bytes] | None = None
+        self._checked = 0.0
+
+    def start(self) -> str:
+        """Start the receiver and wait until it serves; its URL ('' when it did not start:
+        what it printed says why)."""
+        with tempfile.TemporaryDirectory(prefix="gatecast-receiver-") as tmp:
+            ready = Path(tmp) / "ready"
+            argv = ["receive", "--host", self.host, "--port", str(self.port)]
+            self.popen = subprocess.Popen(
+                [sys.executable, "-m", "gatecast", *argv, "--ready-file", str(ready)],
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # not stopped with this process or its terminal
+            )
+            deadline = time.monotonic() + RECEIVER_START_SECONDS
+            while time.monotonic() < deadline and self.popen.poll() is None:
+                if ready.exists():
+                    self.url = ready.read_text(encoding="utf-8").strip()
+                    return self.url
+                time.sleep(0.05)
+        console.print("[red]error:[/] the receiver process did not start (see above)")
+        self.stop()
+        return ""
+
+    def keep_alive(self) -> None:
+        """Start a new receiver when this one died and no other serves the folder."""
+        from gatecast.runtime.receiver_control import running_receiver
+
+        if self.popen is None or self.popen.poll() is None:
+            return
+        now = time.monotonic()
+        if now - self._checked < 5.0:
+            return
+        self._checked = now
+        if running_receiver(self.folder) is not None:
+            return  # another receiver took over (a rolling restart): it serves
+        console.print(
+            f"[yellow]warning:[/] the receiver process exited ({self.popen.returncode}); "
+            "starting a new one",
+            highlight=False,
+            soft_wrap=True,
+        )
+        self.port = self.port or _port_of(self.url)
+        self.start()
+
+    def stop(self) -> None:
+        """SIGTERM the receiver (if still running) and wait for it to finish its requests."""
+        if self.popen is None or self.popen.poll() is not None:
+            return
+        self.popen.send_signal(signal.SIGTERM)
+        try:
+            self.popen.wait(RECEIVER_STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            log.warning("the receiver did not stop in %s s; killed", RECEIVER_STOP_SECONDS)
+            self.popen.kill()
+            self.popen.wait(10)
+
+    def __enter__(self) -> ReceiverProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _port_of(url: str) -> int:
+    """The port of ``http://host:port``."""
+    return int(url.rsplit(":", 1)[1]) if url else 0
 
 
 def register(app: typer.Typer) -> None:
@@ -162,8 +235,14 @@ def register(app: typer.Typer) -> None:
         ),
         host: str | None = typer.Option(None, help="Bind address (default GATECAST_HOST)."),
         port: int | None = typer.Option(None, help="Port (default GATECAST_PORT)."),
+        in_process: bool = typer.Option(
+            False,
+            "--in-process",
+            help="Serve HTTP in this process too, instead of a `gatecast receive` child.",
+        ),
     ) -> None:
-        """Serve the webhook receiver, API and dashboard, and run scheduler and dispatcher."""
+        """Run the scheduler and dispatcher, with a `gatecast receive` child process serving
+        the webhook receiver, API and dashboard (it outlives a crash of this process)."""
         from gatecast.settings import get_settings
 
         settings = get_settings()
@@ -175,5 +254,6 @@ def register(app: typer.Typer) -> None:
             host=host or settings.host,
             port=settings.port if port is None else port,
             sandbox=sandbox,
+            in_process=in_process,
         )
         raise typer.Exit(code)

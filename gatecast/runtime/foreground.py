@@ -26,7 +26,7 @@ from gatecast.runtime.webhooks import (
 )
 from gatecast.settings import Settings
 from gateway.errors import GatewayError
-from scheduler.defaults import DEFAULT_SENDER_GRACE_SECONDS
+from scheduler.defaults import DEFAULT_SEND_CONCURRENCY, DEFAULT_SENDER_GRACE_SECONDS
 from scheduler.dispatcher import Dispatcher, SupportsSend, TickResult
 from scheduler.starts import start_campaign
 from storage.engine import Engine
@@ -47,6 +47,7 @@ class RunOptions:
     webhook: bool = False
     settle_seconds: float = 15.0
     sender_grace_seconds: float = DEFAULT_SENDER_GRACE_SECONDS
+    send_concurrency: int = DEFAULT_SEND_CONCURRENCY
 
 
 class NoSenderCanSend(RuntimeError):
@@ -107,6 +108,7 @@ def run_campaign(
         campaign_ids=[campaign_id],
         poll_seconds=0.5,
         sender_grace_seconds=options.sender_grace_seconds,
+        send_concurrency=options.send_concurrency,
     ) as dispatcher:
         if not options.progress:
             dispatcher.run(until_done=True, on_tick=on_tick, stop_when_stalled=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import time
 from typing import Any
 
 import uvicorn
@@ -15,8 +16,34 @@ class _Server(uvicorn.Server):
         return
 
 
+#: uvicorn's event loop and HTTP parser: "auto" takes uvloop and httptools (dependencies;
+#: bench/webhooks.py: about a third less server CPU per webhook event than asyncio + h11)
+LOOP = "auto"
+HTTP = "auto"
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (``port=0``: a free port) and listening."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # proto=IPPROTO_TCP: asyncio sets TCP_NODELAY only on accepted sockets whose proto
+    # says TCP; without it every response waits ~40 ms on Nagle + delayed ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(1024)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 class AsgiServer:
     """An ASGI app served by uvicorn in a background thread (``port=0``: a free port).
+
+    ``sock``: serve on this listening socket instead of binding ``host:port`` (a socket
+    handed over by another receiver: :mod:`gatecast.runtime.receiver_control`); it is
+    closed on stop, which leaves the kernel socket to any other process holding it.
 
     ``forwarded_allow_ips``: the peers whose ``X-Forwarded-Proto`` and ``X-Forwarded-For``
     uvicorn applies to the request's scheme and client address (comma-separated addresses
@@ -31,27 +58,26 @@ class AsgiServer:
         port: int = 0,
         log_level: str = "warning",
         forwarded_allow_ips: str | None = None,
+        sock: socket.socket | None = None,
     ) -> None:
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        # proto=IPPROTO_TCP: asyncio sets TCP_NODELAY only on accepted sockets whose proto
-        # says TCP; without it every response waits ~40 ms on Nagle + delayed ACK.
-        self._sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind((host, port))
-        self._sock.listen(1024)
-        self.host = host
-        self.port = int(self._sock.getsockname()[1])
+        self._sock = sock if sock is not None else listening_socket(host, port)
+        address = self._sock.getsockname()
+        self.host = str(address[0]) if sock is not None else host
+        self.port = int(address[1])
         self._server = _Server(
             uvicorn.Config(
                 app,
                 log_level=log_level,
                 lifespan="on",
+                loop=LOOP,
+                http=HTTP,
                 access_log=True,
                 proxy_headers=forwarded_allow_ips != "",
                 forwarded_allow_ips=forwarded_allow_ips or None,
             )
         )
         self._errors: list[BaseException] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._thread = threading.Thread(target=self._serve, name="gatecast-http", daemon=True)
 
     @property
@@ -62,7 +88,9 @@ class AsgiServer:
 
     def _serve(self) -> None:
         try:
-            asyncio.run(self._server.serve(sockets=[self._sock]))
+            with asyncio.Runner(loop_factory=self._server.config.get_loop_factory()) as runner:
+                self._loop = runner.get_loop()
+                runner.run(self._server.serve(sockets=[self._sock]))
         except BaseException as exc:  # reported by start()
             self._errors.append(exc)
 
@@ -74,6 +102,18 @@ class AsgiServer:
                 raise RuntimeError(f"HTTP server failed to start: {self._errors[:1]!r}")
             self._thread.join(0.01)
         return self
+
+    def stop_accepting(self, grace: float = 1.0) -> None:
+        """Accept no more connections (the socket stays open for any other process that
+        holds it: a successor accepts them), then give the connections just accepted
+        ``grace`` seconds to send their request, which :meth:`stop` then answers (uvicorn
+        closes a connection that has sent nothing yet at once)."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        for server in list(self._server.servers):
+            loop.call_soon_threadsafe(server.close)
+        time.sleep(grace)
 
     def stop(self) -> None:
         """Stop serving."""

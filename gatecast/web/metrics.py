@@ -17,8 +17,11 @@ loses nothing. The families:
 
 ``observe_send`` is an in-process hook for callers that want an exact per-attempt count
 (``gatecast_send_attempts_total{outcome}``); scheduler/ must not import this module, so
-the application layer passes it to the dispatcher as a plain callback. ``observe_refused``
-counts the webhook's refusals in this process
+the application layer passes it to the dispatcher as a plain callback. It counts only
+where the dispatcher runs in the process serving ``/metrics`` (``serve --in-process``
+or ``--sandbox``); the default ``serve`` sends from a worker without HTTP, so its receiver shows
+no attempts and ``gatecast_sends_total`` (from the database) is the figure to read.
+``observe_refused`` counts the webhook's refusals in this process
 (``gatecast_webhook_events_refused_total{reason}``: ``unknown_instance``, events of an
 instance gatecast does not hold; ``source_not_allowed``, requests from an address outside
 the allow-list).

@@ -2,8 +2,16 @@
 :data:`WINDOW` seconds, that address's sign-ins are refused (429 with ``Retry-After``)
 until the oldest failure leaves the window. A successful sign-in clears the address.
 
-The counts live in memory, per process (several ``serve`` processes each count their
-own; a restart forgets). The address is the peer's, or the one a proxy in
+The counts live in memory, per process (several processes serving the dashboard each
+count their own; a restart forgets). That is enough, and deliberately not shared through
+the database: the throttle slows online guessing, the key's length is what defeats it.
+With the minimum key (``gatecast.web.auth.MIN_KEY_LENGTH``, 24 characters) even from
+hex digits (16^24, about 8e28 keys), N processes and A attacking addresses allow
+5 x N x A guesses a minute: 10 processes and a million addresses guess a matching key
+with a probability of about 3e-16 a year. A shared count would cut that by N and cost a
+database write per wrong key, turning a guessing flood into write load on the database
+the webhook intake needs (and a database away would then block every sign-in). The
+address is the peer's, or the one a proxy in
 ``GATECAST_TRUSTED_PROXIES`` puts in ``X-Forwarded-For`` (uvicorn applies that header).
 At most :data:`MAX_ADDRESSES` addresses are tracked: the least recently failed are
 dropped first, so memory stays bounded whoever calls.

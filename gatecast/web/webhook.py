@@ -22,7 +22,9 @@
   forward-only application make duplicates harmless.
 * When the database is locked, full or away, a batch is appended to a local journal file
   (fsynced) and acknowledged; the batcher drains it into the database, in order, when the
-  database answers again (:mod:`gatecast.web.webhook_journal`).
+  database answers again (:mod:`gatecast.web.webhook_journal`). When the journal cannot
+  take it either (a full disk), or the instances held were never read (a cold start with
+  the database away), the request answers 503 with ``Retry-After``.
 * :func:`install_log_redaction` hides the secret in uvicorn's access and error logs.
 * :class:`WebhookFastPath` serves ``POST /webhooks/gateway/{secret}`` as a bare ASGI
   handler in front of the FastAPI stack (no routing, dependency solving or middleware:
@@ -51,7 +53,7 @@ from gatecast.web.problems import MEDIA_TYPE as PROBLEM_MEDIA_TYPE
 from gatecast.web.problems import STATUS_CODES, Problem
 from gatecast.web.webhook_appliers import make_applier, make_inline_applier, make_later_applier
 from gatecast.web.webhook_batcher import EventBatcher
-from gatecast.web.webhook_guard import WebhookGuard, guard_for
+from gatecast.web.webhook_guard import InstancesUnknown, WebhookGuard, guard_for
 from gatecast.web.webhook_journal import EventJournal
 from gatecast.web.webhook_pg import make_pg_store
 from gateway.event_parsing import parse_webhook
@@ -96,6 +98,11 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 router = APIRouter(lifespan=lifespan)
 
 
+#: ``Retry-After`` of a 503 (events not stored: the database and the journal cannot take
+#: them, or the instances held are not known yet); seconds
+RETRY_AFTER_SECONDS = 5
+#: the answer when events cannot be stored now
+_NOT_STORED: dict[str, Any] = {"detail": "events could not be stored; retry later"}
 #: the answer to a wrong secret: what any unknown path answers
 _NOT_FOUND: dict[str, Any] = {"detail": "Not Found"}
 #: the answer to a source address outside the allow-list
@@ -112,8 +119,10 @@ def secret_matches(given: str, expected: str) -> bool:
 async def accept_body(app: Any, ctx: AppContext, body: bytes) -> tuple[int, dict[str, Any]]:
     """Parse and durably apply one webhook body: ``(HTTP status, JSON answer)``.
 
-    200 once the body's events are committed (or when it holds nothing to apply), 400
-    with the reason for a malformed body, 503 when the events could not be stored.
+    200 once the body's events are committed or journalled (or when it holds nothing to
+    apply), 400 with the reason for a malformed body, 503 when the events could not be
+    stored (the database and the journal cannot take them, or the instances held are not
+    known yet: the database was away since start); a 503 carries ``Retry-After``.
     ``app`` is the FastAPI app whose lifespan started the batcher (``app.state``).
     """
     try:
@@ -125,9 +134,11 @@ async def accept_body(app: Any, ctx: AppContext, body: bytes) -> tuple[int, dict
     if actionable:
         try:
             actionable, refused = await guard_for(app.state, ctx).accept(actionable)
+        except InstancesUnknown:  # the database has not answered since start (logged)
+            return 503, _NOT_STORED
         except Exception:
             log.exception("reading the instances held failed")
-            return 503, {"detail": "events could not be stored"}
+            return 503, _NOT_STORED
     if actionable:
         batcher = getattr(app.state, "webhook_batcher", None)
         try:
@@ -136,7 +147,7 @@ async def accept_body(app: Any, ctx: AppContext, body: bytes) -> tuple[int, dict
             else:  # app served without its lifespan: apply directly
                 await asyncio.to_thread(make_applier(ctx), actionable)
         except Exception:
-            return 503, {"detail": "events could not be stored"}
+            return 503, _NOT_STORED
     answer: dict[str, Any] = {"status": "ok", "events": len(events), "applied": len(actionable)}
     if refused:
         answer["refused"] = refused
@@ -159,8 +170,12 @@ async def receive_gateway_event(secret: str, request: Request) -> JSONResponse:
 
 
 def _problem(status: int, answer: dict[str, Any]) -> Problem:
-    """An error answer of the webhook as problem details (like every other error)."""
-    return Problem(status, STATUS_CODES.get(status, "error"), str(answer.get("detail", "")))
+    """An error answer of the webhook as problem details (like every other error); a 503
+    says when to try again."""
+    headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if status == 503 else None
+    return Problem(
+        status, STATUS_CODES.get(status, "error"), str(answer.get("detail", "")), headers=headers
+    )
 
 
 #: the biggest webhook body the fast path reads (413 past it); status events are a few
@@ -231,12 +246,15 @@ async def _read_body(receive: Receive, limit: int) -> bytes | None:
 
 async def _send_json(send: Send, status: int, answer: dict[str, Any]) -> None:
     media = b"application/json"
+    extra: dict[str, str] = {}
     if status >= 400:
-        answer, media = _problem(status, answer).body(), PROBLEM_MEDIA_TYPE.encode()
+        problem = _problem(status, answer)
+        answer, media, extra = problem.body(), PROBLEM_MEDIA_TYPE.encode(), problem.headers
     body = json.dumps(answer, separators=(",", ":")).encode()
     headers = [
         (b"content-type", media),
         (b"content-length", str(len(body)).encode()),
+        *((k.lower().encode(), v.encode()) for k, v in extra.items()),
     ]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
@@ -292,6 +310,7 @@ def install_log_redaction(loggers: Sequence[str] = REDACTED_LOGGERS) -> None:
 __all__ = [
     "MAX_BODY_BYTES",
     "PATH_PREFIX",
+    "RETRY_AFTER_SECONDS",
     "SecretPathFilter",
     "WebhookFastPath",
     "accept_body",

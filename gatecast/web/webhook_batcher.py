@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from campaigns.gateway_events import ApplyStats
 from gatecast.web.webhook_journal import EventJournal
 from gateway.events import Event
-from storage.engine import is_unavailable_error
+from storage.engine import is_unavailable_error, log_failure
 
 log = logging.getLogger("gatecast.webhook")
 
@@ -59,6 +59,11 @@ _APPLY_NOW = _ApplyNow()
 
 class WouldBlock(Exception):
     """An inline applier found the database locked by another writer (nothing applied)."""
+
+
+class NotStored(Exception):
+    """Neither the database nor the journal could take a batch (e.g. the disk is full):
+    its requests are refused (503) rather than acknowledged."""
 
 
 class EventBatcher:
@@ -273,9 +278,24 @@ class EventBatcher:
         return ApplyStats()
 
     def _to_journal(self, events: list[Event]) -> None:
-        """Append to the journal (fsynced on the loop: no drain truncates meanwhile)."""
+        """Append to the journal (fsynced on the loop: no drain truncates meanwhile).
+
+        Raises :class:`NotStored` when the file cannot take them (full disk, no rights).
+        """
         assert self._journal is not None
-        self._journal.append(events)
+        try:
+            self._journal.append(events)
+        except OSError as exc:
+            log.error(
+                "the webhook journal %s cannot take %d event(s) either (%s): refused",
+                self._journal.file.path,
+                len(events),
+                exc.strerror or exc,
+            )
+            if self._journal:  # whole lines may have landed before the error
+                self._journalled = True
+                self._arm_drain()
+            raise NotStored("neither the database nor the journal can store events") from exc
         self.journalled_events += len(events)
         if not self._journalled:
             log.warning(
@@ -337,8 +357,8 @@ class EventBatcher:
                     self._pending_later(stats)
                 self._journal.drop(lines)
                 log.info("stored %d journalled webhook event(s)", done)
-        except Exception:
-            log.exception("draining the webhook journal failed; will retry")
+        except Exception as exc:
+            log_failure(log, "draining the webhook journal failed; will retry", exc)
         finally:
             self._draining = None
             if self._journalled:
@@ -368,6 +388,11 @@ class EventBatcher:
                 stats: ApplyStats | None = await self._store_or_journal(events)
             else:
                 stats = await self._apply_batch(events)
+        except NotStored as exc:  # logged; each request of the batch is refused (503)
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(NotStored(str(exc)))
+            return
         except Exception:
             if len(batch) == 1:
                 log.exception("applying %d webhook event(s) failed", len(events))
@@ -421,8 +446,8 @@ class EventBatcher:
                     pass  # another writer holds the database: wait for it in a thread
             await asyncio.to_thread(self._apply_later, ids)
             self._later.clear()
-        except Exception:
-            log.exception("applying %d stored webhook event(s) failed; will retry", len(ids))
+        except Exception as exc:
+            log_failure(log, f"applying {len(ids)} stored webhook event(s) failed; will retry", exc)
             if self.running:
                 loop = asyncio.get_running_loop()
                 self._later_timer = loop.call_later(SWEEP_AFTER_IDLE_SECONDS, self._later_due)
@@ -452,8 +477,8 @@ class EventBatcher:
             applied = await asyncio.to_thread(self._sweep)
             if applied:
                 log.info("applied %d webhook event(s) whose send was recorded late", applied)
-        except Exception:
-            log.exception("re-applying unmatched webhook events failed")
+        except Exception as exc:
+            log_failure(log, "re-applying unmatched webhook events failed", exc)
         finally:
             self._sweeping = None
             if self._sweeps_left > 0 and self._sweep_timer is None and self.running:
@@ -492,5 +517,6 @@ __all__ = [
     "SWEEPS_AFTER_ACTIVITY",
     "SWEEP_AFTER_IDLE_SECONDS",
     "EventBatcher",
+    "NotStored",
     "WouldBlock",
 ]

@@ -7,7 +7,12 @@
   not ``gone``), cached so the hot path costs a set lookup. The cache is reloaded (in a
   worker thread) when it is :data:`REFRESH_SECONDS` old, and at once when an event names
   an id it lacks and it is :data:`MISS_REFRESH_SECONDS` old (an instance created a moment
-  ago is heard; a flood of forged ids costs a few reads a second at most).
+  ago is heard; a flood of forged ids costs a few reads a second at most). One load runs
+  at a time and no request waits for it longer than :data:`LOAD_WAIT_SECONDS`: past that
+  it goes on with the ids read before, or, with none read yet (a cold start while the
+  database is away or hung), is refused with :class:`InstancesUnknown` (503); a failed
+  first load is retried after :data:`LOAD_RETRY_SECONDS`, requests meanwhile refused at
+  once.
 * :class:`RefusalLog`: refused events are counted
   (``gatecast_webhook_events_refused_total{reason}``) and logged once per instance id
   per :data:`LOG_EVERY_SECONDS`.
@@ -16,6 +21,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import logging
 import time
@@ -35,6 +41,10 @@ REFRESH_SECONDS = 2.0
 MISS_REFRESH_SECONDS = 0.25
 #: a refused instance id is logged at most once in this long
 LOG_EVERY_SECONDS = 600.0
+#: the longest a request waits for a load of the ids
+LOAD_WAIT_SECONDS = 2.0
+#: with no ids read yet, how long after a failed load the next one is tried
+LOAD_RETRY_SECONDS = 1.0
 #: refused ids remembered for the log's rate limit (forgotten all at once past this)
 _LOGGED_MAX = 1000
 
@@ -64,12 +74,17 @@ def source_allowed(host: str | None, networks: Sequence[Network]) -> bool:
     return any(addr in net for net in networks)
 
 
+class InstancesUnknown(Exception):
+    """The instance ids gatecast holds are not known yet: the database has not answered
+    since start (events are refused, 503, rather than accepted unchecked)."""
+
+
 class HeldInstances:
     """The instance ids gatecast holds, cached (see the module docstring).
 
     ``load`` reads them from the database (it runs in a worker thread). If a reload
-    fails, the ids loaded before are kept; with none loaded yet the error propagates
-    (the request answers 503, as when its events cannot be stored).
+    fails or does not answer in time, the ids loaded before are kept; with none loaded
+    yet the request fails with :class:`InstancesUnknown`.
     """
 
     def __init__(
@@ -82,7 +97,8 @@ class HeldInstances:
         self._clock = clock
         self._ids: frozenset[str] | None = None
         self._loaded_at = float("-inf")
-        self._lock = asyncio.Lock()
+        self._failed_at = float("-inf")
+        self._loading: asyncio.Future[None] | None = None
 
     def invalidate(self) -> None:
         """Reload before the next check (an instance was added or removed here)."""
@@ -92,7 +108,8 @@ class HeldInstances:
         """``(accepted, refused)``: the events of held instances, and the others."""
         if self._ids is None or self._clock() - self._loaded_at >= REFRESH_SECONDS:
             await self._refresh(REFRESH_SECONDS)
-        assert self._ids is not None
+        if self._ids is None:
+            raise InstancesUnknown("the instances gatecast holds are not known yet")
         accepted, refused = split_foreign(events, self._ids)
         if refused and self._clock() - self._loaded_at >= MISS_REFRESH_SECONDS:
             await self._refresh(MISS_REFRESH_SECONDS)
@@ -100,19 +117,32 @@ class HeldInstances:
         return accepted, refused
 
     async def _refresh(self, older_than: float) -> None:
-        async with self._lock:
-            if self._ids is not None and self._clock() - self._loaded_at < older_than:
-                return  # reloaded while this request waited
-            started = self._clock()
-            try:
-                ids = await asyncio.to_thread(self._load)
-            except Exception:
-                if self._ids is None:
-                    raise
+        """Start a load unless one runs or was just tried; wait for it a bounded time."""
+        if self._ids is not None and self._clock() - self._loaded_at < older_than:
+            return  # reloaded while this request waited
+        if self._loading is None:
+            if self._ids is None and self._clock() - self._failed_at < LOAD_RETRY_SECONDS:
+                return  # the first load failed a moment ago: refused until the retry
+            self._loading = asyncio.ensure_future(self._load_now())
+        # past the wait the load goes on, and this request uses what is known
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._loading), LOAD_WAIT_SECONDS)
+
+    async def _load_now(self) -> None:
+        started = self._clock()
+        try:
+            ids = await asyncio.to_thread(self._load)
+        except Exception as exc:
+            if self._ids is None:
+                self._failed_at = self._clock()
+                log.warning("reading the instances held failed (%s); retrying", exc)
+            else:
                 log.exception("reading the instances held failed; using the ids read before")
                 self._loaded_at = started
-                return
+        else:
             self._ids, self._loaded_at = ids, started
+        finally:
+            self._loading = None
 
 
 class RefusalLog:
@@ -177,11 +207,14 @@ def guard_for(state: Any, ctx: AppContext) -> WebhookGuard:
 
 
 __all__ = [
+    "LOAD_RETRY_SECONDS",
+    "LOAD_WAIT_SECONDS",
     "LOG_EVERY_SECONDS",
     "MISS_REFRESH_SECONDS",
     "REFRESH_SECONDS",
     "REFUSED_SOURCE",
     "HeldInstances",
+    "InstancesUnknown",
     "RefusalLog",
     "WebhookGuard",
     "guard_for",

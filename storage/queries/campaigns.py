@@ -41,6 +41,17 @@ def delivery_counts(conn: Connection, campaign_id: int) -> dict[str, int]:
     return counts
 
 
+def count_in_states(
+    conn: Connection, campaign_id: int, in_states: Sequence[str], *, at_most: int | None = None
+) -> int:
+    """The campaign's rows in ``in_states``, counted up to ``at_most`` (a range of the
+    (campaign_id, state) index: the cost follows the rows counted, not the campaign)."""
+    rows = select(_d.c.id).where(_d.c.campaign_id == campaign_id, _d.c.state.in_(list(in_states)))
+    if at_most is not None:
+        rows = rows.limit(max(0, at_most))
+    return int(conn.execute(select(func.count()).select_from(rows.subquery())).scalar_one())
+
+
 def delivery_counts_by_campaign(conn: Connection) -> dict[int, dict[str, int]]:
     """Rows per delivery state for every campaign that has rows."""
     out: dict[int, dict[str, int]] = {}
@@ -187,6 +198,7 @@ def specs_in_states(conn: Connection, in_states: Sequence[str]) -> list[tuple[in
 
 __all__ = [
     "BATCH",
+    "count_in_states",
     "delivery_counts",
     "delivery_counts_by_campaign",
     "insert_deliveries",

@@ -9,12 +9,20 @@ The claim is one portable statement (DESIGN.md decision 2)::
                  [FOR UPDATE SKIP LOCKED  -- PostgreSQL only])
     RETURNING id, target, target_kind, contact_id, sender, attempts, content
 
+The inner SELECT is a range of ``ix_deliveries_queue`` (campaign, sender, due_at, id;
+partial on ``state = 'queued'``, written literally here so that SQLite and a generic
+PostgreSQL plan can use it): it reads the rows it returns and no others, whatever the
+queue's length. The reads of the queue (a sender's next due row, the senders with queued
+rows) go through the same index; ``sends_since`` is a range of (sender, sent_at).
+
 Every writer here guards on ``state = 'sending'`` so that a row whose lease already
 expired (and became ``unknown``) is never overwritten by a late outcome.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,23 +31,30 @@ from typing import Any
 from sqlalchemy import (
     Connection,
     RowMapping,
-    and_,
     bindparam,
     exists,
+    false,
     func,
-    or_,
+    literal_column,
     select,
+    text,
     update,
 )
 
 from storage import states, tables
-from storage.models import Contact, Delivery, ListMember
+from storage.models import QUEUED_ROWS, Contact, Delivery, ListMember
 from storage.queries import paging
 
 _d = tables.deliveries
 _contacts = tables.contacts
 _events = tables.status_events
 _members = tables.list_members
+
+#: ``state = 'queued'`` with the constant inline: the predicate of ``ix_deliveries_queue``
+#: (a bound parameter would keep SQLite and PostgreSQL's generic plans off the index)
+_QUEUED = _d.c.state == literal_column(f"'{states.QUEUED}'")
+#: ``state = 'sending'`` inline: the predicate of ``ix_deliveries_in_flight``
+_SENDING = _d.c.state == literal_column(f"'{states.SENDING}'")
 
 
 @dataclass(frozen=True)
@@ -54,6 +69,66 @@ class ClaimedRow:
     sender: str | None
     attempts: int
     content: dict[str, Any]
+
+
+#: what a claim returns of each row it takes (:class:`ClaimedRow`'s fields)
+_CLAIMED_COLUMNS = (
+    _d.c.id,
+    _d.c.campaign_id,
+    _d.c.target,
+    _d.c.target_kind,
+    _d.c.contact_id,
+    _d.c.sender,
+    _d.c.attempts,
+    _d.c.content,
+)
+
+
+def _claimed_rows(result: Any) -> list[ClaimedRow]:
+    """The rows a claim returned (its ``RETURNING`` :data:`_CLAIMED_COLUMNS`)."""
+    return [
+        ClaimedRow(
+            id=r.id,
+            campaign_id=r.campaign_id,
+            target=r.target,
+            target_kind=r.target_kind,
+            contact_id=r.contact_id,
+            sender=r.sender,
+            attempts=r.attempts,
+            content=dict(r.content or {}),
+        )
+        for r in result
+    ]
+
+
+@functools.cache
+def _claim_statement(skip_locked: bool) -> Any:
+    """The claim's UPDATE (module docstring), built once per flavour (its construction
+    cost more than SQLite running it)."""
+    sub = (
+        select(_d.c.id)
+        .where(
+            _d.c.campaign_id == bindparam("c"),
+            _d.c.sender == bindparam("s"),
+            _QUEUED,
+            _d.c.due_at <= bindparam("now", type_=_d.c.due_at.type),
+        )
+        .order_by(_d.c.due_at, _d.c.id)
+        .limit(bindparam("n"))
+    )
+    if skip_locked:
+        sub = sub.with_for_update(skip_locked=True)
+    return (
+        update(_d)
+        .where(_d.c.id.in_(sub.scalar_subquery()))
+        .values(
+            state=states.SENDING,
+            lease_until=bindparam("lease", type_=_d.c.lease_until.type),
+            attempts=_d.c.attempts + 1,
+            attempted_at=bindparam("now", type_=_d.c.attempted_at.type),
+        )
+        .returning(*_CLAIMED_COLUMNS)
+    )
 
 
 def claim(
@@ -72,55 +147,68 @@ def claim(
     """
     if limit <= 0:
         return []
-    sub = (
-        select(_d.c.id)
-        .where(
-            _d.c.campaign_id == campaign_id,
-            _d.c.sender == sender,
-            _d.c.state == states.QUEUED,
-            _d.c.due_at <= now,
-        )
-        .order_by(_d.c.due_at, _d.c.id)
-        .limit(limit)
+    params = {"c": campaign_id, "s": sender, "now": now, "lease": lease_until, "n": limit}
+    stmt = _claim_statement(conn.dialect.name == "postgresql")
+    claimed = _claimed_rows(conn.execute(stmt, params))
+    claimed.sort(key=lambda c: c.id)
+    return claimed
+
+
+#: :func:`claim_first_of_each`'s statement per dialect: one correlated pick per sender
+#: (PostgreSQL: a LATERAL join with ``FOR UPDATE SKIP LOCKED``; SQLite: ``json_each``)
+#: ``state = 'queued'`` stays a literal: the predicate of ``ix_deliveries_queue`` (a bound
+#: parameter keeps both databases off the partial index)
+_CLAIM_FIRST_OF_EACH = {
+    "postgresql": """
+        SELECT d.id FROM unnest(CAST(:senders AS text[])) AS s(sender)
+        CROSS JOIN LATERAL (
+            SELECT id FROM deliveries
+            WHERE campaign_id = :campaign_id AND sender = s.sender
+              AND state = 'queued' AND due_at <= :now
+            ORDER BY due_at, id LIMIT 1 FOR UPDATE SKIP LOCKED) AS d""",
+    "sqlite": """
+        SELECT (SELECT d.id FROM deliveries AS d
+                WHERE d.campaign_id = :campaign_id AND d.sender = s.value
+                  AND d.state = 'queued' AND d.due_at <= :now
+                ORDER BY d.due_at, d.id LIMIT 1)
+        FROM json_each(:senders) AS s""",
+}
+
+
+def claim_first_of_each(
+    conn: Connection,
+    *,
+    campaign_id: int,
+    senders: Sequence[str],
+    now: datetime,
+    lease_until: datetime,
+) -> list[ClaimedRow]:
+    """Claim the first due queued row (by ``due_at``, ``id``) of each of ``senders`` in
+    one campaign: :func:`claim` with ``limit=1`` for many senders in one statement.
+    Senders with nothing due claim nothing. Rows come back in sender order."""
+    if not senders:
+        return []
+    picks = text(_CLAIM_FIRST_OF_EACH[conn.dialect.name]).bindparams(
+        bindparam("now", value=now, type_=_d.c.due_at.type),
+        bindparam("campaign_id", value=campaign_id),
+        bindparam(
+            "senders",
+            value=list(senders) if conn.dialect.name == "postgresql" else json.dumps(list(senders)),
+        ),
     )
-    if conn.dialect.name == "postgresql":
-        sub = sub.with_for_update(skip_locked=True)
     stmt = (
         update(_d)
-        .where(_d.c.id.in_(sub.scalar_subquery()))
+        .where(_d.c.id.in_(picks.columns(_d.c.id).scalar_subquery()))
         .values(
             state=states.SENDING,
             lease_until=lease_until,
             attempts=_d.c.attempts + 1,
             attempted_at=now,
         )
-        .returning(
-            _d.c.id,
-            _d.c.campaign_id,
-            _d.c.target,
-            _d.c.target_kind,
-            _d.c.contact_id,
-            _d.c.sender,
-            _d.c.attempts,
-            _d.c.content,
-        )
+        .returning(*_CLAIMED_COLUMNS)
     )
-    rows = conn.execute(stmt).all()
-    claimed = [
-        ClaimedRow(
-            id=r.id,
-            campaign_id=r.campaign_id,
-            target=r.target,
-            target_kind=r.target_kind,
-            contact_id=r.contact_id,
-            sender=r.sender,
-            attempts=r.attempts,
-            content=dict(r.content or {}),
-        )
-        for r in rows
-    ]
-    claimed.sort(key=lambda c: c.id)
-    return claimed
+    rows = _claimed_rows(conn.execute(stmt))
+    return sorted(rows, key=lambda r: (r.sender or "", r.id))
 
 
 def opted_out_contact_ids(conn: Connection, contact_ids: Sequence[int]) -> set[int]:
@@ -227,47 +315,100 @@ def expire_leases(
     return int(result.rowcount or 0)
 
 
-def sends_since(conn: Connection, sender: str, since: datetime) -> int:
+@functools.cache
+def _sends_since_statement(capped: bool) -> Any:
+    """:func:`sends_since`'s two counts in one SELECT, built once per flavour."""
+    sent = select(_d.c.id).where(
+        _d.c.sender == bindparam("s"),
+        _d.c.sent_at >= bindparam("since", type_=_d.c.sent_at.type),
+    )
+    if capped:
+        sent = sent.limit(bindparam("cap"))
+    sending = select(func.count()).where(
+        _SENDING, _d.c.sender == bindparam("s"), _d.c.sent_at.is_(None)
+    )
+    return select(
+        select(func.count()).select_from(sent.subquery()).scalar_subquery(),
+        sending.scalar_subquery(),
+    )
+
+
+def sends_since(
+    conn: Connection, sender: str, since: datetime, *, at_most: int | None = None
+) -> int:
     """How many messages ``sender`` sent (or is sending) since ``since``, all campaigns.
 
-    Used for the daily cap: ``since`` is the start of the local day.
+    Used for the daily cap: ``since`` is the start of the local day. The rows sent are a
+    range of ``ix_deliveries_sender_sent``; with ``at_most`` (the cap) their count stops
+    there, so a claim under a cap reads at most that many index entries however many
+    messages went out. The rows being sent (no ``sent_at`` yet) are the few in flight,
+    read through the partial ``ix_deliveries_in_flight``.
     """
-    stmt = select(func.count()).where(_d.c.sender == sender, _sent_or_sending_since(since))
-    return int(conn.execute(stmt).scalar_one())
+    stmt = _sends_since_statement(at_most is not None)
+    params: dict[str, Any] = {"s": sender, "since": since}
+    if at_most is not None:
+        params["cap"] = max(0, at_most)
+    n_sent, n_sending = conn.execute(stmt, params).one()
+    return int(n_sent) + int(n_sending)
 
 
 def has_pending(conn: Connection, campaign_id: int, *, open_states: Sequence[str]) -> bool:
-    """True while the campaign has rows in ``open_states`` (queued or being sent)."""
-    stmt = select(
-        exists().where(
-            _d.c.campaign_id == campaign_id,
-            _d.c.state.in_(list(open_states)),
-        )
-    )
-    return bool(conn.execute(stmt).scalar())
+    """True while the campaign has rows in ``open_states`` (queued or being sent); one
+    index probe of (campaign_id, state) per state."""
+    probes = [
+        exists().where(_d.c.campaign_id == campaign_id, _d.c.state == state)
+        for state in dict.fromkeys(open_states)
+    ]
+    if not probes:
+        return False
+    return any(bool(v) for v in conn.execute(select(*probes)).one())
 
 
 def next_due_at(conn: Connection, campaign_id: int, senders: Sequence[str]) -> datetime | None:
-    """The earliest ``due_at`` of the campaign's queued rows for ``senders``."""
-    if not senders:
-        return None
-    stmt = select(func.min(_d.c.due_at)).where(
-        _d.c.campaign_id == campaign_id,
-        _d.c.state == states.QUEUED,
-        _d.c.sender.in_(list(senders)),
+    """The earliest ``due_at`` of the campaign's queued rows for ``senders``: the first
+    entry of each sender's range of ``ix_deliveries_queue``."""
+    found: list[datetime] = []
+    for sender in dict.fromkeys(senders):
+        value = conn.execute(
+            select(_d.c.due_at)
+            .where(
+                _d.c.campaign_id == campaign_id,
+                _d.c.sender == sender,
+                _QUEUED,
+                _d.c.due_at.is_not(None),
+            )
+            .order_by(_d.c.due_at, _d.c.id)
+            .limit(1)
+        ).scalar()
+        if isinstance(value, datetime):
+            found.append(value)
+    return min(found, default=None)
+
+
+#: the distinct senders of a campaign's queued rows by a loose scan of
+#: ``ix_deliveries_queue``: one index probe per sender (a recursive CTE, as both
+#: databases lack a skip scan), never a read of every queued row
+_QUEUED_SENDERS = text(
+    f"""
+    WITH RECURSIVE s(sender) AS (
+        SELECT (SELECT sender FROM {_d.name}
+                WHERE campaign_id = :c AND {QUEUED_ROWS} AND sender IS NOT NULL
+                ORDER BY sender LIMIT 1)
+        UNION ALL
+        SELECT (SELECT d.sender FROM {_d.name} d
+                WHERE d.campaign_id = :c AND d.{QUEUED_ROWS} AND d.sender > s.sender
+                ORDER BY d.sender LIMIT 1)
+        FROM s WHERE s.sender IS NOT NULL
     )
-    value = conn.execute(stmt).scalar()  # min() keeps the column type: aware UTC
-    return value if isinstance(value, datetime) else None
+    SELECT sender FROM s WHERE sender IS NOT NULL
+    """
+)
 
 
 def queued_senders(conn: Connection, campaign_id: int) -> list[str]:
-    """The distinct sender instances that still have queued rows in the campaign."""
-    stmt = (
-        select(_d.c.sender)
-        .where(_d.c.campaign_id == campaign_id, _d.c.state == states.QUEUED)
-        .group_by(_d.c.sender)
-    )
-    return [str(r[0]) for r in conn.execute(stmt) if r[0] is not None]
+    """The distinct sender instances that still have queued rows in the campaign, in
+    order (see :data:`_QUEUED_SENDERS`)."""
+    return [str(r[0]) for r in conn.execute(_QUEUED_SENDERS, {"c": campaign_id})]
 
 
 __all__ = [
@@ -291,16 +432,23 @@ __all__ = [
 ]
 
 
-def unapplied_known_message_ids(conn: Connection, *, limit: int = 1000) -> list[str]:
-    """Message ids with unapplied status events that a delivery row now carries.
+def unapplied_known_message_ids(
+    conn: Connection, *, received_since: datetime, limit: int = 1000
+) -> list[str]:
+    """Message ids with unapplied status events, received since ``received_since``, that a
+    delivery row now carries.
 
     On PostgreSQL an event can commit (unapplied) just after the dispatcher recorded
-    its message id and looked for pending events; a periodic sweep closes that gap.
+    its message id and looked for pending events; a periodic sweep closes that gap. The
+    events are a range of ``ix_status_events_applied_received`` (unapplied, recent): events
+    that never match a delivery (messages other tools sent through the same instance)
+    stay unapplied for good and are not read again once older than ``received_since``.
     """
     stmt = (
         select(_events.c.message_id)
         .where(
-            _events.c.applied.is_(False),
+            _events.c.applied == false(),
+            _events.c.received_at >= received_since,
             exists().where(_d.c.message_id == _events.c.message_id),
         )
         .group_by(_events.c.message_id)
@@ -409,21 +557,13 @@ def deliveries_page(
 def sends_since_by_sender(
     conn: Connection, senders: Sequence[str], since: datetime
 ) -> dict[str, int]:
-    """:func:`sends_since` for several senders in one grouped read (senders without any
-    are left out)."""
+    """:func:`sends_since` for several senders (senders without any are left out): one
+    range of (sender, sent_at) per sender, plus the rows in flight."""
     if not senders:
         return {}
-    stmt = (
-        select(_d.c.sender, func.count())
-        .where(_d.c.sender.in_(list(senders)), _sent_or_sending_since(since))
-        .group_by(_d.c.sender)
-    )
-    return {str(sender): int(n) for sender, n in conn.execute(stmt)}
-
-
-def _sent_or_sending_since(since: datetime) -> Any:
-    """Rows sent since ``since``, or being sent now (what a daily cap counts)."""
-    return or_(
-        _d.c.sent_at >= since,
-        and_(_d.c.state == states.SENDING, _d.c.sent_at.is_(None)),
-    )
+    out: dict[str, int] = {}
+    for sender in dict.fromkeys(senders):
+        n = sends_since(conn, sender, since)
+        if n:
+            out[str(sender)] = n
+    return out

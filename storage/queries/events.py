@@ -29,11 +29,13 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
+    delete,
     func,
     literal,
     literal_column,
     or_,
     select,
+    true,
     update,
 )
 from sqlalchemy.dialects import sqlite
@@ -517,6 +519,24 @@ def take_message_ids(conn: Connection, pairs: Sequence[tuple[int, str]]) -> list
     return taken
 
 
+def prune_applied_events(conn: Connection, *, received_before: datetime, limit: int) -> int:
+    """Delete up to ``limit`` status events that were applied to their delivery and were
+    received before ``received_before``, oldest first; returns how many.
+
+    The oldest applied events are the head of ``ix_status_events_applied_received``, so a
+    batch reads what it deletes. Unapplied events are never touched (an event no delivery
+    carries may still settle an ``unknown`` row).
+    """
+    oldest = (
+        select(_e.c.id)
+        .where(_e.c.applied == true(), _e.c.received_at < received_before)
+        .order_by(_e.c.received_at)
+        .limit(max(0, limit))
+    )
+    result = conn.execute(delete(_e).where(_e.c.id.in_(oldest.scalar_subquery())))
+    return int(result.rowcount or 0)
+
+
 def existing_inbound(conn: Connection, message_ids: Sequence[str]) -> set[str]:
     """The inbound message ids already stored among ``message_ids``."""
     out: set[str] = set()
@@ -624,6 +644,7 @@ __all__ = [
     "insert_status_events",
     "pg_insert_status_events_sql",
     "pg_status_event_columns",
+    "prune_applied_events",
     "reply_target",
     "set_instance_state",
     "set_reply",

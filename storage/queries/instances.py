@@ -8,15 +8,28 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
-from sqlalchemy import Connection, bindparam, delete, func, insert, or_, select, update
+from sqlalchemy import (
+    Connection,
+    and_,
+    bindparam,
+    delete,
+    func,
+    insert,
+    literal_column,
+    or_,
+    select,
+    update,
+)
 
 from storage import states, tables
 
 _i = tables.instances
 _events = tables.status_events
 _d = tables.deliveries
+#: ``state = 'queued'`` inline: the predicate of the partial ``ix_deliveries_queue``
+_QUEUED = _d.c.state == literal_column(f"'{states.QUEUED}'")
 
 #: The state of an instance that no longer exists at the gateway (reset without a new
 #: id, "Instance ID Invalidated", the demo's embedded sandbox stopped): it never sends.
@@ -97,7 +110,7 @@ def queued_targets(
     cond = _d.c.sender.is_(None) if sender is None else _d.c.sender == sender
     rows = conn.execute(
         select(_d.c.id, _d.c.target)
-        .where(_d.c.campaign_id == campaign_id, _d.c.state == states.QUEUED, cond)
+        .where(_d.c.campaign_id == campaign_id, _QUEUED, cond)
         .order_by(_d.c.id)
         .limit(limit)
     )
@@ -108,11 +121,7 @@ def has_unassigned(conn: Connection, campaign_id: int) -> bool:
     """True when the campaign has queued rows without a sender (it was forgotten)."""
     row = conn.execute(
         select(_d.c.id)
-        .where(
-            _d.c.campaign_id == campaign_id,
-            _d.c.state == states.QUEUED,
-            _d.c.sender.is_(None),
-        )
+        .where(_d.c.campaign_id == campaign_id, _QUEUED, _d.c.sender.is_(None))
         .limit(1)
     ).first()
     return row is not None
@@ -229,6 +238,21 @@ def next_send_times(conn: Connection, instance_ids: Sequence[str]) -> dict[str, 
     return {str(r[0]): r[1] for r in rows}
 
 
+def pace_state(
+    conn: Connection, instance_ids: Sequence[str]
+) -> dict[str, tuple[str | None, datetime | None]]:
+    """``instance_id -> (paused_reason, next_send_at)`` in one read (missing ids absent):
+    :func:`pause_state` and :func:`next_send_times` together."""
+    if not instance_ids:
+        return {}
+    rows = conn.execute(
+        select(_i.c.instance_id, _i.c.paused_reason, _i.c.next_send_at).where(
+            _i.c.instance_id.in_(list(instance_ids))
+        )
+    )
+    return {str(r[0]): (r[1], r[2]) for r in rows}
+
+
 def reserve_slot(conn: Connection, instance_id: str, *, now: datetime, next_at: datetime) -> bool:
     """Take the instance's next send slot if it is free at ``now``; one conditional UPDATE.
 
@@ -245,6 +269,41 @@ def reserve_slot(conn: Connection, instance_id: str, *, now: datetime, next_at: 
         .values(next_send_at=next_at)
     )
     return bool(result.rowcount == 1)
+
+
+def reserve_slots(conn: Connection, instance_ids: Sequence[str], *, now: datetime) -> list[str]:
+    """Take the send slot of every instance in ``instance_ids`` that is free at ``now``
+    (unpaused, slot due); one UPDATE for all, setting ``next_send_at = now`` until the
+    caller sets the next slot (:func:`set_next_sends`). Returns the ids taken.
+
+    On PostgreSQL the instance rows another transaction holds are skipped (``FOR UPDATE
+    SKIP LOCKED``): another worker is claiming for them, and workers never wait for or
+    deadlock on each other's claims.
+    """
+    if not instance_ids:
+        return []
+    free = and_(
+        _i.c.instance_id.in_(list(instance_ids)),
+        _i.c.paused_reason.is_(None),
+        or_(_i.c.next_send_at.is_(None), _i.c.next_send_at <= now),
+    )
+    stmt = update(_i).where(free)
+    if conn.dialect.name == "postgresql":
+        unlocked = select(_i.c.instance_id).where(free).with_for_update(skip_locked=True)
+        stmt = stmt.where(_i.c.instance_id.in_(unlocked.scalar_subquery()))
+    rows = conn.execute(stmt.values(next_send_at=now).returning(_i.c.instance_id))
+    return sorted(str(r[0]) for r in rows)
+
+
+def set_next_sends(conn: Connection, slots: Sequence[tuple[str, datetime]]) -> None:
+    """Persist several instances' next send slots (``(instance_id, at)``); one
+    executemany."""
+    if not slots:
+        return
+    stmt = (
+        update(_i).where(_i.c.instance_id == bindparam("iid")).values(next_send_at=bindparam("at"))
+    )
+    conn.execute(stmt, [{"iid": iid, "at": at} for iid, at in slots])
 
 
 def lock_unpaused(conn: Connection, instance_id: str) -> bool:
@@ -284,26 +343,35 @@ def resume(conn: Connection, instance_id: str, *, now: datetime) -> bool:
     return bool(result.rowcount == 1)
 
 
+#: before any pause: an instance never paused counts every event with the code
+_NEVER = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def pause_on_restriction_events(
     conn: Connection, *, now: datetime, code: str, reason: str
 ) -> list[str]:
     """Pause, with ``reason``, every unpaused instance that got a failed status with the
-    error ``code`` since its last pause. Returns the instance ids paused now."""
-    latest = (
-        select(_events.c.instance_id, func.max(_events.c.received_at).label("last"))
-        .where(_events.c.error_code == code, _events.c.instance_id.is_not(None))
-        .group_by(_events.c.instance_id)
-        .subquery()
+    error ``code`` since its last pause. Returns the instance ids paused now.
+
+    One probe of ``ix_status_events_code`` (error code, instance, receipt; partial on
+    events with a code) per unpaused instance: the events received after its last pause,
+    so the cost follows the number of senders, never the history of status events.
+    """
+    fresh = (
+        select(_events.c.id)
+        .where(
+            _events.c.error_code == code,
+            _events.c.instance_id == _i.c.instance_id,
+            _events.c.received_at > func.coalesce(_i.c.paused_at, _NEVER),
+        )
+        .exists()
     )
-    rows = conn.execute(
-        select(_i.c.instance_id, _i.c.paused_at, latest.c.last)
-        .join(latest, latest.c.instance_id == _i.c.instance_id)
-        .where(_i.c.paused_reason.is_(None))
-    ).all()
+    due = conn.execute(
+        select(_i.c.instance_id).where(_i.c.paused_reason.is_(None), fresh).order_by(_i.c.id)
+    ).scalars()
     paused: list[str] = []
-    for instance_id, paused_at, last in rows:
-        due = paused_at is None or (last is not None and last > paused_at)
-        if due and pause(conn, str(instance_id), reason, now=now):
+    for instance_id in list(due):
+        if pause(conn, str(instance_id), reason, now=now):
             paused.append(str(instance_id))
     return paused
 

@@ -70,3 +70,24 @@ def test_campaign_run_with_webhook_sends_and_learns_statuses(tmp_path: Path) -> 
         states = Counter(conn.execute(select(d.c.state).where(d.c.campaign_id == cid)).scalars())
     assert len(messages) == sum(states.values())
     assert states["delivered"] + states["read"] == len(messages), states
+
+
+def test_the_http_server_runs_on_uvloop_and_httptools() -> None:
+    """The server extras the webhook benchmark showed pay (docs/benchmarks.md) are in use."""
+    import asyncio
+
+    import httpx
+    from fastapi import FastAPI
+
+    from gatecast.runtime.http_server import AsgiServer
+
+    app = FastAPI()
+
+    @app.get("/loop")
+    async def loop() -> dict[str, str]:
+        return {"loop": type(asyncio.get_running_loop()).__module__}
+
+    with AsgiServer(app) as server:
+        assert httpx.get(f"{server.url}/loop").json() == {"loop": "uvloop"}
+        protocol = server._server.config.http_protocol_class
+        assert protocol.__name__ == "HttpToolsProtocol", protocol

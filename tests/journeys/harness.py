@@ -22,9 +22,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
+
+if TYPE_CHECKING:
+    from gatecast.runtime.receiver_control import ReceiverInfo
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "samples"
@@ -214,10 +217,46 @@ class Workspace:
         proc.kill()
         raise JourneyError(f"gatecast serve did not start:\n{proc.output()}")
 
+    @property
+    def state_folder(self) -> Path:
+        """Where the workspace's receiver keeps its journal and control socket."""
+        return Path(self.settings.get("GATECAST_JOURNAL_DIR", self.path))
+
+    def receiver(self) -> ReceiverInfo | None:
+        """The ``gatecast receive`` process serving this workspace, if one answers."""
+        from gatecast.runtime.receiver_control import running_receiver
+
+        return running_receiver(self.state_folder)
+
     def close(self) -> None:
-        """Stop every process this workspace started."""
+        """Stop every process this workspace started, and a receiver a killed ``serve``
+        left serving (a receiver outlives its ``serve``'s crash by design)."""
         for proc in self.processes:
             proc.stop(timeout=15)
+        left = self.receiver()
+        if left is not None:
+            stop_pid(left.pid)
+
+
+def pid_alive(pid: int) -> bool:
+    """True while process ``pid`` exists (a zombie of ours counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def stop_pid(pid: int, timeout: float = 30.0) -> None:
+    """SIGTERM process ``pid`` and wait for it to go (SIGKILL after ``timeout``)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if pid_alive(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 @dataclass

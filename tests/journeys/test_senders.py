@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import itertools
 import re
 import socket
 from collections.abc import Iterator
@@ -305,3 +306,37 @@ def test_webhook_disable_and_restore_after_campaign_run(ws: Workspace) -> None:
     assert after[fresh]["webhook_enabled"] is False, after
     assert f"webhook of {served} restored" in run.output, run.output
     assert "not received until `gatecast serve` runs" in run.output, run.output
+
+
+# -- (h) slow senders keep their pace under `serve` ----------------------------------------
+
+
+def test_serve_sends_each_slow_senders_rows_on_pace(tmp_path: Path, sandbox_dir: Path) -> None:
+    # a gateway that answers each send after 0.6 s (web-session gateways answer after they
+    # have sent), senders paced every 0.5 s: each sender's sends wait on the gateway in the
+    # background while the others go on; GATECAST_SEND_CONCURRENCY bounds how many wait
+    with (
+        _own_sandbox(sandbox_dir, "--latency-ms", "600-600") as sb,
+        workspace(tmp_path / "work", sb.url) as ws,
+    ):
+        senders = {_link(ws) for _ in range(4)}
+        _import(ws)
+        server = ws.serve(GATECAST_SEND_CONCURRENCY="8")
+        campaign_id = _campaign(ws, **{"per_minute = 600": "per_minute = 120"})
+
+        def finished() -> bool:
+            got = server.api().get(f"/api/v1/campaigns/{campaign_id}").json()
+            return bool(got["state"] == "completed")
+
+        wait_for(finished, timeout=90, what="the campaign to complete")
+        messages = httpx.get(f"{sb.url}/sandbox/messages", timeout=10).json()
+        stats = httpx.get(f"{sb.url}/sandbox/stats", timeout=10).json()
+    assert stats["accepted"] == 44 and stats["recipients_with_several"] == []
+    times: dict[str, list[float]] = {}
+    for m in messages:
+        times.setdefault(m["instance_id"], []).append(float(m["at"]))
+    assert set(times) == senders  # every sender sent, none waited for another's answers
+    for at in times.values():
+        at.sort()
+        gaps = [b - a for a, b in itertools.pairwise(at)]
+        assert min(gaps) >= 0.45, gaps  # 0.5 s apart, less the gateway's jitter

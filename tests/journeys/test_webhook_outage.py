@@ -4,11 +4,14 @@
 IMMEDIATE``) for about 10 s while the gateway posts status events and a STOP reply to the
 served webhook. Every POST answers 200 (the events go to the local journal); once the
 lock is released every status is applied and the STOP opted its contact out. When
-``serve`` is killed before the lock goes, the next ``serve`` drains the journal at start.
+``serve`` and its receiver are both killed before the lock goes (the machine crashed),
+the next ``serve`` drains the journal at start.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
 import time
 from pathlib import Path
@@ -16,7 +19,15 @@ from typing import Any
 
 import httpx
 
-from tests.journeys.harness import SAMPLES, Process, Server, Workspace, wait_for, workspace
+from tests.journeys.harness import (
+    SAMPLES,
+    Process,
+    Server,
+    Workspace,
+    pid_alive,
+    wait_for,
+    workspace,
+)
 from tests.journeys.test_senders import _campaign
 
 SECRET = "journey-webhook-secret-0123456789"
@@ -77,7 +88,11 @@ def test_events_journalled_by_a_killed_serve_are_applied_by_the_next(
                     gateway.post(hook, json=_stop(sender, stopper, "stop-2")).status_code
                 )
             assert answers == [200] * (len(ids) + 1), answers
-            server.process.kill()  # SIGKILL: what it acknowledged is only in the journal
+            receiver = ws.receiver()
+            assert receiver is not None
+            server.process.kill()  # SIGKILL both: what they acknowledged is only in the journal
+            os.kill(receiver.pid, signal.SIGKILL)
+            wait_for(lambda: not pid_alive(receiver.pid), timeout=10, what="the receiver killed")
         finally:
             blocker.execute("COMMIT")
             blocker.close()
@@ -150,3 +165,39 @@ def test_events_posted_while_the_database_is_locked_are_all_applied(
         assert server.stop() == 0
         assert "Traceback" not in server.process.output()
         assert not (ws.path / "gatecast-webhook-journal.jsonl").read_bytes()
+
+
+def test_with_the_database_locked_and_the_journal_disk_full_the_webhook_answers_503(
+    tmp_path: Path, sandbox_process: Process
+) -> None:
+    """Nowhere to keep an event: ``serve`` says so (503, ``Retry-After``), never a 200 for
+    an event that is nowhere; once there is room again it acknowledges as before."""
+    journal_dir = tmp_path / "journal"
+    journal_dir.mkdir()
+    journal = journal_dir / "gatecast-webhook-journal.jsonl"
+    journal.symlink_to("/dev/full")  # a full disk: every write fails with ENOSPC
+    with workspace(
+        tmp_path / "work",
+        sandbox_process.url,
+        GATECAST_WEBHOOK_SECRET=SECRET,
+        GATECAST_JOURNAL_DIR=str(journal_dir),
+    ) as ws:
+        sender = ws.link_sender()
+        server = ws.serve()
+        hook = f"{server.url}/webhooks/gateway/{SECRET}"
+        blocker = sqlite3.connect(ws.path / "gatecast.db", isolation_level=None)
+        try:
+            blocker.execute("BEGIN IMMEDIATE")
+            with httpx.Client(timeout=30) as gateway:
+                refused = gateway.post(hook, json=_status(sender, "full-1", "read"))
+            blocker.execute("COMMIT")
+        finally:
+            blocker.close()
+        assert refused.status_code == 503, refused.text
+        assert refused.headers["retry-after"] == "5", refused.headers
+        assert "retry later" in refused.json()["detail"], refused.text
+        journal.unlink()  # room again
+        with httpx.Client(timeout=30) as gateway:
+            accepted = gateway.post(hook, json=_status(sender, "full-2", "read"))
+        assert accepted.status_code == 200, accepted.text
+        assert "No space left on device" in server.process.output(), server.process.output()

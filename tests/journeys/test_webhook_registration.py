@@ -1,6 +1,7 @@
 """Several ``gatecast serve`` processes register one webhook: ``GATECAST_PUBLIC_URL``.
 
-Two processes serve one SQLite database; the gateway (a sandbox process) must hold the
+Two processes serve one SQLite database, each with its own state folder (as on two
+machines: each has its own receiver and port); the gateway (a sandbox process) must hold the
 public URL, never the second process's own port, and when its webhook is changed behind
 gatecast's back the leader puts it back within ``GATECAST_WEBHOOK_CHECK_SECONDS``.
 """
@@ -37,8 +38,10 @@ def test_two_serve_processes_register_the_public_url_and_the_leader_keeps_it(
     shown = f"{public}/***"
     ws.settings.update(GATECAST_PUBLIC_URL=public, GATECAST_WEBHOOK_CHECK_SECONDS="2")
     first = ws.serve("--port", str(port))
-    second = ws.serve()  # its own port: never registered
-    assert second.url != public
+    # another machine's serve: its own state folder, so its own receiver on its own port
+    # (in one folder it would take the first receiver's socket over)
+    second = ws.serve(GATECAST_JOURNAL_DIR=str(ws.path / "second-machine"))
+    assert second.url != public  # its own port: never registered
     assert _webhook(ws.gateway_url, sender) == shown
     assert "GATECAST_PUBLIC_URL is not set" not in first.process.output()
     assert f"webhook {public}/webhooks/gateway/*** registered for {sender}" in (

@@ -2,21 +2,33 @@
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from sqlalchemy import Engine, insert, select
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError, StatementError
 
 from storage import tables
-from storage.engine import current_revision, make_engine, normalise_url, ping, upgrade
+from storage.engine import (
+    current_revision,
+    log_failure,
+    make_engine,
+    normalise_url,
+    ping,
+    upgrade,
+)
 from storage.models import HEAD_REVISION
+
+log = logging.getLogger("gatecast.test")
 
 
 def test_upgrade_is_idempotent(engine: Engine) -> None:
     upgrade(engine)
-    assert current_revision(engine) == HEAD_REVISION == "0005"
+    assert current_revision(engine) == HEAD_REVISION == "0006"
 
 
 def test_datetimes_round_trip_as_utc(engine: Engine) -> None:
@@ -122,3 +134,50 @@ def test_unavailable_errors_are_the_database_s_absence_not_the_data_s_fault(
     assert not is_unavailable_error(bad_sql.value)  # a bad statement is not an outage
     assert not is_unavailable_error(IntegrityError("INSERT", {}, Exception("UNIQUE")))
     assert not is_unavailable_error(ValueError("bad data"))
+
+
+def _error_from(engine: sa.Engine, sql: str) -> Exception:
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text(sql))
+    except Exception as exc:  # the real error SQLAlchemy raises
+        return exc
+    raise AssertionError(f"{sql!r} did not fail")
+
+
+def test_a_loop_failing_on_a_locked_database_logs_one_line_a_defect_its_traceback(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "locked.db"
+    engine = sa.create_engine(f"sqlite:///{path}", connect_args={"timeout": 0.1})
+    with engine.begin() as conn:
+        conn.execute(sa.text("CREATE TABLE t (x INTEGER)"))
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process's write lock
+    try:
+        locked = _error_from(engine, "INSERT INTO t VALUES (1)")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    defect = _error_from(engine, "INSERT INTO no_such_table VALUES (1)")
+    engine.dispose()
+
+    with caplog.at_level(logging.WARNING, logger="gatecast.test"):
+        try:
+            raise locked
+        except Exception as exc:
+            log_failure(log, "the dispatcher stopped; restarting in 1 s", exc)
+    (outage,) = caplog.records
+    assert outage.levelno == logging.WARNING and outage.exc_info is None
+    assert outage.getMessage() == (
+        "the dispatcher stopped; restarting in 1 s: the database is unavailable "
+        "(database is locked)"
+    )
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="gatecast.test"):
+        try:
+            raise defect
+        except Exception as exc:
+            log_failure(log, "scheduler loop error", exc)
+    (error,) = caplog.records
+    assert error.levelno == logging.ERROR and error.exc_info is not None

@@ -18,6 +18,7 @@ from gatecast.web import metrics, webhook
 from gatecast.web.context import AppContext
 from gatecast.web.webhook_guard import (
     HeldInstances,
+    InstancesUnknown,
     RefusalLog,
     source_allowed,
     source_networks,
@@ -194,7 +195,7 @@ def test_held_instances_keeps_the_old_ids_when_a_reload_fails() -> None:
         assert (await cache.split([_conn_event("A")]))[0]
 
     asyncio.run(go())
-    with pytest.raises(RuntimeError):
+    with pytest.raises(InstancesUnknown):  # none read yet: refused (503), not accepted
         asyncio.run(HeldInstances(load).split([_conn_event("A")]))
 
 

@@ -8,10 +8,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from pydantic import SecretStr
+from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
 
 from campaigns.gateway_events import ApplyStats
+from gatecast.settings import Settings
+from gatecast.web.context import AppContext
 from gatecast.web.webhook_batcher import EventBatcher
 from gatecast.web.webhook_journal import EventJournal, decode, encode
 from gateway.events import (
@@ -21,8 +26,10 @@ from gateway.events import (
     IncomingMessage,
     MessageStatus,
 )
+from storage.queries import instances as iq
 
 AT = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+SECRET = "s3cr3t-webhook-path"
 
 
 def _status(i: int) -> MessageStatus:
@@ -170,3 +177,56 @@ def test_a_journalled_event_the_database_refuses_does_not_block_the_rest(
     asyncio.run(go())
     assert stored == [_status(1), _status(3)]
     assert not journal
+
+
+def test_a_full_journal_disk_with_the_database_locked_answers_503_with_retry_after(
+    sqlite_engine: Engine, tmp_path: Path
+) -> None:
+    """Neither the database nor the journal can take the batch: 503, never a 200 or 500."""
+    import sqlite3
+
+    from gatecast.web.app import create_app
+    from gatecast.web.webhook_journal import JOURNAL_FILE
+
+    with sqlite_engine.begin() as conn:
+        iq.mark_state(conn, "A", "connected", now=AT)
+    journal_dir = tmp_path / "journal"
+    journal_dir.mkdir()
+    (journal_dir / JOURNAL_FILE).symlink_to("/dev/full")  # every write: ENOSPC
+    settings = Settings(
+        webhook_secret=SecretStr(SECRET), database_url="sqlite://", journal_dir=str(journal_dir)
+    )
+    app = create_app(
+        AppContext(settings=settings, engine=sqlite_engine, api_key=SecretStr("k" * 32))
+    )
+    database = sqlite_engine.url.database
+    assert database
+    blocker = sqlite3.connect(database, isolation_level=None)
+    body: dict[str, Any] = {
+        "event": "message_status",
+        "instance_id": "A",
+        "data": {"id": "m1", "status": "read", "timestamp": 1795000000},
+    }
+
+    async def go() -> tuple[httpx.Response, httpx.Response]:
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://gw") as c:
+                blocker.execute("BEGIN IMMEDIATE")  # the write lock, held
+                try:
+                    refused = await c.post(f"/webhooks/gateway/{SECRET}", json=body)
+                finally:
+                    blocker.execute("COMMIT")
+                (journal_dir / JOURNAL_FILE).unlink()  # room again, the database free
+                body["data"]["id"] = "m2"
+                return refused, await c.post(f"/webhooks/gateway/{SECRET}", json=body)
+
+    try:
+        refused, accepted = asyncio.run(go())
+    finally:
+        blocker.close()
+    assert refused.status_code == 503, refused.text
+    assert refused.headers["retry-after"].isdigit(), refused.headers
+    assert refused.headers["content-type"] == "application/problem+json"
+    assert "could not be stored" in refused.json()["detail"]
+    assert accepted.status_code == 200, accepted.text

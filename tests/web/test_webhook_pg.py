@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import socket
+import threading
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 from fastapi import FastAPI
 from pydantic import SecretStr
@@ -15,6 +20,7 @@ from gatecast.settings import Settings
 from gatecast.web import webhook
 from gatecast.web.context import AppContext
 from gatecast.web.webhook_batcher import EventBatcher
+from gatecast.web.webhook_guard import LOAD_RETRY_SECONDS
 from gatecast.web.webhook_journal import EventJournal
 from gatecast.web.webhook_pg import PgStatusStore, make_pg_store
 from gateway.event_parsing import parse_webhook
@@ -174,6 +180,7 @@ def test_a_failed_store_answers_503_and_the_next_batch_recovers(pg_engine: Engin
         codes.append((await webhook.accept_body(app, ctx, body))[0])
         ctx.engine.dispose()
         ctx.engine = store.inserter.engine = good
+        await asyncio.sleep(LOAD_RETRY_SECONDS)  # the instances held are read again
         codes.append((await webhook.accept_body(app, ctx, body))[0])
         await batcher.stop()
         await store.close()
@@ -226,3 +233,95 @@ def test_with_a_journal_an_unreachable_server_is_acknowledged_and_drained_later(
     assert asyncio.run(go()) == [200, 200, 200]
     assert [m for m, _, _ in _stored(pg_engine)] == ["m0000001", "m0000002", "m0000003"]
     assert not journal
+
+
+class _Proxy:
+    """A TCP proxy in front of PostgreSQL: ``hang`` accepts and never answers (a server
+    away or hung), ``forward`` pipes to it; switching to ``forward`` drops the held ones."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.forwarding = False
+        self.held: list[socket.socket] = []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.listener.getsockname()[1])
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if not self.forwarding:
+                self.held.append(client)
+                continue
+            upstream = socket.create_connection(self.target)
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                dst.sendall(data)
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+    def forward(self) -> None:
+        self.forwarding = True
+        for sock in self.held:
+            sock.close()
+
+    def close(self) -> None:
+        self.listener.close()
+        self.forward()
+
+
+def test_cold_start_with_postgresql_away_answers_503_then_accepts_once_it_returns(
+    pg_engine: Engine, tmp_path: Path
+) -> None:
+    """Before the instances held are known the receiver refuses (503, promptly, never a
+    hang or a 500); once the database answers it loads them and accepts."""
+    from gatecast.web.app import create_app
+    from gatecast.web.webhook_guard import LOAD_WAIT_SECONDS
+
+    with pg_engine.begin() as conn:
+        iq.mark_state(conn, "A", "connected", now=NOW)
+    url = pg_engine.url
+    proxy = _Proxy((url.host or "127.0.0.1", url.port or 5432))
+    away = make_engine(url.set(port=proxy.port).render_as_string(hide_password=False))
+    settings = Settings(
+        webhook_secret=SecretStr(SECRET), database_url="sqlite://", journal_dir=str(tmp_path)
+    )
+    app = create_app(AppContext(settings=settings, engine=away, api_key=SecretStr("k" * 32)))
+    path = f"/webhooks/gateway/{SECRET}"
+
+    async def go() -> tuple[list[httpx.Response], float, httpx.Response]:
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://gw") as c:
+                started = time.monotonic()
+                refused = await asyncio.wait_for(
+                    asyncio.gather(*(c.post(path, json=_status(i, "read")) for i in range(5))),
+                    LOAD_WAIT_SECONDS + 10,
+                )
+                waited = time.monotonic() - started
+                proxy.forward()  # the database is back
+                deadline = time.monotonic() + 20
+                while True:
+                    accepted = await c.post(path, json=_status(9, "read"))
+                    if accepted.status_code != 503 or time.monotonic() > deadline:
+                        return refused, waited, accepted
+                    await asyncio.sleep(0.2)
+
+    try:
+        refused, waited, accepted = asyncio.run(go())
+    finally:
+        proxy.close()
+        away.dispose()
+    assert [r.status_code for r in refused] == [503] * 5, [r.text for r in refused]
+    assert all(r.headers["retry-after"].isdigit() for r in refused)
+    assert waited < LOAD_WAIT_SECONDS + 5, waited
+    assert accepted.status_code == 200, accepted.text
+    assert [(m, s) for m, s, _ in _stored(pg_engine)] == [("m0000009", "read")]

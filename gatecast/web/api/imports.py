@@ -35,7 +35,14 @@ from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from campaigns import import_runs
 from campaigns.import_runs import mark_interrupted_imports
-from campaigns.importer import ImportFailed, ImportOptions, import_file, preview_file
+from campaigns.importer import (
+    ImportFailed,
+    ImportOptions,
+    check_file,
+    checked_options,
+    import_file,
+    preview_file,
+)
 from gatecast.web.api.common import Id, Limit, Offset, Page, field_error, not_found
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.idempotency import IDEMPOTENT, run_once
@@ -322,6 +329,10 @@ def post_import(
 ) -> Response:
     """Start importing a spreadsheet in the background; poll GET /imports/{id}.
 
+    A file whose first rows already show it cannot import (not a spreadsheet, not
+    decodable, empty, over a column or cell limit, no phone column) answers 422 naming
+    the file and the problem, and no job starts.
+
     With an ``Idempotency-Key`` header, a repeat of the same upload (same file and
     fields) answers the first answer again instead of importing twice.
     """
@@ -344,6 +355,14 @@ def post_import(
     def create() -> ImportPublic:
         nonlocal started
         opts = _options(ctx, list_name, phone_column, name_column, region, sheet)
+        try:
+            opts = checked_options(opts)
+        except ImportFailed as exc:
+            raise field_error(("body", "region"), str(exc)) from None
+        try:  # a file its first rows show unusable is refused now, not accepted then failed
+            check_file(saved.path, opts)
+        except ImportFailed as exc:
+            raise field_error(("body", "file"), web_terms(str(exc))) from None
         started = True  # start_import owns the copy from here (it deletes it when done)
         try:
             import_id = start_import(ctx, saved.path, opts, saved.name)

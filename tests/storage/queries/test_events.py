@@ -218,3 +218,23 @@ def test_driver_errors_are_raised_as_sqlalchemy_errors(sqlite_engine: Engine) ->
         blocker.close()
     assert is_lock_error(caught.value)
     assert "m0" not in str(caught.value)  # parameters are not echoed
+
+
+def test_prune_deletes_only_applied_events_received_before_the_limit(engine: Engine) -> None:
+    old, recent = T0 - timedelta(days=40), T0 - timedelta(days=1)
+    rows = [
+        *(_event(f"old{i}", "read", old, received_at=old, applied=True) for i in range(5)),
+        _event("old-unapplied", "read", old, received_at=old),  # may settle an unknown row
+        _event("recent", "read", recent, received_at=recent, applied=True),
+    ]
+    with engine.begin() as conn:
+        q.insert_status_events(conn, rows)
+    before = T0 - timedelta(days=30)
+    with engine.begin() as conn:
+        assert q.prune_applied_events(conn, received_before=before, limit=3) == 3
+    with engine.begin() as conn:
+        assert q.prune_applied_events(conn, received_before=before, limit=3) == 2
+        assert q.prune_applied_events(conn, received_before=before, limit=3) == 0
+    with engine.connect() as conn:
+        left = set(conn.execute(select(status_events.c.message_id)).scalars())
+    assert left == {"old-unapplied", "recent"}

@@ -90,13 +90,15 @@ def test_preview_shows_the_detected_mapping_and_writes_nothing(live_sqlite: Live
         assert api.get("/api/v1/imports").json() == []
 
 
-def test_named_column_that_does_not_exist_fails_the_import(live_sqlite: LiveApp) -> None:
+def test_named_column_that_does_not_exist_is_refused_before_the_import(
+    live_sqlite: LiveApp,
+) -> None:
     with live_sqlite.client() as api:
         res = upload(api, SAMPLES / "contacts.csv", phone_column="Mobile")
-        assert res.status_code == 202
-        job = wait_import(api, res.json()["id"])
-        assert job["status"] == "failed"
-        assert "Mobile" in job["error"]
+        assert res.status_code == 422, res.text
+        assert res.json()["errors"][0]["loc"] == ["body", "file"]
+        assert "contacts.csv" in res.json()["detail"] and "Mobile" in res.json()["detail"]
+        assert api.get("/api/v1/imports").json() == []
         assert api.get("/api/v1/contacts").json()["total"] == 0
 
 
@@ -196,3 +198,34 @@ def test_chunked_oversized_upload_is_cut_off_with_413(
         # the limit guards every body, whatever the route does with it
         res = api.post("/api/v1/campaigns", json={"name": "x" * (70 * 1024)})
         assert res.status_code == 413
+
+
+def test_an_upload_its_first_rows_show_unusable_is_refused_before_a_job_starts(
+    live_sqlite: LiveApp,
+) -> None:
+    unusable = {
+        "empty.csv": (b"", "the file is empty"),
+        "blank.csv": (b"\n\n\n", "the file is empty"),
+        "broken.xlsx": (b"\x00\x01\x02garbage", "not a valid .xlsx file"),
+        "binary.csv": (bytes(range(256)) * 20, "no phone column found"),
+        "names.csv": (b"name,city\nAnn,Rome\n", "no phone column found"),
+    }
+    with live_sqlite.client() as api:
+        for name, (content, problem) in unusable.items():
+            res = api.post(
+                "/api/v1/imports", files={"file": (name, content)}, data={"list_name": "x"}
+            )
+            assert res.status_code == 422, (name, res.text)
+            body = res.json()
+            assert body["errors"][0]["loc"] == ["body", "file"], body
+            assert name in body["detail"] and problem in body["detail"], body
+            assert "gatecast-upload" not in res.text, body  # no server path
+        res = api.post(
+            "/api/v1/imports",
+            files={"file": ("c.csv", b"name,phone\nAnn,+4915112345678\n")},
+            data={"list_name": "x", "region": "XX"},
+        )
+        assert res.status_code == 422, res.text
+        assert res.json()["errors"][0]["loc"] == ["body", "region"], res.text
+        assert api.get("/api/v1/imports").json() == []
+        assert api.get("/api/v1/lists").json() == []

@@ -1,0 +1,368 @@
+"""Claim and tick cost as the queue grows: ``python -m bench.claim_cost [--sizes ...] [--db ...]``.
+
+One campaign (running, unpaced, a daily cap that does not bite, ``--senders`` sender
+instances) whose queue grows through the sizes (default 10,000, 100,000 and 1,000,000
+queued rows), each size with half as many rows already sent today by the same senders
+(what a daily cap counts). At each size, on SQLite and PostgreSQL (``--db``), the median
+of repeated calls of what a dispatcher runs per tick or per claim:
+
+- a claim of one row (``storage.queries.deliveries.claim``, committed: the rows leave the
+  queue as a dispatcher's do) and of a batch of 256;
+- the reads around it: the senders with queued rows (every 5 s per worker), a sender's
+  next due row, "anything pending", sends today under the cap (``at_most``) and uncounted
+  (the faces), the campaign's state counts (progress bar, safety check), the ban-signal
+  (463) check;
+- a whole dispatcher tick (``scheduler.dispatcher.Dispatcher.tick``) claiming one row per
+  sender, sending it to an in-process gateway stand-in that accepts at once (so the
+  figure is gatecast's own cost, not the network's), recording it.
+
+On PostgreSQL the table is vacuumed after each growth step (what autovacuum does soon
+after a bulk insert). The reference is the same figure at the smallest size, in the same
+run: the ratio largest / smallest is judged against the goal (<= 1.2x, issue 17). ``--full`` changes
+nothing but is accepted (the default sizes are the issue's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, insert, update
+
+from bench.common import BenchError, Figures, report
+from bench.dispatch import PG_ADMIN, SEED_CHUNK, TEXT, database, open_db, phone
+from storage import tables
+
+#: a cap that does not bite (counted: the cap's query runs on every claim)
+DAILY_CAP = 10_000
+BATCH = 256
+#: the senders that share the rows sent today
+SENT_SENDERS = 1000
+
+
+class Accepting:
+    """A gateway stand-in that accepts every send at once with a fresh message id."""
+
+    def send(self, instance_id: str, to: str, message: Any) -> Any:
+        from gateway.outcomes import OutcomeKind, SendOutcome
+
+        return SendOutcome(OutcomeKind.ACCEPTED, message_id=f"B{uuid.uuid4().hex[:20]}")
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+
+def create_running(engine: Engine, senders: list[str]) -> int:
+    """A running campaign through ``senders``: unpaced, under a daily cap."""
+    from campaigns.campaign_file import parse_campaign
+    from storage.queries import instances as iq
+    from storage.types import utcnow
+
+    now = utcnow()
+    spec = parse_campaign(
+        {
+            "name": "claim cost",
+            "list": "bench",
+            "instances": senders,
+            "message": {"type": "text", "text": TEXT},
+            "schedule": {"timezone": "UTC"},
+            "pace": {"per_minute": 60, "delay_seconds": [0, 0], "daily_cap": DAILY_CAP},
+        }
+    ).model_dump(mode="json")
+    spec["pace"] = {"per_minute": 0, "delay_seconds": [0, 0], "daily_cap": DAILY_CAP}
+    campaigns = tables.campaigns
+    with engine.begin() as conn:
+        iq.ensure(conn, senders, now=now)
+        conn.execute(update(tables.instances).values(state="connected"))
+        return int(
+            conn.execute(
+                insert(campaigns)
+                .values(
+                    name="claim cost",
+                    state="running",
+                    spec=spec,
+                    message_type="text",
+                    timezone="UTC",
+                    start_at=now,
+                    started_at=now,
+                    created_at=now,
+                    updated_at=now,
+                )
+                .returning(campaigns.c.id)
+            ).scalar_one()
+        )
+
+
+def grow(engine: Engine, cid: int, senders: list[str], lo: int, hi: int) -> None:
+    """Rows ``lo+1 .. hi``: each queued (due in the past, in row order) and, for every
+    second one, a row sent today (another target) through one of :data:`SENT_SENDERS`
+    senders, the claiming ones among them (so a claiming sender's sends today grow with
+    the size but stay under the cap, as a deployment's many senders share its volume)."""
+    from storage.queries import deliveries as dq
+    from storage.types import utcnow
+
+    now = utcnow()
+    with engine.begin() as conn:
+        cols = dq.NEW_DELIVERY_COLUMNS
+        conv = {c: dq.bind_processor(conn, c) for c in ("due_at", "content", "queued_at")}
+        content = conv["content"]({"type": "text", "text": "Hi"})
+        queued_at = conv["queued_at"](now)
+        base = now - timedelta(hours=2)
+        for start in range(lo, hi, SEED_CHUNK):
+            rows = []
+            for i in range(start + 1, min(hi, start + SEED_CHUNK) + 1):
+                due = conv["due_at"](base + timedelta(microseconds=i))
+                sender = senders[i % len(senders)]
+                rows.append(
+                    (
+                        cid,
+                        phone(i),
+                        "phone",
+                        None,
+                        sender,
+                        "queued",
+                        0,
+                        due,
+                        content,
+                        None,
+                        queued_at,
+                    )
+                )
+            assert len(rows[0]) == len(cols)
+            dq.insert_new_deliveries(conn, rows)
+        sent_cols = (
+            "campaign_id",
+            "target",
+            "target_kind",
+            "sender",
+            "state",
+            "attempts",
+            "content",
+            "queued_at",
+            "sent_at",
+            "message_id",
+        )
+        mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+        sql = (
+            f"INSERT INTO deliveries ({', '.join(sent_cols)}) "
+            f"VALUES ({', '.join([mark] * len(sent_cols))})"
+        )
+        sent_by = senders + [f"SENT{i:04d}" for i in range(SENT_SENDERS - len(senders))]
+        midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+        span = max(1.0, (now - midnight).total_seconds() - 60)
+        for start in range(lo // 2, hi // 2, SEED_CHUNK):
+            sent_rows: list[tuple[Any, ...]] = []
+            for i in range(start + 1, min(hi // 2, start + SEED_CHUNK) + 1):
+                at = midnight + timedelta(seconds=span * (i % 997) / 997)
+                sent_rows.append(
+                    (
+                        cid,
+                        phone(10**8 + i),
+                        "phone",
+                        sent_by[i % len(sent_by)],
+                        "sent",
+                        1,
+                        content,
+                        queued_at,
+                        conv["queued_at"](at),
+                        f"S{cid}-{i}",
+                    )
+                )
+            conn.exec_driver_sql(sql, sent_rows)
+        dq.refresh_statistics(conn)  # what a start does after materialising
+    if engine.dialect.name == "postgresql":
+        # what autovacuum does within a minute of a bulk insert: without it, every index
+        # entry read sends the first readers to the heap (visibility map and hint bits)
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql("VACUUM (ANALYZE) deliveries")
+
+
+def median_ms(fn: Callable[[], object], repeat: int) -> float:
+    """Median wall time of ``fn`` in milliseconds over ``repeat`` calls (after one warm-up)."""
+    fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+def measure_size(engine: Engine, cid: int, senders: list[str], repeat: int) -> dict[str, float]:
+    """Every figure at the queue's current size, in ms."""
+    from campaigns import delivery_lifecycle as dl
+    from scheduler.dispatcher import Dispatcher
+    from storage.queries import campaigns as cq
+    from storage.queries import deliveries as dq
+    from storage.queries import instances as iq
+    from storage.types import utcnow
+
+    out: dict[str, float] = {}
+    turn = [0]
+
+    def claim(limit: int) -> Callable[[], object]:
+        def run() -> object:
+            turn[0] += 1
+            sender = senders[turn[0] % len(senders)]
+            now = utcnow()
+            with engine.begin() as conn:
+                rows = dq.claim(
+                    conn,
+                    campaign_id=cid,
+                    sender=sender,
+                    now=now,
+                    lease_until=now + timedelta(minutes=2),
+                    limit=limit,
+                )
+            if not rows:
+                raise BenchError("a claim found no queued row")
+            return rows
+
+        return run
+
+    def read(fn: Callable[[Any], object]) -> Callable[[], object]:
+        def run() -> object:
+            with engine.connect() as conn:
+                return fn(conn)
+
+        return run
+
+    now = utcnow()
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    out["claim 1 row"] = median_ms(claim(1), repeat)
+    out[f"claim {BATCH} rows"] = median_ms(claim(BATCH), max(5, repeat // 10))
+    with engine.begin() as conn:  # recorded sent, as a dispatcher's claims are
+        conn.execute(
+            update(tables.deliveries)
+            .where(tables.deliveries.c.state == "sending")
+            .values(state="sent", sent_at=utcnow(), lease_until=None)
+        )
+    out["queued senders"] = median_ms(read(lambda c: dq.queued_senders(c, cid)), repeat)
+    out["next due row"] = median_ms(read(lambda c: dq.next_due_at(c, cid, senders[:1])), repeat)
+    out["anything pending"] = median_ms(
+        read(lambda c: dq.has_pending(c, cid, open_states=dl.OPEN)), repeat
+    )
+    out["sends today under the cap"] = median_ms(
+        read(lambda c: dq.sends_since(c, senders[0], midnight, at_most=DAILY_CAP)), repeat
+    )
+    out["sends today, whole count (faces)"] = median_ms(
+        read(lambda c: dq.sends_since(c, senders[0], midnight)), max(5, repeat // 10)
+    )
+    out["state counts"] = median_ms(
+        read(lambda c: cq.delivery_counts(c, cid)), max(5, repeat // 10)
+    )
+
+    def ban_check() -> object:
+        with engine.begin() as conn:
+            return iq.pause_on_restriction_events(
+                conn, now=utcnow(), code=dl.RESTRICTION_CODE, reason="bench"
+            )
+
+    out["ban-signal check"] = median_ms(ban_check, repeat)
+    with Dispatcher(
+        engine,
+        Accepting,
+        workers=1,
+        batch_size=len(senders),
+        campaign_ids=[cid],
+        pipeline=False,
+    ) as dispatcher:
+        claimed = [0]
+
+        def tick() -> object:
+            result = dispatcher.tick()
+            claimed[0] += result.claimed
+            return result
+
+        out["dispatcher tick (1 row per sender)"] = median_ms(tick, max(10, repeat // 4))
+        if claimed[0] == 0:
+            raise BenchError("the dispatcher's ticks claimed nothing")
+    return out
+
+
+def run_db(kind: str, sizes: list[int], senders_n: int, repeat: int, figures: Figures) -> None:
+    """Grow the queue through ``sizes`` on one database and add its figures."""
+    senders = [f"CLAIM{i:03d}" for i in range(senders_n)]
+    with (
+        tempfile.TemporaryDirectory(prefix="gatecast-bench-") as tmpdir,
+        database(Path(tmpdir), kind == "postgresql") as url,
+    ):
+        if True:
+            engine = open_db(url)
+            cid = create_running(engine, senders)
+            by_size: dict[int, dict[str, float]] = {}
+            done = 0
+            for size in sizes:
+                t0 = time.perf_counter()
+                grow(engine, cid, senders, done, size)
+                done = size
+                seeded = time.perf_counter() - t0
+                by_size[size] = measure_size(engine, cid, senders, repeat)
+                for name, ms in by_size[size].items():
+                    figures.add(f"{name}, {size:,} queued", ms, "ms", db=kind, rows=size)
+                figures.add(f"seeding to {size:,} queued", seeded, "s", db=kind)
+            engine.dispose()
+    small, big = min(sizes), max(sizes)
+    for name in by_size[small]:
+        figures.ratio(
+            f"{name}: {big:,} / {small:,} queued ({kind})",
+            by_size[big][name],
+            by_size[small][name],
+            goal="<= 1.2",
+        )
+
+
+def pg_available() -> bool:
+    """True when the benchmark PostgreSQL server answers."""
+    import sqlalchemy as sa
+
+    try:
+        eng = sa.create_engine(PG_ADMIN)
+        with eng.connect():
+            pass
+        eng.dispose()
+        return True
+    except Exception:
+        return False
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000], help="queued rows"
+    )
+    parser.add_argument("--senders", type=int, default=10, help="sender instances")
+    parser.add_argument("--repeat", type=int, default=100, help="calls per figure")
+    parser.add_argument("--db", choices=("sqlite", "postgresql", "both"), default="both")
+    parser.add_argument("--pg", action="store_true", help="PostgreSQL only")
+    parser.add_argument("--full", action="store_true", help="accepted (sizes are the issue's)")
+    args = parser.parse_args()
+    kinds = (
+        ["postgresql"]
+        if args.pg
+        else (["sqlite", "postgresql"] if args.db == "both" else [args.db])
+    )
+    figures = Figures.begin("claim_cost")
+
+    def measure() -> None:
+        for kind in kinds:
+            if kind == "postgresql" and not pg_available():
+                if args.db == "postgresql" or args.pg:
+                    raise BenchError(f"no PostgreSQL at {PG_ADMIN}")
+                print(json.dumps({"bench": "claim_cost", "skipped": "postgresql"}))
+                continue
+            run_db(kind, sorted(args.sizes), args.senders, args.repeat, figures)
+
+    return report(figures, measure)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

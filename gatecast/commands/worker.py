@@ -1,0 +1,145 @@
+"""``gatecast worker``: the scheduler and the dispatcher, no HTTP.
+
+A worker sends; the webhook receiver (``gatecast receive``) receives. At start, every
+instance waiting for a scan is checked with the gateway (a scanned one answers "already
+logged in" and becomes connected: gateways without connection events), and the webhook is
+registered for every connected (usable) instance at the deployment's URL
+(:func:`campaigns.instances.webhook_address`: ``GATECAST_PUBLIC_URL``, else the address of
+the receiver running in this folder, else ``http://GATECAST_HOST:GATECAST_PORT``). The
+leader registers it again every ``GATECAST_WEBHOOK_CHECK_SECONDS`` and when an instance
+becomes connected (:mod:`scheduler.webhook_keeper`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import typer
+from rich.console import Console
+
+if TYPE_CHECKING:
+    from gatecast.settings import Settings
+    from scheduler.service import Service
+    from storage.engine import Engine
+
+log = logging.getLogger("gatecast.worker")
+console = Console()
+
+
+def start_worker(
+    stack: contextlib.ExitStack,
+    settings: Settings,
+    engine: Engine,
+    own_address: str,
+    *,
+    on_outcome: Callable[[str], None] | None = None,
+) -> Service:
+    """Confirm scans, register the webhook, and start the scheduler and dispatcher
+    (stopped when ``stack`` closes). ``settings`` hold the webhook secret; ``own_address``
+    is the receiver's ``http://host:port``, used when ``GATECAST_PUBLIC_URL`` is unset."""
+    from campaigns.instances import confirm_scans, connected_ids
+    from gatecast.runtime import make_gateway_client
+    from gatecast.runtime.webhooks import register_webhooks, webhook_url
+    from scheduler.service import Service, ServiceOptions
+    from storage.types import utcnow
+
+    url = webhook_url(settings, own_address)
+    if not settings.public_url.strip():
+        console.print(
+            f"[yellow]warning:[/] GATECAST_PUBLIC_URL is not set: the webhook is registered "
+            f"at the receiver's own address {own_address}; when several processes serve, "
+            "set GATECAST_PUBLIC_URL to the one address that reaches them",
+            highlight=False,
+            soft_wrap=True,
+        )
+    with make_gateway_client(settings) as client:
+        # gateways that post no connection event: a scanned QR shows as "already
+        # logged in"; those instances are usable from now on
+        linked = confirm_scans(engine, client, now=utcnow())
+        if linked:
+            console.print(f"linked (QR code scanned): {', '.join(linked)}")
+        register_webhooks(engine, client, url, connected_ids(engine), out=console)
+    return stack.enter_context(
+        Service(
+            engine,
+            lambda: make_gateway_client(settings),
+            options=ServiceOptions(
+                sender_grace_seconds=settings.sender_grace_seconds,
+                webhook_check_seconds=settings.webhook_check_seconds,
+                event_retention_days=settings.event_retention_days,
+                send_concurrency=settings.send_concurrency,
+                lease_seconds=settings.dispatch_lease_seconds,
+            ),
+            on_outcome=on_outcome,
+            instance_client=lambda: make_gateway_client(settings),
+            webhook_url=url,
+        )
+    )
+
+
+def prepare_worker(settings: Settings) -> tuple[Settings, Engine] | int:
+    """The settings with the webhook secret and the engine a worker runs on, or the exit
+    code when it cannot run (no gateway configured)."""
+    from campaigns.import_runs import mark_interrupted_imports
+    from gatecast.runtime import GatewayNotConfigured, make_gateway_client, open_engine
+    from gatecast.runtime.webhooks import hint, secret_file_path, with_webhook_secret
+    from storage.types import utcnow
+
+    settings, created = with_webhook_secret(settings)
+    if created:
+        console.print(
+            f"generated a webhook secret ({hint(settings.webhook_secret)}) in "
+            f"{secret_file_path(settings)}"
+        )
+    engine = open_engine(settings)
+    mark_interrupted_imports(engine, now=utcnow())  # imports killed with a past process
+    try:
+        make_gateway_client(settings).close()
+    except GatewayNotConfigured as exc:
+        console.print(f"[red]error:[/] {exc}")
+        return 2
+    return settings, engine
+
+
+def work(settings: Settings, *, stop: threading.Event | None = None) -> int:
+    """Run the scheduler and dispatcher until ``stop`` is set (or SIGINT/SIGTERM)."""
+    from gatecast.runtime.receiver_control import running_receiver, state_folder
+
+    stop = stop or threading.Event()
+    prepared = prepare_worker(settings)
+    if isinstance(prepared, int):
+        return prepared
+    settings, engine = prepared
+    receiver = running_receiver(state_folder(settings, engine))
+    shown = f"[{settings.host}]" if ":" in settings.host else settings.host
+    own_address = receiver.url if receiver else f"http://{shown}:{settings.port}"
+    with contextlib.ExitStack() as stack:
+        start_worker(stack, settings, engine, own_address)
+        console.print("gatecast worker running (scheduler and dispatcher; no HTTP)")
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, lambda *_: stop.set())
+        while not stop.wait(1.0):
+            pass
+        console.print("stopping…")
+    return 0
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``gatecast worker`` to the root app."""
+
+    @app.command("worker")
+    def worker_cmd() -> None:
+        """Run the scheduler and dispatcher only (no HTTP: `gatecast receive` receives)."""
+        from gatecast.settings import get_settings
+
+        settings = get_settings()
+        logging.basicConfig(
+            level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s"
+        )
+        raise typer.Exit(work(settings))
