@@ -99,7 +99,7 @@ class EventBatcher:
         later_seconds: float = APPLY_LATER_SECONDS,
         recover: Callable[[], int] | None = None,
         journal: EventJournal | None = None,
-        journal_after: float = JOURNAL_AFTER_SECONDS,
+        journal_after: float | None = None,
         drain_every: float = DRAIN_RETRY_SECONDS,
     ) -> None:
         self._apply = apply
@@ -123,7 +123,7 @@ class EventBatcher:
         self._queue: asyncio.Queue[_Item | _ApplyNow | None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._journal = journal
-        self._journal_after = journal_after
+        self._journal_after = JOURNAL_AFTER_SECONDS if journal_after is None else journal_after
         self._drain_every = drain_every
         self._journalled = False  # the journal holds events: batches go there too
         self._drain_timer: asyncio.TimerHandle | None = None

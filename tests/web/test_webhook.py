@@ -404,10 +404,16 @@ def test_fast_path_answers_like_the_route(
     assert got == {phone(0): "read", phone(1): "sent"}
 
 
-def test_inline_apply_never_stalls_the_loop_on_a_locked_database(sqlite_engine: Engine) -> None:
+def test_inline_apply_never_stalls_the_loop_on_a_locked_database(
+    sqlite_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Another writer holds SQLite's lock: the loop keeps serving, the event lands later."""
     import sqlite3
 
+    from gatecast.web import webhook_batcher
+
+    # the journal takes over after 1 s; this test is about the wait before that
+    monkeypatch.setattr(webhook_batcher, "JOURNAL_AFTER_SECONDS", 60.0)
     _campaign(sqlite_engine, 1)
     app = _full_app(sqlite_engine)
     database = sqlite_engine.url.database
