@@ -213,13 +213,17 @@ def test_a_rolling_restart_of_the_receiver_loses_no_event(tmp_path: Path) -> Non
 
             poster = threading.Thread(target=gateway)
             poster.start()
-            time.sleep(0.5)
+            wait_for(lambda: len(answers) > 2, timeout=60, what="POSTs answered by the old receiver")
             second = ws.spawn("receive", "--port", "0")  # the rolling restart
             assert _wait_receiving(second) == url
             wait_for(lambda: first.popen.poll() is not None, timeout=60, what="the old receiver")
             assert first.popen.returncode == 0
             posted_to_the_old = len(answers)
-            time.sleep(0.5)
+            wait_for(
+                lambda: len(answers) > posted_to_the_old + 2,
+                timeout=60,
+                what="POSTs answered by the new receiver",
+            )
             enough.set()
             poster.join(120)
             assert len(answers) > posted_to_the_old > 0
