@@ -213,7 +213,7 @@ def test_a_rolling_restart_of_the_receiver_loses_no_event(tmp_path: Path) -> Non
 
             poster = threading.Thread(target=gateway)
             poster.start()
-            wait_for(lambda: len(answers) > 2, timeout=60, what="POSTs answered by the old receiver")
+            wait_for(lambda: len(answers) > 2, timeout=60, what="POSTs to the old receiver")
             second = ws.spawn("receive", "--port", "0")  # the rolling restart
             assert _wait_receiving(second) == url
             wait_for(lambda: first.popen.poll() is not None, timeout=60, what="the old receiver")
