@@ -355,6 +355,7 @@ class EventBatcher:
                         return
                     done += len(chunk)
                     self._pending_later(stats)
+                    await asyncio.sleep(0)  # an inline chunk never yields: let requests in
                 self._journal.drop(lines)
                 log.info("stored %d journalled webhook event(s)", done)
         except Exception as exc:
@@ -436,21 +437,31 @@ class EventBatcher:
         if not self._later or self._apply_later is None:
             return
         ids = list(self._later)
+        step = max(self._later_events, 1)
         try:
-            if self._inline_later is not None:
-                try:
-                    self._inline_later(ids)
-                    self._later.clear()
-                    return
-                except WouldBlock:
-                    pass  # another writer holds the database: wait for it in a thread
-            await asyncio.to_thread(self._apply_later, ids)
-            self._later.clear()
+            # in slices, yielding between them: after a journal's drain thousands may wait,
+            # and an inline slice holds the loop (requests time out at the gateway)
+            for start in range(0, len(ids), step):
+                await asyncio.sleep(0)
+                chunk = ids[start : start + step]
+                await self._apply_stored_slice(chunk)
+                for message_id in chunk:
+                    self._later.pop(message_id, None)
         except Exception as exc:
             log_failure(log, f"applying {len(ids)} stored webhook event(s) failed; will retry", exc)
             if self.running:
                 loop = asyncio.get_running_loop()
                 self._later_timer = loop.call_later(SWEEP_AFTER_IDLE_SECONDS, self._later_due)
+
+    async def _apply_stored_slice(self, ids: list[str]) -> None:
+        assert self._apply_later is not None
+        if self._inline_later is not None:
+            try:
+                self._inline_later(ids)
+                return
+            except WouldBlock:
+                pass  # another writer holds the database: wait for it in a thread
+        await asyncio.to_thread(self._apply_later, ids)
 
     def _arm_sweep(self) -> None:
         """After activity: sweep once the batcher has been idle for ``sweep_after``."""

@@ -230,3 +230,45 @@ def test_a_full_journal_disk_with_the_database_locked_answers_503_with_retry_aft
     assert refused.headers["content-type"] == "application/problem+json"
     assert "could not be stored" in refused.json()["detail"]
     assert accepted.status_code == 200, accepted.text
+
+
+def test_a_long_drain_and_its_inbox_pass_yield_the_loop_between_chunks(tmp_path: Path) -> None:
+    """Thousands of journalled events are stored and applied in chunks with the loop free
+    between them: a drain on the loop once held it for seconds (gateway POSTs timed out)."""
+    from gatecast.web.webhook_batcher import APPLY_LATER_EVENTS, MAX_BATCH_EVENTS
+
+    journal = EventJournal(tmp_path / "j.jsonl")
+    journal.append([_status(i) for i in range(3000)])
+    log: list[tuple[str, int]] = []
+
+    def inline(events: list[Event]) -> ApplyStats:
+        log.append(("store", len(events)))
+        return ApplyStats(pending=[e.message_id for e in events if isinstance(e, MessageStatus)])
+
+    def inline_later(ids: list[str]) -> int:
+        log.append(("apply", len(ids)))
+        return len(ids)
+
+    async def go() -> None:
+        db = _Database()
+        batcher = _batcher(
+            db, journal, inline=inline, apply_later=inline_later, inline_later=inline_later
+        )
+        await batcher.start()  # a journal left by the last process: drained at once
+        while batcher.journalled or batcher.unapplied:
+            log.append(("tick", 0))
+            await asyncio.sleep(0)
+        await batcher.stop()
+
+    asyncio.run(go())
+    stores = [n for kind, n in log if kind == "store"]
+    applies = [n for kind, n in log if kind == "apply"]
+    assert sum(stores) == 3000 and max(stores) <= MAX_BATCH_EVENTS
+    assert sum(applies) == 3000 and max(applies) <= APPLY_LATER_EVENTS
+    # the loop is free after at most two chunks (a store chunk, then a pass's slice)
+    runs, run = [], 0
+    for kind, _ in log:
+        run = 0 if kind == "tick" else run + 1
+        runs.append(run)
+    assert max(runs) <= 2, repr(log)
+    assert not journal
