@@ -134,8 +134,14 @@ def test_dashboard_journey(
     _shot(page, "02-instance-qr")
     iid = card.get_attribute("data-instance")
     assert iid
-    code = _decode_qr(str(qr.get_attribute("src")))
-    res = httpx.post(f"{sandbox.url}/sandbox/instances/{iid}/scan", json={"code": code})
+    for _ in range(4):  # a QR rotates (as a phone app's does): scan the new one if it did
+        src = str(qr.get_attribute("src"))
+        res = httpx.post(
+            f"{sandbox.url}/sandbox/instances/{iid}/scan", json={"code": _decode_qr(src)}
+        )
+        if "expired" not in res.text:
+            break
+        expect(qr).not_to_have_attribute("src", src, timeout=60_000)
     assert res.status_code == 200, res.text
     expect(card.locator("[data-role=state]")).to_have_text("connected", timeout=30_000)
     expect(card.locator("[data-role=qr]")).to_be_hidden()
