@@ -144,8 +144,12 @@ def create_cmd(
         spec = load_campaign_file(file)
         created = service.create_campaign(open_engine_or_fail(), spec, strict=strict)
     if as_json:
-        _print_json(asdict(created))
+        out = asdict(created)
+        out["audience"] = None if created.audience is None else created.audience.to_dict()
+        _print_json(out)
         return
+    if created.audience is not None:
+        console.print(f"audience: {created.audience.summary()}")
     console.print(
         f"campaign [bold]{created.id}[/] [green]{escape(spec.name)}[/] is {created.state}, "
         f"{_schedule_text(created.start_at, spec.schedule.cron, spec.schedule.timezone)}; "

@@ -10,8 +10,8 @@ from sqlalchemy import Engine, func, select
 
 from campaigns import delivery_rows as mat
 from campaigns import segments as seg
-from campaigns.campaign_file import AudienceSpec, parse_campaign
-from campaigns.importer import ImportFailed, ImportOptions, import_file
+from campaigns.campaign_file import AudienceSpec, CampaignSpec, parse_campaign
+from campaigns.importer import ImportFailed, ImportOptions, ImportReport, import_file
 from campaigns.service import CampaignSetupError, create_campaign
 from storage import tables
 from tests.campaigns.campaign_fixtures import NOW
@@ -27,13 +27,15 @@ CSV = """phone,name,city,plan,tags,timezone
 """
 
 
-def _import(engine: Engine, tmp_path: Path, text: str, list_name: str, **opts: object) -> object:
+def _import(
+    engine: Engine, tmp_path: Path, text: str, list_name: str, tags: tuple[str, ...] = ()
+) -> ImportReport:
     path = tmp_path / f"{list_name}.csv"
     path.write_text(text, encoding="utf-8")
-    return import_file(engine, path, ImportOptions(list_name=list_name, **opts), now=NOW)  # type: ignore[arg-type]
+    return import_file(engine, path, ImportOptions(list_name=list_name, tags=tags), now=NOW)
 
 
-def _campaign(audience: dict[str, object]) -> object:
+def _campaign(audience: dict[str, object]) -> CampaignSpec:
     return parse_campaign(
         {"name": "p", "audience": audience, "message": {"type": "text", "text": "Hi {{ name }}"}}
     )
@@ -41,9 +43,9 @@ def _campaign(audience: dict[str, object]) -> object:
 
 def test_import_tags_timezone_and_a_segment_materialised(engine: Engine, tmp_path: Path) -> None:
     report = _import(engine, tmp_path, CSV, "customers", tags=("Spring ",))
-    assert report.rejects[0].row_number == 8  # type: ignore[attr-defined]
-    assert "Mars/Base" in report.rejects[0].reason  # type: ignore[attr-defined]
-    assert report.tags == ["complained", "newsletter", "spring", "vip"]  # type: ignore[attr-defined]
+    assert report.rejects[0].row_number == 8
+    assert "Mars/Base" in report.rejects[0].reason
+    assert report.tags == ["complained", "newsletter", "spring", "vip"]
     _import(engine, tmp_path, "phone\n+14155550002\n", "do-not-contact")
     definition = {
         "lists": ["customers"],
@@ -52,12 +54,14 @@ def test_import_tags_timezone_and_a_segment_materialised(engine: Engine, tmp_pat
         "exclude_lists": ["do-not-contact"],
         "exclude_tags": ["complained"],
     }
-    created = seg.create_segment(engine, "berlin-vip", AudienceSpec(**definition), now=NOW)  # type: ignore[arg-type]
+    created = seg.create_segment(
+        engine, "berlin-vip", AudienceSpec.model_validate(definition), now=NOW
+    )
     # Ana (Berlin gold vip) matches; Ben excluded by list, Fay by tag; Cé is bronze,
     # Dee in Zürich, Eve has no vip tag, Gus was rejected
     assert created.count is not None
     assert created.count.summary() == "1 recipients; 0 opted out; 2 excluded"
-    campaign = create_campaign(engine, _campaign({"segment": "berlin-vip"}), now=NOW)  # type: ignore[arg-type]
+    campaign = create_campaign(engine, _campaign({"segment": "berlin-vip"}), now=NOW)
     assert campaign.recipients == 1
     with engine.begin() as conn:
         result = mat.materialise(conn, campaign.id, now=NOW, instances=["A"])
@@ -82,7 +86,7 @@ def test_accents_and_case_union_of_lists(engine: Engine, tmp_path: Path) -> None
     _import(engine, tmp_path, CSV, "customers")
     _import(engine, tmp_path, "phone,city\n+14155550009,berlin\n", "other")
     spec = _campaign({"lists": ["customers", "other"], "where": {"city": "BERLÍN"}})
-    created = create_campaign(engine, spec, now=NOW)  # type: ignore[arg-type]
+    created = create_campaign(engine, spec, now=NOW)
     assert created.recipients == 6  # five of customers (Gus rejected) + the other list's one
     assert created.audience is not None and created.audience.excluded == 0
 
@@ -102,7 +106,7 @@ def test_bad_audience_refused_and_nothing_stored(
 ) -> None:
     _import(engine, tmp_path, CSV, "customers")
     with pytest.raises(CampaignSetupError) as caught:
-        create_campaign(engine, _campaign(audience), now=NOW)  # type: ignore[arg-type]
+        create_campaign(engine, _campaign(audience), now=NOW)
     assert caught.value.field == field
     assert words in str(caught.value)
     with engine.connect() as conn:
