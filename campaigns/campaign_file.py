@@ -605,10 +605,9 @@ def _cross_errors(data: Mapping[str, Any]) -> builtins.list[FieldError]:
     audience = data.get("audience")
     chosen = [k for k, v in (("list", list_name), ("audience", audience), ("groups", groups)) if v]
     if len(chosen) > 1:
+        given = "all three" if len(chosen) == 3 else f"both {chosen[0]} and {chosen[1]}"
         errors.append(
-            FieldError(
-                chosen[-1], f"give one of list, [audience] or groups, not {' and '.join(chosen)}"
-            )
+            FieldError(chosen[-1], f"give one of list, [audience] or groups, not {given}")
         )
     elif not chosen:
         errors.append(

@@ -145,16 +145,18 @@ class Segment(SQLModel, table=True):
 
 class AudienceMember(SQLModel, table=True):
     """A contact of a campaign's audience, evaluated once at its start (one INSERT ...
-    SELECT); materialisation pages through these as it does through a list's members."""
+    SELECT); materialisation pages through these as it does through a list's members.
+
+    ``contact_id`` has no foreign key: PostgreSQL's check would lock every selected
+    contact's row (``FOR KEY SHARE``), which made the insert 10x slower; materialisation
+    joins ``contacts``, so a contact deleted since is simply no recipient."""
 
     __tablename__ = "audience_members"
 
     campaign_id: int = Field(
         sa_type=BigId, foreign_key="campaigns.id", primary_key=True, ondelete="CASCADE"
     )
-    contact_id: int = Field(
-        sa_type=BigId, foreign_key="contacts.id", primary_key=True, ondelete="CASCADE"
-    )
+    contact_id: int = Field(sa_type=BigId, primary_key=True)
 
 
 class ImportJob(SQLModel, table=True):

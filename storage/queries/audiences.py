@@ -172,7 +172,10 @@ def insert_audience_members(conn: Connection, campaign_id: int, f: AudienceFilte
             index_elements=[audience_members.c.campaign_id, audience_members.c.contact_id]
         )
     )
-    return int(conn.execute(stmt).rowcount or 0)
+    added = int(conn.execute(stmt).rowcount or 0)
+    if conn.dialect.name == "postgresql":  # plan the pages that read them on their statistics
+        conn.exec_driver_sql("ANALYZE audience_members")
+    return added
 
 
 def has_audience_members(conn: Connection, campaign_id: int) -> bool:

@@ -90,7 +90,6 @@ def upgrade() -> None:
     sa.Column('campaign_id', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=False),
     sa.Column('contact_id', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=False),
     sa.ForeignKeyConstraint(['campaign_id'], ['campaigns.id'], ondelete='CASCADE'),
-    sa.ForeignKeyConstraint(['contact_id'], ['contacts.id'], ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('campaign_id', 'contact_id'),
     )
     op.add_column('contacts', sa.Column('folded', _JSON, nullable=False, server_default=sa.text("'{}'")))
