@@ -65,8 +65,8 @@ def seed(engine: Any, rows: int) -> int:
                 " RETURNING id",
                 (name, t),
             ).scalar_one()
-        cols = ("id", "phone", "raw_phone", "name", "attributes", "folded", "opted_out")
-        cols += ("created_at", "updated_at")
+        cols: tuple[str, ...] = ("id", "phone", "raw_phone", "name", "attributes", "folded")
+        cols += ("opted_out", "created_at", "updated_at")
         for lo in range(0, rows, SEED_CHUNK):
             batch = range(lo + 1, min(rows, lo + SEED_CHUNK) + 1)
             contacts, members = [], []
