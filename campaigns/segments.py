@@ -162,6 +162,17 @@ def _check_selects(counted: AudienceCount, what: str) -> None:
         )
 
 
+def describe(definition: Mapping[str, Any]) -> str:
+    """An audience by names in one line (``lists = customers; where city is berlin``)."""
+    parts = []
+    for key in ("lists", "tags", "exclude_lists", "exclude_tags"):
+        if definition.get(key):
+            parts.append(f"{key} = {', '.join(definition[key])}")
+    for name, values in (definition.get("where") or {}).items():
+        parts.append(f"where {name} is {' or '.join(values)}")
+    return "; ".join(parts)
+
+
 # --- a campaign's audience ------------------------------------------------------------------
 
 
@@ -336,6 +347,7 @@ __all__ = [
     "count",
     "create_segment",
     "delete_segment",
+    "describe",
     "evaluate_members",
     "fold_attributes",
     "fold_value",

@@ -141,6 +141,8 @@ class CampaignSummary:
     created_at: datetime
     total: int
     counts: dict[str, int]
+    #: the ``[audience]`` in force by names (a segment expanded), None for a list or groups
+    audience: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -162,6 +164,8 @@ class CampaignDetail:
     finished_at: datetime | None
     spec: CampaignSpec
     counts: dict[str, int] = field(default_factory=dict)
+    #: the ``[audience]`` in force by names (a segment expanded), None for a list or groups
+    audience: dict[str, Any] | None = None
 
     @property
     def total(self) -> int:
@@ -425,6 +429,7 @@ def list_campaigns(engine: Engine) -> list[CampaignSummary]:
                 created_at=r.created_at,
                 total=sum(c.values()),
                 counts=c,
+                audience=r.audience,
             )
         )
     return out
@@ -451,6 +456,7 @@ def get_campaign(engine: Engine, campaign_id: int) -> CampaignDetail:
         finished_at=r.finished_at,
         spec=stored_spec(r.spec, int(r.id)),
         counts=counts,
+        audience=r.audience,
     )
 
 

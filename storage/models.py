@@ -147,9 +147,9 @@ class AudienceMember(SQLModel, table=True):
     """A contact of a campaign's audience, evaluated once at its start (one INSERT ...
     SELECT); materialisation pages through these as it does through a list's members.
 
-    ``contact_id`` has no foreign key: PostgreSQL's check would lock every selected
-    contact's row (``FOR KEY SHARE``), which made the insert 10x slower; materialisation
-    joins ``contacts``, so a contact deleted since is simply no recipient."""
+    ``contact_id`` has no foreign key: PostgreSQL's check would lock (and so write to)
+    every selected contact's row (``FOR KEY SHARE``); materialisation joins ``contacts``,
+    so a contact deleted since is simply no recipient."""
 
     __tablename__ = "audience_members"
 

@@ -61,20 +61,10 @@ def _from_file(file: Path) -> dict[str, Any]:
     return section
 
 
-def _definition_text(definition: dict[str, Any]) -> str:
-    parts = []
-    for key in ("lists", "tags", "exclude_lists", "exclude_tags"):
-        if definition.get(key):
-            parts.append(f"{key} = {', '.join(definition[key])}")
-    for name, values in (definition.get("where") or {}).items():
-        parts.append(f"where {name} is {' or '.join(values)}")
-    return "; ".join(parts)
-
-
 def _print(record: SegmentRecord) -> None:
-    console.print(
-        f"segment [bold]{escape(record.name)}[/]: {escape(_definition_text(record.definition))}"
-    )
+    from campaigns.segments import describe
+
+    console.print(f"segment [bold]{escape(record.name)}[/]: {escape(describe(record.definition))}")
     if record.count is not None:
         console.print(record.count.summary())
 
@@ -150,11 +140,13 @@ def list_cmd(
     if not page.items:
         console.print("no segments yet: create one with `gatecast segment create NAME --list ...`")
         return
+    from campaigns.segments import describe
+
     table = Table(title="Segments")
     table.add_column("name")
     table.add_column("definition", overflow="fold")
     for r in page.items:
-        table.add_row(escape(r.name), escape(_definition_text(r.definition)))
+        table.add_row(escape(r.name), escape(describe(r.definition)))
     console.print(table)
 
 

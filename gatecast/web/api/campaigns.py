@@ -41,6 +41,7 @@ from campaigns.service import (
     retry_campaign,
 )
 from gatecast.web.api.common import Id
+from gatecast.web.api.segments import AudienceCountPublic
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.idempotency import IDEMPOTENT, run_once
 
@@ -93,6 +94,9 @@ class CampaignCreated(BaseModel):
     preview: list[PreviewMessage]
     unrenderable: list[Unrenderable]
     unrenderable_count: int
+    audience: AudienceCountPublic | None = Field(
+        None, description="What an [audience] selected at create (null for a list or groups)"
+    )
 
 
 class CampaignPreview(BaseModel):
@@ -129,6 +133,9 @@ class CampaignPublic(BaseModel):
     created_at: datetime
     total: int
     counts: dict[str, int]
+    audience: dict[str, Any] | None = Field(
+        None, description="The [audience] in force by names (a segment expanded); null: list"
+    )
 
 
 class CampaignDetailPublic(CampaignPublic):
@@ -198,7 +205,10 @@ def detail_public(d: CampaignDetail) -> CampaignDetailPublic:
 
 def created_public(c: CreatedCampaign) -> CampaignCreated:
     """The API form of a created campaign."""
-    return CampaignCreated.model_validate(c, from_attributes=True)
+    out = CampaignCreated.model_validate(replace(c, audience=None), from_attributes=True)
+    if c.audience is not None:
+        out.audience = AudienceCountPublic.model_validate(c.audience.to_dict())
+    return out
 
 
 def parse_toml_upload(raw: bytes, filename: str) -> CampaignSpec:

@@ -31,7 +31,7 @@ Name = Annotated[str, Field(min_length=1, max_length=200)]
 Names = list[Annotated[str, Field(max_length=200)]]
 
 
-class CountPublic(BaseModel):
+class AudienceCountPublic(BaseModel):
     """What a segment selects now: ``recipients`` = matched - excluded - opted out."""
 
     recipients: int
@@ -52,7 +52,7 @@ class SegmentPublic(BaseModel):
     exclude_lists: list[str]
     exclude_tags: list[str]
     created_at: datetime
-    count: CountPublic | None = None
+    count: AudienceCountPublic | None = None
 
 
 class SegmentCreate(BaseModel):
@@ -69,8 +69,8 @@ class SegmentCreate(BaseModel):
     exclude_tags: Names = Field(default_factory=list)
 
 
-def _count(c: AudienceCount | None) -> CountPublic | None:
-    return None if c is None else CountPublic.model_validate(c.to_dict())
+def _count(c: AudienceCount | None) -> AudienceCountPublic | None:
+    return None if c is None else AudienceCountPublic.model_validate(c.to_dict())
 
 
 def _public(r: SegmentRecord) -> SegmentPublic:
