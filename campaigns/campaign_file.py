@@ -434,6 +434,8 @@ MAX_AUDIENCE_NAME = 200
 MAX_AUDIENCE_ITEMS = 1000
 
 _AUDIENCE_NAMES = ("lists", "tags", "exclude_lists", "exclude_tags")
+#: an attribute key as the import makes them (``campaigns.importer.attribute_key``)
+_ATTRIBUTE_NAME = re.compile(r"\w+")
 
 
 def _name_problems(field_name: str, value: Any) -> builtins.list[tuple[str, str]]:
@@ -461,6 +463,15 @@ def _where_problems(value: Any) -> builtins.list[tuple[str, str]]:
         path = f"where.{key}"
         if not isinstance(key, str) or not key.strip() or len(key) > MAX_AUDIENCE_NAME:
             out.append(("where", f"attribute name {key!r} is empty or too long"))
+            continue
+        if not _ATTRIBUTE_NAME.fullmatch(key.strip()):
+            out.append(
+                (
+                    path,
+                    "an attribute name is letters, digits and _ as the import names a "
+                    "column ('Plan Type' -> plan_type)",
+                )
+            )
             continue
         items = given if isinstance(given, builtins.list) else [given]
         if not items:

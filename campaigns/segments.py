@@ -117,14 +117,15 @@ def resolve(conn: Connection, definition: Mapping[str, Any]) -> aq.AudienceFilte
     Raises :class:`AudienceError` for a list, tag or attribute that does not exist (an
     attribute's error lists the attribute names contacts have)."""
     where: list[tuple[str, tuple[str, ...]]] = []
-    for name, values in (definition.get("where") or {}).items():
+    for given, values in (definition.get("where") or {}).items():
+        name = given.strip().casefold()  # as the import keys a column ("City" -> city)
         if not aq.attribute_exists(conn, name):
             names = aq.attribute_names(conn)
             known = ", ".join(names) if names else "none (no contact has attributes yet)"
             raise AudienceError(
-                f"where.{name}: no contact has an attribute {name!r}; the attributes "
+                f"where.{given}: no contact has an attribute {name!r}; the attributes "
                 f"that exist: {known}",
-                f"where.{name}",
+                f"where.{given}",
             )
         where.append((name, tuple(dict.fromkeys(fold_value(v) for v in values))))
     tags = [_tag_name(t, "tags") for t in definition.get("tags") or []]

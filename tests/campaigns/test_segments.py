@@ -133,3 +133,12 @@ def test_segment_rules(engine: Engine, tmp_path: Path) -> None:
 def test_bad_tag_option_refused(engine: Engine, tmp_path: Path) -> None:
     with pytest.raises(ImportFailed, match="--tag"):
         _import(engine, tmp_path, CSV, "customers", tags=("a,b",))
+
+
+def test_unicode_attribute_names_and_quotes_in_values(engine: Engine, tmp_path: Path) -> None:
+    _import(engine, tmp_path, "phone,Straße\n+14155550001,O'Brien Straße\n+14155550002,x\n", "l")
+    with pytest.raises(CampaignSetupError, match="selects no contact"):
+        create_campaign(engine, _campaign({"where": {"strasse": "o'brien"}}), now=NOW)
+    # names compare as the import keys them (Straße -> strasse), values folded (ß -> ss)
+    created = create_campaign(engine, _campaign({"where": {"Straße": "O'BRIEN STRASSE"}}), now=NOW)
+    assert created.recipients == 1
