@@ -125,6 +125,8 @@ class CampaignPreview:
     unrenderable: list[tuple[str, str]]
     unrenderable_count: int
     spintax_varies: bool
+    #: what an ``[audience]`` selects now (None: a list or groups)
+    audience: AudienceCount | None = None
 
 
 @dataclass(frozen=True)
@@ -298,6 +300,7 @@ def preview_campaign(
         unrenderable=scan.unrenderable,
         unrenderable_count=scan.bad,
         spintax_varies=scan.spintax_varies,
+        audience=None if scan.audience is None else scan.audience.count,
     )
 
 

@@ -12,7 +12,7 @@ from campaigns import delivery_rows as mat
 from campaigns import segments as seg
 from campaigns.campaign_file import AudienceSpec, CampaignSpec, parse_campaign
 from campaigns.importer import ImportFailed, ImportOptions, ImportReport, import_file
-from campaigns.service import CampaignSetupError, create_campaign
+from campaigns.service import CampaignSetupError, create_campaign, preview_campaign
 from storage import tables
 from tests.campaigns.campaign_fixtures import NOW
 
@@ -89,6 +89,8 @@ def test_accents_and_case_union_of_lists(engine: Engine, tmp_path: Path) -> None
     created = create_campaign(engine, spec, now=NOW)
     assert created.recipients == 6  # five of customers (Gus rejected) + the other list's one
     assert created.audience is not None and created.audience.excluded == 0
+    previewed = preview_campaign(engine, spec)
+    assert previewed.audience == created.audience and previewed.recipients_checked == 6
 
 
 @pytest.mark.parametrize(

@@ -198,6 +198,17 @@ def test_api_tags_segment_campaign_and_report(ws: Workspace) -> None:
         422, "campaign_setup",
     )  # fmt: skip
     assert "no tag called 'nope'" in bad["detail"]
+    preview = _ok(
+        api.post(
+            "/api/v1/campaigns/preview",
+            json={
+                "name": "Berlin VIP",
+                "audience": {"segment": "berlin-vip"},
+                "message": {"type": "text", "text": "Hallo {{ name }}"},
+            },
+        )
+    )
+    assert preview["audience"]["recipients"] == 3 and preview["recipients_checked"] == 3
     campaign = _ok(
         api.post(
             "/api/v1/campaigns",

@@ -118,6 +118,9 @@ class CampaignPreview(BaseModel):
         description="The message has spintax: the variant of each recipient is picked when "
         "the campaign is created (its id seeds the choice), so it may differ from this preview"
     )
+    audience: AudienceCountPublic | None = Field(
+        None, description="What an [audience] selects now (null for a list or groups)"
+    )
 
 
 class CampaignPublic(BaseModel):
@@ -224,8 +227,11 @@ def parse_toml_upload(raw: bytes, filename: str) -> CampaignSpec:
 
 def preview_public(p: service.CampaignPreview) -> CampaignPreview:
     """The API form of a preview (the first 100 unrenderable recipients listed)."""
-    shown = replace(p, unrenderable=p.unrenderable[:100])
-    return CampaignPreview.model_validate(shown, from_attributes=True)
+    shown = replace(p, unrenderable=p.unrenderable[:100], audience=None)
+    out = CampaignPreview.model_validate(shown, from_attributes=True)
+    if p.audience is not None:
+        out.audience = AudienceCountPublic.model_validate(p.audience.to_dict())
+    return out
 
 
 def campaign_progress(ctx: AppContext, campaign_id: int, points: int = 30) -> CampaignProgress:
