@@ -498,7 +498,7 @@ def materialise_committed(
     Each chunk is read on a fresh connection (keyset pages: no long read snapshot that
     would keep SQLite's WAL from being checkpointed).
     """
-    with engine.begin() as conn:  # an audience is evaluated here: one short write
+    with engine.begin() as conn:  # an audience is evaluated here, in one statement
         spec, source = _load(conn, campaign_id)
     with engine.connect() as conn:
         builder = _RowBuilder(conn, spec, campaign_id, now=now, pool=instances)

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response, status
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from campaigns.segments import (
     AudienceCount,
@@ -57,6 +57,8 @@ class SegmentPublic(BaseModel):
 
 class SegmentCreate(BaseModel):
     """A new segment: the fields of a campaign file's ``[audience]`` (without ``segment``)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     name: Name
     lists: Names = Field(default_factory=list, description="Members of any of these lists")
