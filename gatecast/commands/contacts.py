@@ -189,14 +189,15 @@ def show_cmd(
     phone: Annotated[str, typer.Argument(help="the phone number (any format)")],
     as_json: Annotated[bool, typer.Option("--json", help="print as JSON")] = False,
 ) -> None:
-    """Show one contact: name, attributes, opt-out state and lists."""
-    from campaigns.audiences import contact_lists, get_contact
+    """Show one contact: name, attributes, opt-out state, lists and tags."""
+    from campaigns.audiences import contact_lists, contact_tags, get_contact
 
     e164 = _e164(phone)
     engine = open_engine_or_fail()
     try:
         row = get_contact(engine, e164)
         names = contact_lists(engine, int(row.id)) if row is not None else []
+        tags = contact_tags(engine, int(row.id)) if row is not None else []
     finally:
         engine.dispose()
     if row is None:
@@ -210,6 +211,7 @@ def show_cmd(
         "opted_out_at": row.opted_out_at.isoformat() if row.opted_out_at else None,
         "opt_out_reason": row.opt_out_reason,
         "lists": names,
+        "tags": tags,
         "created_at": row.created_at.isoformat(),
         "updated_at": row.updated_at.isoformat(),
     }

@@ -67,6 +67,9 @@ def test_cli_tags_segment_campaign_and_report(ws: Workspace) -> None:
     assert "row 8" in out and "unknown timezone 'Mars/Base'" in out
     assert "tags: complained, newsletter, spring, vip" in out
     ws.run("contacts", "import", str(_write(ws, "blocked.csv", BLOCKED)), "--list", "blocked")
+    ana = ws.run("contacts", "show", "+14155550101", "--json").json()
+    assert ana["tags"] == ["newsletter", "spring", "vip"]
+    assert ana["attributes"]["timezone"] == "Europe/Berlin"
 
     created = ws.run(
         "segment", "create", "berlin-vip", "--list", "customers", "--tag", "vip",
