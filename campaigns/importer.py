@@ -731,13 +731,12 @@ def _run(
     if checked.rejects:
         rejects += checked.rejects
         rejects.sort(key=lambda r: r.row_number)
-        too_long = too_long | checked.bad
     report.rejects = rejects
     report.invalid = len(rejects)
     report.tags_column = mapping.tags
 
     # 3. one row per contact: duplicates merged, last non-empty value wins
-    keep = ~(invalid | too_long)
+    keep = ~(invalid | too_long | checked.bad)
     attr_keys = [mapping.keys[c] for c in mapping.attributes]
     data = pd.DataFrame(
         {
