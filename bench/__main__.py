@@ -24,6 +24,7 @@ BENCHES = (
     "memory",
     "claim_cost",
     "history",
+    "segments",
 )
 OUT = Path(__file__).parent / "out"
 

@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from campaigns.paging import Page
+from storage.queries import audiences as aq
 from storage.queries import contacts as q
 from storage.types import utcnow
 
@@ -88,6 +89,12 @@ def contact_lists(engine: Engine, contact_id: int) -> list[str]:
     """The names of the lists a contact belongs to, sorted."""
     with engine.connect() as conn:
         return q.contact_list_names(conn, contact_id)
+
+
+def contact_tags(engine: Engine, contact_id: int) -> list[str]:
+    """The tags of a contact, sorted."""
+    with engine.connect() as conn:
+        return aq.contact_tag_names(conn, contact_id)
 
 
 def set_opt_out(
@@ -184,6 +191,7 @@ __all__ = [
     "clean_list_name",
     "contact",
     "contact_lists",
+    "contact_tags",
     "contacts_page",
     "create_list",
     "get_contact",

@@ -270,6 +270,15 @@ class MessageSpec(_Model):
         return out
 
 
+def timezone_problem(name: str) -> str | None:
+    """Why ``name`` is not an IANA time zone (``Europe/Berlin``), or None when it is."""
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return f"unknown timezone {name!r} (use an IANA name like Europe/Berlin)"
+    return None
+
+
 def _time_text(value: time) -> str:
     """A time of day as HH:MM, or HH:MM:SS when it has seconds."""
     return f"{value:%H:%M:%S}" if value.second or value.microsecond else f"{value:%H:%M}"
@@ -318,15 +327,11 @@ class ScheduleSpec(_Model):
     def _rules(self) -> ScheduleSpec:
         errors: list[tuple[str, str]] = []
         zone = ZoneInfo("UTC")
-        try:
+        problem = timezone_problem(self.timezone)
+        if problem:
+            errors.append(("timezone", problem))
+        else:
             zone = ZoneInfo(self.timezone)
-        except (ZoneInfoNotFoundError, ValueError):
-            errors.append(
-                (
-                    "timezone",
-                    f"unknown timezone {self.timezone!r} (use an IANA name like Europe/Berlin)",
-                )
-            )
         if self.window is not None and self.window[0] == self.window[1]:
             errors.append(("window", "start and end must differ"))
         if self.cron is not None:
@@ -423,11 +428,154 @@ class SafetySpec(_Model):
     min_sample: int = Field(20, ge=1, le=MAX_MIN_SAMPLE)
 
 
+#: the longest list, tag, segment or attribute name and ``where`` value an audience takes
+MAX_AUDIENCE_NAME = 200
+#: the most values one ``where`` attribute, or one audience field, may list
+MAX_AUDIENCE_ITEMS = 1000
+
+_AUDIENCE_NAMES = ("lists", "tags", "exclude_lists", "exclude_tags")
+#: an attribute key as the import makes them (``campaigns.importer.attribute_key``)
+_ATTRIBUTE_NAME = re.compile(r"\w+")
+
+
+def _name_problems(field_name: str, value: Any) -> builtins.list[tuple[str, str]]:
+    """Problems of one audience field that lists names (``lists``, ``tags``, ...)."""
+    if not isinstance(value, builtins.list):
+        return [(field_name, 'a list of names, like ["customers"]')]
+    if len(value) > MAX_AUDIENCE_ITEMS:
+        return [(field_name, f"at most {MAX_AUDIENCE_ITEMS} names")]
+    out: builtins.list[tuple[str, str]] = []
+    for i, item in enumerate(value):
+        if not isinstance(item, str) or not item.strip():
+            out.append((f"{field_name}[{i}]", "a name (a non-empty string)"))
+        elif len(item) > MAX_AUDIENCE_NAME:
+            out.append((f"{field_name}[{i}]", f"longer than {MAX_AUDIENCE_NAME} characters"))
+    return out
+
+
+def _where_problems(value: Any) -> builtins.list[tuple[str, str]]:
+    """Problems of an audience's ``where``: attribute = value, or = a list of values."""
+    shape = 'a table of attribute = value or [values], like { city = "Berlin" }'
+    if not isinstance(value, Mapping):
+        return [("where", shape)]
+    out: builtins.list[tuple[str, str]] = []
+    for key, given in value.items():
+        path = f"where.{key}"
+        if not isinstance(key, str) or not key.strip() or len(key) > MAX_AUDIENCE_NAME:
+            out.append(("where", f"attribute name {key!r} is empty or too long"))
+            continue
+        if not _ATTRIBUTE_NAME.fullmatch(key.strip()):
+            out.append(
+                (
+                    path,
+                    "an attribute name is letters, digits and _ as the import names a "
+                    "column ('Plan Type' -> plan_type)",
+                )
+            )
+            continue
+        items = given if isinstance(given, builtins.list) else [given]
+        if not items:
+            out.append((path, "an empty list matches nobody: give at least one value"))
+        elif len(items) > MAX_AUDIENCE_ITEMS:
+            out.append((path, f"at most {MAX_AUDIENCE_ITEMS} values"))
+        for i, item in enumerate(items):
+            at = f"{path}[{i}]" if isinstance(given, builtins.list) else path
+            if isinstance(item, bool) or not isinstance(item, str | int | float):
+                out.append((at, f"a text or number to compare with, not {_kind(item)}"))
+            elif len(str(item)) > MAX_AUDIENCE_NAME:
+                out.append((at, f"longer than {MAX_AUDIENCE_NAME} characters"))
+    return out
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, Mapping):
+        return "a table"
+    if isinstance(value, builtins.list):
+        return "a list"
+    return type(value).__name__
+
+
+def audience_problems(
+    data: Mapping[str, Any], *, allow_segment: bool = True
+) -> builtins.list[tuple[str, str]]:
+    """Every problem of an audience's fields (paths relative to the audience)."""
+    out: builtins.list[tuple[str, str]] = []
+    for name in _AUDIENCE_NAMES:
+        if name in data:
+            out.extend(_name_problems(name, data[name]))
+    if "where" in data:
+        out.extend(_where_problems(data["where"]))
+    single = data.get("list")
+    if single is not None and (not isinstance(single, str) or not single.strip()):
+        out.append(("list", "a list name (a non-empty string)"))
+    segment = data.get("segment")
+    if segment is not None:
+        if not allow_segment:
+            out.append(("segment", "a segment cannot name another segment"))
+        elif not isinstance(segment, str) or not segment.strip():
+            out.append(("segment", "a segment name (a non-empty string)"))
+        others = [k for k in ("list", *_AUDIENCE_NAMES, "where") if data.get(k)]
+        if others:
+            out.append(("segment", f"give segment alone, or {', '.join(others)} without it"))
+    elif not any(data.get(k) for k in ("list", "lists", "tags", "where")):
+        out.append(
+            ("", "empty audience: give lists, tags or where (exclusions alone select nobody)")
+        )
+    return out
+
+
+class AudienceSpec(_Model):
+    """Who a campaign (or a saved segment) reaches: ``[audience]`` (issue 19's contract).
+
+    Members of any of ``lists`` (``list``: one more), carrying every one of ``tags``,
+    whose attributes match ``where`` (equals / is one of; no case, no accents), minus
+    ``exclude_lists`` and ``exclude_tags``; or ``segment``, a saved one by name.
+    """
+
+    list: str | None = None
+    lists: builtins.list[str] = Field(default_factory=builtins.list)
+    tags: builtins.list[str] = Field(default_factory=builtins.list)
+    where: dict[str, str | int | float | builtins.list[str | int | float]] = Field(
+        default_factory=dict
+    )
+    exclude_lists: builtins.list[str] = Field(default_factory=builtins.list)
+    exclude_tags: builtins.list[str] = Field(default_factory=builtins.list)
+    segment: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shape(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            problems = audience_problems(data)
+            if problems:
+                raise _RuleErrors(problems)
+        return data
+
+    def definition(self) -> dict[str, Any]:
+        """The audience by names, as stored (``list`` merged into ``lists``; ``where``
+        values as text lists); the segment's name is not part of it."""
+        lists = builtins.list(dict.fromkeys([*([self.list] if self.list else []), *self.lists]))
+        where = {
+            k.strip(): [str(v) for v in (vals if isinstance(vals, builtins.list) else [vals])]
+            for k, vals in self.where.items()
+        }
+        return {
+            "lists": [n.strip() for n in lists],
+            "tags": [n.strip() for n in self.tags],
+            "where": where,
+            "exclude_lists": [n.strip() for n in self.exclude_lists],
+            "exclude_tags": [n.strip() for n in self.exclude_tags],
+        }
+
+
 class CampaignSpec(_Model):
     """A validated campaign file."""
 
     name: str
     list: str | None = None
+    audience: AudienceSpec | None = None
     groups: builtins.list[str] = Field(default_factory=builtins.list)
     instances: builtins.list[str] = Field(default_factory=builtins.list)
     message: MessageSpec
@@ -465,10 +613,19 @@ def _cross_errors(data: Mapping[str, Any]) -> builtins.list[FieldError]:
     groups = data.get("groups") or []
     if list_name is not None and isinstance(list_name, str) and not list_name.strip():
         errors.append(FieldError("list", "must not be empty"))
-    if list_name and groups:
-        errors.append(FieldError("groups", "give either list or groups, not both"))
-    elif not list_name and not groups:
-        errors.append(FieldError("list", "required: the contact list to send to (or groups)"))
+    audience = data.get("audience")
+    chosen = [k for k, v in (("list", list_name), ("audience", audience), ("groups", groups)) if v]
+    if len(chosen) > 1:
+        given = "all three" if len(chosen) == 3 else f"both {chosen[0]} and {chosen[1]}"
+        errors.append(
+            FieldError(chosen[-1], f"give one of list, [audience] or groups, not {given}")
+        )
+    elif not chosen:
+        errors.append(
+            FieldError(
+                "list", "required: the contact list to send to (or an [audience], or groups)"
+            )
+        )
     if isinstance(groups, builtins.list):
         seen: set[str] = set()
         for i, g in enumerate(groups):
@@ -596,6 +753,8 @@ def parse_toml(raw: bytes, source: str = "<campaign>") -> CampaignSpec:
 
 __all__ = [
     "GROUP_MESSAGE_TYPES",
+    "MAX_AUDIENCE_NAME",
+    "AudienceSpec",
     "ButtonSpec",
     "CampaignFileError",
     "CampaignSpec",
@@ -607,9 +766,11 @@ __all__ = [
     "SafetySpec",
     "ScheduleSpec",
     "SectionSpec",
+    "audience_problems",
     "load_campaign_file",
     "parse_campaign",
     "parse_toml",
     "start_missed",
     "stored_spec",
+    "timezone_problem",
 ]

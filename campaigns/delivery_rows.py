@@ -24,13 +24,16 @@ from sqlalchemy import Connection, Engine, Select, Table, func, select
 from campaigns.campaign_file import CampaignSpec, MessageSpec
 from campaigns.delivery_lifecycle import OPTED_OUT_ERROR
 from campaigns.render import ContactData, RenderError, recipient_rng, render_message
+from campaigns.segments import evaluate_members
 from gateway.messages import message_to_dict
 from storage import states, tables
+from storage.queries import audiences as aq
 from storage.queries import deliveries as dq
 
 _campaigns: Table = tables.campaigns
 _contacts: Table = tables.contacts
 _members: Table = tables.list_members
+_audience: Table = tables.audience_members
 _d: Table = tables.deliveries
 
 #: recipients read, rendered and inserted per round trip
@@ -106,6 +109,27 @@ def list_recipients(
             return
         yield page
         last = page[-1].contact_id or 0
+
+
+def audience_recipients(
+    conn: Connection, audience: aq.AudienceFilter, *, chunk: int = CHUNK
+) -> Iterator[list[Recipient]]:
+    """The contacts an audience selects now, in chunks by contact id (keyset paging)."""
+    last = 0
+    while rows := aq.audience_page(conn, audience, after=last, limit=chunk):
+        yield [
+            Recipient(
+                target=r["phone"],
+                target_kind="phone",
+                contact_id=int(r["id"]),
+                contact=ContactData(
+                    phone=r["phone"], name=r["name"] or "", attributes=r["attributes"] or {}
+                ),
+                opted_out=bool(r["opted_out"]),
+            )
+            for r in rows
+        ]
+        last = int(rows[-1]["id"])
 
 
 def group_recipients(groups: Sequence[str]) -> list[Recipient]:
@@ -318,20 +342,33 @@ class _RowBuilder:
         return out, queued
 
 
-def _missing_members(list_id: int, campaign_id: int | None) -> Select[Any]:
-    """Members of the list whose target has no row of the campaign yet (an anti-join on
-    the unique ``(campaign_id, target)`` index: a rerun reads only what is missing);
+#: where a campaign's recipients are read: a list's members (``list_members``, by list
+#: id) or the campaign's evaluated audience (``audience_members``, by campaign id)
+Source = tuple[Table, int]
+
+
+def _source(campaign_id: int, list_id: int | None, audience: Any) -> Source | None:
+    if audience is not None:
+        return (_audience, campaign_id)
+    return None if list_id is None else (_members, list_id)
+
+
+def _missing_members(source: Source, campaign_id: int | None) -> Select[Any]:
+    """Members of the source whose target has no row of the campaign yet (an anti-join
+    on the unique ``(campaign_id, target)`` index: a rerun reads only what is missing);
     every member when ``campaign_id`` is None (a campaign without rows)."""
+    members, key = source
+    owner = members.c.list_id if members is _members else members.c.campaign_id
     stmt = (
         select(
-            _members.c.contact_id,
+            members.c.contact_id,
             _contacts.c.phone,
             _contacts.c.name,
             _contacts.c.attributes,
             _contacts.c.opted_out,
         )
-        .select_from(_members.join(_contacts, _contacts.c.id == _members.c.contact_id))
-        .where(_members.c.list_id == list_id)
+        .select_from(members.join(_contacts, _contacts.c.id == members.c.contact_id))
+        .where(owner == key)
     )
     if campaign_id is None:
         return stmt
@@ -364,17 +401,18 @@ def _has_rows(conn: Connection, campaign_id: int) -> bool:
 
 
 def _missing_page(
-    conn: Connection, list_id: int, campaign_id: int | None, *, after: int, limit: int
+    conn: Connection, source: Source, campaign_id: int | None, *, after: int, limit: int
 ) -> list[_Input]:
     """Keyset page of :func:`_missing_members`: contact ids above ``after``, in order.
 
     A first materialisation passes ``campaign_id=None``: no row exists, and on
     PostgreSQL the anti-join may be planned as a hash over the campaign's rows, whose
     cost would grow with every page written."""
+    members = source[0]
     stmt = (
-        _missing_members(list_id, campaign_id)
-        .where(_members.c.contact_id > after)
-        .order_by(_members.c.contact_id)
+        _missing_members(source, campaign_id)
+        .where(members.c.contact_id > after)
+        .order_by(members.c.contact_id)
         .limit(limit)
     )
     return _inputs(conn.execute(stmt).all())
@@ -390,27 +428,33 @@ def _group_inputs(conn: Connection, campaign_id: int, groups: Sequence[str]) -> 
     ]
 
 
-def _load(conn: Connection, campaign_id: int) -> tuple[CampaignSpec, int | None]:
+def _load(conn: Connection, campaign_id: int) -> tuple[CampaignSpec, Source | None]:
+    """The campaign's spec and where its recipients are read; an audience is evaluated
+    into its members here, once (:func:`campaigns.segments.evaluate_members`)."""
     row = conn.execute(
-        select(_campaigns.c.spec, _campaigns.c.list_id).where(_campaigns.c.id == campaign_id)
+        select(_campaigns.c.spec, _campaigns.c.list_id, _campaigns.c.audience).where(
+            _campaigns.c.id == campaign_id
+        )
     ).one_or_none()
     if row is None:
         raise CampaignMissing(f"campaign {campaign_id} does not exist")
-    return CampaignSpec.model_validate(row.spec), row.list_id
+    if row.audience is not None:
+        evaluate_members(conn, campaign_id, row.audience)
+    return CampaignSpec.model_validate(row.spec), _source(campaign_id, row.list_id, row.audience)
 
 
 def _pages(
-    conn: Connection, spec: CampaignSpec, campaign_id: int, list_id: int | None, chunk: int
+    conn: Connection, spec: CampaignSpec, campaign_id: int, source: Source | None, chunk: int
 ) -> Iterator[list[_Input]]:
     """The recipients still missing a row, in chunks, read on ``conn``."""
     if spec.groups:
         yield _group_inputs(conn, campaign_id, spec.groups)
         return
-    if list_id is None:
+    if source is None:
         return
     after = 0
     probe = campaign_id if _has_rows(conn, campaign_id) else None
-    while page := _missing_page(conn, list_id, probe, after=after, limit=chunk):
+    while page := _missing_page(conn, source, probe, after=after, limit=chunk):
         yield page
         if after == 0 and len(page) == chunk:
             dq.refresh_statistics(conn)  # a big list: plan its pages on fresh statistics
@@ -425,10 +469,10 @@ def materialise(
     Each contact keeps the sender it last received from when that sender is among
     ``instances``; otherwise a stable hash of the target picks one.
     """
-    spec, list_id = _load(conn, campaign_id)
+    spec, source = _load(conn, campaign_id)
     builder = _RowBuilder(conn, spec, campaign_id, now=now, pool=instances)
     queued = total = 0
-    for todo in _pages(conn, spec, campaign_id, list_id, CHUNK):
+    for todo in _pages(conn, spec, campaign_id, source, CHUNK):
         rows, n = builder.rows(todo, builder.senders(conn, todo))
         dq.insert_new_deliveries(conn, rows)
         queued += n
@@ -454,8 +498,9 @@ def materialise_committed(
     Each chunk is read on a fresh connection (keyset pages: no long read snapshot that
     would keep SQLite's WAL from being checkpointed).
     """
+    with engine.begin() as conn:  # an audience is evaluated here, in one statement
+        spec, source = _load(conn, campaign_id)
     with engine.connect() as conn:
-        spec, list_id = _load(conn, campaign_id)
         builder = _RowBuilder(conn, spec, campaign_id, now=now, pool=instances)
         probe = campaign_id if _has_rows(conn, campaign_id) else None
     queued = total = 0
@@ -464,8 +509,8 @@ def materialise_committed(
         with engine.connect() as read:
             if spec.groups:
                 page = _group_inputs(read, campaign_id, spec.groups) if after == 0 else []
-            elif list_id is not None:
-                page = _missing_page(read, list_id, probe, after=after, limit=chunk)
+            elif source is not None:
+                page = _missing_page(read, source, probe, after=after, limit=chunk)
             else:
                 page = []
             if not page:
@@ -487,6 +532,8 @@ __all__ = [
     "CampaignMissing",
     "MaterialiseResult",
     "Recipient",
+    "Source",
+    "audience_recipients",
     "build_rows",
     "group_recipients",
     "is_static",

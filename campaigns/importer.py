@@ -21,6 +21,10 @@ Rules (also in docs/contacts-import.md):
   row takes the first non-empty one of a mobile column (or a value typed ``Mobile``),
   then the best-named other one, then the rest in file order; in a cell holding
   several numbers (Google's `` ::: ``) the first;
+- a ``tags`` column (comma-separated) tags its row's contact, and ``tags`` in the options
+  tag every contact of the file (tags are only added); an unusable tag rejects its row;
+- a ``timezone`` column is kept as the attribute ``timezone``; a value that is not an
+  IANA time zone (``Europe/Berlin``) rejects its row with the reason;
 - existing contacts: updated (name only by a non-empty name, attributes merged, new keys
   win) and counted as ``updated`` only when that changes what is stored, else as
   ``unchanged``; an opted-out contact stays opted out, joins the list, and counts as
@@ -46,8 +50,10 @@ from sqlalchemy import Connection, Engine, Table, insert, update
 from sqlalchemy.exc import DBAPIError
 
 from campaigns.audiences import clean_list_name
+from campaigns.campaign_file import timezone_problem
 from campaigns.import_runs import mark_interrupted_imports, runner_id
 from campaigns.phones import PhoneResult, normalise_batch, normalise_phone
+from campaigns.segments import clean_tag, fold_value
 from campaigns.spreadsheets import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_CELL_CHARS,
@@ -61,6 +67,7 @@ from campaigns.spreadsheets import (
     read_table,
 )
 from storage import tables
+from storage.queries import audiences as aq
 from storage.queries import contacts as q
 from storage.types import utcnow
 
@@ -185,6 +192,14 @@ class ImportOptions:
     encoding: str | None = None
     delimiter: str | None = None
     excel_engine: ExcelEngine = "calamine"
+    #: tags given to every contact of the file (``--tag``), besides a ``tags`` column
+    tags: tuple[str, ...] = ()
+
+
+#: the attribute key of the column whose comma-separated values tag a row's contact
+TAGS_KEY = "tags"
+#: the attribute key whose values must be IANA time zones
+TIMEZONE_KEY = "timezone"
 
 
 @dataclass(frozen=True)
@@ -220,6 +235,9 @@ class ImportReport:
     attribute_keys: dict[str, str] = field(default_factory=dict)
     columns: list[str] = field(default_factory=list)
     region: str = "US"
+    tags_column: str | None = None
+    #: every tag the import gave (from ``tags`` and the ``tags`` column), sorted
+    tags: list[str] = field(default_factory=list)
 
     def to_dict(self, *, include_rejects: bool = True) -> dict[str, Any]:
         """JSON-friendly form (what ``--json`` prints)."""
@@ -284,6 +302,8 @@ class _Mapping:
     keys: dict[str, str]
     #: the phone columns in the order they are tried, each with its type column (Google)
     phones: tuple[tuple[str, str | None], ...] = ()
+    #: the column of comma-separated tags (not an attribute), if any
+    tags: str | None = None
 
     @property
     def name_label(self) -> str | None:
@@ -409,6 +429,8 @@ def map_columns(path: Path, columns: Sequence[str], opts: ImportOptions) -> _Map
         elif first and name is None:
             name = first
     attributes = [c for c in rest if c != name]
+    tags = next((c for c in attributes if attribute_key(c) == TAGS_KEY), None)
+    attributes = [c for c in attributes if c != tags]
     keys: dict[str, str] = {}
     used: set[str] = set()
     for col in attributes:
@@ -418,7 +440,7 @@ def map_columns(path: Path, columns: Sequence[str], opts: ImportOptions) -> _Map
             key, n = f"{base}_{n}", n + 1
         used.add(key)
         keys[col] = key
-    return _Mapping(phone, name, first_last, attributes, keys, tuple(phones))
+    return _Mapping(phone, name, first_last, attributes, keys, tuple(phones), tags)
 
 
 def _phone_values(frame: pd.DataFrame, mapping: _Mapping) -> pd.Series:
@@ -533,7 +555,11 @@ def checked_options(opts: ImportOptions) -> ImportOptions:
         raise ImportFailed(
             f"unknown region {opts.region!r}: use a two-letter ISO 3166 code such as US or GB"
         )
-    return replace(opts, region=region)
+    try:
+        tags = tuple(dict.fromkeys(clean_tag(t) for t in opts.tags))
+    except ValueError as exc:
+        raise ImportFailed(f"--tag: {exc}") from None
+    return replace(opts, region=region, tags=tags)
 
 
 def _reject_columns(columns: Sequence[str]) -> list[str]:
@@ -701,11 +727,16 @@ def _run(
             frame, too_long, label, [REASON_NAME_TOO_LONG] * int(too_long.sum())
         )
         rejects.sort(key=lambda r: r.row_number)
+    checked = _checked_cells(frame, mapping, ~(invalid | too_long))
+    if checked.rejects:
+        rejects += checked.rejects
+        rejects.sort(key=lambda r: r.row_number)
     report.rejects = rejects
     report.invalid = len(rejects)
+    report.tags_column = mapping.tags
 
     # 3. one row per contact: duplicates merged, last non-empty value wins
-    keep = ~(invalid | too_long)
+    keep = ~(invalid | too_long | checked.bad)
     attr_keys = [mapping.keys[c] for c in mapping.attributes]
     data = pd.DataFrame(
         {
@@ -713,6 +744,7 @@ def _run(
             "r": phone_values.to_numpy()[keep],
             "n": names.to_numpy()[keep],
             **{f"a{i}": frame[c].to_numpy()[keep] for i, c in enumerate(mapping.attributes)},
+            **({"t": frame[mapping.tags].to_numpy()[keep]} if mapping.tags else {}),
         }
     )
     del table, frame, names, e164, reasons, e164_u, reason_u, codes, uniques  # memory
@@ -726,6 +758,8 @@ def _run(
     raw_phones = [p.strip()[:RAW_PHONE_MAX] for p in data["r"].to_numpy()[order].tolist()]
     contact_names = data["n"].to_numpy()[order].tolist()
     attributes = _AttributeEncoder(data, attr_keys, order)
+    folded = _AttributeEncoder(data, attr_keys, order, fold=True)
+    row_tags = data["t"].to_numpy()[order].tolist() if mapping.tags else []
     del data
     n_contacts = len(phones)
     steps = n_unique + n_contacts
@@ -744,12 +778,16 @@ def _run(
                     raw_phones[start:stop],
                     contact_names[start:stop],
                     attributes.rows(start, stop),
+                    folded.rows(start, stop),
                     strict=True,
                 ),
             )
             if progress is not None:
                 progress(n_unique + stop, steps)
-        del phones, raw_phones, contact_names, attributes  # staged: free them for the SQL
+        pairs = _tag_pairs(phones, row_tags)
+        tag_ids = aq.ensure_tags(conn, {*opts.tags, *(t for _, t in pairs)}, now)
+        report.tags = sorted(tag_ids)
+        del phones, raw_phones, contact_names, attributes, folded, row_tags  # staged
         existing = q.staged_existing(conn)
         report.imported = n_contacts - existing.existing
         report.updated = existing.changed
@@ -757,6 +795,10 @@ def _run(
         report.skipped_opted_out = existing.opted_out
         q.upsert_staged(conn, now)
         q.add_staged_members(conn, list_id, now)
+        if pairs:
+            aq.stage_tags(conn, [(p, tag_ids[t]) for p, t in pairs])
+            aq.add_staged_tags(conn)
+        aq.tag_every_staged(conn, q.contact_stage, [tag_ids[t] for t in opts.tags])
         q.drop_stage(conn)
         _store_outcome(conn, report, now)
     if progress is not None:
@@ -781,15 +823,78 @@ def _phone_order(phones: list[str]) -> np.ndarray[Any, Any]:
     return np.argsort(keys, kind="stable")
 
 
-class _AttributeEncoder:
-    """Builds the attributes JSON of any slice of contacts from per-value fragments."""
+@dataclass(frozen=True)
+class _Checked:
+    """Rows refused for a cell of the ``timezone`` or ``tags`` column."""
 
-    def __init__(self, data: pd.DataFrame, keys: Sequence[str], order: np.ndarray[Any, Any]):
+    bad: np.ndarray[Any, Any]
+    rejects: list[RejectedRow]
+
+
+def _checked_cells(frame: pd.DataFrame, mapping: _Mapping, keep: np.ndarray[Any, Any]) -> _Checked:
+    """The rows (among ``keep``) whose time zone is not an IANA zone or whose tags cannot
+    be used, each with its reason; every distinct value is checked once."""
+    bad = np.zeros(len(frame), dtype=bool)
+    rejects: list[RejectedRow] = []
+    checks: list[tuple[str, Callable[[str], str | None]]] = []
+    zone = next((c for c in mapping.attributes if mapping.keys[c] == TIMEZONE_KEY), None)
+    if zone is not None:
+        checks.append((zone, timezone_problem))
+    if mapping.tags is not None:
+        checks.append((mapping.tags, _tags_problem))
+    for column, problem in checks:
+        values = frame[column].str.strip()
+        reasons = {v: r for v in values.unique() if v and (r := problem(str(v)))}
+        if not reasons:
+            continue
+        mask = values.isin(list(reasons)).to_numpy() & keep & ~bad
+        rejects += _rejects_for(frame, mask, column, [reasons[v] for v in values[mask]])
+        bad |= mask
+    return _Checked(bad, rejects)
+
+
+def _tags_problem(cell: str) -> str | None:
+    try:
+        for tag in cell.split(","):
+            if tag.strip():
+                clean_tag(tag)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _tag_pairs(phones: Sequence[str], cells: Sequence[str]) -> list[tuple[str, str]]:
+    """``(phone, tag)`` for each tag of each contact's ``tags`` cell (checked before)."""
+    out: list[tuple[str, str]] = []
+    for phone, cell in zip(phones, cells, strict=False):
+        if cell:
+            out.extend(
+                (phone, t)
+                for t in dict.fromkeys(clean_tag(x) for x in cell.split(",") if x.strip())
+            )
+    return out
+
+
+class _AttributeEncoder:
+    """Builds the attributes JSON of any slice of contacts from per-value fragments
+    (``fold``: the values as an audience compares them, :func:`campaigns.segments.fold_value`)."""
+
+    def __init__(
+        self,
+        data: pd.DataFrame,
+        keys: Sequence[str],
+        order: np.ndarray[Any, Any],
+        *,
+        fold: bool = False,
+    ) -> None:
         self.columns: list[tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]] = []
         for i, key in enumerate(keys):
             codes, uniques = pd.factorize(data[f"a{i}"], sort=False)
             prefix = ", " + json.dumps(key) + ": "
-            fragments = [prefix + json.dumps(v) if (v := str(u).strip()) else "" for u in uniques]
+            values = [str(u).strip() for u in uniques]
+            fragments = [
+                prefix + json.dumps(fold_value(v) if fold else v) if v else "" for v in values
+            ]
             # code -1 (a missing value) picks the trailing ""; empty cells are left out
             self.columns.append((codes[order], np.array([*fragments, ""], dtype=object)))
 

@@ -16,10 +16,16 @@ from sqlalchemy import Connection, Engine, Table, insert, select
 
 from campaigns import delivery_lifecycle, lifecycle
 from campaigns.campaign_file import CampaignSpec, start_missed, stored_spec
-from campaigns.delivery_rows import Recipient, group_recipients, list_recipients
+from campaigns.delivery_rows import (
+    Recipient,
+    audience_recipients,
+    group_recipients,
+    list_recipients,
+)
 from campaigns.gateway_events import settle_unknown
 from campaigns.paging import Page
 from campaigns.render import RenderError, RenderLimit, recipient_rng, render_message
+from campaigns.segments import AudienceCount, AudienceError, CampaignAudience, campaign_audience
 from gateway.messages import message_to_dict
 from storage import states, tables
 from storage.queries import campaigns as q
@@ -96,6 +102,8 @@ class CreatedCampaign:
     unrenderable: list[tuple[str, str]]
     unrenderable_count: int = 0
     opted_out: int = 0
+    #: what an ``[audience]`` selected at create (None: a list or groups)
+    audience: AudienceCount | None = None
 
 
 @dataclass(frozen=True)
@@ -117,6 +125,8 @@ class CampaignPreview:
     unrenderable: list[tuple[str, str]]
     unrenderable_count: int
     spintax_varies: bool
+    #: what an ``[audience]`` selects now (None: a list or groups)
+    audience: AudienceCount | None = None
 
 
 @dataclass(frozen=True)
@@ -133,6 +143,8 @@ class CampaignSummary:
     created_at: datetime
     total: int
     counts: dict[str, int]
+    #: the ``[audience]`` in force by names (a segment expanded), None for a list or groups
+    audience: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -154,6 +166,8 @@ class CampaignDetail:
     finished_at: datetime | None
     spec: CampaignSpec
     counts: dict[str, int] = field(default_factory=dict)
+    #: the ``[audience]`` in force by names (a segment expanded), None for a list or groups
+    audience: dict[str, Any] | None = None
 
     @property
     def total(self) -> int:
@@ -166,9 +180,13 @@ def _list_id(conn: Connection, name: str) -> int | None:
     return None if value is None else int(value)
 
 
-def _recipients(conn: Connection, spec: CampaignSpec, list_id: int | None) -> Any:
+def _recipients(
+    conn: Connection, spec: CampaignSpec, list_id: int | None, audience: CampaignAudience | None
+) -> Any:
     if spec.groups:
         yield group_recipients(spec.groups)
+    elif audience is not None:
+        yield from audience_recipients(conn, audience.filter)
     elif list_id is not None:
         yield from list_recipients(conn, list_id)
 
@@ -189,6 +207,7 @@ class _Scan:
     """One pass over a campaign's recipients: who renders, who does not, the first ones."""
 
     list_id: int | None = None
+    audience: CampaignAudience | None = None
     total: int = 0
     opted_out: int = 0
     bad: int = 0
@@ -210,9 +229,14 @@ def _scan(conn: Connection, spec: CampaignSpec, *, first: int, at_most: int | No
             raise CampaignSetupError(
                 f"list {spec.list!r} does not exist (import contacts into it first)", "list"
             )
+    if spec.audience is not None:
+        try:
+            out.audience = campaign_audience(conn, spec.audience)
+        except AudienceError as exc:
+            raise CampaignSetupError(str(exc), exc.field) from None
     watch = _SpinWatch(0)  # whether a message renders does not depend on the spintax choices
     chunk: list[Recipient]
-    for chunk in _recipients(conn, spec, out.list_id):
+    for chunk in _recipients(conn, spec, out.list_id, out.audience):
         for rcp in chunk:
             if at_most is not None and out.total >= at_most:
                 out.spintax_varies = watch.varied
@@ -276,6 +300,7 @@ def preview_campaign(
         unrenderable=scan.unrenderable,
         unrenderable_count=scan.bad,
         spintax_varies=scan.spintax_varies,
+        audience=None if scan.audience is None else scan.audience.count,
     )
 
 
@@ -320,7 +345,9 @@ def create_campaign(
     """Store a campaign in state ``scheduled`` (start: the file's, else ``now``).
 
     Refused with :class:`CampaignSetupError` naming the field: a list that does not
-    exist, a sender instance gatecast has no record of, a start already missed (later
+    exist, an ``[audience]`` naming a segment, list, tag or attribute that does not exist
+    or selecting nobody (a segment is expanded into the stored audience), a sender
+    instance gatecast has no record of, a start already missed (later
     than ``schedule.missed_grace_minutes`` ago).
 
     Renders every recipient once to list those whose message cannot render (they will be
@@ -346,6 +373,7 @@ def create_campaign(
                     spec=spec.model_dump(mode="json"),
                     message_type=spec.message.type,
                     list_id=scan.list_id,
+                    audience=None if scan.audience is None else scan.audience.definition,
                     timezone=spec.schedule.timezone,
                     start_at=start_at,
                     cron=spec.schedule.cron,
@@ -365,6 +393,7 @@ def create_campaign(
         unrenderable=scan.unrenderable,
         unrenderable_count=scan.bad,
         opted_out=scan.opted_out,
+        audience=None if scan.audience is None else scan.audience.count,
     )
 
 
@@ -403,6 +432,7 @@ def list_campaigns(engine: Engine) -> list[CampaignSummary]:
                 created_at=r.created_at,
                 total=sum(c.values()),
                 counts=c,
+                audience=r.audience,
             )
         )
     return out
@@ -429,6 +459,7 @@ def get_campaign(engine: Engine, campaign_id: int) -> CampaignDetail:
         finished_at=r.finished_at,
         spec=stored_spec(r.spec, int(r.id)),
         counts=counts,
+        audience=r.audience,
     )
 
 

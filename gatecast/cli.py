@@ -16,6 +16,7 @@ from gatecast.commands import (
     instance,
     receive,
     sandbox,
+    segment,
     serve,
     worker,
 )
@@ -27,7 +28,7 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,  # locals may hold secrets
 )
 
-for module in (instance, sandbox, contacts, campaign, serve, receive, worker, demo, db):
+for module in (instance, sandbox, contacts, segment, campaign, serve, receive, worker, demo, db):
     module.register(app)
 
 

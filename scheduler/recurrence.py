@@ -126,6 +126,7 @@ def create_occurrence(engine: Engine, parent_id: int, occurrence_at: datetime) -
                         spec=spec,
                         message_type=parent.message_type,
                         list_id=parent.list_id,
+                        audience=parent.audience,
                         timezone=parent.timezone,
                         start_at=occurrence_at,
                         cron=None,

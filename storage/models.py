@@ -15,7 +15,7 @@ from sqlmodel import Field, SQLModel
 from storage.types import BigId, JsonDoc, UTCDateTime, utcnow
 
 #: the Alembic revision these models describe (``storage/migrations/versions``)
-HEAD_REVISION = "0006"
+HEAD_REVISION = "0007"
 
 
 #: the predicate of the partial indexes over the queue (a query must say it literally,
@@ -73,6 +73,12 @@ class Contact(SQLModel, table=True):
     raw_phone: str = Field(default="", max_length=200)
     name: str = Field(default="", max_length=300)
     attributes: dict[str, Any] = _json(dict)
+    # the attributes as an audience's ``where`` compares them: each value folded (no case,
+    # no accents; ``campaigns.segments.fold_value``), kept beside them by every write
+    folded: dict[str, Any] = Field(
+        default_factory=dict,
+        sa_column=Column(JsonDoc, nullable=False, server_default=text("'{}'")),
+    )
     opted_out: bool = Field(default=False)
     opted_out_at: datetime | None = _dt()
     opt_out_reason: str | None = Field(default=None, max_length=500)
@@ -103,6 +109,54 @@ class ListMember(SQLModel, table=True):
         sa_type=BigId, foreign_key="contacts.id", primary_key=True, ondelete="CASCADE", index=True
     )
     added_at: datetime = _created()
+
+
+class Tag(SQLModel, table=True):
+    """A tag contacts can carry (``vip``); names are stored folded (lower case, trimmed)."""
+
+    __tablename__ = "tags"
+
+    id: int | None = Field(default=None, sa_type=BigId, primary_key=True)
+    name: str = Field(unique=True, max_length=100)
+    created_at: datetime = _created()
+
+
+class ContactTag(SQLModel, table=True):
+    """A tag on a contact; the key (tag, contact) is an audience's range of a tag."""
+
+    __tablename__ = "contact_tags"
+
+    tag_id: int = Field(sa_type=BigId, foreign_key="tags.id", primary_key=True, ondelete="CASCADE")
+    contact_id: int = Field(
+        sa_type=BigId, foreign_key="contacts.id", primary_key=True, ondelete="CASCADE", index=True
+    )
+
+
+class Segment(SQLModel, table=True):
+    """A saved audience: its definition (lists, tags, where, exclusions) by name."""
+
+    __tablename__ = "segments"
+
+    id: int | None = Field(default=None, sa_type=BigId, primary_key=True)
+    name: str = Field(unique=True, max_length=200)
+    definition: dict[str, Any] = _json(dict)
+    created_at: datetime = _created()
+
+
+class AudienceMember(SQLModel, table=True):
+    """A contact of a campaign's audience, evaluated once at its start (one INSERT ...
+    SELECT); materialisation pages through these as it does through a list's members.
+
+    ``contact_id`` has no foreign key: PostgreSQL's check would lock (and so write to)
+    every selected contact's row (``FOR KEY SHARE``); materialisation joins ``contacts``,
+    so a contact deleted since is simply no recipient."""
+
+    __tablename__ = "audience_members"
+
+    campaign_id: int = Field(
+        sa_type=BigId, foreign_key="campaigns.id", primary_key=True, ondelete="CASCADE"
+    )
+    contact_id: int = Field(sa_type=BigId, primary_key=True)
 
 
 class ImportJob(SQLModel, table=True):
@@ -165,6 +219,9 @@ class Campaign(SQLModel, table=True):
     spec: dict[str, Any] = _json(dict)  # the validated campaign file, as JSON
     message_type: str = Field(max_length=16)  # text | media | interactive | template | list
     list_id: int | None = Field(default=None, sa_type=BigId, foreign_key="lists.id")
+    # the audience in force (``[audience]``, a saved segment expanded at create), by
+    # names; None for a campaign to one list (``list_id``) or to groups
+    audience: dict[str, Any] | None = Field(default=None, sa_column=Column(JsonDoc, nullable=True))
     timezone: str = Field(default="UTC", max_length=64)
     start_at: datetime | None = _dt()
     cron: str | None = Field(default=None, max_length=120)
@@ -347,9 +404,11 @@ __all__ = [
     "QUEUED_ROWS",
     "SENDING_ROWS",
     "WITH_ERROR_CODE",
+    "AudienceMember",
     "Campaign",
     "Contact",
     "ContactList",
+    "ContactTag",
     "DashboardSession",
     "Delivery",
     "IdempotencyKey",
@@ -359,5 +418,7 @@ __all__ = [
     "Instance",
     "Lease",
     "ListMember",
+    "Segment",
     "StatusEvent",
+    "Tag",
 ]

@@ -109,6 +109,12 @@ def _schedule_text(start_at: datetime | None, cron: str | None, tz: str) -> str:
     return f"starts {_local(start_at, tz)}"
 
 
+def _audience_text(definition: dict[str, Any] | None) -> str:
+    from campaigns.segments import describe
+
+    return describe(definition) if definition else ""
+
+
 def _counts_text(counts: dict[str, int]) -> str:
     return ", ".join(f"{s} {counts[s]:,}" for s in _delivery_states() if counts.get(s)) or "-"
 
@@ -144,8 +150,12 @@ def create_cmd(
         spec = load_campaign_file(file)
         created = service.create_campaign(open_engine_or_fail(), spec, strict=strict)
     if as_json:
-        _print_json(asdict(created))
+        out = asdict(created)
+        out["audience"] = None if created.audience is None else created.audience.to_dict()
+        _print_json(out)
         return
+    if created.audience is not None:
+        console.print(f"audience: {created.audience.summary()}")
     console.print(
         f"campaign [bold]{created.id}[/] [green]{escape(spec.name)}[/] is {created.state}, "
         f"{_schedule_text(created.start_at, spec.schedule.cron, spec.schedule.timezone)}; "
@@ -195,7 +205,7 @@ def list_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) 
     for col in ("id", "name", "state", "type", "audience", "start", "recipients", "progress"):
         table.add_column(col, justify="right" if col in ("id", "recipients") else "left")
     for r in rows:
-        audience = r.list_name or "groups"
+        audience = r.list_name or ("[audience]" if r.audience else "groups")
         start = f"cron {r.cron}" if r.cron else _when(r.start_at)
         table.add_row(
             str(r.id),
@@ -235,7 +245,7 @@ def show_cmd(
     for label, value in (
         ("state", d.state + (f" ({d.state_reason})" if d.state_reason else "")),
         ("message", d.message_type),
-        ("audience", d.list_name or ", ".join(d.spec.groups)),
+        ("audience", d.list_name or _audience_text(d.audience) or ", ".join(d.spec.groups)),
         ("instances", ", ".join(d.spec.instances) or "all connected"),
         ("start", _local(d.start_at, d.timezone) if d.start_at and not d.cron else "-"),
         ("recurrence", _schedule_text(d.start_at, d.cron, d.timezone) if d.cron else "-"),

@@ -51,6 +51,8 @@ def _print_report(report: ImportReport, rejects_path: Path | None) -> None:
     console.print(table)
     mapping = f"phone column: {report.phone_column!r}, name column: {report.name_column!r}"
     console.print(escape(mapping))
+    if report.tags:
+        console.print(f"tags: {escape(', '.join(report.tags))}")
     if report.attribute_keys:
         attrs = ", ".join(f"{k} -> {{{{ {v} }}}}" for k, v in report.attribute_keys.items())
         console.print(f"attributes: {escape(attrs)}")
@@ -77,9 +79,18 @@ def import_cmd(
     rejects: Annotated[
         Path | None, typer.Option(help="write the rejected rows to this CSV file")
     ] = None,
+    tag: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tag", help="tag every imported contact (repeatable); see also a tags column"
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
 ) -> None:
-    """Import contacts from a spreadsheet into a list (created if missing)."""
+    """Import contacts from a spreadsheet into a list (created if missing).
+
+    A ``tags`` column (comma-separated) tags each row's contact; a ``timezone`` column
+    must hold IANA zones (Europe/Berlin), other rows are rejected with the reason."""
     from campaigns.importer import ImportFailed, ImportOptions, import_file
     from gatecast.settings import get_settings
 
@@ -90,6 +101,7 @@ def import_cmd(
         name_column=name_column,
         region=(region or settings.default_region).upper(),
         sheet=_sheet(sheet),
+        tags=tuple(tag or ()),
         max_bytes=settings.import_max_bytes,
         xlsx_max_uncompressed_bytes=settings.xlsx_max_uncompressed_bytes,
         max_columns=settings.import_max_columns,
@@ -177,14 +189,15 @@ def show_cmd(
     phone: Annotated[str, typer.Argument(help="the phone number (any format)")],
     as_json: Annotated[bool, typer.Option("--json", help="print as JSON")] = False,
 ) -> None:
-    """Show one contact: name, attributes, opt-out state and lists."""
-    from campaigns.audiences import contact_lists, get_contact
+    """Show one contact: name, attributes, opt-out state, lists and tags."""
+    from campaigns.audiences import contact_lists, contact_tags, get_contact
 
     e164 = _e164(phone)
     engine = open_engine_or_fail()
     try:
         row = get_contact(engine, e164)
         names = contact_lists(engine, int(row.id)) if row is not None else []
+        tags = contact_tags(engine, int(row.id)) if row is not None else []
     finally:
         engine.dispose()
     if row is None:
@@ -198,6 +211,7 @@ def show_cmd(
         "opted_out_at": row.opted_out_at.isoformat() if row.opted_out_at else None,
         "opt_out_reason": row.opt_out_reason,
         "lists": names,
+        "tags": tags,
         "created_at": row.created_at.isoformat(),
         "updated_at": row.updated_at.isoformat(),
     }

@@ -67,6 +67,7 @@ def _contact_update(conn: Connection, excluded: Any) -> dict[str, Any]:
         "raw_phone": excluded.raw_phone,
         "name": case((excluded.name != "", excluded.name), else_=contacts.c.name),
         "attributes": _merge_json(conn, contacts.c.attributes, excluded.attributes),
+        "folded": _merge_json(conn, contacts.c.folded, excluded.folded),
         "updated_at": excluded.updated_at,
     }
 
@@ -107,7 +108,8 @@ def contact_ids(conn: Connection, phones: Sequence[str]) -> dict[str, int]:
 def upsert_contacts(conn: Connection, rows: Sequence[Mapping[str, Any]], now: datetime) -> None:
     """Insert or update contacts by phone, in batches.
 
-    Each row has ``phone`` (E.164), ``raw_phone``, ``name`` and ``attributes`` (a dict).
+    Each row has ``phone`` (E.164), ``raw_phone``, ``name`` and ``attributes`` (a dict),
+    optionally ``folded`` (the attributes as an audience compares them; default none).
     On conflict: ``raw_phone`` is replaced, ``name`` only by a non-empty name, and the
     attributes are merged (new keys win). ``opted_out`` is never touched here.
     """
@@ -124,6 +126,7 @@ def upsert_contacts(conn: Connection, rows: Sequence[Mapping[str, Any]], now: da
                 "raw_phone": r["raw_phone"],
                 "name": r["name"],
                 "attributes": r["attributes"],
+                "folded": r.get("folded", {}),
                 "opted_out": False,
                 "created_at": now,
                 "updated_at": now,
@@ -272,6 +275,7 @@ contact_stage = Table(
     Column("raw_phone", String, nullable=False),
     Column("name", String, nullable=False),
     Column("attributes", Text, nullable=False),  # a JSON object, as text
+    Column("folded", Text, nullable=False),  # the attributes folded, a JSON object as text
     prefixes=["TEMPORARY"],
 )
 
@@ -299,8 +303,9 @@ def drop_stage(conn: Connection) -> None:
         conn.exec_driver_sql(f"PRAGMA cache_size = {_DEFAULT_CACHE}")
 
 
-def stage_rows(conn: Connection, rows: Iterable[tuple[str, str, str, str]]) -> None:
-    """Append ``(phone, raw_phone, name, attributes_json)`` rows to the staging table.
+def stage_rows(conn: Connection, rows: Iterable[tuple[str, str, str, str, str]]) -> None:
+    """Append ``(phone, raw_phone, name, attributes_json, folded_json)`` rows to the
+    staging table.
 
     PostgreSQL: ``COPY`` through the driver; SQLite: the driver's executemany. The phones
     must be distinct; the attributes are JSON object text.
@@ -310,12 +315,14 @@ def stage_rows(conn: Connection, rows: Iterable[tuple[str, str, str, str]]) -> N
     if conn.dialect.name == "postgresql":
         with (
             raw.cursor() as cur,
-            cur.copy(f"COPY {STAGE} (phone, raw_phone, name, attributes) FROM STDIN") as copy,
+            cur.copy(
+                f"COPY {STAGE} (phone, raw_phone, name, attributes, folded) FROM STDIN"
+            ) as copy,
         ):
             for row in rows:
                 copy.write_row(row)
         return
-    raw.executemany(f"INSERT INTO {STAGE} VALUES (?, ?, ?, ?)", rows)
+    raw.executemany(f"INSERT INTO {STAGE} VALUES (?, ?, ?, ?, ?)", rows)
 
 
 class StagedExisting(NamedTuple):
@@ -360,11 +367,11 @@ def staged_existing(conn: Connection) -> StagedExisting:
     return StagedExisting(int(row[0]), int(row[1]), int(row[2]))
 
 
-def _staged_attributes(conn: Connection) -> ColumnElement[Any]:
-    """The staged attributes as a JSON value."""
+def _staged_attributes(conn: Connection, column: str = "attributes") -> ColumnElement[Any]:
+    """The staged attributes (or their folded form) as a JSON value."""
     if conn.dialect.name == "postgresql":
-        return cast(contact_stage.c.attributes, JSONB)
-    return contact_stage.c.attributes
+        return cast(contact_stage.c[column], JSONB)
+    return contact_stage.c[column]
 
 
 def upsert_staged(conn: Connection, now: datetime) -> None:
@@ -378,12 +385,22 @@ def upsert_staged(conn: Connection, now: datetime) -> None:
         contact_stage.c.raw_phone,
         contact_stage.c.name,
         _staged_attributes(conn),
+        _staged_attributes(conn, "folded"),
         literal(False),
         literal(now, UTCDateTime()),
         literal(now, UTCDateTime()),
     ).where(true())  # SQLite needs a WHERE to parse INSERT ... SELECT ... ON CONFLICT
     stmt = ins.from_select(
-        ["phone", "raw_phone", "name", "attributes", "opted_out", "created_at", "updated_at"],
+        [
+            "phone",
+            "raw_phone",
+            "name",
+            "attributes",
+            "folded",
+            "opted_out",
+            "created_at",
+            "updated_at",
+        ],
         source,
     )
     excluded = stmt.excluded

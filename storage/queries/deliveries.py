@@ -42,7 +42,7 @@ from sqlalchemy import (
 )
 
 from storage import states, tables
-from storage.models import QUEUED_ROWS, Contact, Delivery, ListMember
+from storage.models import QUEUED_ROWS, AudienceMember, Contact, Delivery, ListMember
 from storage.queries import paging
 
 _d = tables.deliveries
@@ -525,7 +525,12 @@ def refresh_statistics(conn: Connection) -> None:
     No-op on other databases.
     """
     if conn.dialect.name == "postgresql":
-        names = (ListMember.__tablename__, Contact.__tablename__, Delivery.__tablename__)
+        names = (
+            ListMember.__tablename__,
+            AudienceMember.__tablename__,
+            Contact.__tablename__,
+            Delivery.__tablename__,
+        )
         conn.exec_driver_sql(f"ANALYZE {', '.join(names)}")
 
 

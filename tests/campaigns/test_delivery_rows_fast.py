@@ -44,9 +44,9 @@ def _forget(engine: Engine, campaign_id: int) -> None:
 def _reference(engine: Engine, campaign_id: int, instances: list[str]) -> None:
     """The reference path: every member through build_rows and insert_deliveries."""
     with engine.begin() as conn:
-        stored, list_id = mat._load(conn, campaign_id)
-        assert list_id is not None
-        for chunk in mat.list_recipients(conn, list_id, chunk=5):
+        stored, source = mat._load(conn, campaign_id)
+        assert source is not None
+        for chunk in mat.list_recipients(conn, source[1], chunk=5):
             senders = {r.target: mat.pick_sender(r.target, instances) for r in chunk}
             insert_deliveries(
                 conn, mat.build_rows(stored, campaign_id, chunk, now=NOW, senders=senders)

@@ -41,6 +41,7 @@ from campaigns.service import (
     retry_campaign,
 )
 from gatecast.web.api.common import Id
+from gatecast.web.api.segments import AudienceCountPublic
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.idempotency import IDEMPOTENT, run_once
 
@@ -93,6 +94,9 @@ class CampaignCreated(BaseModel):
     preview: list[PreviewMessage]
     unrenderable: list[Unrenderable]
     unrenderable_count: int
+    audience: AudienceCountPublic | None = Field(
+        None, description="What an [audience] selected at create (null for a list or groups)"
+    )
 
 
 class CampaignPreview(BaseModel):
@@ -114,6 +118,9 @@ class CampaignPreview(BaseModel):
         description="The message has spintax: the variant of each recipient is picked when "
         "the campaign is created (its id seeds the choice), so it may differ from this preview"
     )
+    audience: AudienceCountPublic | None = Field(
+        None, description="What an [audience] selects now (null for a list or groups)"
+    )
 
 
 class CampaignPublic(BaseModel):
@@ -129,6 +136,9 @@ class CampaignPublic(BaseModel):
     created_at: datetime
     total: int
     counts: dict[str, int]
+    audience: dict[str, Any] | None = Field(
+        None, description="The [audience] in force by names (a segment expanded); null: list"
+    )
 
 
 class CampaignDetailPublic(CampaignPublic):
@@ -198,7 +208,10 @@ def detail_public(d: CampaignDetail) -> CampaignDetailPublic:
 
 def created_public(c: CreatedCampaign) -> CampaignCreated:
     """The API form of a created campaign."""
-    return CampaignCreated.model_validate(c, from_attributes=True)
+    out = CampaignCreated.model_validate(replace(c, audience=None), from_attributes=True)
+    if c.audience is not None:
+        out.audience = AudienceCountPublic.model_validate(c.audience.to_dict())
+    return out
 
 
 def parse_toml_upload(raw: bytes, filename: str) -> CampaignSpec:
@@ -214,8 +227,11 @@ def parse_toml_upload(raw: bytes, filename: str) -> CampaignSpec:
 
 def preview_public(p: service.CampaignPreview) -> CampaignPreview:
     """The API form of a preview (the first 100 unrenderable recipients listed)."""
-    shown = replace(p, unrenderable=p.unrenderable[:100])
-    return CampaignPreview.model_validate(shown, from_attributes=True)
+    shown = replace(p, unrenderable=p.unrenderable[:100], audience=None)
+    out = CampaignPreview.model_validate(shown, from_attributes=True)
+    if p.audience is not None:
+        out.audience = AudienceCountPublic.model_validate(p.audience.to_dict())
+    return out
 
 
 def campaign_progress(ctx: AppContext, campaign_id: int, points: int = 30) -> CampaignProgress:

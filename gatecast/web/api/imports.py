@@ -185,6 +185,7 @@ def _options(
     name_column: str | None,
     region: str | None,
     sheet: str | None,
+    tags: str | None = None,
 ) -> ImportOptions:
     sheet_value: str | int | None = sheet or None
     if sheet and sheet.isdigit():
@@ -195,6 +196,7 @@ def _options(
         name_column=name_column or None,
         region=(region or ctx.settings.default_region).upper(),
         sheet=sheet_value,
+        tags=tuple(t for t in (tags or "").split(",") if t.strip()),
         max_bytes=ctx.settings.import_max_bytes,
         xlsx_max_uncompressed_bytes=ctx.settings.xlsx_max_uncompressed_bytes,
         max_columns=ctx.settings.import_max_columns,
@@ -326,8 +328,14 @@ def post_import(
     name_column: Annotated[str | None, Form()] = None,
     region: Annotated[str | None, Form(description="Region for numbers without +")] = None,
     sheet: Annotated[str | None, Form(description="Sheet name or 0-based index")] = None,
+    tags: Annotated[
+        str | None, Form(description="Tags for every imported contact, comma-separated")
+    ] = None,
 ) -> Response:
     """Start importing a spreadsheet in the background; poll GET /imports/{id}.
+
+    A ``tags`` column in the file tags each row's contact (comma-separated); a
+    ``timezone`` column must hold IANA zones (rows with another value are rejected).
 
     A file whose first rows already show it cannot import (not a spreadsheet, not
     decodable, empty, over a column or cell limit, no phone column) answers 422 naming
@@ -349,16 +357,20 @@ def post_import(
         "name_column": name_column,
         "region": region,
         "sheet": sheet,
+        "tags": tags,
     }
     started = False
 
     def create() -> ImportPublic:
         nonlocal started
-        opts = _options(ctx, list_name, phone_column, name_column, region, sheet)
+        opts = _options(ctx, list_name, phone_column, name_column, region, sheet, tags)
         try:
             opts = checked_options(opts)
         except ImportFailed as exc:
-            raise field_error(("body", "region"), str(exc)) from None
+            text = str(exc)
+            if text.startswith("--tag: "):
+                raise field_error(("body", "tags"), text.removeprefix("--tag: ")) from None
+            raise field_error(("body", "region"), text) from None
         try:  # a file its first rows show unusable is refused now, not accepted then failed
             check_file(saved.path, opts)
         except ImportFailed as exc:
