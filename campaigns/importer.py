@@ -755,8 +755,7 @@ def _run(
         report.updated = existing.changed
         report.unchanged = existing.existing - existing.opted_out - existing.changed
         report.skipped_opted_out = existing.opted_out
-        q.upsert_staged(conn, now)
-        q.add_staged_members(conn, list_id, now)
+        q.store_staged(conn, list_id, now)
         q.drop_stage(conn)
         _store_outcome(conn, report, now)
     if progress is not None:
