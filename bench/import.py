@@ -36,6 +36,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -173,7 +174,7 @@ def _server_cpu(url: str) -> float:
     return total
 
 
-def _measured(url: str, work: Any) -> dict[str, Any]:
+def _measured(url: str, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """Run ``work()`` (it returns its counts); seconds, our CPU and the server's."""
     server, start, cpu = _server_cpu(url), time.perf_counter(), time.process_time()
     counts = work()
