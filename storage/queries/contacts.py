@@ -407,13 +407,14 @@ def _store_staged_postgresql(conn: Connection, list_id: int, now: datetime) -> N
     1. the staged contacts that exist are upserted (which locks every one of them, changed
        or not) and joined to the list;
     2. the new ones are inserted without ``ON CONFLICT`` (none can exist: imports take
-       turns and nothing else inserts contacts), their ids kept from the insert's
+       turns and only imports insert contacts), their ids kept from the insert's
        ``RETURNING`` in a second temporary table, and joined to the list from it with no
        lookup by phone.
 
-    Membership rows skip the per-row foreign-key triggers when :func:`_may_skip_fk_triggers` says
-    may turn them off: every contact and the list they reference are then created or
-    locked by this transaction, which is what the triggers check and lock row by row.
+    Membership rows skip the per-row foreign-key triggers where
+    :func:`_may_skip_fk_triggers` allows it: every contact and the list they reference
+    are then created or locked by this transaction, which is what the triggers check
+    and lock row by row.
     """
     upsert_staged(conn, now, existing_only=True)
     skip_triggers = _may_skip_fk_triggers(conn, list_id)
@@ -449,14 +450,15 @@ def _may_skip_fk_triggers(conn: Connection, list_id: int) -> bool:
     """PostgreSQL: lock the list against deletion; whether this transaction may turn the
     triggers off for ``list_members`` inserts (``session_replication_role``).
 
-    Only when ``list_members`` has no trigger but its foreign keys' and the role may set
-    it (superuser, or ``GRANT SET ON PARAMETER session_replication_role`` on PostgreSQL
-    15+); otherwise the triggers stay on and the import is only slower.
+    Only when ``list_members`` has no trigger but its foreign keys' (nor a rule) and the
+    role may set it (superuser, or ``GRANT SET ON PARAMETER session_replication_role``
+    on PostgreSQL 15+); otherwise the triggers stay on and the import is only slower.
     """
     conn.execute(select(lists.c.id).where(lists.c.id == list_id).with_for_update(key_share=True))
-    own_triggers = conn.exec_driver_sql(
+    own_triggers = conn.exec_driver_sql(  # a rule would be switched off as well
         "SELECT EXISTS (SELECT 1 FROM pg_trigger"
         " WHERE tgrelid = 'list_members'::regclass AND NOT tgisinternal)"
+        " OR EXISTS (SELECT 1 FROM pg_rewrite WHERE ev_class = 'list_members'::regclass)"
     ).scalar_one()
     if own_triggers:
         return False
