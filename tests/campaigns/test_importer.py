@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -633,3 +635,49 @@ def test_a_role_that_may_not_skip_triggers_imports_the_same(
         with pg_engine.begin() as conn:
             conn.exec_driver_sql(f'DROP OWNED BY "{role}"')
             conn.exec_driver_sql(f'DROP ROLE "{role}"')
+
+
+@pytest.mark.postgres
+def test_imports_take_turns_so_a_contact_stored_meanwhile_counts_as_existing(
+    pg_engine: Engine,
+) -> None:
+    """An import waits for the import lock before it counts new contacts: a contact
+    another import stores meanwhile is updated, not inserted a second time."""
+    outcome: dict[str, Any] = {}
+    with pg_engine.connect() as other:
+        with other.begin():
+            other.execute(sa.select(sa.func.pg_advisory_xact_lock(q.IMPORT_LOCK)))
+            q.upsert_contacts(
+                other,
+                [{"phone": "+12025550143", "raw_phone": "x", "name": "Early", "attributes": {}}],
+                NOW,
+            )
+
+            def run() -> None:
+                try:
+                    outcome["report"] = import_file(
+                        pg_engine, SAMPLES / "contacts.csv", ImportOptions("customers"), now=NOW
+                    )
+                except BaseException as exc:
+                    outcome["error"] = exc
+
+            thread = threading.Thread(target=run)
+            thread.start()
+            deadline = time.monotonic() + 60
+            with pg_engine.connect() as watch:
+                while time.monotonic() < deadline and "error" not in outcome:
+                    waiting = watch.exec_driver_sql(
+                        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+                        " AND NOT granted AND database ="
+                        " (SELECT oid FROM pg_database WHERE datname = current_database())"
+                    ).scalar_one()
+                    if waiting:
+                        break
+                    time.sleep(0.05)
+                else:
+                    pytest.fail(f"the import never waited for the lock: {outcome}")
+        thread.join(60)
+    assert "error" not in outcome, outcome
+    report = outcome["report"]
+    assert (report.imported, report.updated) == (43, 1)
+    assert _contacts(pg_engine)["+12025550143"].name != "Early"
