@@ -8,11 +8,18 @@ fresh process so peak RSS is its own:
 - reading only (CSV; XLSX with calamine and with openpyxl: the engine choice);
 - phone normalisation of the distinct values, one process vs a 2-process pool;
 - the whole import (read, normalise, dedupe, upsert, list membership) into SQLite,
-  and PostgreSQL with ``--pg``.
+  and PostgreSQL with ``--pg``;
+- its reference in the same run, on the same database: the file's rows with distinct
+  phone cells loaded as they are, nothing read into a table, validated or merged, into
+  ``contacts`` and ``list_members`` by the plainest bulk path (``COPY`` on PostgreSQL,
+  one ``executemany`` per table on SQLite), foreign keys as the schema has them;
+- with ``--before DIR`` (a copy of an earlier tree, e.g. ``git archive``), the same
+  imports by that tree's code, for a before/after at one machine load.
 
-Each rate is printed twice: rows per wall-clock second (with the 1-minute load average
-when it was taken) and rows per CPU-second of the measuring process, which tells the
-code's cost apart from a busy machine's.
+Each rate is printed as rows per wall-clock second (with the 1-minute load average when
+it was taken), rows per CPU-second of the measuring process, and on PostgreSQL rows per
+CPU-second of the measuring process and its server backends together (the server is on
+this machine): what the code costs, apart from a busy machine's.
 
 Default sizes (200k CSV rows, 20k XLSX rows) finish in well under two minutes;
 ``--full`` is the issue's 1,000,000-row CSV and 100,000-row XLSX.
@@ -29,6 +36,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -145,21 +153,126 @@ def _scenario_phones(path: Path, workers: int) -> dict[str, Any]:
     return {"rows": len(values), "valid": valid, "seconds": took}
 
 
+def _server_cpu(url: str) -> float:
+    """CPU seconds so far of the PostgreSQL backends serving ``url``'s database (a local
+    server names the database in each backend's process title); 0 for SQLite."""
+    import psutil
+    import sqlalchemy as sa
+
+    parsed = sa.engine.make_url(url)
+    if not parsed.drivername.startswith("postgresql"):
+        return 0.0
+    total = 0.0
+    for proc in psutil.process_iter(["cmdline"]):
+        title = " ".join(proc.info["cmdline"] or ())
+        if title.startswith("postgres: ") and f" {parsed.database} " in title:
+            try:
+                times = proc.cpu_times()
+            except psutil.Error:
+                continue
+            total += times.user + times.system
+    return total
+
+
+def _measured(url: str, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Run ``work()`` (it returns its counts); seconds, our CPU and the server's."""
+    server, start, cpu = _server_cpu(url), time.perf_counter(), time.process_time()
+    counts = work()
+    took, cpu = time.perf_counter() - start, time.process_time() - cpu
+    server = _server_cpu(url) - server
+    out: dict[str, Any] = {"seconds": took, "cpu_seconds": cpu, "server_cpu_seconds": server}
+    return out | counts
+
+
 def _scenario_import(path: Path, url: str, engine: str) -> dict[str, Any]:
     from campaigns.importer import ImportOptions, import_file
     from storage.engine import make_engine, upgrade
 
     db = make_engine(url)
     upgrade(db)
-    start, cpu = time.perf_counter(), time.process_time()
-    report = import_file(db, path, ImportOptions("bench", excel_engine=engine))  # type: ignore[arg-type]
-    took, cpu = time.perf_counter() - start, time.process_time() - cpu
+    with db.connect() as conn:  # the pool's connection (and its backend) made beforehand
+        conn.exec_driver_sql("SELECT 1")
+
+    def work() -> dict[str, Any]:
+        report = import_file(db, path, ImportOptions("bench", excel_engine=engine))  # type: ignore[arg-type]
+        counts = report.to_dict(include_rejects=False)
+        keep = ("rows_read", "imported", "duplicates", "invalid")
+        return {"rows": report.rows_read} | {k: counts[k] for k in keep}
+
+    result = _measured(url, work)
     db.dispose()
-    counts = report.to_dict(include_rejects=False)
-    keep = ("rows_read", "imported", "duplicates", "invalid")
-    return {"rows": report.rows_read, "seconds": took, "cpu_seconds": cpu} | {
-        k: counts[k] for k in keep
-    }
+    return result
+
+
+def _scenario_reference(path: Path, url: str) -> dict[str, Any]:
+    """The reference: the CSV's rows with distinct phone cells stored as they are."""
+    import csv
+
+    from storage.engine import make_engine, upgrade
+
+    db = make_engine(url)
+    upgrade(db)
+    with db.connect() as conn:
+        conn.exec_driver_sql("SELECT 1")
+
+    def work() -> dict[str, Any]:
+        with path.open(encoding="utf-8", newline="") as fh:
+            reader = csv.reader(fh)
+            next(reader)
+            cells = list(reader)
+        rows = {phone[:20]: (name, city, plan) for name, phone, city, plan in cells}
+        now = "2026-01-01 00:00:00+00"
+        contacts = [
+            (phone, phone, name, json.dumps({"city": city, "plan": plan}), False, now, now)
+            for phone, (name, city, plan) in rows.items()
+        ]
+        with db.begin() as conn:
+            raw: Any = conn.connection.driver_connection
+            cols = "phone, raw_phone, name, attributes, opted_out, created_at, updated_at"
+            if db.dialect.name == "postgresql":
+                list_id = conn.exec_driver_sql(
+                    "INSERT INTO lists (name, description, created_at)"
+                    " VALUES ('reference', '', now()) RETURNING id"
+                ).scalar_one()
+                with raw.cursor() as cur:
+                    ids = [
+                        r[0]
+                        for r in cur.execute(
+                            "SELECT nextval('contacts_id_seq') FROM generate_series(1, %s)",
+                            (len(contacts),),
+                        )
+                    ]
+                    with cur.copy(f"COPY contacts (id, {cols}) FROM STDIN") as copy:
+                        for cid, row in zip(ids, contacts, strict=True):
+                            copy.write_row((cid, *row))
+                    with cur.copy(
+                        "COPY list_members (list_id, contact_id, added_at) FROM STDIN"
+                    ) as copy:
+                        for cid in ids:
+                            copy.write_row((list_id, cid, now))
+            else:
+                conn.exec_driver_sql(
+                    "INSERT INTO lists (name, description, created_at)"
+                    " VALUES ('reference', '', '2026-01-01 00:00:00')"
+                )
+                list_id = conn.exec_driver_sql("SELECT max(id) FROM lists").scalar_one()
+                first = conn.exec_driver_sql(
+                    "SELECT coalesce(max(id), 0) FROM contacts"
+                ).scalar_one()
+                ids = list(range(first + 1, first + 1 + len(contacts)))
+                raw.executemany(
+                    f"INSERT INTO contacts (id, {cols}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    ((cid, *row) for cid, row in zip(ids, contacts, strict=True)),
+                )
+                raw.executemany(
+                    "INSERT INTO list_members (list_id, contact_id, added_at) VALUES (?, ?, ?)",
+                    ((list_id, cid, now) for cid in ids),
+                )
+        return {"rows": len(cells), "stored": len(contacts)}
+
+    result = _measured(url, work)
+    db.dispose()
+    return result
 
 
 def _child(args: argparse.Namespace) -> None:
@@ -168,17 +281,33 @@ def _child(args: argparse.Namespace) -> None:
         result = _scenario_read(path, args.engine)
     elif args.scenario == "phones":
         result = _scenario_phones(path, args.workers)
+    elif args.scenario == "reference":
+        result = _scenario_reference(path, args.url)
     else:
         result = _scenario_import(path, args.url, args.engine)
     result["peak_rss_mb"] = peak_rss_mb()
     print(json.dumps(result))
 
 
-def _run(*extra: str) -> dict[str, Any]:
+def _run(*extra: str, tree: Path | None = None) -> dict[str, Any]:
+    """One scenario in a fresh process; with ``tree``, importing that tree's code."""
     cmd = [sys.executable, "-m", "bench.import", "--child", *extra]
-    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
+    env = None
+    if tree is not None:  # this file's scenarios, the earlier tree's packages
+        here = str(Path(__file__).resolve().parents[1])
+        env = os.environ | {"PYTHONPATH": os.pathsep.join([str(tree.resolve()), here])}
+        cmd = [sys.executable, "-c", _BEFORE_CHILD, *extra]
+    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True, env=env).stdout
     result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
     return result
+
+
+# runs this module's _child with the earlier tree first on the path
+_BEFORE_CHILD = (
+    "import runpy, sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
+    "sys.argv = ['bench.import', '--child', *sys.argv[1:]]; "
+    f"runpy.run_path({str(Path(__file__).resolve())!r}, run_name='__main__')"
+)
 
 
 def _pg_database() -> tuple[str, str]:
@@ -207,6 +336,10 @@ def main() -> None:
     parser.add_argument("--xlsx-rows", type=int, default=20_000, help="XLSX rows")
     parser.add_argument("--full", action="store_true", help="1,000,000 CSV and 100,000 XLSX rows")
     parser.add_argument("--pg", action="store_true", help="also import into PostgreSQL")
+    parser.add_argument(
+        "--before", metavar="DIR", help="an earlier tree (git archive): its imports too"
+    )
+    parser.add_argument("--csv-only", action="store_true", help="leave out the XLSX figures")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--scenario", default="import", help=argparse.SUPPRESS)
     parser.add_argument("--file", help=argparse.SUPPRESS)
@@ -223,7 +356,8 @@ def main() -> None:
         d = Path(tmp)
         csv_path, xlsx_path = d / "contacts.csv", d / "contacts.xlsx"
         make_csv(csv_path, csv_rows)
-        make_xlsx(xlsx_path, xlsx_rows)
+        if not args.csv_only:
+            make_xlsx(xlsx_path, xlsx_rows)
 
         def rate(name: str, r: dict[str, Any], goal: str | None = None) -> None:
             extra = {"goal": goal} if goal else {}
@@ -237,11 +371,32 @@ def main() -> None:
                 **extra,
             )
             # rows per CPU-second of the importing process: what the code costs, apart
-            # from the machine's load (a PostgreSQL server's own CPU is not in it)
+            # from the machine's load; with the server's backends when it has any
             figures.add(f"{name} rows/cpu-s", r["rows"] / max(r["cpu_seconds"], 1e-9), "rows/s")
+            if r.get("server_cpu_seconds"):
+                both = r["cpu_seconds"] + r["server_cpu_seconds"]
+                figures.add(f"{name} rows/cpu-s with server", r["rows"] / both, "rows/s")
             figures.add(
                 f"{name} peak RSS", r["peak_rss_mb"], "MB", **({"goal": "< 500"} if goal else {})
             )
+
+        def import_and_reference(db: str, url_for: Any, goal: str) -> None:
+            """The import, its reference and (``--before``) the earlier tree's import,
+            each into a fresh database; ratios of the same run."""
+            now = _run("--file", str(csv_path), "--url", url_for("import"))
+            rate(f"csv import {db}", now, goal)
+            ref = _run("--scenario", "reference", "--file", str(csv_path), "--url", url_for("ref"))
+            rate(f"csv reference load {db}", ref)
+            figures.ratio(
+                f"csv import {db} / reference load", ref["seconds"], now["seconds"], goal="(speed)"
+            )
+            if args.before:
+                tree = Path(args.before)
+                then = _run("--file", str(csv_path), "--url", url_for("before"), tree=tree)
+                rate(f"csv import {db}, before", then)
+                figures.ratio(
+                    f"csv import {db} / before", then["seconds"], now["seconds"], goal="(speed-up)"
+                )
 
         rate("csv read", _run("--scenario", "read", "--file", str(csv_path)))
         one = _run("--scenario", "phones", "--file", str(csv_path), "--workers", "1")
@@ -249,19 +404,26 @@ def main() -> None:
         figures.add("phones/s distinct, 1 process", one["rows"] / one["seconds"], "phones/s")
         figures.add("phones/s distinct, 2-process pool", two["rows"] / two["seconds"], "phones/s")
         figures.ratio("pool speed-up", one["seconds"], two["seconds"], goal="> 1.3 to be worth it")
-        sqlite = f"sqlite:///{d / 'bench.db'}"
-        rate("csv import sqlite", _run("--file", str(csv_path), "--url", sqlite), ">= 100k")
+        import_and_reference("sqlite", lambda tag: f"sqlite:///{d / f'{tag}.db'}", ">= 100k")
         if args.pg:
-            name, url = _pg_database()
+            made: list[str] = []
+
+            def pg_url(tag: str) -> str:
+                name, url = _pg_database()
+                made.append(name)
+                return url
+
             try:
-                rate("csv import postgres", _run("--file", str(csv_path), "--url", url), ">= 100k")
+                import_and_reference("postgres", pg_url, ">= 80k")
             finally:
-                _pg_drop(name)
-        for engine in ("calamine", "openpyxl"):
+                for name in made:
+                    _pg_drop(name)
+        for engine in () if args.csv_only else ("calamine", "openpyxl"):
             r = _run("--scenario", "read", "--file", str(xlsx_path), "--engine", engine)
             rate(f"xlsx read {engine}", r)
-        sqlite2 = f"sqlite:///{d / 'bench2.db'}"
-        rate("xlsx import sqlite", _run("--file", str(xlsx_path), "--url", sqlite2), ">= 50k")
+        if not args.csv_only:
+            sqlite2 = f"sqlite:///{d / 'bench2.db'}"
+            rate("xlsx import sqlite", _run("--file", str(xlsx_path), "--url", sqlite2), ">= 50k")
     figures.table()
 
 

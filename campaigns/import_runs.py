@@ -10,7 +10,8 @@ its ``imports`` row is left saying ``running``. Each row records its runner
   :data:`STALE_AFTER` ago (an import of the largest file allowed takes minutes).
 
 Interrupted rows become ``failed`` with the error :data:`INTERRUPTED`.
-:func:`mark_interrupted_imports` runs before every import and when imports are listed.
+:func:`mark_interrupted_imports` runs before every import and when imports are listed
+(:func:`listing`, what the faces read).
 """
 
 from __future__ import annotations
@@ -176,17 +177,52 @@ class RejectPage:
     total: int
 
 
+@dataclass(frozen=True)
+class ListedRun:
+    """An import as the faces list it: the run, its first rejected rows and their total."""
+
+    run: ImportRun
+    rejects: RejectPage
+
+
+def listing(
+    engine: Engine,
+    *,
+    now: datetime,
+    limit: int = 50,
+    import_id: int | None = None,
+    rejects: int = 0,
+) -> list[ListedRun]:
+    """The latest ``limit`` imports newest first (or only ``import_id``), each with its
+    first ``rejects`` rejected rows and how many it has; imports whose process died are
+    marked failed first (:func:`mark_interrupted_imports`)."""
+    mark_interrupted_imports(engine, now=now)
+    with engine.connect() as conn:
+        runs = [
+            _run(r) for r in q.import_runs(conn, _RUN_COLUMNS, import_id=import_id, limit=limit)
+        ]
+        totals = q.rejects_totals(conn, [r.id for r in runs])
+        pages = {
+            r.id: q.rejects_page(conn, r.id, limit=rejects, offset=0)[1]
+            for r in runs
+            if rejects and totals.get(r.id)
+        }
+    return [
+        ListedRun(
+            run,
+            RejectPage(
+                [RejectedRow(**row) for row in pages.get(run.id, [])], totals.get(run.id, 0)
+            ),
+        )
+        for run in runs
+    ]
+
+
 def get_run(engine: Engine, import_id: int) -> ImportRun | None:
     """The import ``import_id``, or None."""
     with engine.connect() as conn:
         rows = q.import_runs(conn, _RUN_COLUMNS, import_id=import_id)
     return _run(rows[0]) if rows else None
-
-
-def list_runs(engine: Engine, limit: int) -> list[ImportRun]:
-    """The latest ``limit`` imports, newest first."""
-    with engine.connect() as conn:
-        return [_run(r) for r in q.import_runs(conn, _RUN_COLUMNS, limit=limit)]
 
 
 def rejects_page(engine: Engine, import_id: int, *, limit: int, offset: int = 0) -> RejectPage:
@@ -200,10 +236,11 @@ __all__ = [
     "INTERRUPTED",
     "STALE_AFTER",
     "ImportRun",
+    "ListedRun",
     "RejectPage",
     "RejectedRow",
     "get_run",
-    "list_runs",
+    "listing",
     "mark_interrupted_imports",
     "rejects_page",
     "runner_alive",

@@ -793,8 +793,7 @@ def _run(
         report.updated = existing.changed
         report.unchanged = existing.existing - existing.opted_out - existing.changed
         report.skipped_opted_out = existing.opted_out
-        q.upsert_staged(conn, now)
-        q.add_staged_members(conn, list_id, now)
+        q.store_staged(conn, list_id, now)
         if pairs:
             aq.stage_tags(conn, [(p, tag_ids[t]) for p, t in pairs])
             aq.add_staged_tags(conn)

@@ -8,6 +8,7 @@ takes a ``Connection`` and leaves the transaction to its caller.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -23,7 +24,9 @@ from sqlalchemy import (
     and_,
     case,
     cast,
+    exists,
     func,
+    insert,
     literal,
     or_,
     select,
@@ -31,6 +34,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.elements import ColumnElement
 
 from storage import tables
@@ -278,6 +282,11 @@ contact_stage = Table(
     Column("folded", Text, nullable=False),  # the attributes folded, a JSON object as text
     prefixes=["TEMPORARY"],
 )
+NEW_ID_STAGE = "gatecast_new_contact_ids"
+#: PostgreSQL: the ids of the contacts an import inserted, until their list rows are in
+new_id_stage = Table(
+    NEW_ID_STAGE, _stage_meta, Column("id", BigInteger, nullable=False), prefixes=["TEMPORARY"]
+)
 
 
 #: SQLite page cache for a bulk import (KiB); the default 2 MB makes big upserts spill
@@ -285,13 +294,24 @@ BULK_CACHE_KIB = 64 * 1024
 _DEFAULT_CACHE = -2000
 
 
+#: PostgreSQL: the transaction-scoped advisory lock that makes imports take turns
+IMPORT_LOCK = 0x6761_7465_6361_7374  # "gatecast"
+#: PostgreSQL: memory for the import's joins and sorts (the default 4 MB spills to disk)
+BULK_WORK_MEM = "64MB"
+
+
 def create_stage(conn: Connection) -> None:
     """Create the (empty) temporary staging table for this connection's transaction.
 
     On SQLite this also enlarges the connection's page cache until :func:`drop_stage`.
+    On PostgreSQL it first waits for the import lock (:data:`IMPORT_LOCK`, held to the
+    end of the transaction), so the contacts counted new stay new until inserted.
     """
     if conn.dialect.name == "sqlite":
         conn.exec_driver_sql(f"PRAGMA cache_size = -{BULK_CACHE_KIB}")
+    else:
+        conn.execute(select(func.pg_advisory_xact_lock(IMPORT_LOCK)))
+        conn.exec_driver_sql(f"SET LOCAL work_mem = '{BULK_WORK_MEM}'")
     conn.exec_driver_sql(f"DROP TABLE IF EXISTS {STAGE}")
     contact_stage.create(conn)
 
@@ -374,13 +394,117 @@ def _staged_attributes(conn: Connection, column: str = "attributes") -> ColumnEl
     return contact_stage.c[column]
 
 
-def upsert_staged(conn: Connection, now: datetime) -> None:
-    """Insert or update every staged contact in one statement (rules of ``upsert_contacts``).
+def store_staged(conn: Connection, list_id: int, now: datetime) -> None:
+    """Upsert every staged contact (rules of ``upsert_contacts``) and add it to the list.
 
-    A contact the upsert would not change is left untouched (its ``updated_at`` too).
+    SQLite: :func:`upsert_staged` then :func:`add_staged_members`. PostgreSQL
+    (:func:`_store_staged_postgresql`): the same outcome in statements that skip the
+    per-row work no row needs.
     """
-    ins = dialect_insert(conn, contacts)
-    source = select(
+    if conn.dialect.name == "postgresql":
+        _store_staged_postgresql(conn, list_id, now)
+        return
+    upsert_staged(conn, now)
+    add_staged_members(conn, list_id, now)
+
+
+def _store_staged_postgresql(conn: Connection, list_id: int, now: datetime) -> None:
+    """PostgreSQL's :func:`store_staged`, under the import lock of :func:`create_stage`.
+
+    1. the staged contacts that exist are upserted (which locks every one of them, changed
+       or not) and joined to the list;
+    2. the new ones are inserted without ``ON CONFLICT`` (none can exist: imports take
+       turns and only imports insert contacts), their ids kept from the insert's
+       ``RETURNING`` in a second temporary table, and joined to the list from it with no
+       lookup by phone.
+
+    Membership rows skip the per-row foreign-key triggers where
+    :func:`_may_skip_fk_triggers` allows it: every contact and the list they reference
+    are then created or locked by this transaction, which is what the triggers check
+    and lock row by row.
+    """
+    upsert_staged(conn, now, existing_only=True)
+    skip_triggers = _may_skip_fk_triggers(conn, list_id)
+    with _fk_triggers_skipped(conn, skip_triggers):
+        add_staged_members(conn, list_id, now)  # the existing contacts: the only ones so far
+    new_contacts = (
+        insert(contacts)
+        .from_select(
+            list(_STAGE_COLUMNS),
+            _stage_source(conn, now).where(
+                ~exists().where(contacts.c.phone == contact_stage.c.phone)
+            ),
+        )
+        .returning(contacts.c.id)
+        .cte("new_contacts")
+    )
+    conn.exec_driver_sql(f"DROP TABLE IF EXISTS {NEW_ID_STAGE}")
+    new_id_stage.create(conn)
+    conn.execute(insert(new_id_stage).from_select(["id"], select(new_contacts.c.id)))
+    with _fk_triggers_skipped(conn, skip_triggers):
+        conn.execute(
+            insert(list_members).from_select(
+                ["list_id", "contact_id", "added_at"],
+                select(
+                    literal(list_id, BigInteger()), new_id_stage.c.id, literal(now, UTCDateTime())
+                ),
+            )
+        )
+    conn.exec_driver_sql(f"DROP TABLE {NEW_ID_STAGE}")
+
+
+def _may_skip_fk_triggers(conn: Connection, list_id: int) -> bool:
+    """PostgreSQL: lock the list against deletion; whether this transaction may turn the
+    triggers off for ``list_members`` inserts (``session_replication_role``).
+
+    Only when ``list_members`` has no trigger but its foreign keys' (nor a rule) and the
+    role may set it (superuser, or ``GRANT SET ON PARAMETER session_replication_role``
+    on PostgreSQL 15+); otherwise the triggers stay on and the import is only slower.
+    """
+    conn.execute(select(lists.c.id).where(lists.c.id == list_id).with_for_update(key_share=True))
+    own_triggers = conn.exec_driver_sql(  # a rule would be switched off as well
+        "SELECT EXISTS (SELECT 1 FROM pg_trigger"
+        " WHERE tgrelid = 'list_members'::regclass AND NOT tgisinternal)"
+        " OR EXISTS (SELECT 1 FROM pg_rewrite WHERE ev_class = 'list_members'::regclass)"
+    ).scalar_one()
+    if own_triggers:
+        return False
+    try:
+        with conn.begin_nested():
+            conn.exec_driver_sql("SET LOCAL session_replication_role = replica")
+            conn.exec_driver_sql("SET LOCAL session_replication_role = origin")
+    except DBAPIError:
+        return False
+    return True
+
+
+@contextmanager
+def _fk_triggers_skipped(conn: Connection, skip: bool) -> Iterator[None]:
+    """With ``skip``, the statements inside run without per-row triggers (PostgreSQL)."""
+    if not skip:
+        yield
+        return
+    conn.exec_driver_sql("SET LOCAL session_replication_role = replica")
+    yield
+    conn.exec_driver_sql("SET LOCAL session_replication_role = origin")
+
+
+#: the contacts columns :func:`_stage_source` gives values for, in its order
+_STAGE_COLUMNS = (
+    "phone",
+    "raw_phone",
+    "name",
+    "attributes",
+    "folded",
+    "opted_out",
+    "created_at",
+    "updated_at",
+)
+
+
+def _stage_source(conn: Connection, now: datetime) -> Any:
+    """The staged rows as new contacts' column values (:data:`_STAGE_COLUMNS`)."""
+    return select(
         contact_stage.c.phone,
         contact_stage.c.raw_phone,
         contact_stage.c.name,
@@ -389,20 +513,24 @@ def upsert_staged(conn: Connection, now: datetime) -> None:
         literal(False),
         literal(now, UTCDateTime()),
         literal(now, UTCDateTime()),
-    ).where(true())  # SQLite needs a WHERE to parse INSERT ... SELECT ... ON CONFLICT
-    stmt = ins.from_select(
-        [
-            "phone",
-            "raw_phone",
-            "name",
-            "attributes",
-            "folded",
-            "opted_out",
-            "created_at",
-            "updated_at",
-        ],
-        source,
     )
+
+
+def upsert_staged(conn: Connection, now: datetime, *, existing_only: bool = False) -> None:
+    """Insert or update every staged contact in one statement (rules of ``upsert_contacts``);
+    with ``existing_only``, only those already stored.
+
+    A contact the upsert would not change is left untouched (its ``updated_at`` too), but
+    on PostgreSQL locked like the others until the transaction ends.
+    """
+    ins = dialect_insert(conn, contacts)
+    source = _stage_source(conn, now)
+    if existing_only:
+        source = source.join_from(
+            contact_stage, contacts, contacts.c.phone == contact_stage.c.phone
+        )
+    source = source.where(true())  # SQLite needs a WHERE to parse INSERT ... SELECT ... ON CONFLICT
+    stmt = ins.from_select(list(_STAGE_COLUMNS), source)
     excluded = stmt.excluded
     stmt = stmt.on_conflict_do_update(
         index_elements=[contacts.c.phone],
@@ -470,6 +598,9 @@ def contact_by_id(conn: Connection, columns: Sequence[str], contact_id: int) -> 
 
 __all__ = [
     "BATCH",
+    "BULK_WORK_MEM",
+    "IMPORT_LOCK",
+    "NEW_ID_STAGE",
     "STAGE",
     "ContactState",
     "StagedExisting",
@@ -490,9 +621,11 @@ __all__ = [
     "insert_rejects",
     "list_member_phones",
     "list_summaries",
+    "new_id_stage",
     "set_opt_out",
     "stage_rows",
     "staged_existing",
+    "store_staged",
     "upsert_contacts",
     "upsert_staged",
 ]

@@ -47,6 +47,18 @@ def rejects_page(
     return int(total), list(rows)
 
 
+def rejects_totals(conn: Connection, import_ids: Sequence[int]) -> dict[int, int]:
+    """How many rejected rows each of ``import_ids`` has (one grouped count; 0 left out)."""
+    if not import_ids:
+        return {}
+    stmt = (
+        select(_rejects.c.import_id, func.count())
+        .where(_rejects.c.import_id.in_(list(import_ids)))
+        .group_by(_rejects.c.import_id)
+    )
+    return {int(i): int(n) for i, n in conn.execute(stmt)}
+
+
 def running_imports(conn: Connection) -> list[tuple[int, str | None, datetime]]:
     """``(id, runner, started_at)`` of every import still marked ``running``."""
     stmt = select(_jobs.c.id, _jobs.c.runner, _jobs.c.started_at).where(_jobs.c.status == "running")
@@ -62,4 +74,4 @@ def fail_running(conn: Connection, import_ids: Sequence[int], error: str, *, now
     )
 
 
-__all__ = ["fail_running", "import_runs", "rejects_page", "running_imports"]
+__all__ = ["fail_running", "import_runs", "rejects_page", "rejects_totals", "running_imports"]

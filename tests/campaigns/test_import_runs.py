@@ -13,6 +13,8 @@ from sqlalchemy import Engine
 
 from campaigns.import_runs import (
     INTERRUPTED,
+    RejectPage,
+    listing,
     mark_interrupted_imports,
     runner_alive,
     runner_id,
@@ -91,3 +93,27 @@ def test_on_start_gets_the_job_id_while_the_row_is_running(engine: Engine, tmp_p
     report = import_file(engine, path, ImportOptions("l"), on_start=on_start, now=NOW)
     assert seen == [(report.import_id, "running")]
     assert _status(engine)[report.import_id] == ("completed", None)
+
+
+def test_listing_marks_dead_runs_first_and_counts_rejects(engine: Engine) -> None:
+    samples = Path(__file__).resolve().parents[2] / "samples"
+    done = import_file(engine, samples / "contacts.csv", ImportOptions("a"), now=NOW).import_id
+    dead = _job(engine, runner_id(_dead_pid()), NOW)
+
+    newest_first = listing(engine, now=NOW, limit=1)
+    assert [(x.run.id, x.run.status, x.run.error) for x in newest_first] == [
+        (dead, "failed", INTERRUPTED)
+    ]
+    assert newest_first[0].rejects == RejectPage([], 0)
+
+    every = listing(engine, now=NOW)
+    assert [x.run.id for x in every] == [dead, done]
+    assert every[1].rejects.total == 4 and every[1].rejects.items == []
+
+    (one,) = listing(engine, now=NOW, import_id=done, rejects=2)
+    assert one.run.rows_read == 50 and one.rejects.total == 4
+    assert [r.row_number for r in one.rejects.items] == sorted(
+        r.row_number for r in one.rejects.items
+    )
+    assert len(one.rejects.items) == 2
+    assert listing(engine, now=NOW, import_id=dead + 1) == []

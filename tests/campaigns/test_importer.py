@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,7 @@ from campaigns.importer import (
     preview_file,
 )
 from campaigns.spreadsheets import read_table
+from storage.engine import make_engine
 from storage.queries import contacts as q
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
@@ -558,3 +562,122 @@ def test_a_data_row_mentioning_mobile_is_not_taken_for_the_header(tmp_path: Path
     preview = preview_file(path, ImportOptions("t"))
     assert preview.columns == ["Who", "Kind", "Contact"]
     assert preview.problem is not None and "no phone column" in preview.problem
+
+
+def _import_twice(engine: Engine, tmp_path: Path) -> None:
+    """Import the sample into one list, then it and ten new numbers into another."""
+    import_file(engine, SAMPLES / "contacts.csv", ImportOptions("first"), now=NOW)
+    more = tmp_path / "more.csv"
+    text = (SAMPLES / "contacts.csv").read_text(encoding="utf-8")
+    more.write_text(text + "".join(f"New {i},+1 646 555 01{i:02d},,\n" for i in range(10)))
+    report = import_file(engine, more, ImportOptions("second"), now=NOW)
+    assert (report.imported, report.unchanged) == (10, 44)
+
+
+def _orphans(engine: Engine) -> int:
+    with engine.connect() as conn:
+        return int(
+            conn.exec_driver_sql(
+                "SELECT count(*) FROM list_members m"
+                " LEFT JOIN contacts c ON c.id = m.contact_id"
+                " LEFT JOIN lists l ON l.id = m.list_id WHERE c.id IS NULL OR l.id IS NULL"
+            ).scalar_one()
+        )
+
+
+@pytest.mark.postgres
+def test_a_trigger_of_its_own_on_list_members_still_fires(
+    pg_engine: Engine, tmp_path: Path
+) -> None:
+    """The bulk path turns per-row triggers off only where the foreign keys' are the only
+    ones: a deployment's own trigger (an audit log) sees every membership row."""
+    with pg_engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE member_audit (contact_id bigint)")
+        conn.exec_driver_sql(
+            "CREATE FUNCTION audit() RETURNS trigger AS $$ BEGIN "
+            "INSERT INTO member_audit VALUES (NEW.contact_id); RETURN NEW; END $$ "
+            "LANGUAGE plpgsql"
+        )
+        conn.exec_driver_sql(
+            "CREATE TRIGGER audit AFTER INSERT ON list_members "
+            "FOR EACH ROW EXECUTE FUNCTION audit()"
+        )
+    _import_twice(pg_engine, tmp_path)
+    with pg_engine.connect() as conn:
+        audited = conn.exec_driver_sql("SELECT count(*) FROM member_audit").scalar_one()
+    assert audited == len(_members(pg_engine, "first")) + len(_members(pg_engine, "second"))
+    assert audited == 44 + 54
+    assert _orphans(pg_engine) == 0
+
+
+@pytest.mark.postgres
+def test_a_role_that_may_not_skip_triggers_imports_the_same(
+    pg_engine: Engine, pg_url: str, tmp_path: Path
+) -> None:
+    """Without the right to set ``session_replication_role`` the import keeps PostgreSQL's
+    foreign-key triggers on and stores the same."""
+    role = f"gatecast_plain_{uuid.uuid4().hex[:8]}"
+    with pg_engine.begin() as conn:
+        conn.exec_driver_sql(f'CREATE ROLE "{role}" LOGIN')
+        conn.exec_driver_sql(f'GRANT ALL ON ALL TABLES IN SCHEMA public TO "{role}"')
+        conn.exec_driver_sql(f'GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO "{role}"')
+        database = pg_engine.url.database
+        conn.exec_driver_sql(f'GRANT CREATE, TEMPORARY ON DATABASE "{database}" TO "{role}"')
+    plain = make_engine(sa.engine.make_url(pg_url).set(username=role).render_as_string(False))
+    try:
+        with plain.connect() as conn:
+            assert conn.exec_driver_sql("SHOW is_superuser").scalar_one() == "off"
+        _import_twice(plain, tmp_path)
+        assert len(_members(plain, "second")) == 54
+        assert _orphans(plain) == 0
+    finally:
+        plain.dispose()
+        with pg_engine.begin() as conn:
+            conn.exec_driver_sql(f'DROP OWNED BY "{role}"')
+            conn.exec_driver_sql(f'DROP ROLE "{role}"')
+
+
+@pytest.mark.postgres
+def test_imports_take_turns_so_a_contact_stored_meanwhile_counts_as_existing(
+    pg_engine: Engine,
+) -> None:
+    """An import waits for the import lock before it counts new contacts: a contact
+    another import stores meanwhile is updated, not inserted a second time."""
+    outcome: dict[str, Any] = {}
+    with pg_engine.connect() as other:
+        with other.begin():
+            other.execute(sa.select(sa.func.pg_advisory_xact_lock(q.IMPORT_LOCK)))
+            q.upsert_contacts(
+                other,
+                [{"phone": "+12025550143", "raw_phone": "x", "name": "Early", "attributes": {}}],
+                NOW,
+            )
+
+            def run() -> None:
+                try:
+                    outcome["report"] = import_file(
+                        pg_engine, SAMPLES / "contacts.csv", ImportOptions("customers"), now=NOW
+                    )
+                except BaseException as exc:
+                    outcome["error"] = exc
+
+            thread = threading.Thread(target=run)
+            thread.start()
+            deadline = time.monotonic() + 60
+            with pg_engine.connect() as watch:
+                while time.monotonic() < deadline and "error" not in outcome:
+                    waiting = watch.exec_driver_sql(
+                        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+                        " AND NOT granted AND database ="
+                        " (SELECT oid FROM pg_database WHERE datname = current_database())"
+                    ).scalar_one()
+                    if waiting:
+                        break
+                    time.sleep(0.05)
+                else:
+                    pytest.fail(f"the import never waited for the lock: {outcome}")
+        thread.join(60)
+    assert "error" not in outcome, outcome
+    report = outcome["report"]
+    assert (report.imported, report.updated) == (43, 1)
+    assert _contacts(pg_engine)["+12025550143"].name != "Early"

@@ -4,8 +4,9 @@ read progress, counts and rejected rows.
 The upload is copied to a private temporary file (413 past ``import_max_bytes``), then
 ``campaigns.importer.import_file`` (the CLI's function) runs in a thread; its ``on_start``
 callback hands back the job id. The job row in the ``imports`` table is the durable
-status; progress while it runs is kept in memory. Reading imports first marks rows left
-``running`` by a killed process as failed (:mod:`campaigns.import_runs`).
+status; progress while it runs is kept in memory. Imports are read through
+``campaigns.import_runs.listing``, which first marks rows left ``running`` by a killed
+process as failed.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ from pydantic import BaseModel, Field
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from campaigns import import_runs
-from campaigns.import_runs import mark_interrupted_imports
 from campaigns.importer import (
     ImportFailed,
     ImportOptions,
@@ -211,14 +211,14 @@ def _rejects(page: import_runs.RejectPage) -> list[RejectPublic]:
 
 def load_import(ctx: AppContext, import_id: int, rejects: int = 100) -> ImportPublic:
     """One import job with its first ``rejects`` rejected rows, or a 404."""
-    run = import_runs.get_run(ctx.engine, import_id)
-    if run is None:
+    found = import_runs.listing(ctx.engine, now=ctx.clock(), import_id=import_id, rejects=rejects)
+    if not found:
         raise not_found("import", import_id)
-    return _public(ctx, run, rejects)
+    return _public(found[0])
 
 
-def _public(ctx: AppContext, run: import_runs.ImportRun, rejects: int) -> ImportPublic:
-    first = import_runs.rejects_page(ctx.engine, run.id, limit=rejects)
+def _public(listed: import_runs.ListedRun) -> ImportPublic:
+    run = listed.run
     with _progress_lock:
         running = _progress.get(run.id) if run.status == "running" else None
     return ImportPublic.model_validate(
@@ -229,8 +229,8 @@ def _public(ctx: AppContext, run: import_runs.ImportRun, rejects: int) -> Import
             "unchanged": run.unchanged,
             "progress_done": running.done if running else None,
             "progress_total": running.total if running else None,
-            "rejects_total": first.total,
-            "rejects": _rejects(first),
+            "rejects_total": listed.rejects.total,
+            "rejects": _rejects(listed.rejects),
         }
     )
 
@@ -395,14 +395,14 @@ def get_imports(ctx: Ctx, limit: Limit = 50) -> list[ImportPublic]:
 
     Imports left ``running`` by a process that died are marked failed first.
     """
-    mark_interrupted_imports(ctx.engine, now=ctx.clock())
-    return [_public(ctx, run, 0) for run in import_runs.list_runs(ctx.engine, limit)]
+    return [
+        _public(listed) for listed in import_runs.listing(ctx.engine, now=ctx.clock(), limit=limit)
+    ]
 
 
 @router.get("/imports/{import_id}", response_model=ImportPublic)
 def get_import(import_id: Id, ctx: Ctx) -> ImportPublic:
     """An import's status, progress, counts and first 100 rejected rows."""
-    mark_interrupted_imports(ctx.engine, now=ctx.clock())
     return load_import(ctx, import_id)
 
 
