@@ -24,6 +24,7 @@ BENCHES = (
     "memory",
     "claim_cost",
     "history",
+    "workers",
 )
 OUT = Path(__file__).parent / "out"
 
