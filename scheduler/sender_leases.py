@@ -83,12 +83,15 @@ class SenderLeases:
                 held |= q.take(conn, self.holder, free[: share - len(held)], now=now, until=until)
             if give_up & with_work:  # senders with work for the others to take
                 notify_work(conn)
-        if held != self.held:
+        took, gave = held - self.held, self.held - held
+        if took or gave:  # an operator can follow who sends for which sender
             log.info(
-                "sender leases: %d held of %d with work (%d workers)",
+                "sender leases: holding %d of %d senders with work (%d live workers)%s%s",
                 len(held),
                 len(with_work),
                 live,
+                f"; took {', '.join(sorted(took))}" if took else "",
+                f"; gave up {', '.join(sorted(gave))}" if gave else "",
             )
         self.held, self.live_workers = frozenset(held), live
         self._renewed_at, self._with_work = now, with_work
