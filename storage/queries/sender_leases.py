@@ -2,7 +2,10 @@
 
 Every statement that takes a sender is conditional (an ``INSERT ... ON CONFLICT DO
 NOTHING`` or an ``UPDATE`` of an expired lease), so two workers never both take one; the
-rule for how many a worker takes lives in :mod:`scheduler.sender_leases`.
+rule for how many a worker takes lives in :mod:`scheduler.sender_leases`. Workers never
+wait on each other in a cycle: rows are inserted in one global order (by sender id), and
+another worker's rows (expired heartbeats, expired leases) are locked with ``SKIP
+LOCKED`` (a no-op on SQLite, whose single writer cannot deadlock).
 """
 
 from __future__ import annotations
@@ -26,7 +29,12 @@ def heartbeat(conn: Connection, holder: str, *, now: datetime, until: datetime) 
     conn.execute(
         ins.on_conflict_do_update(index_elements=[_w.c.holder], set_={"expires_at": until})
     )
-    conn.execute(delete(_w).where(_w.c.expires_at < now))
+    expired = (
+        select(_w.c.holder)
+        .where(_w.c.expires_at < now, _w.c.holder != holder)
+        .with_for_update(skip_locked=True)
+    )
+    conn.execute(delete(_w).where(_w.c.holder.in_(expired.scalar_subquery())))
     return int(conn.execute(select(func.count()).select_from(_w)).scalar_one())
 
 
@@ -54,8 +62,9 @@ def take(
     """Lease to ``holder`` those of ``instance_ids`` nobody holds; the ones it got."""
     if not instance_ids:
         return set()
+    ordered = sorted(set(instance_ids))
     ins = dialect_insert(conn, _l).values(
-        [{"instance_id": i, "holder": holder, "expires_at": until} for i in instance_ids]
+        [{"instance_id": i, "holder": holder, "expires_at": until} for i in ordered]
     )
     got = {
         str(r[0])
@@ -65,11 +74,16 @@ def take(
             )
         )
     }
-    rest = [i for i in instance_ids if i not in got]
-    if rest:  # leases of a dead worker (or given up): taken only if still expired
+    rest = [i for i in ordered if i not in got]
+    if rest:  # leases of a dead worker: taken only if still expired
+        expired = (
+            select(_l.c.instance_id)
+            .where(_l.c.instance_id.in_(rest), _l.c.expires_at < now)
+            .with_for_update(skip_locked=True)
+        )
         result = conn.execute(
             update(_l)
-            .where(_l.c.instance_id.in_(rest), _l.c.expires_at < now)
+            .where(_l.c.instance_id.in_(expired.scalar_subquery()))
             .values(holder=holder, expires_at=until)
             .returning(_l.c.instance_id)
         )
