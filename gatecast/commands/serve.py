@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 import subprocess
 import sys
@@ -228,7 +229,7 @@ class ReceiverProcess:
 
 class WorkerChildren:
     """The ``gatecast worker`` children of ``serve`` (``GATECAST_WORKERS`` - 1): in this
-    process's session, told to stop when it dies (``--stop-with-parent``), replaced when
+    process's session, told to stop when it dies (``--parent-pid``), replaced when
     one exits, SIGTERMed (and waited for) by a clean stop."""
 
     def __init__(self, count: int) -> None:
@@ -237,7 +238,7 @@ class WorkerChildren:
     @staticmethod
     def _start() -> subprocess.Popen[bytes]:
         return subprocess.Popen(
-            [sys.executable, "-m", "gatecast", "worker", "--stop-with-parent"],
+            [sys.executable, "-m", "gatecast", "worker", "--parent-pid", str(os.getpid())],
             stdin=subprocess.DEVNULL,
         )
 

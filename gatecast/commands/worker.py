@@ -113,10 +113,10 @@ def prepare_worker(settings: Settings) -> tuple[Settings, Engine] | int:
 
 
 def work(
-    settings: Settings, *, stop: threading.Event | None = None, stop_with_parent: bool = False
+    settings: Settings, *, stop: threading.Event | None = None, parent_pid: int | None = None
 ) -> int:
     """Run the scheduler and dispatcher until ``stop`` is set (or SIGINT/SIGTERM; with
-    ``stop_with_parent``, also when the process that started this one is gone)."""
+    ``parent_pid``, also when this process's parent is no longer that process)."""
 
     from gatecast.runtime.receiver_control import running_receiver, state_folder
 
@@ -134,9 +134,8 @@ def work(
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, lambda *_: stop.set())
-        parent = os.getppid()
         while not stop.wait(1.0):
-            if stop_with_parent and os.getppid() != parent:
+            if parent_pid is not None and os.getppid() != parent_pid:
                 console.print("the parent process is gone")
                 break
         console.print("stopping…")
@@ -148,8 +147,8 @@ def register(app: typer.Typer) -> None:
 
     @app.command("worker")
     def worker_cmd(
-        stop_with_parent: bool = typer.Option(
-            False, "--stop-with-parent", hidden=True, help="Stop when the parent process dies."
+        parent_pid: int | None = typer.Option(
+            None, "--parent-pid", hidden=True, help="Stop when this parent process is gone."
         ),
     ) -> None:
         """Run the scheduler and dispatcher only (no HTTP: `gatecast receive` receives).
@@ -160,4 +159,4 @@ def register(app: typer.Typer) -> None:
         logging.basicConfig(
             level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s"
         )
-        raise typer.Exit(work(settings, stop_with_parent=stop_with_parent))
+        raise typer.Exit(work(settings, parent_pid=parent_pid))

@@ -1,4 +1,5 @@
-"""Two ``gatecast worker`` processes share one campaign's senders on PostgreSQL.
+"""Several workers: two ``gatecast worker`` share one campaign's senders on PostgreSQL;
+``gatecast serve`` runs ``GATECAST_WORKERS`` of them.
 
 An operator runs ``gatecast receive`` and two ``gatecast worker`` on one PostgreSQL
 database, with four linked senders and a campaign to sixty recipients: each worker
@@ -17,12 +18,18 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import pytest
 
-from tests.journeys.harness import Process, Workspace, start_sandbox, wait_for, workspace
+from tests.journeys.harness import (
+    Process,
+    Server,
+    Workspace,
+    start_sandbox,
+    wait_for,
+    workspace,
+)
 from tests.journeys.test_senders import _campaign
-
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 RECIPIENTS = 60
 SENDERS = 4
@@ -70,6 +77,8 @@ def _show(ws: Workspace, campaign_id: int) -> dict[str, Any]:
     return shown
 
 
+@pytest.mark.postgres
+@pytest.mark.slow
 def test_two_workers_share_the_senders_and_one_finishes_after_the_other_dies(
     tmp_path: Path, pg_url: str
 ) -> None:
@@ -134,3 +143,66 @@ def test_two_workers_share_the_senders_and_one_finishes_after_the_other_dies(
             assert second.stop() == 0
     finally:
         sandbox.stop()
+
+
+def _worker_children(server: Server) -> list[psutil.Process]:
+    """``serve``'s live ``gatecast worker`` children (not a dead one serve has not reaped)."""
+    found = []
+    for child in psutil.Process(server.process.popen.pid).children():
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE and "worker" in child.cmdline():
+                found.append(child)
+        except psutil.Error:  # it ended meanwhile
+            continue
+    return found
+
+
+def _gone(procs: list[psutil.Process]) -> bool:
+    """True when none of ``procs`` runs any more."""
+    for proc in procs:
+        try:
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                return False
+        except psutil.Error:
+            continue
+    return True
+
+
+@pytest.mark.slow
+def test_serve_runs_the_workers_it_is_set_to_and_stops_them(ws: Workspace) -> None:
+    """``GATECAST_WORKERS=3 gatecast serve``: itself and two ``gatecast worker`` children;
+    a child that dies is replaced; SIGTERM stops them all; a SIGKILLed serve's children
+    stop by themselves."""
+    server = ws.serve(GATECAST_WORKERS="3")
+    children = wait_for(
+        lambda: len(found := _worker_children(server)) == 2 and found,
+        timeout=60,
+        what="two worker children",
+    )
+    wait_for(
+        lambda: server.process.output().count("gatecast worker running") == 2,
+        timeout=60,
+        what="both worker children running",
+    )
+    children[0].kill()  # a worker child crashes: serve starts another
+    again = wait_for(
+        lambda: (
+            len(found := _worker_children(server)) == 2
+            and children[0].pid not in {c.pid for c in found}
+            and found
+        ),
+        timeout=60,
+        what="the dead worker child replaced",
+    )
+    assert "worker process" in server.process.output()
+    assert server.stop() == 0
+    assert _gone(again), "a worker child outlived serve's clean stop"
+
+    crashed = ws.serve(GATECAST_WORKERS="2")
+    orphans = wait_for(
+        lambda: len(found := _worker_children(crashed)) == 1 and found,
+        timeout=60,
+        what="one worker child",
+    )
+    crashed.process.kill()  # serve SIGKILLed: its worker child notices and stops
+    wait_for(lambda: _gone(orphans), timeout=60, what="the orphaned worker stopping")
