@@ -25,6 +25,7 @@ BENCHES = (
     "claim_cost",
     "history",
     "segments",
+    "workers",
 )
 OUT = Path(__file__).parent / "out"
 

@@ -9,7 +9,8 @@
     completed | failed -> running          (retry re-queues failed recipients)
 
 The change is one conditional UPDATE, so two processes racing on the same campaign
-cannot both win.
+cannot both win. A move to running (a start, a resume, a retry's requeue) wakes the
+listening workers when it commits (:func:`storage.wakeups.notify_work`, PostgreSQL).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from sqlalchemy import Connection, select, update
 
 from storage import tables
 from storage.types import utcnow
+from storage.wakeups import notify_work
 
 DRAFT = "draft"
 SCHEDULED = "scheduled"
@@ -132,6 +134,7 @@ def transition(
             .where(_campaigns.c.id == campaign_id, _campaigns.c.started_at.is_(None))
             .values(started_at=now)
         )
+        notify_work(conn)  # new work: workers wake at commit instead of at their next poll
     return str(current)
 
 

@@ -32,6 +32,7 @@ from storage.queries import campaigns as q
 from storage.queries import deliveries as dq
 from storage.queries import instances as iq
 from storage.types import utcnow
+from storage.wakeups import notify_work
 
 _campaigns: Table = tables.campaigns
 _lists: Table = tables.lists
@@ -609,6 +610,8 @@ def retry_campaign(
             lifecycle.transition(
                 conn, campaign_id, lifecycle.RUNNING, reason=f"retrying {n} recipient(s)", now=now
             )
+        elif n:  # requeued in a running campaign: wake the workers (the transition does too)
+            notify_work(conn)
     return RetryOutcome(n, settled, waiting, waiting_until)
 
 

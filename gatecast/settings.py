@@ -19,6 +19,7 @@ from scheduler.defaults import (
     DEFAULT_EVENT_RETENTION_DAYS,
     DEFAULT_SEND_CONCURRENCY,
     DEFAULT_SENDER_GRACE_SECONDS,
+    DEFAULT_SENDER_LEASE_SECONDS,
     MIN_EVENT_RETENTION_DAYS,
 )
 
@@ -101,6 +102,20 @@ class Settings(BaseSettings):
         le=4096,
         description="Most paced sends one process lets wait on the gateway at once; size it "
         "as senders x gateway latency / gap between a sender's sends",
+    )
+    workers: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Dispatching worker processes `gatecast serve` runs (itself and N-1 "
+        "`gatecast worker` children); they share the senders with queued work",
+    )
+    sender_lease_seconds: float = Field(
+        DEFAULT_SENDER_LEASE_SECONDS,
+        ge=1,
+        le=3600,
+        description="How long a worker's lease on its share of the senders lasts unrenewed "
+        "(renewed every third of it): a dead worker's senders go to the others after it",
     )
     dispatch_lease_seconds: float = Field(
         120.0,

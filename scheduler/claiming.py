@@ -2,7 +2,9 @@
 
 Paced senders reserve their next slot (``instances.next_send_at``, a conditional UPDATE)
 and claim in the same transaction; unpaced ones claim a batch. A daily cap is counted
-and enforced inside the claim's transaction (see :meth:`Claimer._claim_sender`).
+and enforced inside the claim's transaction (see :meth:`Claimer._claim_sender`). With
+sender leases (:mod:`scheduler.sender_leases`, ``gatecast worker``) a worker claims only
+for the senders it holds.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from gateway.messages import Message, message_from_dict
 from gateway.outcomes import SendOutcome
 from scheduler.pacing import cap_remaining, next_send_at, slots_per_claim
 from scheduler.policy import CampaignPolicy, policy_from_spec
+from scheduler.sender_leases import SenderLeases
 from scheduler.sender_usage import sends_today, sends_today_by_sender
 from scheduler.windows import next_local_day_start
 from storage import tables
@@ -64,6 +67,8 @@ class Claimer:
     lease: timedelta
     campaign_ids: list[int] | None
     rng: random.Random
+    #: this worker's sender leases (None: claim for every sender, as ``campaign run``)
+    leases: SenderLeases | None = None
     #: campaign id -> the running campaign (the dict is never replaced: others read it)
     campaigns: dict[int, RunningCampaign] = field(default_factory=dict, init=False)
 
@@ -94,6 +99,11 @@ class Claimer:
             del self.campaigns[cid]
         return out, gone
 
+    def refresh_senders(self) -> None:
+        """Read every campaign's senders with queued rows again at the next tick."""
+        for camp in list(self.campaigns.values()):
+            camp.senders_checked_at = datetime.min.replace(tzinfo=camp.senders_checked_at.tzinfo)
+
     def any_running(self) -> bool:
         """True while a watched campaign is running."""
         stmt = select(_campaigns.c.id).where(_campaigns.c.state == lifecycle.RUNNING)
@@ -121,12 +131,18 @@ class Claimer:
         policy = camp.policy
         pace = policy.pace
         jobs: list[Job] = []
+        senders = camp.senders
+        if self.leases is not None:
+            held = self.leases.held
+            senders = [s for s in senders if s in held]
+            if not senders:
+                return jobs
         with self.engine.begin() as conn:
-            state = iq.pace_state(conn, camp.senders)
-            unknown = [s for s in camp.senders if s not in state]
+            state = iq.pace_state(conn, senders)
+            unknown = [s for s in senders if s not in state]
             if unknown:  # a sender with no instances row yet: create it (pace state lives there)
                 iq.ensure(conn, unknown, now=now)
-            ready = [s for s in camp.senders if state.get(s, (None, None))[0] is None]
+            ready = [s for s in senders if state.get(s, (None, None))[0] is None]
             if not ready:
                 return []
             times = {s: state[s][1] for s in ready if s in state}

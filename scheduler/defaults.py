@@ -22,3 +22,7 @@ MIN_EVENT_RETENTION_DAYS: Final = 3.0
 #: at 20 a minute (a 3 s gap) on a gateway answering in 1 s keep about 167 sends waiting;
 #: 256 leaves room for latency up to about 1.5 s at that size.
 DEFAULT_SEND_CONCURRENCY: Final = 256
+#: How long a worker's lease on a sender lasts without renewal
+#: (``GATECAST_SENDER_LEASE_SECONDS``): a dead worker's senders go to the others after it;
+#: a worker renews every third of it (:mod:`scheduler.sender_leases`).
+DEFAULT_SENDER_LEASE_SECONDS: Final = 10.0

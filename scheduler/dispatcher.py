@@ -37,6 +37,11 @@ The jobs live in their own modules: :mod:`scheduler.claiming` (step 2),
 :mod:`scheduler.sweeping` (1, the sweep of pending events, the hand-over, the safety check
 and completion); this module runs them in order.
 
+With sender leases (``leases``: :mod:`scheduler.sender_leases`, every ``gatecast worker``)
+a tick first renews this worker's share of the senders with queued work when due, and
+claims only for the senders it holds; :meth:`Dispatcher.wake` (a PostgreSQL ``NOTIFY``
+of new work) ends the current sleep and renews at the next tick.
+
 Nothing here sleeps on its own: :meth:`run` asks the injected clock to sleep until the
 next due moment, so tests drive time by hand.
 """
@@ -56,6 +61,7 @@ from scheduler.claiming import Claimer, Job, RunningCampaign
 from scheduler.clock import Clock, SystemClock
 from scheduler.defaults import DEFAULT_SENDER_GRACE_SECONDS
 from scheduler.recording import ApplyPending, Recorded, Recorder, default_apply_pending
+from scheduler.sender_leases import SenderLeases
 from scheduler.sending import SendPool, Submitted, SupportsSend
 from scheduler.sweeping import Sweeper, refresh_pauses
 from scheduler.windows import in_window, next_window_open
@@ -105,10 +111,12 @@ class Dispatcher:
         on_outcome: Callable[[str], None] | None = None,
         sender_grace_seconds: float = DEFAULT_SENDER_GRACE_SECONDS,
         send_concurrency: int = 0,
+        leases: SenderLeases | None = None,
     ) -> None:
         """``send_concurrency``: most paced sends waiting on the gateway at once, in the
         background (0: each tick makes its paced sends and waits for them, as tests that
-        drive ticks by hand expect)."""
+        drive ticks by hand expect). ``leases``: claim only for the senders this worker
+        leases (None: for every sender)."""
         self.engine = engine
         self.clock: Clock = clock or SystemClock()
         self.poll_seconds = poll_seconds
@@ -122,7 +130,9 @@ class Dispatcher:
             lease=timedelta(seconds=lease_seconds),
             campaign_ids=None if campaign_ids is None else [int(c) for c in campaign_ids],
             rng=rng,
+            leases=leases,
         )
+        self._leases = leases
         self._sender = SendPool(
             engine,
             client_factory,
@@ -162,6 +172,11 @@ class Dispatcher:
         except Exception:
             log.exception("recording the last batch failed; its rows become unknown")
         self._sender.close()
+        if self._leases is not None:
+            try:
+                self._leases.retire()
+            except Exception as exc:
+                log.warning("giving up the sender leases failed (%s): they expire", exc)
 
     def __enter__(self) -> Dispatcher:
         return self
@@ -189,6 +204,8 @@ class Dispatcher:
             self._sweeper.forget(gone)
             if housekeeping:
                 self.paused_senders = refresh_pauses(conn, running, self.paused_senders)
+        if self._leases is not None:
+            self._leases.refresh(now, {s for camp in running for s in camp.senders})
         self._sweeper.sweep_now_and_then(now)
         if result.expired:
             log.warning("%d in-flight rows outlived their lease: marked unknown", result.expired)
@@ -284,6 +301,16 @@ class Dispatcher:
         """Apply stored status events whose message id a delivery now carries (see
         :meth:`scheduler.sweeping.Sweeper.sweep_pending_events`)."""
         return self._sweeper.sweep_pending_events()
+
+    def wake(self) -> None:
+        """New work (a campaign started, senders released): end the current sleep, read
+        the senders with queued rows and renew the leases at the next tick."""
+        self._claimer.refresh_senders()
+        if self._leases is not None:
+            self._leases.poke()
+        wake = getattr(self.clock, "wake", None)
+        if callable(wake):
+            wake()
 
     def _note_pause(self, instance_id: str, reason: str) -> None:
         self.paused_senders[instance_id] = reason

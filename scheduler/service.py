@@ -3,7 +3,10 @@ dispatcher, the reconnection of dropped instances, the webhook check and the pru
 applied status events (the HTTP app is served beside it by
 :class:`gatecast.runtime.http_server.AsgiServer`).
 
-Every process dispatches (the claim is safe for many workers); only the holder of the
+Every process dispatches, each for its share of the senders with queued work (sender
+leases: :mod:`scheduler.sender_leases`; the claim stays safe for many workers without
+them); on PostgreSQL a listener thread wakes the dispatcher on new work
+(:mod:`storage.wakeups`) instead of its next poll. Only the holder of the
 ``scheduler`` lease runs the APScheduler jobs, the reconnections, the webhook check and
 the pruning (:mod:`scheduler.retention`), so starts and recurrences fire once and one
 process talks to a dropped instance.
@@ -29,13 +32,16 @@ from scheduler.defaults import (
     DEFAULT_EVENT_RETENTION_DAYS,
     DEFAULT_SEND_CONCURRENCY,
     DEFAULT_SENDER_GRACE_SECONDS,
+    DEFAULT_SENDER_LEASE_SECONDS,
 )
 from scheduler.dispatcher import Dispatcher, SupportsSend
 from scheduler.jobs import CampaignJobs
 from scheduler.reconnect import DEFAULT_BACKOFF, Reconnector
 from scheduler.retention import EventPruner
+from scheduler.sender_leases import SenderLeases
 from scheduler.webhook_keeper import WebhookKeeper
 from storage.engine import log_failure
+from storage.wakeups import listener_for
 
 log = logging.getLogger("gatecast.service")
 
@@ -60,6 +66,10 @@ class ServiceOptions:
     #: applied status events older than this are pruned by the leader (0: kept forever)
     event_retention_days: float = DEFAULT_EVENT_RETENTION_DAYS
     retention_check_seconds: float = 60.0
+    #: a worker's lease on its share of the senders (0: no leases, claim for every sender)
+    sender_lease_seconds: float = DEFAULT_SENDER_LEASE_SECONDS
+    #: wake the dispatcher on new work (PostgreSQL ``LISTEN``; SQLite always polls)
+    listen: bool = True
 
 
 class Service:
@@ -86,6 +96,10 @@ class Service:
         self.options = options or ServiceOptions()
         self.clock: Clock = clock or SystemClock()
         self.holder = holder or f"{socket.gethostname()}:{uuid.uuid4().hex[:8]}"
+        lease = self.options.sender_lease_seconds
+        self.leases = (
+            SenderLeases(engine, self.holder, timedelta(seconds=lease)) if lease > 0 else None
+        )
         self.dispatcher = Dispatcher(
             engine,
             client_factory,
@@ -98,6 +112,7 @@ class Service:
             on_outcome=on_outcome,
             sender_grace_seconds=self.options.sender_grace_seconds,
             send_concurrency=self.options.send_concurrency,
+            leases=self.leases,
         )
         self.jobs = CampaignJobs(engine, now=self.clock.now)
         self.reconnector = (
@@ -133,6 +148,8 @@ class Service:
             if self.pruner is not None:
                 self._spawn("gatecast-retention", self._retention_loop)
         self._spawn("gatecast-dispatch", self._dispatch_loop)
+        if self.options.listen and listener_for(self.engine) is not None:
+            self._spawn("gatecast-wakeups", self._wakeup_loop)
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
@@ -146,6 +163,18 @@ class Service:
             except Exception as exc:
                 log_failure(log, "the dispatcher stopped; restarting in 1 s", exc)
                 self._stop.wait(1.0)
+
+    def _wakeup_loop(self) -> None:
+        # its own thread and connection: a NOTIFY ends the dispatcher's sleep at once
+        listener = listener_for(self.engine)
+        assert listener is not None
+        try:
+            while not self._stop.is_set():
+                if listener.wait(1.0) and not self._stop.is_set():
+                    self.dispatcher.wake()
+                    self._stop.wait(0.01)  # a burst of notifications: one wake-up
+        finally:
+            listener.close()
 
     def _leader_loop(self) -> None:
         ttl = self.options.leader_ttl_seconds

@@ -15,7 +15,7 @@ from sqlmodel import Field, SQLModel
 from storage.types import BigId, JsonDoc, UTCDateTime, utcnow
 
 #: the Alembic revision these models describe (``storage/migrations/versions``)
-HEAD_REVISION = "0007"
+HEAD_REVISION = "0008"
 
 
 #: the predicate of the partial indexes over the queue (a query must say it literally,
@@ -355,6 +355,25 @@ class Lease(SQLModel, table=True):
     expires_at: datetime = _created()
 
 
+class DispatchWorker(SQLModel, table=True):
+    """A live dispatching worker (its heartbeat): the senders are shared out among these."""
+
+    __tablename__ = "dispatch_workers"
+
+    holder: str = Field(primary_key=True, max_length=200)
+    expires_at: datetime = _created()
+
+
+class SenderLease(SQLModel, table=True):
+    """A sender leased by one worker until ``expires_at`` (renewed by its heartbeat)."""
+
+    __tablename__ = "sender_leases"
+
+    instance_id: str = Field(primary_key=True, max_length=64)
+    holder: str = Field(index=True, max_length=200)
+    expires_at: datetime = _created()
+
+
 class IdempotencyKey(SQLModel, table=True):
     """An ``Idempotency-Key`` a client sent with a creating request, and the answer it got.
 
@@ -411,6 +430,7 @@ __all__ = [
     "ContactTag",
     "DashboardSession",
     "Delivery",
+    "DispatchWorker",
     "IdempotencyKey",
     "ImportJob",
     "ImportReject",
@@ -419,6 +439,7 @@ __all__ = [
     "Lease",
     "ListMember",
     "Segment",
+    "SenderLease",
     "StatusEvent",
     "Tag",
 ]

@@ -11,6 +11,10 @@ over (no second bind, no gap: :mod:`gatecast.runtime.receiver_control`). A clean
 receiver has taken over since: that one keeps serving). When the receiver dies and no
 other serves the folder, ``serve`` starts a new one.
 
+With ``GATECAST_WORKERS`` = N > 1, this process also starts N-1 ``gatecast worker``
+children (same settings; they stop when this process dies, and a clean stop SIGTERMs
+them first); the N workers share the senders with queued work (sender leases).
+
 ``--in-process`` (implied by ``--sandbox``, whose gateway lives in this process) serves
 the HTTP app in a thread of this process, as one process.
 """
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 import subprocess
 import sys
@@ -104,8 +109,9 @@ def serve(
             url = receiver.start()
             if not url:
                 return 1
-        # the worker stops first (on a stack), then the receiver answers what is left
+        # the workers stop first (on a stack), then the receiver answers what is left
         service = start_worker(stack, settings, engine, url, on_outcome=on_outcome)
+        children = stack.enter_context(WorkerChildren(settings.workers - 1))
         console.print(f"gatecast serving on {url} (dashboard, API, webhook)")
         if ready is not None:
             ready(url)
@@ -115,6 +121,7 @@ def serve(
         while not stop.wait(1.0):
             if receiver is not None:
                 receiver.keep_alive()
+            children.keep_alive()
         console.print("stopping…")
         del service
     return 0
@@ -214,6 +221,56 @@ class ReceiverProcess:
             self.popen.wait(10)
 
     def __enter__(self) -> ReceiverProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class WorkerChildren:
+    """The ``gatecast worker`` children of ``serve`` (``GATECAST_WORKERS`` - 1): in this
+    process's session, told to stop when it dies (``--parent-pid``), replaced when
+    one exits, SIGTERMed (and waited for) by a clean stop."""
+
+    def __init__(self, count: int) -> None:
+        self.popens: list[subprocess.Popen[bytes]] = [self._start() for _ in range(count)]
+
+    @staticmethod
+    def _start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "gatecast", "worker", "--parent-pid", str(os.getpid())],
+            stdin=subprocess.DEVNULL,
+        )
+
+    def keep_alive(self) -> None:
+        """Start a new worker for each child that exited."""
+        for i, popen in enumerate(self.popens):
+            if popen.poll() is not None:
+                console.print(
+                    f"[yellow]warning:[/] worker process {popen.pid} exited "
+                    f"({popen.returncode}); starting a new one",
+                    highlight=False,
+                    soft_wrap=True,
+                )
+                self.popens[i] = self._start()
+
+    def stop(self) -> None:
+        """SIGTERM every child, then wait for each to stop (killed after a minute)."""
+        for popen in self.popens:
+            if popen.poll() is None:
+                popen.send_signal(signal.SIGTERM)
+        for popen in self.popens:
+            try:
+                popen.wait(RECEIVER_STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                log.warning(
+                    "worker %s did not stop in %s s; killed", popen.pid, RECEIVER_STOP_SECONDS
+                )
+                popen.kill()
+                popen.wait(10)
+        self.popens = []
+
+    def __enter__(self) -> WorkerChildren:
         return self
 
     def __exit__(self, *exc: object) -> None:

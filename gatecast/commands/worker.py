@@ -8,12 +8,17 @@ registered for every connected (usable) instance at the deployment's URL
 the receiver running in this folder, else ``http://GATECAST_HOST:GATECAST_PORT``). The
 leader registers it again every ``GATECAST_WEBHOOK_CHECK_SECONDS`` and when an instance
 becomes connected (:mod:`scheduler.webhook_keeper`).
+
+Several workers share the senders with queued work: each leases its fair share
+(``GATECAST_SENDER_LEASE_SECONDS``: :mod:`scheduler.sender_leases`) and claims only for
+those; on PostgreSQL they wake on new work (``LISTEN``) instead of at their next poll.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -74,6 +79,7 @@ def start_worker(
                 event_retention_days=settings.event_retention_days,
                 send_concurrency=settings.send_concurrency,
                 lease_seconds=settings.dispatch_lease_seconds,
+                sender_lease_seconds=settings.sender_lease_seconds,
             ),
             on_outcome=on_outcome,
             instance_client=lambda: make_gateway_client(settings),
@@ -106,8 +112,12 @@ def prepare_worker(settings: Settings) -> tuple[Settings, Engine] | int:
     return settings, engine
 
 
-def work(settings: Settings, *, stop: threading.Event | None = None) -> int:
-    """Run the scheduler and dispatcher until ``stop`` is set (or SIGINT/SIGTERM)."""
+def work(
+    settings: Settings, *, stop: threading.Event | None = None, parent_pid: int | None = None
+) -> int:
+    """Run the scheduler and dispatcher until ``stop`` is set (or SIGINT/SIGTERM; with
+    ``parent_pid``, also when this process's parent is no longer that process)."""
+
     from gatecast.runtime.receiver_control import running_receiver, state_folder
 
     stop = stop or threading.Event()
@@ -125,7 +135,9 @@ def work(settings: Settings, *, stop: threading.Event | None = None) -> int:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, lambda *_: stop.set())
         while not stop.wait(1.0):
-            pass
+            if parent_pid is not None and os.getppid() != parent_pid:
+                console.print("the parent process is gone")
+                break
         console.print("stopping…")
     return 0
 
@@ -134,12 +146,17 @@ def register(app: typer.Typer) -> None:
     """Add ``gatecast worker`` to the root app."""
 
     @app.command("worker")
-    def worker_cmd() -> None:
-        """Run the scheduler and dispatcher only (no HTTP: `gatecast receive` receives)."""
+    def worker_cmd(
+        parent_pid: int | None = typer.Option(
+            None, "--parent-pid", hidden=True, help="Stop when this parent process is gone."
+        ),
+    ) -> None:
+        """Run the scheduler and dispatcher only (no HTTP: `gatecast receive` receives).
+        Several workers share the senders with queued work between them."""
         from gatecast.settings import get_settings
 
         settings = get_settings()
         logging.basicConfig(
             level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s"
         )
-        raise typer.Exit(work(settings))
+        raise typer.Exit(work(settings, parent_pid=parent_pid))

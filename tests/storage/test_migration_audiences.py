@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from sqlalchemy import text
 
 from campaigns.segments import fold_attributes
-from storage.engine import make_engine, upgrade
+from storage.engine import current_revision, make_engine, upgrade
 from storage.models import HEAD_REVISION
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
@@ -30,7 +30,7 @@ def test_upgrade_folds_existing_attributes(db_url: str) -> None:
                 ],
             )
         upgrade(engine)
-        assert HEAD_REVISION == "0007"
+        assert current_revision(engine) == HEAD_REVISION == "0008"
         with engine.connect() as conn:
             rows = conn.execute(text("SELECT attributes, folded FROM contacts ORDER BY id")).all()
         for attributes, folded in rows:
