@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -49,6 +48,7 @@ def receive(
     from gatecast.runtime import open_engine
     from gatecast.runtime.http_server import AsgiServer
     from gatecast.runtime.receiver_control import HandOverError, ReceiverSlot, state_folder
+    from gatecast.runtime.stopping import stop_on_signals
     from gatecast.runtime.webhooks import with_webhook_secret
     from gatecast.web import auth
     from gatecast.web.app import create_app
@@ -57,6 +57,7 @@ def receive(
     from storage.types import utcnow
 
     stop = stop or threading.Event()
+    stop_on_signals(stop)  # first: a signal during start-up stops cleanly too
     try:
         api_key = auth.ensure_api_key(settings)
     except auth.WeakApiKey as exc:
@@ -93,9 +94,6 @@ def receive(
     )
     if ready is not None:
         ready(server.url)
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: stop.set())
     while not stop.wait(0.5):
         pass
     control.close()  # no hand-over to a receiver on its way out

@@ -69,10 +69,12 @@ def serve(
     from campaigns.instances import mark_connected
     from gatecast.commands.worker import prepare_worker, start_worker
     from gatecast.runtime import embedded_sandbox
+    from gatecast.runtime.stopping import stop_on_signals
     from gatecast.web import auth
     from storage.types import utcnow
 
     stop = stop or threading.Event()
+    stop_on_signals(stop)  # first: a SIGTERM during start-up stops the children too
     try:
         api_key = auth.ensure_api_key(settings)
     except auth.WeakApiKey as exc:
@@ -115,9 +117,6 @@ def serve(
         console.print(f"gatecast serving on {url} (dashboard, API, webhook)")
         if ready is not None:
             ready(url)
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(sig, lambda *_: stop.set())
         while not stop.wait(1.0):
             if receiver is not None:
                 receiver.keep_alive()

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -117,10 +116,11 @@ def work(
 ) -> int:
     """Run the scheduler and dispatcher until ``stop`` is set (or SIGINT/SIGTERM; with
     ``parent_pid``, also when this process's parent is no longer that process)."""
-
     from gatecast.runtime.receiver_control import running_receiver, state_folder
+    from gatecast.runtime.stopping import stop_on_signals
 
     stop = stop or threading.Event()
+    stop_on_signals(stop)  # first: a signal during start-up stops cleanly too
     prepared = prepare_worker(settings)
     if isinstance(prepared, int):
         return prepared
@@ -131,9 +131,6 @@ def work(
     with contextlib.ExitStack() as stack:
         start_worker(stack, settings, engine, own_address)
         console.print("gatecast worker running (scheduler and dispatcher; no HTTP)")
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(sig, lambda *_: stop.set())
         while not stop.wait(1.0):
             if parent_pid is not None and os.getppid() != parent_pid:
                 console.print("the parent process is gone")

@@ -299,3 +299,14 @@ def test_serve_starts_a_new_receiver_when_its_receiver_dies(ws: Workspace) -> No
     assert "the receiver process exited" in server.process.output()
     assert server.stop() == 0
     assert ws.receiver() is None
+
+
+def test_a_sigterm_while_serve_starts_stops_its_receiver_too(ws: Workspace) -> None:
+    # the receiver child has started; serve may still be starting its worker: a stop now
+    # must not leave the receiver serving on its own
+    proc = ws.spawn("serve", "--port", "0")
+    receiver = wait_for(ws.receiver, timeout=60, what="serve's receiver")
+    proc.popen.send_signal(signal.SIGTERM)
+    assert proc.popen.wait(60) == 0, proc.output()
+    wait_for(lambda: not pid_alive(receiver.pid), timeout=60, what="the receiver to stop")
+    assert ws.receiver() is None
