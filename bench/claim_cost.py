@@ -200,9 +200,9 @@ def measure_size(engine: Engine, cid: int, senders: list[str], repeat: int) -> d
     """Every figure at the queue's current size, in ms."""
     from campaigns import delivery_lifecycle as dl
     from scheduler.dispatcher import Dispatcher
-    from storage.queries import campaigns as cq
     from storage.queries import deliveries as dq
     from storage.queries import instances as iq
+    from storage.queries import tallies
     from storage.types import utcnow
 
     out: dict[str, float] = {}
@@ -257,7 +257,7 @@ def measure_size(engine: Engine, cid: int, senders: list[str], repeat: int) -> d
         read(lambda c: dq.sends_since(c, senders[0], midnight)), max(5, repeat // 10)
     )
     out["state counts"] = median_ms(
-        read(lambda c: cq.delivery_counts(c, cid)), max(5, repeat // 10)
+        read(lambda c: tallies.delivery_counts(c, cid)), max(5, repeat // 10)
     )
 
     def ban_check() -> object:

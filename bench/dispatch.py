@@ -375,7 +375,7 @@ def run_gatecast_campaign(
     from gateway.client import GatewayClient
     from scheduler.dispatcher import Dispatcher
     from scheduler.starts import start_campaign
-    from storage.queries.campaigns import delivery_counts
+    from storage.queries.tallies import delivery_counts
     from storage.types import utcnow
 
     with stopwatch() as t_create:

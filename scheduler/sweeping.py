@@ -28,7 +28,7 @@ from scheduler.recording import ApplyPending
 from storage.queries import campaigns as cq
 from storage.queries import deliveries as dq
 from storage.queries import instances as iq
-from storage.queries.campaigns import delivery_counts
+from storage.queries.tallies import delivery_counts
 
 log = logging.getLogger("gatecast.dispatch")
 
