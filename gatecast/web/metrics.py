@@ -12,6 +12,9 @@ when history retention prunes events); the other families are gauges. The famili
   id came back), ``ambiguous`` (a row became unknown), ``failed`` (a row failed);
 - ``gatecast_webhook_events_total{kind}`` (counter): status events by status and incoming
   messages stored by the webhook;
+- ``gatecast_oldest_applied_event_age_seconds``: how long ago the oldest applied status
+  event still stored was received (0 when none is): history retention keeps it under
+  ``GATECAST_EVENT_RETENTION_DAYS``;
 - ``gatecast_instance_sends_today{instance}``: per sender instance, messages sent (or
   being sent) today as its daily cap counts them (:mod:`scheduler.sender_usage`);
   ``gatecast_instance_paused{instance}`` (1 when gatecast paused it);
@@ -122,6 +125,16 @@ class DatabaseCollector(Collector):
             hooks.add_metric([f"status_{status}"], counters.get(f"webhook_status_{status}", 0))
         hooks.add_metric(["message"], counters.get("webhook_message", 0))
         yield hooks
+
+        oldest = GaugeMetricFamily(
+            "gatecast_oldest_applied_event_age_seconds",
+            "Age of the oldest applied status event still stored (0: none)",
+        )
+        if snap.oldest_applied_event is None:
+            oldest.add_metric([], 0)
+        else:
+            oldest.add_metric([], max(0.0, (now - snap.oldest_applied_event).total_seconds()))
+        yield oldest
 
         per_instance = GaugeMetricFamily(
             "gatecast_instance_sends_today",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, func, select, true
 
 from storage import states, tables
 from storage.queries import tallies
@@ -17,6 +17,7 @@ from storage.queries import tallies
 _d = tables.deliveries
 _c = tables.campaigns
 _i = tables.instances
+_se = tables.status_events
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,9 @@ class Snapshot:
     #: outcome (``sends_accepted`` ...), webhook events stored (``webhook_status_<status>``,
     #: ``webhook_message``)
     counters: dict[str, int]
+    #: when the oldest applied status event still stored was received (None: none is);
+    #: history retention keeps it within the retention
+    oldest_applied_event: datetime | None
     instances: list[tuple[str, str | None]]  # (instance id, paused reason)
     campaigns_by_state: dict[str, int]
 
@@ -51,6 +55,12 @@ def snapshot(conn: Connection, now: datetime) -> Snapshot:
         deliveries_by_state=by_state,
         due=int(due),
         counters=tallies.counters(conn),
+        oldest_applied_event=conn.execute(
+            select(_se.c.received_at)
+            .where(_se.c.applied == true())
+            .order_by(_se.c.received_at)
+            .limit(1)
+        ).scalar(),
         instances=[(str(i), reason) for i, reason in instances],
         campaigns_by_state=campaigns,
     )
