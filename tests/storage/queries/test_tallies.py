@@ -244,3 +244,43 @@ def test_a_rolled_back_change_leaves_the_counts(engine: Engine) -> None:
         assert tallies.delivery_counts(conn, run.cids[0])[states.QUEUED] == 0
         trans.rollback()
         assert tallies.delivery_counts(conn, run.cids[0]) == before == _truth(conn, run.cids[0])
+
+
+def test_the_migration_counts_the_rows_already_there(db_url: str) -> None:
+    from storage.engine import make_engine, upgrade
+
+    engine = make_engine(db_url)
+    try:
+        upgrade(engine, "0006")
+        with engine.begin() as conn:
+            cid = _campaign(conn, "old")
+            _materialise(conn, cid, 0, 30)
+            conn.execute(
+                _d.update()
+                .where(_d.c.campaign_id == cid, _d.c.id % 3 == 0)
+                .values(state=states.SENT, sent_at=T0, message_id=_d.c.target)
+            )
+            conn.execute(_d.update().where(_d.c.id % 7 == 0).values(state=states.UNKNOWN))
+            eq.insert_status_events(
+                conn,
+                [
+                    {"message_id": f"e{i}", "status": s, "occurred_at": T0, "received_at": T0}
+                    for i in range(4)
+                    for s in ("delivered", "read")
+                ],
+            )
+        upgrade(engine)
+        with engine.connect() as conn:
+            truth = _truth(conn, cid)
+            assert tallies.delivery_counts(conn, cid) == truth
+            sent = conn.execute(select(func.count()).where(_d.c.sent_at.is_not(None))).scalar()
+            assert tallies.counters(conn) == {
+                "sends_accepted": sent,
+                "sends_ambiguous": truth[states.UNKNOWN],
+                "sends_failed": 0,
+                "webhook_message": 0,
+                "webhook_status_delivered": 4,
+                "webhook_status_read": 4,
+            }
+    finally:
+        engine.dispose()
