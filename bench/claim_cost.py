@@ -176,7 +176,15 @@ def grow(engine: Engine, cid: int, senders: list[str], lo: int, hi: int) -> None
                         f"S{cid}-{i}",
                     )
                 )
-            conn.exec_driver_sql(sql, sent_rows)
+            if conn.dialect.name == "postgresql":  # one statement (a row each is slow)
+                types = [tables.deliveries.c[c].type.compile(conn.dialect) for c in sent_cols]
+                conn.exec_driver_sql(
+                    f"INSERT INTO deliveries ({', '.join(sent_cols)}) "
+                    f"SELECT * FROM unnest({', '.join(f'%s::{t}[]' for t in types)})",
+                    tuple(list(col) for col in zip(*sent_rows, strict=True)),
+                )
+            else:
+                conn.exec_driver_sql(sql, sent_rows)
         dq.refresh_statistics(conn)  # what a start does after materialising
     if engine.dialect.name == "postgresql":
         # what autovacuum does within a minute of a bulk insert: without it, every index
