@@ -266,7 +266,7 @@ def measure_size(engine: Engine, cid: int, senders: list[str], repeat: int) -> d
     out["queued senders"] = median_ms(read(lambda c: dq.queued_senders(c, cid)), repeat)
     out["next due row"] = median_ms(read(lambda c: dq.next_due_at(c, cid, senders[:1])), repeat)
     out["anything pending"] = median_ms(
-        read(lambda c: dq.has_pending(c, cid, open_states=dl.OPEN)), repeat
+        read(lambda c: tallies.has_pending(c, cid, open_states=dl.OPEN)), repeat
     )
     out["sends today under the cap"] = median_ms(
         read(lambda c: dq.sends_since(c, senders[0], midnight, at_most=DAILY_CAP)), repeat

@@ -414,18 +414,6 @@ def sends_since(
     return int(n_sent) + int(n_sending)
 
 
-def has_pending(conn: Connection, campaign_id: int, *, open_states: Sequence[str]) -> bool:
-    """True while the campaign has rows in ``open_states`` (queued or being sent); one
-    index probe of (campaign_id, state) per state."""
-    probes = [
-        exists().where(_d.c.campaign_id == campaign_id, _d.c.state == state)
-        for state in dict.fromkeys(open_states)
-    ]
-    if not probes:
-        return False
-    return any(bool(v) for v in conn.execute(select(*probes)).one())
-
-
 def next_due_at(conn: Connection, campaign_id: int, senders: Sequence[str]) -> datetime | None:
     """The earliest ``due_at`` of the campaign's queued rows for ``senders``: the first
     entry of each sender's range of ``ix_deliveries_queue``."""
@@ -480,7 +468,6 @@ __all__ = [
     "claim",
     "deliveries_page",
     "expire_leases",
-    "has_pending",
     "insert_new_deliveries",
     "next_due_at",
     "opted_out_contact_ids",

@@ -11,6 +11,8 @@ into slot 0 now and then, so a read stays a handful of rows).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlalchemy import Connection, func, select, text
 
 from storage import states, tables
@@ -43,6 +45,21 @@ def delivery_counts_by_campaign(conn: Connection) -> dict[int, dict[str, int]]:
     for campaign_id, state, n in rows:
         out.setdefault(int(campaign_id), dict.fromkeys(states.ALL, 0))[str(state)] = int(n or 0)
     return out
+
+
+def has_pending(conn: Connection, campaign_id: int, *, open_states: Sequence[str]) -> bool:
+    """True while the campaign has rows in ``open_states`` (queued or being sent): a sum
+    over its few count rows. (An ``EXISTS`` probe of the rows took 0.3 s at 1M rows on
+    PostgreSQL once its prepared statement's generic plan chose a sequential scan for a
+    state with no rows.)"""
+    if not open_states:
+        return False
+    total = conn.execute(
+        select(func.coalesce(func.sum(_sc.c.n), 0)).where(
+            _sc.c.campaign_id == campaign_id, _sc.c.state.in_(list(dict.fromkeys(open_states)))
+        )
+    ).scalar_one()
+    return int(total) > 0
 
 
 def counters(conn: Connection) -> dict[str, int]:
@@ -87,4 +104,10 @@ def fold(conn: Connection) -> None:
         conn.execute(text(sql))
 
 
-__all__ = ["counters", "delivery_counts", "delivery_counts_by_campaign", "fold"]
+__all__ = [
+    "counters",
+    "delivery_counts",
+    "delivery_counts_by_campaign",
+    "fold",
+    "has_pending",
+]
