@@ -139,27 +139,57 @@ def _sqlite_add(table: str, key: str, amount: str, where: str = "") -> str:
 
 
 _COUNTS = "campaign_state_counts"
+
+
+def _sqlite_counter(name: str, event: str, when: str, counter: str) -> str:
+    """A row trigger adding 1 to ``counter`` when ``when`` holds (checked before the
+    body runs: a row that does not qualify costs no statement)."""
+    return (
+        f"CREATE TRIGGER {name} AFTER {event} ON deliveries WHEN {when} BEGIN "
+        + _sqlite_add("counters", f"'{counter}'", "1")
+        + " END"
+    )
+
+
 _SQLITE_TRIGGERS = [
     "CREATE TRIGGER tr_deliveries_count_insert AFTER INSERT ON deliveries BEGIN "
     + _sqlite_add(_COUNTS, "new.campaign_id, new.state", "1")
-    + _sqlite_add("counters", "'sends_accepted'", "1", "new.sent_at IS NOT NULL")
-    + _sqlite_add("counters", "'sends_ambiguous'", "1", "new.state = 'unknown'")
-    + _sqlite_add("counters", "'sends_failed'", "1", "new.state = 'failed'")
     + " END",
     "CREATE TRIGGER tr_deliveries_count_update AFTER UPDATE OF state, campaign_id ON deliveries "
     "WHEN old.state IS NOT new.state OR old.campaign_id <> new.campaign_id BEGIN "
     + _sqlite_add(_COUNTS, "old.campaign_id, old.state", "-1")
     + _sqlite_add(_COUNTS, "new.campaign_id, new.state", "1")
-    + _sqlite_add("counters", "'sends_ambiguous'", "1", "new.state = 'unknown'")
-    + _sqlite_add("counters", "'sends_failed'", "1", "new.state = 'failed'")
-    + " END",
-    "CREATE TRIGGER tr_deliveries_count_accepted AFTER UPDATE OF sent_at ON deliveries "
-    "WHEN old.sent_at IS NULL AND new.sent_at IS NOT NULL BEGIN "
-    + _sqlite_add("counters", "'sends_accepted'", "1")
     + " END",
     "CREATE TRIGGER tr_deliveries_count_delete AFTER DELETE ON deliveries BEGIN "
     + _sqlite_add(_COUNTS, "old.campaign_id, old.state", "-1")
     + " END",
+    _sqlite_counter(
+        "tr_deliveries_count_accepted_new", "INSERT", "new.sent_at IS NOT NULL", "sends_accepted"
+    ),
+    _sqlite_counter(
+        "tr_deliveries_count_unknown_new", "INSERT", "new.state = 'unknown'", "sends_ambiguous"
+    ),
+    _sqlite_counter(
+        "tr_deliveries_count_failed_new", "INSERT", "new.state = 'failed'", "sends_failed"
+    ),
+    _sqlite_counter(
+        "tr_deliveries_count_accepted",
+        "UPDATE OF sent_at",
+        "old.sent_at IS NULL AND new.sent_at IS NOT NULL",
+        "sends_accepted",
+    ),
+    _sqlite_counter(
+        "tr_deliveries_count_unknown",
+        "UPDATE OF state",
+        "new.state = 'unknown' AND old.state IS NOT 'unknown'",
+        "sends_ambiguous",
+    ),
+    _sqlite_counter(
+        "tr_deliveries_count_failed",
+        "UPDATE OF state",
+        "new.state = 'failed' AND old.state IS NOT 'failed'",
+        "sends_failed",
+    ),
     "CREATE TRIGGER tr_status_events_count AFTER INSERT ON status_events BEGIN "
     + _sqlite_add("counters", "'webhook_status_' || new.status", "1")
     + " END",
@@ -216,10 +246,9 @@ def downgrade() -> None:
     for name, table in [
         ('tr_inbound_messages_count', 'inbound_messages'),
         ('tr_status_events_count', 'status_events'),
-        ('tr_deliveries_count_delete', 'deliveries'),
-        ('tr_deliveries_count_accepted', 'deliveries'),
-        ('tr_deliveries_count_update', 'deliveries'),
-        ('tr_deliveries_count_insert', 'deliveries'),
+        *((f'tr_deliveries_count_{what}', 'deliveries') for what in (
+            'delete', 'update', 'insert', 'accepted', 'unknown', 'failed',
+            'accepted_new', 'unknown_new', 'failed_new')),
     ]:
         if bind.dialect.name == 'postgresql':
             op.execute(f'DROP TRIGGER IF EXISTS {name} ON {table}')
