@@ -352,6 +352,7 @@ class CampaignStateCount(SQLModel, table=True):
     """
 
     __tablename__ = "campaign_state_counts"
+    __table_args__ = {"sqlite_with_rowid": False}
 
     campaign_id: int = Field(sa_type=BigId, primary_key=True)
     state: str = Field(primary_key=True, max_length=16)
@@ -365,6 +366,7 @@ class Counter(SQLModel, table=True):
     :class:`CampaignStateCount`. Read through ``storage.queries.tallies``."""
 
     __tablename__ = "counters"
+    __table_args__ = {"sqlite_with_rowid": False}
 
     name: str = Field(primary_key=True, max_length=64)
     slot: int = Field(primary_key=True)

@@ -220,6 +220,7 @@ def upgrade() -> None:
         sa.Column('slot', sa.Integer(), nullable=False),
         sa.Column('n', sa.BigInteger(), nullable=False),
         sa.PrimaryKeyConstraint('campaign_id', 'state', 'slot'),
+        sqlite_with_rowid=False,  # one b-tree: the triggers' upserts touch one
     )
     op.create_table(
         'counters',
@@ -227,6 +228,7 @@ def upgrade() -> None:
         sa.Column('slot', sa.Integer(), nullable=False),
         sa.Column('n', sa.BigInteger(), nullable=False),
         sa.PrimaryKeyConstraint('name', 'slot'),
+        sqlite_with_rowid=False,
     )
     bind = op.get_bind()
     if bind.dialect.name == 'postgresql':
