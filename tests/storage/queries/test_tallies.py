@@ -284,3 +284,26 @@ def test_the_migration_counts_the_rows_already_there(db_url: str) -> None:
             }
     finally:
         engine.dispose()
+
+
+def test_each_backend_counts_in_its_own_slot_until_folded(engine: Engine) -> None:
+    run = Run(engine, 4)
+    cid = run.cids[0]
+    with engine.connect() as a, engine.connect() as b:  # two sessions at once
+        with a.begin():
+            _materialise(a, cid, 0, 10)
+        with b.begin():
+            cq.skip_queued(b, cid, "cancelled", now=T0)
+    sc = tables.campaign_state_counts
+    with engine.connect() as conn:
+        slots = set(conn.execute(select(sc.c.slot).distinct()).scalars())
+        before = tallies.delivery_counts(conn, cid)
+    assert len(slots) == (2 if engine.dialect.name == "postgresql" else 1), slots
+    with engine.begin() as conn:
+        tallies.fold(conn)
+    with engine.connect() as conn:
+        assert set(conn.execute(select(sc.c.slot).distinct()).scalars()) == (
+            {0} if engine.dialect.name == "postgresql" else slots
+        )
+        assert tallies.delivery_counts(conn, cid) == before == _truth(conn, cid)
+        assert before[states.SKIPPED] == 10  # nine queued cancelled, one skipped at start
