@@ -10,8 +10,9 @@ of repeated calls of what a dispatcher runs per tick or per claim:
   queue as a dispatcher's do) and of a batch of 256;
 - the reads around it: the senders with queued rows (every 5 s per worker), a sender's
   next due row, "anything pending", sends today under the cap (``at_most``) and uncounted
-  (the faces), the campaign's state counts (progress bar, safety check), the ban-signal
-  (463) check;
+  (the faces), the campaign's state counts (progress bar, ``campaign show``; kept by the
+  triggers of migration 0007) and, as their reference, the same counts by ``COUNT(*)``
+  of the rows (the read before 0007), the ban-signal (463) check;
 - a whole dispatcher tick (``scheduler.dispatcher.Dispatcher.tick``) claiming one row per
   sender, sending it to an in-process gateway stand-in that accepts at once (so the
   figure is gatecast's own cost, not the network's), recording it.
