@@ -156,7 +156,18 @@ def linked_instance(url: str) -> str:
 
 
 def _bulk_insert(conn: Connection, table: str, columns: Sequence[str], rows: list[Any]) -> None:
-    """Driver-level executemany of ready tuples (no per-row SQLAlchemy type processing)."""
+    """Driver-level executemany of ready tuples (no per-row SQLAlchemy type processing);
+    on PostgreSQL one INSERT over ``unnest``-ed column arrays (an executemany runs one
+    statement per row, and the counting triggers would fire for each)."""
+    if conn.dialect.name == "postgresql" and rows:
+        table_ = tables.deliveries.metadata.tables[table]
+        types = [table_.c[c].type.compile(conn.dialect) for c in columns]
+        conn.exec_driver_sql(
+            f"INSERT INTO {table} ({', '.join(columns)}) "
+            f"SELECT * FROM unnest({', '.join(f'%s::{t}[]' for t in types)})",
+            tuple(list(col) for col in zip(*rows, strict=True)),
+        )
+        return
     mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
     marks = ", ".join([mark] * len(columns))
     conn.exec_driver_sql(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", rows)
@@ -375,7 +386,7 @@ def run_gatecast_campaign(
     from gateway.client import GatewayClient
     from scheduler.dispatcher import Dispatcher
     from scheduler.starts import start_campaign
-    from storage.queries.campaigns import delivery_counts
+    from storage.queries.tallies import delivery_counts
     from storage.types import utcnow
 
     with stopwatch() as t_create:

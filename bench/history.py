@@ -115,7 +115,7 @@ def dispatch_once(engine: Engine, rows: int, workers: int, batch: int) -> float:
     end; messages per second of the dispatch (materialisation excluded)."""
     from scheduler.dispatcher import Dispatcher
     from scheduler.starts import start_campaign
-    from storage.queries.campaigns import delivery_counts
+    from storage.queries.tallies import delivery_counts
     from storage.types import utcnow
 
     cid = create_campaign_for(engine, SENDER)

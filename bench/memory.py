@@ -44,7 +44,7 @@ def _child(url: str, sandbox_url: str, campaign_id: int, timeout: float) -> dict
     from scheduler.service import Service, ServiceOptions
     from scheduler.starts import start_campaign
     from storage.engine import make_engine
-    from storage.queries.campaigns import delivery_counts
+    from storage.queries.tallies import delivery_counts
     from storage.types import utcnow
 
     engine = make_engine(url)

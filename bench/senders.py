@@ -161,7 +161,7 @@ def run_one(args: argparse.Namespace, pg: bool, figures: Figures) -> None:
     from gatecast.web.context import AppContext
     from gateway.client import GatewayClient
     from scheduler.service import Service, ServiceOptions
-    from storage.queries.campaigns import delivery_counts
+    from storage.queries.tallies import delivery_counts
     from storage.types import utcnow
 
     db = "postgresql" if pg else "sqlite"

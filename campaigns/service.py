@@ -31,6 +31,7 @@ from storage import states, tables
 from storage.queries import campaigns as q
 from storage.queries import deliveries as dq
 from storage.queries import instances as iq
+from storage.queries import tallies
 from storage.types import utcnow
 from storage.wakeups import notify_work
 
@@ -412,7 +413,7 @@ def _row(conn: Connection, campaign_id: int) -> Any:
 def list_campaigns(engine: Engine) -> list[CampaignSummary]:
     """Every campaign, newest first, with counts per delivery state."""
     with engine.connect() as conn:
-        counts = q.delivery_counts_by_campaign(conn)
+        counts = tallies.delivery_counts_by_campaign(conn)
         rows = conn.execute(
             select(_campaigns, _lists.c.name.label("list_name"))
             .select_from(_campaigns.outerjoin(_lists, _lists.c.id == _campaigns.c.list_id))
@@ -443,7 +444,7 @@ def get_campaign(engine: Engine, campaign_id: int) -> CampaignDetail:
     """One campaign with its counts per delivery state; :class:`CampaignNotFound` if none."""
     with engine.connect() as conn:
         r = _row(conn, campaign_id)
-        counts = q.delivery_counts(conn, campaign_id)
+        counts = tallies.delivery_counts(conn, campaign_id)
     return CampaignDetail(
         id=int(r.id),
         name=r.name,
@@ -467,9 +468,9 @@ def get_campaign(engine: Engine, campaign_id: int) -> CampaignDetail:
 def campaign_counts(conn_or_engine: Connection | Engine, campaign_id: int) -> dict[str, int]:
     """Rows per delivery state for one campaign."""
     if isinstance(conn_or_engine, Connection):
-        return q.delivery_counts(conn_or_engine, campaign_id)
+        return tallies.delivery_counts(conn_or_engine, campaign_id)
     with conn_or_engine.connect() as conn:
-        return q.delivery_counts(conn, campaign_id)
+        return tallies.delivery_counts(conn, campaign_id)
 
 
 def campaign_state(engine: Engine, campaign_id: int) -> tuple[str, str | None] | None:
@@ -599,9 +600,9 @@ def retry_campaign(
             raise lifecycle.InvalidTransition(campaign_id, current, lifecycle.RUNNING)
         cutoff: datetime | None = None
         if include_unknown:
-            before = q.delivery_counts(conn, campaign_id)[states.UNKNOWN]
+            before = tallies.delivery_counts(conn, campaign_id)[states.UNKNOWN]
             settle_unknown(conn, now=now, since=_EPOCH)
-            settled = before - q.delivery_counts(conn, campaign_id)[states.UNKNOWN]
+            settled = before - tallies.delivery_counts(conn, campaign_id)[states.UNKNOWN]
             cutoff = now - settle
             waiting, latest = q.unknown_waiting(conn, campaign_id, attempted_after=cutoff)
             waiting_until = latest + settle if latest is not None else None

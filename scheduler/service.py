@@ -41,6 +41,7 @@ from scheduler.retention import EventPruner
 from scheduler.sender_leases import SenderLeases
 from scheduler.webhook_keeper import WebhookKeeper
 from storage.engine import log_failure
+from storage.queries import tallies
 from storage.wakeups import listener_for
 
 log = logging.getLogger("gatecast.service")
@@ -194,6 +195,8 @@ class Service:
                     self.jobs.start()
                 elif held:
                     self.jobs.sync()
+                    with self.engine.begin() as conn:
+                        tallies.fold(conn)  # the counts' per-backend slots into one
                 elif self.is_leader:
                     log.warning("scheduler lease lost: another process fires the jobs now")
                     self.is_leader = False

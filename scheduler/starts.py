@@ -34,6 +34,7 @@ from scheduler.policy import policy_from_spec
 from storage import states, tables
 from storage.queries import campaigns as cq
 from storage.queries import instances as iq
+from storage.queries import tallies
 
 log = logging.getLogger("gatecast.scheduler")
 
@@ -203,7 +204,7 @@ def _start(engine: Engine, campaign_id: int, *, now: datetime, enforce_grace: bo
         materialise(conn, campaign_id, now=now, instances=instances)
         lifecycle.transition(conn, campaign_id, lifecycle.RUNNING, now=now)
     with engine.connect() as conn:
-        counts = cq.delivery_counts(conn, campaign_id)
+        counts = tallies.delivery_counts(conn, campaign_id)
     queued, skipped = counts.get(states.QUEUED, 0), counts.get(states.SKIPPED, 0)
     log.info("campaign %s started: %d queued, %d skipped", campaign_id, queued, skipped)
     return StartResult(campaign_id, "started", queued=queued, skipped=skipped)

@@ -28,7 +28,7 @@ from scheduler.recording import ApplyPending
 from storage.queries import campaigns as cq
 from storage.queries import deliveries as dq
 from storage.queries import instances as iq
-from storage.queries.campaigns import delivery_counts
+from storage.queries import tallies
 
 log = logging.getLogger("gatecast.dispatch")
 
@@ -161,7 +161,7 @@ class Sweeper:
             )
             if orphans:
                 why = ", ".join(filter(None, [why, "recipients of a forgotten sender"]))
-            queued = delivery_counts(conn, camp.id).get(dl.QUEUED, 0)
+            queued = tallies.delivery_counts(conn, camp.id).get(dl.QUEUED, 0)
         if camp.id not in self.stalled:
             log.warning(
                 "campaign %s: no sender can send (%s); %d recipient(s) wait",
@@ -210,7 +210,7 @@ class Sweeper:
         completed: list[int] = []
         for camp in running:
             with self.engine.begin() as conn:
-                if dq.has_pending(conn, camp.id, open_states=dl.OPEN):
+                if tallies.has_pending(conn, camp.id, open_states=dl.OPEN):
                     continue
                 try:
                     lifecycle.transition(conn, camp.id, lifecycle.COMPLETED, now=now)

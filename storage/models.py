@@ -15,7 +15,7 @@ from sqlmodel import Field, SQLModel
 from storage.types import BigId, JsonDoc, UTCDateTime, utcnow
 
 #: the Alembic revision these models describe (``storage/migrations/versions``)
-HEAD_REVISION = "0008"
+HEAD_REVISION = "0009"
 
 
 #: the predicate of the partial indexes over the queue (a query must say it literally,
@@ -418,6 +418,37 @@ class DashboardSession(SQLModel, table=True):
     expires_at: datetime = _created()
 
 
+class CampaignStateCount(SQLModel, table=True):
+    """Part of a campaign's count of deliveries in one state, kept by triggers.
+
+    The triggers of migration 0007 add every change of ``deliveries`` here in the same
+    transaction; a campaign's count in a state is the sum over its ``slot`` rows
+    (PostgreSQL: one slot per server backend, so concurrent writers never wait on one
+    another; SQLite: slot 0). Read through ``storage.queries.tallies``.
+    """
+
+    __tablename__ = "campaign_state_counts"
+    __table_args__ = {"sqlite_with_rowid": False}
+
+    campaign_id: int = Field(sa_type=BigId, primary_key=True)
+    state: str = Field(primary_key=True, max_length=16)
+    slot: int = Field(primary_key=True)
+    n: int = Field(default=0, sa_type=BigId)
+
+
+class Counter(SQLModel, table=True):
+    """Part of a monitoring counter that never goes down, kept by triggers (migration
+    0007): sends by outcome and webhook events by kind; summed over ``slot`` like
+    :class:`CampaignStateCount`. Read through ``storage.queries.tallies``."""
+
+    __tablename__ = "counters"
+    __table_args__ = {"sqlite_with_rowid": False}
+
+    name: str = Field(primary_key=True, max_length=64)
+    slot: int = Field(primary_key=True)
+    n: int = Field(default=0, sa_type=BigId)
+
+
 __all__ = [
     "HEAD_REVISION",
     "QUEUED_ROWS",
@@ -425,9 +456,11 @@ __all__ = [
     "WITH_ERROR_CODE",
     "AudienceMember",
     "Campaign",
+    "CampaignStateCount",
     "Contact",
     "ContactList",
     "ContactTag",
+    "Counter",
     "DashboardSession",
     "Delivery",
     "DispatchWorker",

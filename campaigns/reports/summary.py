@@ -12,7 +12,8 @@ from sqlalchemy import Connection, Engine, Table, func, select
 from campaigns.reports.columns import XLSX_DATE_FORMAT, neutralise
 from storage import reports as report_store
 from storage import states, tables
-from storage.queries.campaigns import delivery_counts, opted_out_count
+from storage.queries.campaigns import opted_out_count
+from storage.queries.tallies import delivery_counts
 from storage.reports import sql as report_sql
 
 _d: Table = tables.deliveries

@@ -2,14 +2,19 @@
 
 Everything durable lives in the database, so the figures are read from it when
 Prometheus scrapes: several gatecast processes report the same truth, and a restart
-loses nothing. The families:
+loses nothing. Every ``*_total`` is a counter kept by the database
+(``storage.queries.tallies``: it never goes down, not when a failed row is retried nor
+when history retention prunes events); the other families are gauges. The families:
 
 - ``gatecast_queue_depth`` (queued deliveries) and ``gatecast_queue_due`` (queued and due);
 - ``gatecast_deliveries{state}``: deliveries by state;
-- ``gatecast_sends_total{outcome}``: sends by outcome: ``accepted`` (a message id came
-  back), ``ambiguous`` (state unknown), ``failed``;
-- ``gatecast_webhook_events_total{kind}``: status events by status and incoming messages,
-  as stored by the webhook;
+- ``gatecast_sends_total{outcome}`` (counter): sends by outcome: ``accepted`` (a message
+  id came back), ``ambiguous`` (a row became unknown), ``failed`` (a row failed);
+- ``gatecast_webhook_events_total{kind}`` (counter): status events by status and incoming
+  messages stored by the webhook;
+- ``gatecast_oldest_applied_event_age_seconds``: how long ago the oldest applied status
+  event still stored was received (0 when none is): history retention keeps it under
+  ``GATECAST_EVENT_RETENTION_DAYS``;
 - ``gatecast_instance_sends_today{instance}``: per sender instance, messages sent (or
   being sent) today as its daily cap counts them (:mod:`scheduler.sender_usage`);
   ``gatecast_instance_paused{instance}`` (1 when gatecast paused it);
@@ -34,7 +39,7 @@ from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.exposition import choose_encoder
-from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from campaigns import stats
@@ -101,21 +106,35 @@ class DatabaseCollector(Collector):
             deliveries.add_metric([state], by_state.get(state, 0))
         yield deliveries
 
-        sends = GaugeMetricFamily(
-            "gatecast_sends_total", "Sends by outcome, from the deliveries", labels=["outcome"]
+        counters = snap.counters
+        sends = CounterMetricFamily(
+            "gatecast_sends_total",
+            "Sends by outcome, since the database was created",
+            labels=["outcome"],
         )
-        sends.add_metric(["accepted"], snap.accepted)
-        sends.add_metric(["ambiguous"], by_state.get(states.UNKNOWN, 0))
-        sends.add_metric(["failed"], by_state.get(states.FAILED, 0))
+        for outcome in ("accepted", "ambiguous", "failed"):
+            sends.add_metric([outcome], counters.get(f"sends_{outcome}", 0))
         yield sends
 
-        hooks = GaugeMetricFamily(
-            "gatecast_webhook_events_total", "Webhook events stored, by kind", labels=["kind"]
+        hooks = CounterMetricFamily(
+            "gatecast_webhook_events_total",
+            "Webhook events stored, by kind, since the database was created",
+            labels=["kind"],
         )
         for status in ("sent", "delivered", "read", "failed"):
-            hooks.add_metric([f"status_{status}"], snap.status_events.get(status, 0))
-        hooks.add_metric(["message"], snap.inbound)
+            hooks.add_metric([f"status_{status}"], counters.get(f"webhook_status_{status}", 0))
+        hooks.add_metric(["message"], counters.get("webhook_message", 0))
         yield hooks
+
+        oldest = GaugeMetricFamily(
+            "gatecast_oldest_applied_event_age_seconds",
+            "Age of the oldest applied status event still stored (0: none)",
+        )
+        if snap.oldest_applied_event is None:
+            oldest.add_metric([], 0)
+        else:
+            oldest.add_metric([], max(0.0, (now - snap.oldest_applied_event).total_seconds()))
+        yield oldest
 
         per_instance = GaugeMetricFamily(
             "gatecast_instance_sends_today",

@@ -30,17 +30,6 @@ def insert_deliveries(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> No
             conn.execute(stmt, batch)
 
 
-def delivery_counts(conn: Connection, campaign_id: int) -> dict[str, int]:
-    """Rows per delivery state for one campaign (every state present, zeros included)."""
-    rows = conn.execute(
-        select(_d.c.state, func.count()).where(_d.c.campaign_id == campaign_id).group_by(_d.c.state)
-    ).all()
-    counts = dict.fromkeys(states.ALL, 0)
-    for state, n in rows:
-        counts[str(state)] = int(n)
-    return counts
-
-
 def count_in_states(
     conn: Connection, campaign_id: int, in_states: Sequence[str], *, at_most: int | None = None
 ) -> int:
@@ -50,17 +39,6 @@ def count_in_states(
     if at_most is not None:
         rows = rows.limit(max(0, at_most))
     return int(conn.execute(select(func.count()).select_from(rows.subquery())).scalar_one())
-
-
-def delivery_counts_by_campaign(conn: Connection) -> dict[int, dict[str, int]]:
-    """Rows per delivery state for every campaign that has rows."""
-    out: dict[int, dict[str, int]] = {}
-    rows = conn.execute(
-        select(_d.c.campaign_id, _d.c.state, func.count()).group_by(_d.c.campaign_id, _d.c.state)
-    ).all()
-    for campaign_id, state, n in rows:
-        out.setdefault(int(campaign_id), dict.fromkeys(states.ALL, 0))[str(state)] = int(n)
-    return out
 
 
 def opted_out_count(conn: Connection, campaign_id: int) -> int:
@@ -199,8 +177,6 @@ def specs_in_states(conn: Connection, in_states: Sequence[str]) -> list[tuple[in
 __all__ = [
     "BATCH",
     "count_in_states",
-    "delivery_counts",
-    "delivery_counts_by_campaign",
     "insert_deliveries",
     "opted_out_count",
     "progress_bounds",

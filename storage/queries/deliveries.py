@@ -240,12 +240,42 @@ def _from_sending(**values: Any) -> Any:
     )
 
 
+def _pg_from_sending(
+    conn: Connection, sets: str, arrays: dict[str, tuple[str, list[Any]]], **params: Any
+) -> int:
+    """PostgreSQL: an outcome's bulk UPDATE as one statement over ``unnest``-ed arrays
+    (``arrays``: column of ``v`` -> (SQL type, values); ``v.id`` the row ids): the rows
+    still ``sending`` take ``sets`` and leave their lease. One statement, not one per
+    row as an executemany runs, so the counting triggers (migration 0007) fire once."""
+    names = list(arrays)
+    sql = (
+        f"UPDATE {_d.name} AS d SET lease_until = NULL, {sets} "
+        f"FROM unnest({', '.join(f'CAST(:{n} AS {arrays[n][0]}[])' for n in names)}) "
+        f"AS v({', '.join(names)}) WHERE d.id = v.id AND d.state = '{states.SENDING}'"
+    )
+    values = {n: arrays[n][1] for n in names}
+    return int(conn.execute(text(sql), {**values, **params}).rowcount or 0)
+
+
 def record_sent(conn: Connection, rows: Sequence[tuple[int, str, datetime]]) -> int:
     """Bulk: rows ``(id, message_id, sent_at)`` were accepted by the gateway -> ``sent``.
 
     ``sent_at`` is each row's own moment of acceptance (when the gateway's answer to that
     send came back), not the moment the batch is recorded.
     """
+    if not rows:
+        return 0
+    if conn.dialect.name == "postgresql":
+        return _pg_from_sending(
+            conn,
+            f"state = '{states.SENT}', message_id = v.mid, sent_at = v.at, error = NULL, "
+            "error_code = NULL",
+            {
+                "id": ("bigint", [r[0] for r in rows]),
+                "mid": ("text", [r[1] for r in rows]),
+                "at": ("timestamptz", [r[2] for r in rows]),
+            },
+        )
     stmt = _from_sending(
         state=states.SENT,
         message_id=bindparam("b_mid"),
@@ -266,6 +296,19 @@ def record_requeued(
 
     ``refund_attempt`` gives the attempt back (instance problems do not burn retries).
     """
+    if not rows:
+        return 0
+    if conn.dialect.name == "postgresql":
+        return _pg_from_sending(
+            conn,
+            f"state = '{states.QUEUED}', due_at = v.due, error = v.err"
+            + (", attempts = d.attempts - 1" if refund_attempt else ""),
+            {
+                "id": ("bigint", [r[0] for r in rows]),
+                "due": ("timestamptz", [r[1] for r in rows]),
+                "err": ("text", [r[2] for r in rows]),
+            },
+        )
     attempts = _d.c.attempts - 1 if refund_attempt else _d.c.attempts
     stmt = _from_sending(
         state=states.QUEUED, due_at=bindparam("b_due"), error=bindparam("b_err"), attempts=attempts
@@ -283,6 +326,25 @@ def record_terminal(
     """Bulk: rows ``(id, error, error_code)`` end as ``failed``, ``unknown`` or ``skipped``."""
     if state not in (states.FAILED, states.UNKNOWN, states.SKIPPED):
         raise ValueError(f"not a terminal outcome state: {state!r}")
+    if not rows:
+        return 0
+    if conn.dialect.name == "postgresql":
+        sets = "state = :state, error = v.err, error_code = v.code"
+        if state == states.FAILED:
+            sets += ", failed_at = :now"
+        if state == states.SKIPPED:
+            sets += ", attempts = d.attempts - 1"  # a skip at send time was never an attempt
+        return _pg_from_sending(
+            conn,
+            sets,
+            {
+                "id": ("bigint", [r[0] for r in rows]),
+                "err": ("text", [r[1] for r in rows]),
+                "code": ("text", [r[2] for r in rows]),
+            },
+            state=state,
+            now=now,
+        )
     values: dict[str, Any] = {
         "state": state,
         "error": bindparam("b_err"),
@@ -352,18 +414,6 @@ def sends_since(
     return int(n_sent) + int(n_sending)
 
 
-def has_pending(conn: Connection, campaign_id: int, *, open_states: Sequence[str]) -> bool:
-    """True while the campaign has rows in ``open_states`` (queued or being sent); one
-    index probe of (campaign_id, state) per state."""
-    probes = [
-        exists().where(_d.c.campaign_id == campaign_id, _d.c.state == state)
-        for state in dict.fromkeys(open_states)
-    ]
-    if not probes:
-        return False
-    return any(bool(v) for v in conn.execute(select(*probes)).one())
-
-
 def next_due_at(conn: Connection, campaign_id: int, senders: Sequence[str]) -> datetime | None:
     """The earliest ``due_at`` of the campaign's queued rows for ``senders``: the first
     entry of each sender's range of ``ix_deliveries_queue``."""
@@ -418,7 +468,6 @@ __all__ = [
     "claim",
     "deliveries_page",
     "expire_leases",
-    "has_pending",
     "insert_new_deliveries",
     "next_due_at",
     "opted_out_contact_ids",

@@ -1,19 +1,23 @@
-"""Whole-database figures for monitoring (the metrics a scrape reads): one short read."""
+"""Whole-database figures for monitoring (the metrics a scrape reads): one short read.
+
+The deliveries by state and the counters come from the counts the triggers keep
+(:mod:`storage.queries.tallies`): a scrape reads a few rows per campaign, never the
+deliveries or the event history."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, func, select, true
 
 from storage import states, tables
+from storage.queries import tallies
 
 _d = tables.deliveries
 _c = tables.campaigns
 _i = tables.instances
 _se = tables.status_events
-_in = tables.inbound_messages
 
 
 @dataclass(frozen=True)
@@ -22,26 +26,26 @@ class Snapshot:
 
     deliveries_by_state: dict[str, int]
     due: int  # queued and due
-    accepted: int  # rows the gateway accepted (a message id came back)
-    status_events: dict[str, int]  # stored status events by status
-    inbound: int  # stored incoming messages
+    #: counters that never go down, by name (``storage.queries.tallies``): sends by
+    #: outcome (``sends_accepted`` ...), webhook events stored (``webhook_status_<status>``,
+    #: ``webhook_message``)
+    counters: dict[str, int]
+    #: when the oldest applied status event still stored was received (None: none is);
+    #: history retention keeps it within the retention
+    oldest_applied_event: datetime | None
     instances: list[tuple[str, str | None]]  # (instance id, paused reason)
     campaigns_by_state: dict[str, int]
 
 
 def snapshot(conn: Connection, now: datetime) -> Snapshot:
     """The figures at ``now`` (run it in one transaction for a consistent view)."""
-    by_state: dict[str, int] = {
-        str(k): int(v)
-        for k, v in conn.execute(select(_d.c.state, func.count()).group_by(_d.c.state)).all()
-    }
+    by_state = dict.fromkeys(states.ALL, 0)
+    for counts in tallies.delivery_counts_by_campaign(conn).values():
+        for state, n in counts.items():
+            by_state[state] = by_state.get(state, 0) + n
     due = conn.execute(
         select(func.count()).where(_d.c.state == states.QUEUED, _d.c.due_at <= now)
     ).scalar_one()
-    accepted = conn.execute(select(func.count()).where(_d.c.sent_at.is_not(None))).scalar_one()
-    events = conn.execute(select(_se.c.status, func.count()).group_by(_se.c.status))
-    event_counts = {str(k): int(v) for k, v in events.all()}
-    inbound = conn.execute(select(func.count()).select_from(_in)).scalar_one()
     instances = conn.execute(select(_i.c.instance_id, _i.c.paused_reason)).all()
     campaigns: dict[str, int] = {
         str(k): int(v)
@@ -50,9 +54,13 @@ def snapshot(conn: Connection, now: datetime) -> Snapshot:
     return Snapshot(
         deliveries_by_state=by_state,
         due=int(due),
-        accepted=int(accepted),
-        status_events=event_counts,
-        inbound=int(inbound),
+        counters=tallies.counters(conn),
+        oldest_applied_event=conn.execute(
+            select(_se.c.received_at)
+            .where(_se.c.applied == true())
+            .order_by(_se.c.received_at)
+            .limit(1)
+        ).scalar(),
         instances=[(str(i), reason) for i, reason in instances],
         campaigns_by_state=campaigns,
     )

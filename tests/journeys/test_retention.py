@@ -4,8 +4,9 @@
 A campaign ran ten days ago (the process clock set back with ``GATECAST_CLOCK_START``):
 its status events were received then and applied to its recipients' rows. ``serve`` with
 the default retention (30 days) keeps them; ``serve`` with a retention of 3 days prunes
-them (the metrics' count of stored status events falls to zero) and the campaign's
-counts and report still say what happened to every recipient. A retention too short for
+them (the metrics' age of the oldest applied event falls under the retention) while the
+counter of webhook events received never goes down, and the campaign's counts and report
+still say what happened to every recipient. A retention too short for
 settling ``unknown`` rows is refused, naming the setting.
 """
 
@@ -19,14 +20,18 @@ from tests.journeys.harness import SAMPLES, Server, Workspace, wait_for
 from tests.journeys.test_senders import _campaign, _show
 
 
-def _stored_status_events(server: Server) -> int | None:
-    """The metrics' stored status events (None until the page answers)."""
+def _metrics(server: Server) -> dict[str, float] | None:
+    """The metrics' status events received (a counter) and the age of the oldest applied
+    event stored (None until the page answers)."""
     with server.api() as api:
         res = api.get("/metrics")
     if res.status_code != 200:
         return None
-    found = re.findall(r'gatecast_webhook_events_total\{kind="status_\w+"\} (\d+)', res.text)
-    return sum(int(float(n)) for n in found) if found else None
+    found = re.findall(r'gatecast_webhook_events_total\{kind="status_\w+"\} (\S+)', res.text)
+    age = re.search(r"^gatecast_oldest_applied_event_age_seconds (\S+)$", res.text, re.M)
+    if not found or age is None:
+        return None
+    return {"received": sum(float(n) for n in found), "oldest": float(age.group(1))}
 
 
 def test_serve_prunes_applied_events_after_the_retention(ws: Workspace) -> None:
@@ -43,16 +48,23 @@ def test_serve_prunes_applied_events_after_the_retention(ws: Workspace) -> None:
     ws.clock_start = None  # today
 
     kept = ws.serve()
-    stored = wait_for(lambda: _stored_status_events(kept), what="the metrics")
-    assert stored >= progressed, stored
+    before_prune = wait_for(lambda: _metrics(kept), what="the metrics")
+    assert before_prune["received"] >= progressed, before_prune
+    assert before_prune["oldest"] > 9 * 86400, before_prune  # kept: ten days old
     kept.stop()
 
     pruning = ws.serve(GATECAST_EVENT_RETENTION_DAYS="3")
-    wait_for(
-        lambda: _stored_status_events(pruning) == 0,
+
+    def pruned() -> dict[str, float] | None:
+        m = _metrics(pruning)
+        return m if m is not None and m["oldest"] < 3 * 86400 else None
+
+    after = wait_for(
+        pruned,
         timeout=60,
         what="the applied status events to be pruned",
     )
+    assert after["received"] == before_prune["received"], (before_prune, after)
     pruning.stop()
     assert _show(ws, campaign_id)["counts"] == counts
     report = ws.path / "after.csv"

@@ -14,6 +14,7 @@ from sqlalchemy import Engine, insert, select
 
 from storage import tables
 from storage.queries import deliveries as dq
+from storage.queries import tallies
 
 deliveries = tables.deliveries
 campaigns = tables.campaigns
@@ -132,10 +133,10 @@ def test_queued_senders_next_due_and_pending(engine: Engine) -> None:
         assert dq.next_due_at(conn, cid, ["C", "A"]) == T0 + timedelta(minutes=1)
         assert dq.next_due_at(conn, cid, ["B", "D"]) is None
         assert dq.next_due_at(conn, cid, []) is None
-        assert dq.has_pending(conn, cid, open_states=("queued", "sending"))
-        assert dq.has_pending(conn, cid, open_states=("sending",))
-        assert not dq.has_pending(conn, cid, open_states=("unknown",))
-        assert not dq.has_pending(conn, 999, open_states=("queued", "sending"))
+        assert tallies.has_pending(conn, cid, open_states=("queued", "sending"))
+        assert tallies.has_pending(conn, cid, open_states=("sending",))
+        assert not tallies.has_pending(conn, cid, open_states=("unknown",))
+        assert not tallies.has_pending(conn, 999, open_states=("queued", "sending"))
 
 
 def test_sends_since_counts_sent_and_in_flight_rows_up_to_the_cap(engine: Engine) -> None:
