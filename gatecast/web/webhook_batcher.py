@@ -444,24 +444,36 @@ class EventBatcher:
             for start in range(0, len(ids), step):
                 await asyncio.sleep(0)
                 chunk = ids[start : start + step]
-                await self._apply_stored_slice(chunk)
+                if not await self._apply_stored_slice(chunk):
+                    self._retry_stored(DRAIN_RETRY_SECONDS)  # the rest stays stored
+                    return
                 for message_id in chunk:
                     self._later.pop(message_id, None)
         except Exception as exc:
             log_failure(log, f"applying {len(ids)} stored webhook event(s) failed; will retry", exc)
-            if self.running:
-                loop = asyncio.get_running_loop()
-                self._later_timer = loop.call_later(SWEEP_AFTER_IDLE_SECONDS, self._later_due)
+            self._retry_stored(SWEEP_AFTER_IDLE_SECONDS)
 
-    async def _apply_stored_slice(self, ids: list[str]) -> None:
+    def _retry_stored(self, after: float) -> None:
+        if self.running and self._later_timer is None:
+            loop = asyncio.get_running_loop()
+            self._later_timer = loop.call_later(after, self._later_due)
+
+    async def _apply_stored_slice(self, ids: list[str]) -> bool:
+        """Apply ``ids``; False when another writer holds SQLite's lock.
+
+        Never waits for that lock: this runs in the batcher's task, and while it waited no
+        batch could be stored or journalled (the gateway's requests timed out). The events
+        are stored; they are applied on a later pass.
+        """
         assert self._apply_later is not None
         if self._inline_later is not None:
             try:
                 self._inline_later(ids)
-                return
             except WouldBlock:
-                pass  # another writer holds the database: wait for it in a thread
+                return False
+            return True
         await asyncio.to_thread(self._apply_later, ids)
+        return True
 
     def _arm_sweep(self) -> None:
         """After activity: sweep once the batcher has been idle for ``sweep_after``."""

@@ -272,3 +272,57 @@ def test_a_long_drain_and_its_inbox_pass_yield_the_loop_between_chunks(tmp_path:
         runs.append(run)
     assert max(runs) <= 2, repr(log)
     assert not journal
+
+
+def test_stored_events_wait_for_a_locked_database_without_holding_up_new_batches(
+    tmp_path: Path,
+) -> None:
+    """Applying stored events under another writer's lock is put off, never waited for in
+    the batcher's task: new batches are still stored (or journalled) meanwhile."""
+    from gatecast.web.webhook_batcher import WouldBlock
+
+    locked, released = threading.Event(), threading.Event()
+    locked.set()
+    applied: list[str] = []
+
+    def inline(events: list[Event]) -> ApplyStats:
+        return ApplyStats(pending=[e.message_id for e in events if isinstance(e, MessageStatus)])
+
+    def inline_later(ids: list[str]) -> int:
+        if locked.is_set():
+            raise WouldBlock()
+        applied.extend(ids)
+        return len(ids)
+
+    def apply_later_in_a_thread(ids: list[str]) -> int:
+        released.wait(60)  # what a thread waiting on SQLite's busy timeout would do
+        raise AssertionError("the lock must not be waited for")
+
+    async def go() -> None:
+        db = _Database()
+        batcher = _batcher(
+            db,
+            EventJournal(tmp_path / "j.jsonl"),
+            inline=inline,
+            apply_later=apply_later_in_a_thread,
+            inline_later=inline_later,
+            later_events=1,  # every batch's ids are due for the pass at once
+        )
+        await batcher.start()
+        for i in range(5):  # each acknowledged while the pass cannot run
+            await asyncio.wait_for(batcher.submit([_status(i)]), 30)
+        assert applied == [] and batcher.unapplied == 5
+        locked.clear()  # the other writer commits
+        released.set()
+        for _ in range(600):
+            if not batcher.unapplied:
+                break
+            await asyncio.sleep(0.05)
+        await batcher.stop()
+
+    try:
+        asyncio.run(go())
+    finally:
+        locked.clear()
+        released.set()
+    assert sorted(applied) == [f"m{i}" for i in range(5)]
