@@ -81,7 +81,8 @@ class AudienceCount:
     def summary(self) -> str:
         """``"1,284 recipients; 12 opted out; 3 excluded"``."""
         return (
-            f"{self.recipients:,} recipients; {self.opted_out:,} opted out; "
+            f"{self.recipients:,} recipient{'' if self.recipients == 1 else 's'}; "
+            f"{self.opted_out:,} opted out; "
             f"{self.excluded:,} excluded"
         )
 

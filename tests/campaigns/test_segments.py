@@ -60,7 +60,7 @@ def test_import_tags_timezone_and_a_segment_materialised(engine: Engine, tmp_pat
     # Ana (Berlin gold vip) matches; Ben excluded by list, Fay by tag; Cé is bronze,
     # Dee in Zürich, Eve has no vip tag, Gus was rejected
     assert created.count is not None
-    assert created.count.summary() == "1 recipients; 0 opted out; 2 excluded"
+    assert created.count.summary() == "1 recipient; 0 opted out; 2 excluded"
     campaign = create_campaign(engine, _campaign({"segment": "berlin-vip"}), now=NOW)
     assert campaign.recipients == 1
     with engine.begin() as conn:
