@@ -92,7 +92,7 @@ def test_events_journalled_by_a_killed_serve_are_applied_by_the_next(
             assert receiver is not None
             server.process.kill()  # SIGKILL both: what they acknowledged is only in the journal
             os.kill(receiver.pid, signal.SIGKILL)
-            wait_for(lambda: not pid_alive(receiver.pid), timeout=10, what="the receiver killed")
+            wait_for(lambda: not pid_alive(receiver.pid), timeout=60, what="the receiver killed")
         finally:
             blocker.execute("COMMIT")
             blocker.close()
