@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.console import Console
 
-from gatecast.commands.common import id_argument
+from gatecast.commands.common import id_argument, log_to_stderr
 from scheduler.defaults import DEFAULT_SENDER_GRACE_SECONDS
 
 if TYPE_CHECKING:
@@ -133,7 +133,7 @@ def register_run(campaign_app: typer.Typer) -> None:
         from gatecast.runtime.foreground import RunOptions
         from gatecast.settings import get_settings
 
-        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+        log_to_stderr(logging.WARNING)
         code = run_command(
             campaign_id,
             settings=get_settings(),

@@ -1,5 +1,5 @@
 """What every command module shares: failing with one red line, opening the database,
-ids as 64-bit arguments."""
+ids as 64-bit arguments, the log lines of long-running commands."""
 
 from __future__ import annotations
 
@@ -17,6 +17,15 @@ err_console = Console(stderr=True)
 
 #: the largest id a database row has (a signed 64-bit integer)
 INT64_MAX = 2**63 - 1
+
+
+def log_to_stderr(level: str | int) -> None:
+    """Log ``level`` and above to stderr, one ``LEVEL logger: message`` line each."""
+    import logging
+
+    if isinstance(level, str):
+        level = level.upper()
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
 
 
 def id_argument(help: str) -> Any:

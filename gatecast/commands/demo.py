@@ -9,6 +9,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from gatecast.commands.common import log_to_stderr
+
 
 def register(app: typer.Typer) -> None:
     """Add ``gatecast demo`` to the root app."""
@@ -30,7 +32,7 @@ def register(app: typer.Typer) -> None:
         from gatecast.demo import DemoOptions, run_demo
         from gatecast.settings import get_settings
 
-        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+        log_to_stderr(logging.WARNING)
         code = run_demo(
             get_settings(),
             DemoOptions(database_url=database, reports_dir=reports_dir, keep_serving=serve),

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
+from gatecast.commands.common import log_to_stderr
+
 if TYPE_CHECKING:
     from gatecast.settings import Settings
 
@@ -130,9 +132,7 @@ def register(app: typer.Typer) -> None:
         from gatecast.settings import get_settings
 
         settings = get_settings()
-        logging.basicConfig(
-            level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s"
-        )
+        log_to_stderr(settings.log_level)
         code = receive(
             settings,
             host=host or settings.host,

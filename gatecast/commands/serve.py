@@ -37,6 +37,8 @@ from typing import TYPE_CHECKING
 import typer
 from rich.console import Console
 
+from gatecast.commands.common import log_to_stderr
+
 if TYPE_CHECKING:
     from pydantic import SecretStr
 
@@ -302,9 +304,7 @@ def register(app: typer.Typer) -> None:
         from gatecast.settings import get_settings
 
         settings = get_settings()
-        logging.basicConfig(
-            level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s"
-        )
+        log_to_stderr(settings.log_level)
         code = serve(
             settings,
             host=host or settings.host,

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING
 import typer
 from rich.console import Console
 
+from gatecast.commands.common import log_to_stderr
+
 if TYPE_CHECKING:
     from gatecast.settings import Settings
     from scheduler.service import Service
@@ -153,7 +155,5 @@ def register(app: typer.Typer) -> None:
         from gatecast.settings import get_settings
 
         settings = get_settings()
-        logging.basicConfig(
-            level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s"
-        )
+        log_to_stderr(settings.log_level)
         raise typer.Exit(work(settings, parent_pid=parent_pid))
