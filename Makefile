@@ -3,16 +3,25 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+LOCK   := requirements.lock
 
-.PHONY: install demo test test-slow test-all lint bench docs clean
+.PHONY: install lock demo test test-slow test-all lint bench docs clean
 
-$(STAMP): pyproject.toml
+# Installs exactly the versions in requirements.lock (runtime and dev tools), then gatecast
+# itself without resolving anything; `pip check` fails when pyproject.toml asks for a package
+# the lock lacks (run `make lock`).
+$(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(BIN)/python -m pip check
 	touch $(STAMP)
 
 install: $(STAMP)
+
+lock: install          ## refresh requirements.lock: the newest versions pyproject.toml allows
+	$(BIN)/uv pip compile pyproject.toml --extra dev --universal --python-version 3.11 \
+	  --upgrade --custom-compile-command "make lock" --output-file $(LOCK)
 
 demo: install          ## the main job: sandbox + SQLite, import, campaign, report
 	$(BIN)/gatecast demo

@@ -6,6 +6,8 @@ the commands, so ``--help`` and every command start without paying for the other
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from gatecast.commands import (
@@ -32,8 +34,33 @@ for module in (instance, sandbox, contacts, segment, campaign, serve, receive, w
     module.register(app)
 
 
+def version_text() -> str:
+    """``gatecast --version``: the installed version and the database schema it needs."""
+    from importlib.metadata import version
+
+    from storage.models import HEAD_REVISION
+
+    return f"gatecast {version('gatecast')} (database schema {HEAD_REVISION})"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(version_text())
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    _version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print the installed version and the database schema it needs, then exit.",
+        ),
+    ] = False,
+) -> None:
     """Bulk campaigns and scheduling for WhatsApp-style messaging gateways."""
     from pydantic import ValidationError
 
