@@ -148,8 +148,9 @@ class Claimer:
             times = {s: state[s][1] for s in ready if s in state}
         per_sender = max(1, self.batch_size // len(ready))
         if pace.unpaced:
-            for sender in ready:
-                with self.engine.begin() as conn:
+            # one transaction for every sender, as below: one commit a tick, not one each
+            with self.engine.begin() as conn:
+                for sender in sorted(ready):
                     self._claim_into(conn, camp, sender, now, per_sender, wakes, jobs)
             return jobs
         due: list[str] = []
