@@ -23,8 +23,9 @@ _l = tables.sender_leases
 
 
 def heartbeat(conn: Connection, holder: str, *, now: datetime, until: datetime) -> int:
-    """Mark ``holder`` alive until ``until``, forget workers that expired, and return the
-    number of live workers (``holder`` included)."""
+    """Mark ``holder`` alive until ``until``, forget workers that expired (and their expired
+    leases, so a dead worker leaves no rows behind for senders nobody takes over), and
+    return the number of live workers (``holder`` included)."""
     ins = dialect_insert(conn, _w).values(holder=holder, expires_at=until)
     conn.execute(
         ins.on_conflict_do_update(index_elements=[_w.c.holder], set_={"expires_at": until})
@@ -34,7 +35,12 @@ def heartbeat(conn: Connection, holder: str, *, now: datetime, until: datetime) 
         .where(_w.c.expires_at < now, _w.c.holder != holder)
         .with_for_update(skip_locked=True)
     )
-    conn.execute(delete(_w).where(_w.c.holder.in_(expired.scalar_subquery())))
+    gone = conn.execute(
+        delete(_w).where(_w.c.holder.in_(expired.scalar_subquery())).returning(_w.c.holder)
+    )
+    dead = [str(r[0]) for r in gone]
+    if dead:
+        conn.execute(delete(_l).where(_l.c.holder.in_(dead), _l.c.expires_at < now))
     return int(conn.execute(select(func.count()).select_from(_w)).scalar_one())
 
 

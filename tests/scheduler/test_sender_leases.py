@@ -6,9 +6,10 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
 
 from scheduler.sender_leases import SenderLeases, fair_share
+from storage import tables
 from storage.queries import sender_leases as q
 
 T0 = datetime(2026, 11, 25, 9, 0, tzinfo=UTC)
@@ -80,6 +81,18 @@ def test_a_dead_workers_senders_are_taken_over_after_its_leases_expire(engine: E
     after = T0 + TTL + timedelta(seconds=1)
     assert b.refresh(after, SENDERS) == SENDERS
     assert set(holders(engine, after).values()) == {"b"}
+
+
+def test_a_dead_worker_leaves_no_lease_rows_once_it_is_forgotten(engine: Engine) -> None:
+    a, b = SenderLeases(engine, "a", TTL), SenderLeases(engine, "b", TTL)
+    a.refresh(T0, SENDERS)  # a holds every sender, then dies
+    # the work of half of them is gone meanwhile: nobody will take those over
+    rest = frozenset(sorted(SENDERS)[:5])
+    after = T0 + TTL + timedelta(seconds=1)
+    assert b.refresh(after, rest) == rest
+    with engine.connect() as conn:
+        rows = conn.execute(select(tables.sender_leases.c.holder)).scalars().all()
+    assert sorted(rows) == ["b"] * len(rest)
 
 
 def test_a_clean_stop_gives_the_senders_up_at_once(engine: Engine) -> None:
