@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, insert, select
+from sqlalchemy import Connection, Engine, Table, func, insert, select
 
 from campaigns import delivery_lifecycle, lifecycle
 from campaigns.campaign_file import CampaignSpec, start_missed, stored_spec
@@ -410,15 +410,35 @@ def _row(conn: Connection, campaign_id: int) -> Any:
     return row
 
 
-def list_campaigns(engine: Engine) -> list[CampaignSummary]:
-    """Every campaign, newest first, with counts per delivery state."""
+def list_campaigns(
+    engine: Engine,
+    *,
+    state: str | None = None,
+    name: str | None = None,
+    limit: int | None = None,
+    offset: int = 0,
+) -> Page[CampaignSummary]:
+    """Campaigns newest first, with counts per delivery state: those in ``state`` whose
+    name contains ``name`` (any case), ``limit`` of them from ``offset``, and how many
+    match in all."""
+    where = []
+    if state is not None:
+        where.append(_campaigns.c.state == state)
+    if name:
+        where.append(func.lower(_campaigns.c.name).contains(name.lower(), autoescape=True))
     with engine.connect() as conn:
-        counts = tallies.delivery_counts_by_campaign(conn)
-        rows = conn.execute(
+        total = conn.execute(select(func.count()).select_from(_campaigns).where(*where))
+        matching = int(total.scalar_one())
+        stmt = (
             select(_campaigns, _lists.c.name.label("list_name"))
             .select_from(_campaigns.outerjoin(_lists, _lists.c.id == _campaigns.c.list_id))
+            .where(*where)
             .order_by(_campaigns.c.id.desc())
-        ).all()
+            .limit(limit)
+            .offset(offset)
+        )
+        rows = conn.execute(stmt).all()
+        counts = tallies.delivery_counts_by_campaign(conn, [int(r.id) for r in rows])
     out = []
     for r in rows:
         c = counts.get(int(r.id), dict.fromkeys(states.ALL, 0))
@@ -437,7 +457,7 @@ def list_campaigns(engine: Engine) -> list[CampaignSummary]:
                 audience=r.audience,
             )
         )
-    return out
+    return Page(out, matching)
 
 
 def get_campaign(engine: Engine, campaign_id: int) -> CampaignDetail:

@@ -194,7 +194,7 @@ def list_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) 
     from campaigns import service
 
     with _errors():
-        rows = service.list_campaigns(open_engine_or_fail())
+        rows = service.list_campaigns(open_engine_or_fail()).items
     if as_json:
         _print_json([asdict(r) for r in rows])
         return

@@ -34,14 +34,15 @@ def delivery_counts(conn: Connection, campaign_id: int) -> dict[str, int]:
     return counts
 
 
-def delivery_counts_by_campaign(conn: Connection) -> dict[int, dict[str, int]]:
-    """Rows per delivery state of every campaign that has had rows."""
+def delivery_counts_by_campaign(
+    conn: Connection, campaign_ids: Sequence[int] | None = None
+) -> dict[int, dict[str, int]]:
+    """Rows per delivery state of every campaign that has had rows (or of ``campaign_ids``)."""
     out: dict[int, dict[str, int]] = {}
-    rows = conn.execute(
-        select(_sc.c.campaign_id, _sc.c.state, func.sum(_sc.c.n)).group_by(
-            _sc.c.campaign_id, _sc.c.state
-        )
-    ).all()
+    stmt = select(_sc.c.campaign_id, _sc.c.state, func.sum(_sc.c.n))
+    if campaign_ids is not None:
+        stmt = stmt.where(_sc.c.campaign_id.in_(list(campaign_ids)))
+    rows = conn.execute(stmt.group_by(_sc.c.campaign_id, _sc.c.state)).all()
     for campaign_id, state, n in rows:
         out.setdefault(int(campaign_id), dict.fromkeys(states.ALL, 0))[str(state)] = int(n or 0)
     return out

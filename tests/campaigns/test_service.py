@@ -45,7 +45,7 @@ def test_preview_checks_like_create_and_stores_nothing(engine: Engine) -> None:
     crowd[4]["opted_out"] = True
     make_list(engine, "customers", crowd)
     preview = service.preview_campaign(engine, spec(), limit=3)
-    assert service.list_campaigns(engine) == []  # nothing stored
+    assert service.list_campaigns(engine).items == []  # nothing stored
     assert (preview.recipients_checked, preview.opted_out) == (8, 1)
     assert preview.unrenderable == [(phone(3), "missing variable 'city'")]
     assert preview.unrenderable_count == 1
@@ -83,7 +83,7 @@ def test_strict_refuses_and_stores_nothing(engine: Engine) -> None:
     with pytest.raises(service.UnrenderableRecipients) as info:
         service.create_campaign(engine, spec(), strict=True, now=NOW)
     assert phone(1) in str(info.value) and "city" in str(info.value)
-    assert service.list_campaigns(engine) == []
+    assert service.list_campaigns(engine).items == []
 
 
 def test_unknown_list_named(engine: Engine) -> None:
@@ -166,10 +166,28 @@ def test_list_campaigns_with_counts(engine: Engine) -> None:
     b = service.create_campaign(engine, spec(name="b"), now=NOW).id
     with engine.begin() as conn:
         materialise(conn, a, now=NOW, instances=["A"])
-    listed = service.list_campaigns(engine)
+    listed = service.list_campaigns(engine).items
     assert [c.id for c in listed] == [b, a]
     assert listed[1].total == 3 and listed[1].counts["queued"] == 3
     assert listed[0].total == 0
+
+
+def test_list_campaigns_filters_by_state_and_name_and_pages(engine: Engine) -> None:
+    make_list(engine, "customers", people(1))
+    ids = [
+        service.create_campaign(engine, spec(name=n), now=NOW).id
+        for n in ("Spring 50%", "spring_b", "Autumn")
+    ]
+    service.pause_campaign(engine, ids[2])
+    page = service.list_campaigns(engine, name="SPRING", limit=1)
+    assert page.total == 2 and [c.id for c in page.items] == [ids[1]]
+    assert [
+        c.id for c in service.list_campaigns(engine, name="spring", limit=1, offset=1).items
+    ] == [ids[0]]
+    assert service.list_campaigns(engine, name="50%").total == 1  # a literal %, not a wildcard
+    assert service.list_campaigns(engine, name="g_b").total == 1
+    paused = service.list_campaigns(engine, state="paused")
+    assert [c.id for c in paused.items] == [ids[2]] and paused.total == 1
 
 
 @pytest.mark.parametrize("sample", sorted(p.name for p in SAMPLES.glob("campaign*.toml")))
@@ -197,7 +215,7 @@ def test_an_unknown_sender_is_refused_naming_the_known_ones(engine: Engine) -> N
         iq.ensure(conn, ["KNOWN1", "KNOWN2"], now=NOW)
     with pytest.raises(service.CampaignSetupError, match="knows: KNOWN1, KNOWN2"):
         service.create_campaign(engine, spec(instances=["KNOWN1", "NOPE"]), now=NOW)
-    assert service.list_campaigns(engine) == []
+    assert service.list_campaigns(engine).items == []
     assert service.create_campaign(engine, spec(instances=["KNOWN2"]), now=NOW).id
 
 

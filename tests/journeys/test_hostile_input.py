@@ -134,7 +134,7 @@ def test_non_finite_and_absurd_pace_values_are_refused_on_cli_and_api(ws: Worksp
         toml = api.post("/api/v1/campaigns/toml", files={"file": ("deep.toml", deep)}, timeout=10)
         problem = assert_problem(toml, 422, "invalid_campaign")
         assert "nested too deeply" in problem["detail"], problem
-        assert api.get("/api/v1/campaigns").json() == []
+        assert api.get("/api/v1/campaigns").json()["items"] == []
         _still_answers(api)
     (ws.path / "deep.toml").write_bytes(deep)
     refused = ws.run("campaign", "create", str(ws.path / "deep.toml"), ok=False)
@@ -185,7 +185,7 @@ def test_a_runaway_template_answers_422_quickly_and_frees_the_server(ws: Workspa
             )
             _names(problem, "body", "message", "text")
             assert reason in problem["detail"], problem
-        assert api.get("/api/v1/campaigns").json() == []
+        assert api.get("/api/v1/campaigns").json()["items"] == []
         _still_answers(api)
 
 
@@ -279,7 +279,7 @@ def test_hostile_spreadsheets_are_refused_naming_file_and_limit(ws: Workspace) -
         _still_answers(api)
         peak = _peak_memory_mb(server.process.popen.pid)
         assert peak < SERVE_MEMORY_MB, peak
-        assert [x["name"] for x in api.get("/api/v1/lists").json()] == ["mixed"]
+        assert [x["name"] for x in api.get("/api/v1/lists").json()["items"]] == ["mixed"]
 
 
 def test_hostile_webhook_bodies_are_answered_without_a_500(ws: Workspace) -> None:

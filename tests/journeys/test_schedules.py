@@ -195,7 +195,7 @@ def test_cron_every_two_minutes_fires_its_next_occurrence(ws: Workspace) -> None
 
     def child() -> dict[str, Any] | None:
         with server.api() as api:
-            rows = api.get("/api/v1/campaigns").json()
+            rows = api.get("/api/v1/campaigns").json()["items"]
         names = [r["name"] for r in rows if r["id"] != parent]
         # occurrences of today's fire times only, none dated months ago
         assert all(n.startswith("Every two minutes (2026-11-20 10:") for n in names), names
@@ -305,5 +305,5 @@ def test_unknown_sender_and_past_start_are_refused_at_create(ws: Workspace) -> N
         detail = _field_errors(answer.json())
         assert any(d["loc"][:3] == ["body", "schedule", "start"] for d in detail), detail
         assert "2026-11-19 09:00" in answer.text and "--" not in answer.text
-        assert api.get("/api/v1/campaigns").json() == []
+        assert api.get("/api/v1/campaigns").json()["items"] == []
     server.stop()

@@ -195,7 +195,7 @@ def test_forget_an_instance_by_cli_and_api(ws: Workspace) -> None:
     assert api.delete(f"/api/v1/instances/{gone_api}").status_code == 200
     assert api.get(f"/api/v1/instances/{gone_api}").status_code == 404
     assert api.delete(f"/api/v1/instances/{gone_api}").status_code == 404
-    listed = {i["instance_id"] for i in api.get("/api/v1/instances").json()}
+    listed = {i["instance_id"] for i in api.get("/api/v1/instances").json()["items"]}
     assert kept in listed and gone_api not in listed and gone_cli not in listed
 
     report = ws.path / "report.csv"

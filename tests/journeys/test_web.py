@@ -69,7 +69,7 @@ def _import_customers(ws: Workspace) -> None:
 def _campaign_ids(api: httpx.Client) -> list[int]:
     res = api.get("/api/v1/campaigns")
     assert res.status_code == 200, res.text
-    return [int(c["id"]) for c in res.json()]
+    return [int(c["id"]) for c in res.json()["items"]]
 
 
 # --- idempotency (API) ------------------------------------------------------------------

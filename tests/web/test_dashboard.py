@@ -30,6 +30,11 @@ def test_pages_render_real_data(live_sqlite: LiveApp, sandbox: Any) -> None:
         assert browser.get("/").headers["location"] == "/campaigns"
         page = browser.get("/campaigns").text
         assert "Spring sale" in page and f'href="/campaigns/{cid}"' in page
+        # searched by name (any case) and filtered by state, as the list's form sends them
+        found = browser.get("/campaigns", params={"q": "SPRING", "state": "scheduled"}).text
+        assert f'href="/campaigns/{cid}"' in found and "1 campaign(s)" in found
+        none = browser.get("/campaigns", params={"q": "spring", "state": "running"}).text
+        assert f'href="/campaigns/{cid}"' not in none and "No campaign matches." in none
         page = browser.get(f"/campaigns/{cid}").text
         assert "Spring sale" in page and f"const CID = {cid};" in page
         assert f"/api/v1/campaigns/{cid}/report.xlsx" in page

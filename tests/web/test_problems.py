@@ -96,7 +96,7 @@ def test_idempotency_key_replays_and_refuses(live_sqlite: LiveApp) -> None:
         assert again.headers["idempotent-replayed"] == "true"
         other = api.post("/api/v1/lists", json={"name": "vip2"}, headers=key)
         assert other.status_code == 422 and other.json()["code"] == "idempotency_key_reused"
-        assert [x["name"] for x in api.get("/api/v1/lists").json()] == ["vip"]
+        assert [x["name"] for x in api.get("/api/v1/lists").json()["items"]] == ["vip"]
         # a failed first attempt keeps nothing: the key can be used again
         key2 = {"Idempotency-Key": "list-2"}
         bad = api.post("/api/v1/lists", json={"name": "  "}, headers=key2)

@@ -26,7 +26,7 @@ from fastapi import (
 from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
-from campaigns import service
+from campaigns import lifecycle, service
 from campaigns.campaign_file import CampaignSpec, parse_campaign, parse_toml
 from campaigns.service import (
     CampaignDetail,
@@ -40,7 +40,7 @@ from campaigns.service import (
     resume_campaign,
     retry_campaign,
 )
-from gatecast.web.api.common import Id
+from gatecast.web.api.common import Id, Limit, Offset, Page, field_error
 from gatecast.web.api.segments import AudienceCountPublic
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.idempotency import IDEMPOTENT, run_once
@@ -239,12 +239,34 @@ def campaign_progress(ctx: AppContext, campaign_id: int, points: int = 30) -> Ca
     return CampaignProgress(**asdict(service.campaign_progress(ctx.engine, campaign_id, points)))
 
 
-@router.get("/campaigns", response_model=list[CampaignPublic])
+@router.get("/campaigns", response_model=Page[CampaignPublic])
 def get_campaigns(
-    ctx: Ctx, state: Annotated[str | None, Query(description="Only this state")] = None
-) -> list[CampaignPublic]:
-    """Every campaign, newest first, with counts per delivery state."""
-    return [_summary(s) for s in list_campaigns(ctx.engine) if state is None or s.state == state]
+    ctx: Ctx,
+    state: Annotated[
+        str | None, Query(description=f"Only this state: {', '.join(lifecycle.STATES)}")
+    ] = None,
+    q: Annotated[
+        str | None, Query(max_length=200, description="Only names containing this (any case)")
+    ] = None,
+    limit: Limit = 100,
+    offset: Offset = 0,
+) -> Page[CampaignPublic]:
+    """Campaigns newest first, with counts per delivery state; filtered and paged."""
+    if state is not None and state not in lifecycle.STATES:
+        raise field_error(
+            ("query", "state"),
+            f"unknown campaign state {state!r}; one of: {', '.join(lifecycle.STATES)}",
+            "enum",
+        )
+    page = list_campaigns(
+        ctx.engine,
+        state=state,
+        name=q,
+        limit=limit,
+        offset=offset,
+    )
+    items = [_summary(s) for s in page.items]
+    return Page[CampaignPublic](items=items, total=page.total, limit=limit, offset=offset)
 
 
 @router.post(

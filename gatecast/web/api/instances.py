@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from campaigns import instances as domain
-from gatecast.web.api.common import field_error, not_found
+from gatecast.web.api.common import Limit, Offset, Page, field_error, not_found
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.idempotency import IDEMPOTENT, run_once
 from gatecast.web.problems import Problem, web_terms
@@ -51,12 +51,16 @@ def _public(
     ]
 
 
-def list_instance_rows(ctx: AppContext) -> list[InstancePublic]:
-    """Every known instance, oldest first, with what it sent today."""
+def list_instance_rows(
+    ctx: AppContext, limit: int | None = None, offset: int = 0
+) -> tuple[list[InstancePublic], int]:
+    """Known instances, oldest first, with what they sent today (``limit`` of them from
+    ``offset``), and how many are known."""
     with ctx.engine.connect() as conn:
-        records = domain.list_all(conn)
+        every = domain.list_all(conn)
+        records = every[offset:] if limit is None else every[offset : offset + limit]
         usage = sender_usage(conn, [r.instance_id for r in records], ctx.clock())
-    return _public(records, usage)
+    return _public(records, usage), len(every)
 
 
 def get_instance_row(ctx: AppContext, instance_id: str) -> InstancePublic:
@@ -69,10 +73,13 @@ def get_instance_row(ctx: AppContext, instance_id: str) -> InstancePublic:
     return _public(records, usage)[0]
 
 
-@router.get("/instances", response_model=list[InstancePublic])
-def get_instances(ctx: Annotated[AppContext, Depends(get_ctx)]) -> list[InstancePublic]:
-    """Every instance with its connection state."""
-    return list_instance_rows(ctx)
+@router.get("/instances", response_model=Page[InstancePublic])
+def get_instances(
+    ctx: Annotated[AppContext, Depends(get_ctx)], limit: Limit = 100, offset: Offset = 0
+) -> Page[InstancePublic]:
+    """Instances, oldest first, with their connection state and sends today; paged."""
+    items, total = list_instance_rows(ctx, limit, offset)
+    return Page[InstancePublic](items=items, total=total, limit=limit, offset=offset)
 
 
 @router.get("/instances/{instance_id}", response_model=InstancePublic)

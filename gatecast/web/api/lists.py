@@ -56,10 +56,12 @@ def find_list(ctx: AppContext, list_id: int) -> ListPublic:
     return _public(found)
 
 
-@router.get("/lists", response_model=list[ListPublic])
-def get_lists(ctx: Ctx) -> list[ListPublic]:
-    """Every list, by name, with member counts."""
-    return [_public(s) for s in list_lists(ctx.engine)]
+@router.get("/lists", response_model=Page[ListPublic])
+def get_lists(ctx: Ctx, limit: Limit = 100, offset: Offset = 0) -> Page[ListPublic]:
+    """Lists by name, with member counts; paged."""
+    every = list_lists(ctx.engine)
+    items = [_public(s) for s in every[offset : offset + limit]]
+    return Page[ListPublic](items=items, total=len(every), limit=limit, offset=offset)
 
 
 @router.post("/lists", response_model=ListPublic, status_code=201, dependencies=[IDEMPOTENT])

@@ -11,7 +11,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from gatecast.web import sessions
-from gatecast.web.api.common import Id
+from gatecast.web.api.common import Id, Offset
 from gatecast.web.auth import sign_in, sign_out
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.dashboard.session import require_session, safe_next
@@ -72,6 +72,9 @@ def home() -> RedirectResponse:
 
 
 #: how the Instances page names each stored state
+#: campaigns a page of the dashboard's list shows
+CAMPAIGNS_PER_PAGE = 50
+
 INSTANCE_STATE_LABELS = {
     "created": "not linked",
     "waiting_scan": "waiting for the scan",
@@ -89,7 +92,7 @@ def instances_page(request: Request, ctx: Ctx) -> HTMLResponse:
     return render(
         request,
         "instances.html",
-        instances=list_instance_rows(ctx),
+        instances=list_instance_rows(ctx)[0],
         state_labels=INSTANCE_STATE_LABELS,
     )
 
@@ -106,7 +109,7 @@ def contacts_page(
     return render(
         request,
         "contacts.html",
-        lists=get_lists(ctx),
+        lists=get_lists(ctx, limit=1000).items,
         contacts=found,
         q=q,
         list_id=list_id,
@@ -115,11 +118,30 @@ def contacts_page(
 
 
 @page.get("/campaigns")
-def campaigns_page(request: Request, ctx: Ctx) -> HTMLResponse:
-    """Every campaign with its state and progress."""
-    from gatecast.web.api.campaigns import get_campaigns
+def campaigns_page(
+    request: Request, ctx: Ctx, q: str = "", state: str = "", offset: Offset = 0
+) -> HTMLResponse:
+    """Campaigns with their state and progress: searched by name, filtered by state, 50 a page."""
+    from campaigns.lifecycle import STATES
+    from campaigns.service import list_campaigns
 
-    return render(request, "campaigns.html", campaigns=get_campaigns(ctx))
+    found = list_campaigns(
+        ctx.engine,
+        state=state if state in STATES else None,
+        name=q.strip()[:200] or None,
+        limit=CAMPAIGNS_PER_PAGE,
+        offset=offset,
+    )
+    return render(
+        request,
+        "campaigns.html",
+        campaigns=found,
+        q=q,
+        state=state if state in STATES else "",
+        states=STATES,
+        offset=offset,
+        per_page=CAMPAIGNS_PER_PAGE,
+    )
 
 
 @page.get("/campaigns/new")
@@ -135,8 +157,8 @@ def new_campaign_page(request: Request, ctx: Ctx) -> HTMLResponse:
     response = render(
         request,
         "campaign_new.html",
-        lists=get_lists(ctx),
-        instances=list_instance_rows(ctx),
+        lists=get_lists(ctx, limit=1000).items,
+        instances=list_instance_rows(ctx)[0],
         form_key=f"form-{secrets.token_urlsafe(18)}",
         toml_key=f"toml-{secrets.token_urlsafe(18)}",
     )

@@ -42,7 +42,7 @@ def test_create_preview_and_lifecycle(live: LiveApp) -> None:
         first = preview["preview"][0]
         assert first["name"] and first["name"] in first["content"]["text"]
         assert "{{" not in first["content"]["text"] and "|" not in first["content"]["text"]
-        assert api.get("/api/v1/campaigns").json() == []  # preview stores nothing
+        assert api.get("/api/v1/campaigns").json()["items"] == []  # preview stores nothing
 
         res = api.post("/api/v1/campaigns", json=CAMPAIGN)
         assert res.status_code == 201, res.text
@@ -52,7 +52,7 @@ def test_create_preview_and_lifecycle(live: LiveApp) -> None:
         assert created["recipients"] == imported
         assert len(created["preview"]) == 5
 
-        listed = api.get("/api/v1/campaigns").json()
+        listed = api.get("/api/v1/campaigns").json()["items"]
         assert [(c["id"], c["state"]) for c in listed] == [(cid, "scheduled")]
         detail = api.get(f"/api/v1/campaigns/{cid}").json()
         assert detail["spec"]["name"] == "Spring sale"
@@ -69,7 +69,29 @@ def test_create_preview_and_lifecycle(live: LiveApp) -> None:
             res = api.post(f"/api/v1/campaigns/{cid}/{action}")
             assert res.status_code == 409, (action, res.text)
             assert "cancelled" in res.json()["detail"]
-        assert api.get("/api/v1/campaigns", params={"state": "cancelled"}).json()[0]["id"] == cid
+        cancelled = api.get("/api/v1/campaigns", params={"state": "cancelled"}).json()
+        assert [c["id"] for c in cancelled["items"]] == [cid] and cancelled["total"] == 1
+        assert api.get("/api/v1/campaigns", params={"state": "running"}).json()["total"] == 0
+        bogus = api.get("/api/v1/campaigns", params={"state": "bogus"})
+        assert bogus.status_code == 422 and bogus.json()["errors"][0]["loc"] == ["query", "state"]
+        assert "unknown campaign state 'bogus'" in bogus.json()["detail"]
+
+
+def test_the_campaign_listing_pages_and_searches_by_name(live_sqlite: LiveApp) -> None:
+    with live_sqlite.client() as api:
+        _with_contacts(api)
+        for name in ("Spring sale", "Summer sale", "Winter promo"):
+            res = api.post("/api/v1/campaigns", json={**CAMPAIGN, "name": name})
+            assert res.status_code == 201, res.text
+        page = api.get("/api/v1/campaigns", params={"limit": 2}).json()
+        assert (page["total"], page["limit"], page["offset"]) == (3, 2, 0)
+        assert [c["name"] for c in page["items"]] == ["Winter promo", "Summer sale"]
+        rest = api.get("/api/v1/campaigns", params={"limit": 2, "offset": 2}).json()
+        assert [c["name"] for c in rest["items"]] == ["Spring sale"]
+        sales = api.get("/api/v1/campaigns", params={"q": "SALE"}).json()
+        assert sales["total"] == 2
+        lists = api.get("/api/v1/lists", params={"limit": 1}).json()
+        assert lists["total"] == 1 and lists["limit"] == 1 and len(lists["items"]) == 1
 
 
 def test_toml_upload_creates_and_previews(live_sqlite: LiveApp) -> None:
@@ -115,7 +137,7 @@ def test_bad_campaigns_are_422_with_field_paths(live_sqlite: LiveApp) -> None:
             "/api/v1/campaigns", content=b"not json", headers={"content-type": "application/json"}
         )
         assert res.status_code == 422
-        assert api.get("/api/v1/campaigns").json() == []
+        assert api.get("/api/v1/campaigns").json()["items"] == []
 
 
 def test_oversized_toml_is_413(live_sqlite: LiveApp) -> None:

@@ -52,7 +52,7 @@ def test_import_xlsx_in_background_with_rejects(live: LiveApp) -> None:
         page = api.get(f"/api/v1/imports/{started['id']}/rejects", params={"limit": 1}).json()
         assert page["total"] == job["rejects_total"] and len(page["items"]) == 1
 
-        lists = api.get("/api/v1/lists").json()
+        lists = api.get("/api/v1/lists").json()["items"]
         assert [(lst["name"], lst["members"]) for lst in lists] == [("customers", job["imported"])]
         list_id = lists[0]["id"]
         assert api.get(f"/api/v1/lists/{list_id}").json()["name"] == "customers"
@@ -86,7 +86,7 @@ def test_preview_shows_the_detected_mapping_and_writes_nothing(live_sqlite: Live
         assert preview["name_column"] == "Name"
         assert len(preview["rows"]) == 5
         assert preview["phones"][0]["e164"] == "+12025550143"
-        assert api.get("/api/v1/lists").json() == []
+        assert api.get("/api/v1/lists").json()["items"] == []
         assert api.get("/api/v1/imports").json() == []
 
 
@@ -228,4 +228,4 @@ def test_an_upload_its_first_rows_show_unusable_is_refused_before_a_job_starts(
         assert res.status_code == 422, res.text
         assert res.json()["errors"][0]["loc"] == ["body", "region"], res.text
         assert api.get("/api/v1/imports").json() == []
-        assert api.get("/api/v1/lists").json() == []
+        assert api.get("/api/v1/lists").json()["items"] == []

@@ -60,7 +60,7 @@ def test_link_an_instance_by_its_qr(
         qr = api.get(f"/api/v1/instances/{iid}/qr").json()
         assert qr["state"] == "connected"
         assert qr["data_uri"] is None
-        listed = api.get("/api/v1/instances").json()
+        listed = api.get("/api/v1/instances").json()["items"]
         assert [(i["instance_id"], i["state"]) for i in listed] == [(iid, "connected")]
         assert listed[0]["sends_today"] == 0
 
@@ -378,7 +378,7 @@ def test_sends_today_is_what_the_daily_cap_counts(
     live = make_live(engine, clock=lambda: now)
     with live.client() as api:
         inst = api.get("/api/v1/instances/AAA").json()
-        listed = api.get("/api/v1/instances").json()
+        listed = api.get("/api/v1/instances").json()["items"]
         metrics = api.get("/metrics").text
     assert (inst["sends_today"], inst["daily_cap"]) == (capped, 3)
     assert listed[0]["sends_today"] == capped
