@@ -189,17 +189,28 @@ def create_cmd(
 
 
 @campaign_app.command("list")
-def list_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+def list_cmd(
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    state: str | None = typer.Option(
+        None, "--state", help="Only campaigns in this state (draft, scheduled, running, ...)."
+    ),
+    name: str | None = typer.Option(None, "--name", help="Only names containing this (any case)."),
+) -> None:
     """List campaigns, newest first, with delivery counts."""
-    from campaigns import service
+    from campaigns import lifecycle, service
 
+    if state is not None and state not in lifecycle.STATES:
+        fail(f"unknown campaign state {state!r}; one of: {', '.join(lifecycle.STATES)}")
     with _errors():
-        rows = service.list_campaigns(open_engine_or_fail()).items
+        rows = service.list_campaigns(open_engine_or_fail(), state=state, name=name).items
     if as_json:
         _print_json([asdict(r) for r in rows])
         return
     if not rows:
-        console.print("no campaigns yet: create one with `gatecast campaign create FILE`")
+        if state or name:
+            console.print("no campaign matches")
+        else:
+            console.print("no campaigns yet: create one with `gatecast campaign create FILE`")
         return
     table = Table(title="Campaigns")
     for col in ("id", "name", "state", "type", "audience", "start", "recipients", "progress"):

@@ -92,6 +92,16 @@ def test_lifecycle_commands_and_report(db: Engine, tmp_path: Path) -> None:
     assert runner.invoke(app, ["campaign", "create", str(SAMPLES / "campaign.toml")]).exit_code == 0
     listed = runner.invoke(app, ["campaign", "list", "--json"])
     assert json.loads(listed.stdout)[0]["state"] == "scheduled"
+    named = runner.invoke(
+        app, ["campaign", "list", "--json", "--state", "scheduled", "--name", "PROMO"]
+    )
+    assert [c["id"] for c in json.loads(named.stdout)] == [1]
+    assert (
+        "no campaign matches"
+        in runner.invoke(app, ["campaign", "list", "--state", "paused"]).output
+    )
+    bogus = runner.invoke(app, ["campaign", "list", "--state", "bogus"])
+    assert bogus.exit_code == 1 and "unknown campaign state 'bogus'; one of: draft" in bogus.output
     assert "paused" in runner.invoke(app, ["campaign", "pause", "1"]).output
     again = runner.invoke(app, ["campaign", "pause", "1"])
     assert again.exit_code == 1
