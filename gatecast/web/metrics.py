@@ -18,7 +18,10 @@ when history retention prunes events); the other families are gauges. The famili
 - ``gatecast_instance_sends_today{instance}``: per sender instance, messages sent (or
   being sent) today as its daily cap counts them (:mod:`scheduler.sender_usage`);
   ``gatecast_instance_paused{instance}`` (1 when gatecast paused it);
-- ``gatecast_campaigns{state}``.
+  ``gatecast_instance_state{instance,state}`` (1 for its connection state);
+- ``gatecast_campaigns{state}``;
+- ``gatecast_build_info{version,schema}`` (always 1), and this process's ``process_*`` and
+  ``python_info``.
 
 ``observe_send`` is an in-process hook for callers that want an exact per-attempt count
 (``gatecast_send_attempts_total{outcome}``); scheduler/ must not import this module, so
@@ -36,8 +39,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from datetime import datetime
+from importlib.metadata import version
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, PlatformCollector, ProcessCollector
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -47,6 +51,9 @@ from gatecast.web.context import AppContext
 from scheduler.sender_usage import sender_usage
 from storage import states
 from storage.engine import Engine
+from storage.models import HEAD_REVISION
+
+_VERSION = version("gatecast")
 
 _ATTEMPTS_REGISTRY = CollectorRegistry(auto_describe=True)
 _SEND_ATTEMPTS = Counter(
@@ -152,6 +159,14 @@ class DatabaseCollector(Collector):
             paused.add_metric([instance_id], 1 if paused_reason else 0)
         yield per_instance
         yield paused
+        connection = GaugeMetricFamily(
+            "gatecast_instance_state",
+            "1 for each instance's connection state as gatecast last saw it",
+            labels=["instance", "state"],
+        )
+        for instance_id, state in sorted(snap.instance_states.items()):
+            connection.add_metric([instance_id, state], 1)
+        yield connection
 
         by_campaign_state = GaugeMetricFamily(
             "gatecast_campaigns", "Campaigns by state", labels=["state"]
@@ -160,13 +175,24 @@ class DatabaseCollector(Collector):
             by_campaign_state.add_metric([state], count)
         yield by_campaign_state
 
+        build = GaugeMetricFamily(
+            "gatecast_build_info",
+            "The running gatecast's version and the database schema it needs (always 1)",
+            labels=["version", "schema"],
+        )
+        build.add_metric([_VERSION, HEAD_REVISION], 1)
+        yield build
+
         yield from _ATTEMPTS_REGISTRY.collect()
 
 
 def build_registry(ctx: AppContext) -> CollectorRegistry:
-    """A registry for one app, reading ``ctx.engine`` at scrape time."""
+    """A registry for one app, reading ``ctx.engine`` at scrape time, with this process's
+    own figures (``process_*``: CPU, memory, open files; ``python_info``)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(DatabaseCollector(ctx))
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
     return registry
 
 

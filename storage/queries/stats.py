@@ -34,6 +34,8 @@ class Snapshot:
     #: history retention keeps it within the retention
     oldest_applied_event: datetime | None
     instances: list[tuple[str, str | None]]  # (instance id, paused reason)
+    #: instance id -> its connection state as gatecast last saw it (``connected``, ...)
+    instance_states: dict[str, str]
     campaigns_by_state: dict[str, int]
 
 
@@ -46,7 +48,7 @@ def snapshot(conn: Connection, now: datetime) -> Snapshot:
     due = conn.execute(
         select(func.count()).where(_d.c.state == states.QUEUED, _d.c.due_at <= now)
     ).scalar_one()
-    instances = conn.execute(select(_i.c.instance_id, _i.c.paused_reason)).all()
+    instances = conn.execute(select(_i.c.instance_id, _i.c.paused_reason, _i.c.state)).all()
     campaigns: dict[str, int] = {
         str(k): int(v)
         for k, v in conn.execute(select(_c.c.state, func.count()).group_by(_c.c.state)).all()
@@ -61,7 +63,8 @@ def snapshot(conn: Connection, now: datetime) -> Snapshot:
             .order_by(_se.c.received_at)
             .limit(1)
         ).scalar(),
-        instances=[(str(i), reason) for i, reason in instances],
+        instances=[(str(i), reason) for i, reason, _ in instances],
+        instance_states={str(i): str(state) for i, _, state in instances},
         campaigns_by_state=campaigns,
     )
 

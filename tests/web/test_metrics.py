@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from importlib.metadata import version
 
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import insert
 
 from gatecast.web.metrics import observe_send
 from storage import tables
+from storage.models import HEAD_REVISION
 from tests.web.conftest import LiveApp
 
 
@@ -116,4 +118,9 @@ def test_figures_come_from_the_database(live: LiveApp) -> None:
     assert m[("gatecast_instance_paused", (("instance", "BBB"),))] == 1
     assert m[("gatecast_instance_paused", (("instance", "AAA"),))] == 0
     assert m[("gatecast_campaigns", (("state", "running"),))] == 1
+    states = {k[1] for k, v in m.items() if k[0] == "gatecast_instance_state" and v == 1}
+    assert {dict(labels)["instance"] for labels in states} == {"AAA", "BBB"}
+    build = [dict(k[1]) for k in m if k[0] == "gatecast_build_info"]
+    assert build == [{"version": version("gatecast"), "schema": HEAD_REVISION}]
+    assert m[("process_cpu_seconds_total", ())] > 0  # this process's own figures
     assert m[("gatecast_send_attempts_total", (("outcome", "accepted"),))] >= 1
