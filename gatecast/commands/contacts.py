@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 console = Console()
 err = Console(stderr=True)
 contacts_app = typer.Typer(
-    help="Contacts: import spreadsheets, lists, opt-outs.", no_args_is_help=True
+    help="Contacts: import spreadsheets and vCards, lists, opt-outs, erasure.", no_args_is_help=True
 )
 
 #: files at least this big get a progress bar
@@ -289,6 +289,43 @@ def optout_cmd(
 def optin_cmd(phone: Annotated[str, typer.Argument(help="the phone number (any format)")]) -> None:
     """Opt a contact back in."""
     _set_opt_out(phone, False, None)
+
+
+@contacts_app.command("erase")
+def erase_cmd(
+    phone: Annotated[str, typer.Argument(help="the phone number (any format)")],
+    yes: Annotated[bool, typer.Option("--yes", help="do not ask for confirmation")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print what was erased as JSON")] = False,
+) -> None:
+    """Erase a contact everywhere (right to be forgotten): its contact row, lists, tags,
+    replies and every stored trace of its number; its deliveries stay, anonymised, so
+    campaign counts stay true. Cannot be undone. Nothing printed names the number."""
+    from campaigns.erasure import NoSuchContact, erase_contact
+
+    e164 = _e164(phone)
+    if not yes and not typer.confirm(
+        "Erase this contact and every stored trace of its number? This cannot be undone",
+        default=False,
+        err=True,
+    ):
+        fail("nothing erased")
+    engine = open_engine_or_fail()
+    try:
+        erased = erase_contact(engine, phone_e164=e164)
+    except NoSuchContact:
+        fail("no contact with that phone number; nothing erased")
+    finally:
+        engine.dispose()
+    if as_json:
+        print(json.dumps(erased.to_dict()))
+        return
+    console.print(
+        f"contact {erased.contact_id} erased: {erased.deliveries_anonymised:,} deliveries "
+        f"anonymised, {erased.inbound_messages_scrubbed:,} incoming messages and "
+        f"{erased.status_events_scrubbed:,} status events scrubbed, "
+        f"{erased.memberships_removed:,} list/tag/audience rows and "
+        f"{erased.import_rejects_removed:,} rejected import rows removed"
+    )
 
 
 def register(app: typer.Typer) -> None:
