@@ -21,7 +21,7 @@ import openpyxl
 import pytest
 import sqlalchemy as sa
 
-from tests.journeys.harness import Workspace, wait_for
+from tests.journeys.harness import Workspace, link_sender_over_api, wait_for
 
 E164 = "+447911123456"
 NAME = ("Zebulon", "Quarrington")
@@ -115,12 +115,7 @@ def test_an_erased_contact_is_gone_from_every_table_report_and_log(
 
     server = ws.serve()
     api = server.api()
-    iid = _ok(api.post("/api/v1/instances", json={"label": "shop"}), 201)["instance_id"]
-    api.get(f"/api/v1/instances/{iid}/qr")
-    wait_for(
-        lambda: _ok(api.get(f"/api/v1/instances/{iid}"))["state"] == "connected",
-        what="the instance to be connected",
-    )
+    iid = link_sender_over_api(api)
     # the same file through the API with an Idempotency-Key: its stored answer holds
     # the rejected row's cells
     again = _ok(

@@ -14,7 +14,14 @@ from typing import Any
 
 import httpx
 
-from tests.journeys.harness import SAMPLES, Workspace, assert_problem, table_value, wait_for
+from tests.journeys.harness import (
+    SAMPLES,
+    Workspace,
+    assert_problem,
+    link_sender_over_api,
+    table_value,
+    wait_for,
+)
 
 #: samples/contacts.vcf: each card's name and the number chosen for it (card 6 has none)
 CARDS = {
@@ -102,12 +109,7 @@ def _upload(api: httpx.Client, path: Path, **data: Any) -> dict[str, Any]:
 def test_api_vcard_upload_opt_out_upload_and_campaign(ws: Workspace) -> None:
     server = ws.serve()
     api = server.api()
-    iid = api.post("/api/v1/instances", json={"label": "shop"}).json()["instance_id"]
-    api.get(f"/api/v1/instances/{iid}/qr")
-    wait_for(
-        lambda: api.get(f"/api/v1/instances/{iid}").json()["state"] == "connected",
-        what="the instance to be connected",
-    )
+    link_sender_over_api(api)
     preview = api.post(
         "/api/v1/imports/preview",
         files={"file": ("contacts.vcf", (SAMPLES / "contacts.vcf").read_bytes())},
