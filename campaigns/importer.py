@@ -28,7 +28,12 @@ Rules (also in docs/contacts-import.md):
 - existing contacts: updated (name only by a non-empty name, attributes merged, new keys
   win) and counted as ``updated`` only when that changes what is stored, else as
   ``unchanged``; an opted-out contact stays opted out, joins the list, and counts as
-  ``skipped_opted_out``.
+  ``skipped_opted_out``;
+- a vCard file (``.vcf``) is read by :mod:`campaigns.vcards` into the same table shape
+  (one row per card, numbered by card: the report's ``record`` says ``card``);
+- an opt-out file (``ImportOptions.opt_out``) goes into no list: every valid number is
+  opted out (unknown ones created opted out); ``imported`` counts the contacts created,
+  ``updated`` those opted out now, ``unchanged`` those already opted out.
 """
 
 from __future__ import annotations
