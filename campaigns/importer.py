@@ -28,7 +28,12 @@ Rules (also in docs/contacts-import.md):
 - existing contacts: updated (name only by a non-empty name, attributes merged, new keys
   win) and counted as ``updated`` only when that changes what is stored, else as
   ``unchanged``; an opted-out contact stays opted out, joins the list, and counts as
-  ``skipped_opted_out``.
+  ``skipped_opted_out``;
+- a vCard file (``.vcf``) is read by :mod:`campaigns.vcards` into the same table shape
+  (one row per card, numbered by card: the report's ``record`` says ``card``);
+- an opt-out file (``ImportOptions.opt_out``) goes into no list: every valid number is
+  opted out (unknown ones created opted out); ``imported`` counts the contacts created,
+  ``updated`` those opted out now, ``unchanged`` those already opted out.
 """
 
 from __future__ import annotations
@@ -64,8 +69,10 @@ from campaigns.spreadsheets import (
     HeaderTest,
     SpreadsheetError,
     TableLimits,
+    check_size,
     read_table,
 )
+from campaigns.vcards import is_vcard, read_vcards
 from storage import tables
 from storage.queries import audiences as aq
 from storage.queries import contacts as q
@@ -194,6 +201,13 @@ class ImportOptions:
     excel_engine: ExcelEngine = "calamine"
     #: tags given to every contact of the file (``--tag``), besides a ``tags`` column
     tags: tuple[str, ...] = ()
+    #: opt every number of the file out instead of importing into a list (no list needed;
+    #: unknown numbers become opted-out contacts)
+    opt_out: bool = False
+
+
+#: the opt-out reason kept with the contacts an opt-out file opts out
+OPT_OUT_FILE_REASON = "opt-out file"
 
 
 #: the attribute key of the column whose comma-separated values tag a row's contact
@@ -238,10 +252,17 @@ class ImportReport:
     tags_column: str | None = None
     #: every tag the import gave (from ``tags`` and the ``tags`` column), sorted
     tags: list[str] = field(default_factory=list)
+    #: what one numbered record of the file is: a spreadsheet ``row`` or a vCard ``card``
+    record: str = "row"
+    #: an opt-out file: ``imported`` counts new contacts created opted out, ``updated``
+    #: existing ones now opted out, ``unchanged`` those already opted out
+    opt_out: bool = False
 
     def to_dict(self, *, include_rejects: bool = True) -> dict[str, Any]:
         """JSON-friendly form (what ``--json`` prints)."""
         out = asdict(self)
+        if self.opt_out:
+            out["list_id"] = out["list_name"] = None
         if not include_rejects:
             out.pop("rejects")
         return out
@@ -483,7 +504,11 @@ def _names(frame: pd.DataFrame, mapping: _Mapping) -> pd.Series:
 
 
 def _read(path: Path, opts: ImportOptions, nrows: int | None = None) -> Any:
+    limits = TableLimits(opts.max_columns, opts.max_rows, opts.max_cell_chars)
     try:
+        if is_vcard(path):  # a contacts app's export: one row per card
+            check_size(path, opts.max_bytes)
+            return read_vcards(path, limits=limits)
         return read_table(
             path,
             sheet=opts.sheet,
@@ -494,7 +519,7 @@ def _read(path: Path, opts: ImportOptions, nrows: int | None = None) -> Any:
             engine=opts.excel_engine,
             nrows=nrows,
             is_header=_header_test(opts),
-            limits=TableLimits(opts.max_columns, opts.max_rows, opts.max_cell_chars),
+            limits=limits,
         )
     except SpreadsheetError as exc:
         raise ImportFailed(str(exc)) from None
@@ -621,7 +646,8 @@ def import_file(
     batch_size: int = q.BATCH,
     on_start: Callable[[int], None] | None = None,
 ) -> ImportReport:
-    """Import a CSV/XLSX/XLS/ODS file into the list ``opts.list_name``.
+    """Import a CSV/XLSX/XLS/ODS or vCard file into the list ``opts.list_name`` (or, with
+    ``opts.opt_out``, opt every number of it out: no list).
 
     Raises :class:`ImportFailed` (message naming the file, row or column) for bad input
     or a database error; contacts and lists are then unchanged and the import job row
@@ -633,7 +659,7 @@ def import_file(
     filename = original_filename or path.name
     opts = checked_options(opts)
     try:
-        list_name = clean_list_name(opts.list_name)
+        list_name = "" if opts.opt_out else clean_list_name(opts.list_name)
     except ValueError as exc:
         raise ImportFailed(str(exc)) from None
     mark_interrupted_imports(engine, now=utcnow())
@@ -688,6 +714,8 @@ def _run(
         attribute_keys=dict(mapping.keys),
         columns=columns,
         region=opts.region,
+        record="card" if is_vcard(path) else "row",
+        opt_out=opts.opt_out,
     )
 
     # 1. phones: each distinct raw value normalised once
@@ -766,8 +794,8 @@ def _run(
 
     # 4. one transaction: stage the contacts, then set-based upsert and membership
     with engine.begin() as conn:
-        list_id, _ = q.ensure_list(conn, list_name, now)
-        report.list_id = list_id
+        if not opts.opt_out:
+            report.list_id, _ = q.ensure_list(conn, list_name, now)
         q.create_stage(conn)
         for start in range(0, n_contacts, batch_size):
             stop = min(start + batch_size, n_contacts)
@@ -788,12 +816,16 @@ def _run(
         tag_ids = aq.ensure_tags(conn, {*opts.tags, *(t for _, t in pairs)}, now)
         report.tags = sorted(tag_ids)
         del phones, raw_phones, contact_names, attributes, folded, row_tags  # staged
-        existing = q.staged_existing(conn)
-        report.imported = n_contacts - existing.existing
-        report.updated = existing.changed
-        report.unchanged = existing.existing - existing.opted_out - existing.changed
-        report.skipped_opted_out = existing.opted_out
-        q.store_staged(conn, list_id, now)
+        if opts.opt_out:
+            opted = q.opt_out_staged(conn, OPT_OUT_FILE_REASON, now)
+            report.imported, report.updated, report.unchanged = opted
+        else:
+            existing = q.staged_existing(conn)
+            report.imported = n_contacts - existing.existing
+            report.updated = existing.changed
+            report.unchanged = existing.existing - existing.opted_out - existing.changed
+            report.skipped_opted_out = existing.opted_out
+            q.store_staged(conn, report.list_id, now)
         if pairs:
             aq.stage_tags(conn, [(p, tag_ids[t]) for p, t in pairs])
             aq.add_staged_tags(conn)
@@ -920,7 +952,7 @@ def _store_outcome(conn: Connection, report: ImportReport, now: datetime) -> Non
         update(imports)
         .where(imports.c.id == report.import_id)
         .values(
-            list_id=report.list_id,
+            list_id=report.list_id or None,
             status="completed",
             phone_column=report.phone_column[:200],
             name_column=report.name_column[:200] if report.name_column else None,
@@ -937,6 +969,7 @@ def _store_outcome(conn: Connection, report: ImportReport, now: datetime) -> Non
 
 __all__ = [
     "CHECK_ROWS",
+    "OPT_OUT_FILE_REASON",
     "ImportFailed",
     "ImportOptions",
     "ImportReport",

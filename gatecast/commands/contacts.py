@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 console = Console()
 err = Console(stderr=True)
 contacts_app = typer.Typer(
-    help="Contacts: import spreadsheets, lists, opt-outs.", no_args_is_help=True
+    help="Contacts: import spreadsheets and vCards, lists, opt-outs, erasure.", no_args_is_help=True
 )
 
 #: files at least this big get a progress bar
@@ -34,19 +34,34 @@ def _sheet(value: str | None) -> str | int | None:
     return int(value) - 1 if value.isdigit() and int(value) > 0 else value
 
 
-def _print_report(report: ImportReport, rejects_path: Path | None) -> None:
-    table = Table(title=f"Import into list {escape(report.list_name)!s}", show_header=False)
-    table.add_column("what")
-    table.add_column("count", justify="right")
-    for label, value in (
-        ("rows read", report.rows_read),
+def _report_lines(report: ImportReport) -> list[tuple[str, int]]:
+    read = (f"{report.record}s read", report.rows_read)
+    if report.opt_out:
+        return [
+            read,
+            ("opted out (new contacts)", report.imported),
+            ("opted out (existing contacts)", report.updated),
+            ("already opted out", report.unchanged),
+            ("duplicates merged", report.duplicates),
+            ("invalid (rejected)", report.invalid),
+        ]
+    return [
+        read,
         ("imported (new)", report.imported),
         ("updated", report.updated),
         ("unchanged", report.unchanged),
         ("duplicates merged", report.duplicates),
         ("invalid (rejected)", report.invalid),
         ("skipped (opted out)", report.skipped_opted_out),
-    ):
+    ]
+
+
+def _print_report(report: ImportReport, rejects_path: Path | None) -> None:
+    title = "Opt-out file" if report.opt_out else f"Import into list {escape(report.list_name)}"
+    table = Table(title=title, show_header=False)
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    for label, value in _report_lines(report):
         table.add_row(label, f"{value:,}")
     console.print(table)
     mapping = f"phone column: {report.phone_column!r}, name column: {report.name_column!r}"
@@ -58,18 +73,35 @@ def _print_report(report: ImportReport, rejects_path: Path | None) -> None:
         console.print(f"attributes: {escape(attrs)}")
     for r in report.rejects[:10]:
         console.print(
-            f"  [yellow]row {r.row_number}[/] {escape(r.column or '')}: {escape(r.reason)}"
+            f"  [yellow]{report.record} {r.row_number}[/] {escape(_who(report, r.raw))}"
+            f"{escape(r.column or '')}: {escape(r.reason)}"
         )
     if len(report.rejects) > 10:
-        console.print(f"  ... and {len(report.rejects) - 10:,} more rejected rows")
+        console.print(f"  ... and {len(report.rejects) - 10:,} more rejected {report.record}s")
     if rejects_path is not None:
         console.print(f"rejected rows written to {escape(str(rejects_path))}")
 
 
+def _who(report: ImportReport, raw: dict[str, str]) -> str:
+    """A rejected card's name (``"(Ana Silva) "``): a card has no row to look at."""
+    if report.record != "card":
+        return ""
+    name = raw.get("name", "")
+    return f"({name}) " if name else ""
+
+
 @contacts_app.command("import")
 def import_cmd(
-    file: Annotated[Path, typer.Argument(help="CSV, XLSX, XLS or ODS file")],
-    list_name: Annotated[str, typer.Option("--list", help="the list to import into")],
+    file: Annotated[Path, typer.Argument(help="CSV, XLSX, XLS, ODS or vCard (.vcf) file")],
+    list_name: Annotated[str | None, typer.Option("--list", help="the list to import into")] = None,
+    opt_out: Annotated[
+        bool,
+        typer.Option(
+            "--opt-out",
+            help="opt every number of the file out (unknown ones are created opted out); "
+            "instead of --list",
+        ),
+    ] = False,
     phone_column: Annotated[str | None, typer.Option(help="header of the phone column")] = None,
     name_column: Annotated[str | None, typer.Option(help="header of the name column")] = None,
     region: Annotated[
@@ -87,16 +119,23 @@ def import_cmd(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
 ) -> None:
-    """Import contacts from a spreadsheet into a list (created if missing).
+    """Import contacts from a spreadsheet or a vCard file into a list (created if
+    missing), or with --opt-out opt every number of the file out.
 
     A ``tags`` column (comma-separated) tags each row's contact; a ``timezone`` column
     must hold IANA zones (Europe/Berlin), other rows are rejected with the reason."""
     from campaigns.importer import ImportFailed, ImportOptions, import_file
     from gatecast.settings import get_settings
 
+    if opt_out == (list_name is not None):
+        fail(
+            "give --list LIST to import into a list, or --opt-out to opt the file's "
+            "numbers out (not both)"
+        )
     settings = get_settings()
     opts = ImportOptions(
-        list_name=list_name,
+        list_name=list_name or "",
+        opt_out=opt_out,
         phone_column=phone_column,
         name_column=name_column,
         region=(region or settings.default_region).upper(),
@@ -250,6 +289,43 @@ def optout_cmd(
 def optin_cmd(phone: Annotated[str, typer.Argument(help="the phone number (any format)")]) -> None:
     """Opt a contact back in."""
     _set_opt_out(phone, False, None)
+
+
+@contacts_app.command("erase")
+def erase_cmd(
+    phone: Annotated[str, typer.Argument(help="the phone number (any format)")],
+    yes: Annotated[bool, typer.Option("--yes", help="do not ask for confirmation")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print what was erased as JSON")] = False,
+) -> None:
+    """Erase a contact everywhere (right to be forgotten): its contact row, lists, tags,
+    replies and every stored trace of its number; its deliveries stay, anonymised, so
+    campaign counts stay true. Cannot be undone. Nothing printed names the number."""
+    from campaigns.erasure import NoSuchContact, erase_contact
+
+    e164 = _e164(phone)
+    if not yes and not typer.confirm(
+        "Erase this contact and every stored trace of its number? This cannot be undone",
+        default=False,
+        err=True,
+    ):
+        fail("nothing erased")
+    engine = open_engine_or_fail()
+    try:
+        erased = erase_contact(engine, phone_e164=e164)
+    except NoSuchContact:
+        fail("no contact with that phone number; nothing erased")
+    finally:
+        engine.dispose()
+    if as_json:
+        print(json.dumps(erased.to_dict()))
+        return
+    console.print(
+        f"contact {erased.contact_id} erased: {erased.deliveries_anonymised:,} deliveries "
+        f"anonymised, {erased.inbound_messages_scrubbed:,} incoming messages and "
+        f"{erased.status_events_scrubbed:,} status events scrubbed, "
+        f"{erased.memberships_removed:,} list/tag/audience rows and "
+        f"{erased.import_rejects_removed:,} rejected import rows removed"
+    )
 
 
 def register(app: typer.Typer) -> None:

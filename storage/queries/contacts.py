@@ -556,6 +556,59 @@ def add_staged_members(conn: Connection, list_id: int, now: datetime) -> None:
     conn.execute(stmt)
 
 
+class StagedOptOut(NamedTuple):
+    """What :func:`opt_out_staged` did: contacts created opted out, existing contacts
+    opted out, and staged contacts that already were."""
+
+    created: int
+    opted_out: int
+    already: int
+
+
+def opt_out_staged(conn: Connection, reason: str, now: datetime) -> StagedOptOut:
+    """Opt every staged phone out: existing contacts are opted out (nothing else of them
+    changes), unknown ones inserted opted out with the staged name and attributes.
+
+    Runs under the import lock of :func:`create_stage` on PostgreSQL, so no other import
+    inserts the new phones meanwhile.
+    """
+    staged = contact_stage.outerjoin(contacts, contacts.c.phone == contact_stage.c.phone)
+    row = conn.execute(
+        select(
+            func.count(),
+            func.count(contacts.c.id),
+            func.count(case((contacts.c.opted_out.is_(True), 1))),
+        ).select_from(staged)
+    ).one()
+    total, existing, already = int(row[0]), int(row[1]), int(row[2])
+    conn.execute(
+        update(contacts)
+        .where(
+            contacts.c.opted_out.is_(False),
+            contacts.c.phone.in_(select(contact_stage.c.phone)),
+        )
+        .values(opted_out=True, opted_out_at=now, opt_out_reason=reason, updated_at=now)
+    )
+    conn.execute(
+        insert(contacts).from_select(
+            [*_STAGE_COLUMNS, "opted_out_at", "opt_out_reason"],
+            select(
+                contact_stage.c.phone,
+                contact_stage.c.raw_phone,
+                contact_stage.c.name,
+                _staged_attributes(conn),
+                _staged_attributes(conn, "folded"),
+                literal(True),
+                literal(now, UTCDateTime()),
+                literal(now, UTCDateTime()),
+                literal(now, UTCDateTime()),
+                literal(reason),
+            ).where(~exists().where(contacts.c.phone == contact_stage.c.phone)),
+        )
+    )
+    return StagedOptOut(total - existing, existing - already, already)
+
+
 # --- reads for the faces -------------------------------------------------------------------
 
 
@@ -604,6 +657,7 @@ __all__ = [
     "STAGE",
     "ContactState",
     "StagedExisting",
+    "StagedOptOut",
     "add_members",
     "add_staged_members",
     "batched",
@@ -622,6 +676,7 @@ __all__ = [
     "list_member_phones",
     "list_summaries",
     "new_id_stage",
+    "opt_out_staged",
     "set_opt_out",
     "stage_rows",
     "staged_existing",

@@ -1,4 +1,4 @@
-"""Contacts: search by phone or name (paginated), one contact, opt-out and opt-in."""
+"""Contacts: search by phone or name (paginated), one contact, opt-out and opt-in, erase."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
-from campaigns import audiences
+from campaigns import audiences, erasure
 from campaigns.audiences import ContactRecord
 from gatecast.web.api.common import Id, Limit, Offset, Page, not_found
 from gatecast.web.context import AppContext, get_ctx
@@ -102,3 +102,28 @@ def opt_out(
 def opt_in(contact_id: Id, ctx: Annotated[AppContext, Depends(get_ctx)]) -> ContactPublic:
     """Clear the contact's opt-out (only when the person asked for it)."""
     return change_opt_out(ctx, contact_id, False, "")
+
+
+@pydantic_dataclass(frozen=True)
+class ErasedPublic(erasure.Erased):
+    """What an erase removed or anonymised (counts only, never the number)."""
+
+
+def erase_contact_row(ctx: AppContext, contact_id: int) -> ErasedPublic:
+    """Erase the contact ``contact_id`` everywhere (``campaigns.erasure``), or a 404."""
+    try:
+        erased = erasure.erase_contact(ctx.engine, contact_id=contact_id)
+    except erasure.NoSuchContact:
+        raise not_found("contact", contact_id) from None
+    return ErasedPublic(**asdict(erased))
+
+
+@router.post("/contacts/{contact_id}/erase", response_model=ErasedPublic)
+def erase(contact_id: Id, ctx: Annotated[AppContext, Depends(get_ctx)]) -> ErasedPublic:
+    """Erase the contact (right to be forgotten): the contact, its lists, tags and
+    replies, and every stored trace of its number go; its deliveries stay, anonymised
+    (target ``erased:<row id>``), so campaign counts stay true. Cannot be undone.
+
+    The contact is named by its id, not its number, so the number never appears in a
+    request line (access logs)."""
+    return erase_contact_row(ctx, contact_id)

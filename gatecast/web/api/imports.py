@@ -186,12 +186,14 @@ def _options(
     region: str | None,
     sheet: str | None,
     tags: str | None = None,
+    opt_out: bool = False,
 ) -> ImportOptions:
     sheet_value: str | int | None = sheet or None
     if sheet and sheet.isdigit():
         sheet_value = int(sheet)
     return ImportOptions(
         list_name=list_name,
+        opt_out=opt_out,
         phone_column=phone_column or None,
         name_column=name_column or None,
         region=(region or ctx.settings.default_region).upper(),
@@ -294,7 +296,7 @@ def start_import(ctx: AppContext, path: Path, opts: ImportOptions, original_file
 def post_preview(
     request: Request,
     ctx: Ctx,
-    file: Annotated[UploadFile, File(description="CSV, XLSX, XLS or ODS")],
+    file: Annotated[UploadFile, File(description="CSV, XLSX, XLS, ODS or vCard (.vcf)")],
     phone_column: Annotated[str | None, Form()] = None,
     name_column: Annotated[str | None, Form()] = None,
     region: Annotated[str | None, Form()] = None,
@@ -322,8 +324,10 @@ def post_preview(
 def post_import(
     request: Request,
     ctx: Ctx,
-    file: Annotated[UploadFile, File(description="CSV, XLSX, XLS or ODS")],
-    list_name: Annotated[str, Form(description="The list to import into (created if new)")],
+    file: Annotated[UploadFile, File(description="CSV, XLSX, XLS, ODS or vCard (.vcf)")],
+    list_name: Annotated[
+        str | None, Form(description="The list to import into (created if new)")
+    ] = None,
     phone_column: Annotated[str | None, Form()] = None,
     name_column: Annotated[str | None, Form()] = None,
     region: Annotated[str | None, Form(description="Region for numbers without +")] = None,
@@ -331,8 +335,20 @@ def post_import(
     tags: Annotated[
         str | None, Form(description="Tags for every imported contact, comma-separated")
     ] = None,
+    opt_out: Annotated[
+        bool,
+        Form(
+            description="Opt every number of the file out instead of importing into a list "
+            "(unknown numbers become opted-out contacts; give no list_name)"
+        ),
+    ] = False,
 ) -> Response:
-    """Start importing a spreadsheet in the background; poll GET /imports/{id}.
+    """Start importing a spreadsheet or vCard file in the background; poll GET /imports/{id}.
+
+    With ``opt_out`` (and no ``list_name``) every valid number of the file is opted out
+    instead: ``imported`` counts new contacts created opted out, ``updated`` existing
+    contacts opted out now, ``unchanged`` those already opted out; the job's ``list_id``
+    is null. A vCard file's ``row_number`` in the rejects is the card's number.
 
     A ``tags`` column in the file tags each row's contact (comma-separated); a
     ``timezone`` column must hold IANA zones (rows with another value are rejected).
@@ -346,7 +362,9 @@ def post_import(
     """
     limit = ctx.settings.import_max_bytes
     _check_declared_size(request, limit)
-    if not list_name.strip():
+    if opt_out and list_name:
+        raise field_error(("body", "list_name"), "an opt-out file goes into no list: leave it out")
+    if not opt_out and not (list_name or "").strip():
         raise field_error(("body", "list_name"), "a list name cannot be empty")
     saved = save_upload(file, limit)
     fields = {
@@ -358,12 +376,15 @@ def post_import(
         "region": region,
         "sheet": sheet,
         "tags": tags,
+        "opt_out": opt_out,
     }
     started = False
 
     def create() -> ImportPublic:
         nonlocal started
-        opts = _options(ctx, list_name, phone_column, name_column, region, sheet, tags)
+        opts = _options(
+            ctx, list_name or "", phone_column, name_column, region, sheet, tags, opt_out
+        )
         try:
             opts = checked_options(opts)
         except ImportFailed as exc:
