@@ -28,6 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.sql.expression import ColumnClause
 
 from storage import tables
+from storage.outbox import sync_triggers
 from storage.queries.paging import page
 
 _e = tables.webhook_endpoints
@@ -83,6 +84,7 @@ def _subscribe(conn: Connection, endpoint_id: int, events: Sequence[str]) -> Non
     conn.execute(delete(_s).where(_s.c.endpoint_id == endpoint_id))
     if events:
         conn.execute(insert(_s), [{"event": e, "endpoint_id": endpoint_id} for e in events])
+    sync_triggers(conn)
 
 
 def endpoints_page(conn: Connection, *, limit: int, offset: int) -> tuple[int, list[RowMapping]]:
@@ -103,6 +105,7 @@ def delete_endpoint(conn: Connection, endpoint_id: int) -> bool:
     """Delete an endpoint with its subscriptions, messages and log; False if unknown."""
     for table in (_a, _m, _s):
         conn.execute(delete(table).where(table.c.endpoint_id == endpoint_id))
+    sync_triggers(conn)
     return conn.execute(delete(_e).where(_e.c.id == endpoint_id)).rowcount > 0
 
 
@@ -291,7 +294,7 @@ def disable_endpoint(conn: Connection, endpoint_id: int, reason: str) -> None:
     conn.execute(
         update(_e).where(_e.c.id == endpoint_id).values(enabled=False, disabled_reason=reason)
     )
-    conn.execute(delete(_s).where(_s.c.endpoint_id == endpoint_id))
+    _subscribe(conn, endpoint_id, [])
 
 
 def replay(

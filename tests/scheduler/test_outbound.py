@@ -12,7 +12,7 @@ from sqlalchemy import Engine, select, update
 
 from campaigns import webhook_endpoints as we
 from scheduler.outbound import OutboundPolicy, OutboundSender
-from storage import tables
+from storage import outbox, tables
 from tests.scheduler.helpers import BASE_SPEC, add_instances, add_running_campaign
 from tests.webhook_receiver import Receiver, verify
 
@@ -73,6 +73,22 @@ def test_changes_write_one_message_per_subscriber_in_their_transaction(engine: E
         "from": "connected",
         "to": "disconnected",
     }
+
+
+def test_triggers_exist_only_while_someone_subscribes(engine: Engine) -> None:
+    def present() -> set[str]:
+        with engine.connect() as conn:
+            return outbox.present(conn)
+
+    assert present() == set()
+    first = we.create_endpoint(engine, "https://a.example/", ["delivery.read", "reply.received"])
+    assert present() == {"tr_deliveries_outbox", "tr_inbound_messages_outbox"}
+    second = we.create_endpoint(engine, "https://b.example/", ["*"])
+    assert len(present()) == len(outbox.SOURCES)
+    assert we.delete_endpoint(engine, second.endpoint.id)
+    assert present() == {"tr_deliveries_outbox", "tr_inbound_messages_outbox"}
+    assert we.delete_endpoint(engine, first.endpoint.id)
+    assert present() == set()
 
 
 def test_endpoint_input_is_checked() -> None:
