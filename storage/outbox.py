@@ -4,10 +4,10 @@ A change that causes an event (a delivery's state, a reply, an opt-out, a campai
 an instance's state) writes one ``webhook_messages`` row per subscribed endpoint, in the
 transaction of the change (nothing lost when it commits, nothing invented when it rolls
 back). The trigger of a source is created in the transaction that adds its first
-subscription and dropped in the one that removes its last (:func:`sync_triggers`), so a
-deployment without subscriptions runs exactly the statements it ran before: no trigger,
-no probe. (A trigger guarded by a probe of ``webhook_subscriptions`` cost 15-20 % of the
-bulk state updates without a subscription: ``bench/outbound.py``.)
+subscription and dropped (PostgreSQL: disabled) in the one that removes its last
+(:func:`sync_triggers`), so a deployment without subscriptions runs the statements it
+ran before: no trigger fires, nothing is probed. (A trigger left in force with nobody
+subscribed costs 20-40 % of the bulk state updates: ``bench/outbound.py``.)
 
 PostgreSQL: statement-level triggers over transition tables on ``deliveries`` and
 ``inbound_messages`` (one INSERT per statement, however many rows it changed), row
@@ -214,39 +214,54 @@ def sqlite_ddl(source: Source) -> list[str]:
     ]
 
 
-def present(conn: Connection) -> set[str]:
-    """The outbox triggers that exist now, by name."""
+def _catalogue(conn: Connection) -> dict[str, bool]:
+    """The outbox triggers that exist, by name: enabled or not."""
     if conn.dialect.name == "postgresql":
         rows = conn.execute(
-            text("SELECT tgname FROM pg_trigger WHERE tgname LIKE 'tr\\_%\\_outbox'")
+            text(
+                "SELECT tgname, tgenabled <> 'D' FROM pg_trigger "
+                "WHERE tgname LIKE 'tr\\_%\\_outbox' AND NOT tgisinternal"
+            )
         )
     else:
         rows = conn.execute(
             text(
-                "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'tr_%_outbox'"
+                "SELECT name, 1 FROM sqlite_master "
+                "WHERE type = 'trigger' AND name LIKE 'tr_%_outbox'"
             )
         )
-    return {str(name) for name in rows.scalars()}
+    return {str(name): bool(enabled) for name, enabled in rows}
+
+
+def present(conn: Connection) -> set[str]:
+    """The outbox triggers in force now (created and enabled), by name."""
+    return {name for name, enabled in _catalogue(conn).items() if enabled}
 
 
 def install(conn: Connection, sources: Iterable[Source]) -> None:
-    """Create the triggers of ``sources`` (absent ones)."""
+    """Put the triggers of ``sources`` in force: created, or enabled again (PostgreSQL)."""
     postgres = conn.dialect.name == "postgresql"
-    existing = present(conn)
+    existing = _catalogue(conn)
     for source in sources:
         if source.trigger not in existing:
             for ddl in pg_ddl(source) if postgres else sqlite_ddl(source):
                 conn.execute(text(ddl))
+        elif not existing[source.trigger]:
+            conn.execute(text(f"ALTER TABLE {source.table} ENABLE TRIGGER {source.trigger}"))
 
 
 def drop(conn: Connection, sources: Iterable[Source]) -> None:
-    """Drop the triggers of ``sources`` (present ones)."""
+    """Take the triggers of ``sources`` out of force: dropped on SQLite; disabled on
+    PostgreSQL, where ``DROP TRIGGER`` would wait for (and block) every reader of the
+    table, ``DISABLE`` only its writers, briefly."""
     postgres = conn.dialect.name == "postgresql"
-    existing = present(conn)
+    existing = _catalogue(conn)
     for source in sources:
-        if source.trigger in existing:
-            on = f" ON {source.table}" if postgres else ""
-            conn.execute(text(f"DROP TRIGGER {source.trigger}{on}"))
+        if existing.get(source.trigger):
+            if postgres:
+                conn.execute(text(f"ALTER TABLE {source.table} DISABLE TRIGGER {source.trigger}"))
+            else:
+                conn.execute(text(f"DROP TRIGGER {source.trigger}"))
 
 
 def sync_triggers(conn: Connection) -> None:
