@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -22,6 +22,10 @@ endpoints_app = typer.Typer(
     help="Outbound webhooks: tell other systems what happened (signed, Standard Webhooks).",
     no_args_is_help=True,
 )
+
+
+def _unknown(endpoint_id: int) -> NoReturn:
+    fail(f"no webhook endpoint {endpoint_id} (gatecast webhook-endpoints list)")
 
 
 def _state(e: Endpoint) -> str:
@@ -107,7 +111,7 @@ def show_cmd(
     finally:
         engine.dispose()
     if e is None:
-        fail(f"no webhook endpoint {endpoint_id} (gatecast webhook-endpoints list)")
+        _unknown(endpoint_id)
     if as_json:
         print(json.dumps(e.to_dict()))
         return
@@ -132,7 +136,7 @@ def remove_cmd(endpoint_id: Annotated[int, id_argument("the endpoint's id")]) ->
     finally:
         engine.dispose()
     if not deleted:
-        fail(f"no webhook endpoint {endpoint_id} (gatecast webhook-endpoints list)")
+        _unknown(endpoint_id)
     console.print(f"webhook endpoint {endpoint_id} removed")
 
 
@@ -151,7 +155,7 @@ def deliveries_cmd(
     finally:
         engine.dispose()
     if page is None:
-        fail(f"no webhook endpoint {endpoint_id} (gatecast webhook-endpoints list)")
+        _unknown(endpoint_id)
     if as_json:
         print(json.dumps([a.to_dict() for a in page.items]))
         return
@@ -205,7 +209,7 @@ def replay_cmd(
     finally:
         engine.dispose()
     if requeued is None:
-        fail(f"no webhook endpoint {endpoint_id} (gatecast webhook-endpoints list)")
+        _unknown(endpoint_id)
     console.print(f"webhook endpoint {endpoint_id} enabled; {requeued} messages to send again")
 
 
