@@ -331,14 +331,6 @@ def replay(
     return int(result.rowcount)
 
 
-def has_pending(conn: Connection) -> bool:
-    """True while any message waits (a cheap probe of the partial queue index)."""
-    found = conn.execute(
-        select(_m.c.id).where(_m.c.state == _PENDING).order_by(_m.c.id).limit(1)
-    ).first()
-    return found is not None
-
-
 __all__ = [
     "ENDPOINT_COLUMNS",
     "AttemptResult",
