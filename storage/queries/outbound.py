@@ -331,6 +331,22 @@ def replay(
     return int(result.rowcount)
 
 
+def prune_history(conn: Connection, *, before: datetime, limit: int) -> int:
+    """Delete up to ``limit`` attempts made before ``before`` and up to ``limit``
+    settled (delivered or failed) messages finished before it, oldest first; returns
+    how many rows went. Messages still waiting are never touched."""
+    attempts = select(_a.c.id).where(_a.c.at < before).order_by(_a.c.id).limit(max(0, limit))
+    gone = conn.execute(delete(_a).where(_a.c.id.in_(attempts.scalar_subquery()))).rowcount
+    settled = (
+        select(_m.c.id)
+        .where(_m.c.state != _PENDING, _m.c.finished_at < before)
+        .order_by(_m.c.id)
+        .limit(max(0, limit))
+    )
+    gone += conn.execute(delete(_m).where(_m.c.id.in_(settled.scalar_subquery()))).rowcount
+    return int(gone or 0)
+
+
 __all__ = [
     "ENDPOINT_COLUMNS",
     "AttemptResult",
@@ -345,6 +361,7 @@ __all__ = [
     "endpoints_page",
     "get_endpoint",
     "message_counts",
+    "prune_history",
     "record_attempts",
     "release",
     "replay",

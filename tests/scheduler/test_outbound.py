@@ -12,6 +12,7 @@ from sqlalchemy import Engine, select, update
 
 from campaigns import webhook_endpoints as we
 from scheduler.outbound import OutboundPolicy, OutboundSender
+from scheduler.retention import EventPruner
 from storage import outbox, tables
 from tests.scheduler.helpers import BASE_SPEC, add_instances, add_running_campaign
 from tests.webhook_receiver import Receiver, verify
@@ -238,3 +239,27 @@ def test_a_message_is_given_up_after_three_days(engine: Engine, receiver: Receiv
     assert we.replay(engine, created.endpoint.id) == 1
     with engine.connect() as conn:
         assert conn.execute(select(_m.c.state)).scalar_one() == "pending"
+
+
+def test_retention_prunes_settled_history_and_keeps_what_waits(
+    engine: Engine, receiver: Receiver
+) -> None:
+    now = datetime.now(UTC)
+    add_instances(engine, ["s1"], now)
+    created = we.create_endpoint(engine, receiver.url, ["delivery.sent", "delivery.read"])
+    receiver.secret = created.secret
+    cid = add_running_campaign(engine, BASE_SPEC, recipients=2, senders=["s1"], now=now)
+    _move(engine, cid, "sent", now)
+    sender = OutboundSender(engine, policy=OutboundPolicy(timeout_seconds=5))
+    try:
+        assert sender.run_once() == 2
+    finally:
+        sender.close()
+    _move(engine, cid, "read", now)  # two more, never sent
+    pruner = EventPruner(engine, timedelta(days=30))
+    assert pruner.run_once(datetime.now(UTC) + timedelta(days=1)) == 0  # too recent
+    assert pruner.run_once(datetime.now(UTC) + timedelta(days=31)) == 4  # 2 attempts, 2 sent
+    shown = we.get_endpoint(engine, created.endpoint.id)
+    assert shown is not None and shown.messages == {"pending": 2, "delivered": 0, "failed": 0}
+    log = we.attempts_page(engine, created.endpoint.id, limit=10)
+    assert log is not None and log.total == 0
