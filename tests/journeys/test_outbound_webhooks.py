@@ -172,6 +172,24 @@ def test_a_receiver_sees_each_recipients_events_signed_and_in_order(
     log = _ok(api.get(f"/api/v1/webhook-endpoints/{eid}/deliveries", params={"limit": 5}))
     assert log["total"] >= shown["messages"]["delivered"]
     assert {a["status_code"] for a in log["items"]} == {200}
+    # a recipient answers STOP: the reply, then the opt-out, in that order
+    olivia = "12025550143"
+    iid = _ok(api.get("/api/v1/instances"))[0]["instance_id"]
+    httpx.post(
+        f"{ws.gateway_url}/sandbox/instances/{iid}/incoming",
+        json={"from": olivia, "text": "STOP"},
+        timeout=10,
+    ).raise_for_status()
+    opted = wait_for(lambda: receiver.of_type("contact.opted_out"), what="the opt-out to be told")
+    assert opted[0]["data"]["phone"] == f"+{olivia}", opted
+    with receiver._lock:
+        kinds = [
+            e["type"]
+            for e in receiver.events
+            if e["type"] in ("reply.received", "contact.opted_out")
+        ]
+    assert kinds[:2] == ["reply.received", "contact.opted_out"], kinds
+    assert receiver.of_type("reply.received")[0]["data"]["text"] == "STOP"
     # the CLI lists the same endpoint
     listed = ws.run("webhook-endpoints", "list").output
     assert receiver.url in listed and "enabled" in listed
