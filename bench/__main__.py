@@ -26,6 +26,7 @@ BENCHES = (
     "history",
     "segments",
     "workers",
+    "outbound",
 )
 OUT = Path(__file__).parent / "out"
 

@@ -20,6 +20,7 @@ from gatecast.commands import (
     sandbox,
     segment,
     serve,
+    webhook_endpoints,
     worker,
 )
 
@@ -30,7 +31,19 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,  # locals may hold secrets
 )
 
-for module in (instance, sandbox, contacts, segment, campaign, serve, receive, worker, demo, db):
+for module in (
+    instance,
+    sandbox,
+    contacts,
+    segment,
+    campaign,
+    webhook_endpoints,
+    serve,
+    receive,
+    worker,
+    demo,
+    db,
+):
     module.register(app)
 
 

@@ -9,6 +9,10 @@ settles an ``unknown`` row (``campaigns.delivery_lifecycle.is_evidence``), and t
 retention is never shorter than that settling looks back
 (:data:`scheduler.defaults.MIN_EVENT_RETENTION_DAYS`). The leader prunes, in small
 batches, each its own short transaction, so the webhook intake never waits long on it.
+
+The outbound webhooks' history goes with the same retention: attempts of the delivery
+log made longer ago, and messages delivered or failed longer ago (messages still waiting
+are kept, however old).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from sqlalchemy import Engine
 
 from scheduler.defaults import MIN_EVENT_RETENTION_DAYS
 from storage.queries import events as eq
+from storage.queries import outbound as oq
 
 log = logging.getLogger("gatecast.retention")
 
@@ -42,7 +47,7 @@ class EventPruner:
             )
 
     def run_once(self, now: datetime) -> int:
-        """Prune up to ``max_batches`` batches; returns how many events were deleted."""
+        """Prune up to ``max_batches`` batches of each; returns how many rows went."""
         before = now - self.retention
         deleted = 0
         for _ in range(self.max_batches):
@@ -53,7 +58,16 @@ class EventPruner:
                 break
         if deleted:
             log.info("pruned %d applied status events received before %s", deleted, before)
-        return deleted
+        outbound = 0
+        for _ in range(self.max_batches):
+            with self.engine.begin() as conn:
+                n = oq.prune_history(conn, before=before, limit=self.batch)
+            outbound += n
+            if n < self.batch:
+                break
+        if outbound:
+            log.info("pruned %d outbound webhook attempts and messages before %s", outbound, before)
+        return deleted + outbound
 
 
 __all__ = ["EventPruner"]

@@ -20,7 +20,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from sqlalchemy import Engine
@@ -36,6 +36,7 @@ from scheduler.defaults import (
 )
 from scheduler.dispatcher import Dispatcher, SupportsSend
 from scheduler.jobs import CampaignJobs
+from scheduler.outbound import OutboundPolicy, OutboundSender
 from scheduler.reconnect import DEFAULT_BACKOFF, Reconnector
 from scheduler.retention import EventPruner
 from scheduler.sender_leases import SenderLeases
@@ -71,6 +72,9 @@ class ServiceOptions:
     sender_lease_seconds: float = DEFAULT_SENDER_LEASE_SECONDS
     #: wake the dispatcher on new work (PostgreSQL ``LISTEN``; SQLite always polls)
     listen: bool = True
+    #: how often the leader looks for outbound webhook messages due (0: never sends them)
+    outbound_poll_seconds: float = 0.5
+    outbound_policy: OutboundPolicy = field(default_factory=OutboundPolicy)
 
 
 class Service:
@@ -133,6 +137,11 @@ class Service:
         )
         days = self.options.event_retention_days
         self.pruner = EventPruner(engine, timedelta(days=days)) if days > 0 else None
+        self.outbound = (
+            OutboundSender(engine, policy=self.options.outbound_policy, now=self.clock.now)
+            if self.options.outbound_poll_seconds > 0
+            else None
+        )
         self.is_leader = False
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -148,6 +157,8 @@ class Service:
                 self._spawn("gatecast-webhooks", self._webhook_loop)
             if self.pruner is not None:
                 self._spawn("gatecast-retention", self._retention_loop)
+            if self.outbound is not None:
+                self._spawn("gatecast-outbound", self._outbound_loop)
         self._spawn("gatecast-dispatch", self._dispatch_loop)
         if self.options.listen and listener_for(self.engine) is not None:
             self._spawn("gatecast-wakeups", self._wakeup_loop)
@@ -247,6 +258,19 @@ class Service:
             except Exception:
                 log.exception("event retention error")
 
+    def _outbound_loop(self) -> None:
+        # its own thread: a slow receiver must not delay the lease renewal
+        sender = self.outbound
+        assert sender is not None
+        while not self._stop.wait(self.options.outbound_poll_seconds):
+            if not self.is_leader:
+                continue
+            try:
+                while sender.run_once() and not self._stop.is_set():
+                    pass  # a full pass: the next one at once
+            except Exception as exc:
+                log_failure(log, "outbound webhook error", exc)
+
     def stop(self) -> None:
         """Stop the loops, the scheduler and the dispatcher; give the lease up."""
         self._stop.set()
@@ -258,6 +282,8 @@ class Service:
         self._threads.clear()
         self.jobs.shutdown()
         self.dispatcher.close()
+        if self.outbound is not None:
+            self.outbound.close()
         if self.is_leader:
             try:
                 leader.release(self.engine, leader.SCHEDULER_LEASE, self.holder)

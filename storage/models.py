@@ -15,7 +15,7 @@ from sqlmodel import Field, SQLModel
 from storage.types import BigId, JsonDoc, UTCDateTime, utcnow
 
 #: the Alembic revision these models describe (``storage/migrations/versions``)
-HEAD_REVISION = "0009"
+HEAD_REVISION = "0010"
 
 
 #: the predicate of the partial indexes over the queue (a query must say it literally,
@@ -23,6 +23,8 @@ HEAD_REVISION = "0009"
 QUEUED_ROWS = "state = 'queued'"
 #: the predicate of the partial index over the rows being sent (the few in flight)
 SENDING_ROWS = "state = 'sending'"
+#: the predicate of the partial index over outbound webhook messages not yet settled
+PENDING_MESSAGES = "state = 'pending'"
 #: the predicate of the partial index over status events that carry an error code
 WITH_ERROR_CODE = "error_code IS NOT NULL"
 
@@ -449,8 +451,95 @@ class Counter(SQLModel, table=True):
     n: int = Field(default=0, sa_type=BigId)
 
 
+class WebhookEndpoint(SQLModel, table=True):
+    """A receiver of outbound webhooks: its URL, signing secret (``whsec_...``), the
+    events it asked for, and whether it is enabled (disabled after a long failure run)."""
+
+    __tablename__ = "webhook_endpoints"
+
+    id: int | None = Field(default=None, sa_type=BigId, primary_key=True)
+    url: str = Field(max_length=2000)
+    secret: str = Field(max_length=100)
+    events: list[str] = _json(list)
+    description: str = Field(default="", max_length=500)
+    enabled: bool = True
+    disabled_reason: str | None = Field(default=None, max_length=500)
+    # the first failed attempt since the last success (None while it succeeds)
+    failing_since: datetime | None = _dt()
+    consecutive_failures: int = 0
+    created_at: datetime = _created()
+
+
+class WebhookSubscription(SQLModel, table=True):
+    """One event an enabled endpoint receives: the small table the outbox triggers probe
+    (migration 0010); no row for an event, no outbox row and no cost."""
+
+    __tablename__ = "webhook_subscriptions"
+
+    event: str = Field(primary_key=True, max_length=40)
+    endpoint_id: int = Field(
+        sa_type=BigId, foreign_key="webhook_endpoints.id", primary_key=True, ondelete="CASCADE"
+    )
+
+
+class WebhookMessage(SQLModel, table=True):
+    """One event for one endpoint (the outbox), written by a trigger in the transaction of
+    the change; ``pending`` until delivered or given up (``failed``). A recipient's
+    messages go out in ``id`` order."""
+
+    __tablename__ = "webhook_messages"
+    __table_args__ = (
+        Index("ix_webhook_messages_endpoint", "endpoint_id", "id"),
+        # the outbox's unsettled messages in order (the sender's scan)
+        Index(
+            "ix_webhook_messages_queue",
+            "id",
+            sqlite_where=text(PENDING_MESSAGES),
+            postgresql_where=text(PENDING_MESSAGES),
+        ),
+        Index(
+            "ix_webhook_messages_pending",
+            "endpoint_id",
+            "recipient",
+            "id",
+            sqlite_where=text(PENDING_MESSAGES),
+            postgresql_where=text(PENDING_MESSAGES),
+        ),
+    )
+
+    id: int | None = Field(default=None, sa_type=BigId, primary_key=True)
+    endpoint_id: int = Field(sa_type=BigId, foreign_key="webhook_endpoints.id", ondelete="CASCADE")
+    event: str = Field(max_length=40)
+    recipient: str = Field(max_length=200)  # the order key: contact, campaign, instance
+    data: str = Field(sa_column=Column(Text, nullable=False))  # the event's data (JSON)
+    occurred_at: datetime = _created()
+    state: str = Field(default="pending", max_length=16)  # pending | delivered | failed
+    attempts: int = 0
+    next_attempt_at: datetime | None = _dt()
+    first_attempt_at: datetime | None = _dt()
+    finished_at: datetime | None = _dt()
+
+
+class WebhookAttempt(SQLModel, table=True):
+    """One attempt to deliver a message: an endpoint's delivery log."""
+
+    __tablename__ = "webhook_attempts"
+    __table_args__ = (Index("ix_webhook_attempts_endpoint", "endpoint_id", "id"),)
+
+    id: int | None = Field(default=None, sa_type=BigId, primary_key=True)
+    endpoint_id: int = Field(sa_type=BigId, foreign_key="webhook_endpoints.id", ondelete="CASCADE")
+    message_id: int = Field(sa_type=BigId)
+    attempt: int
+    at: datetime = _created()
+    status_code: int | None = None
+    error: str | None = Field(default=None, max_length=500)
+    outcome: str = Field(max_length=16)  # delivered | retrying | failed
+    duration_ms: int = 0
+
+
 __all__ = [
     "HEAD_REVISION",
+    "PENDING_MESSAGES",
     "QUEUED_ROWS",
     "SENDING_ROWS",
     "WITH_ERROR_CODE",
@@ -475,4 +564,8 @@ __all__ = [
     "SenderLease",
     "StatusEvent",
     "Tag",
+    "WebhookAttempt",
+    "WebhookEndpoint",
+    "WebhookMessage",
+    "WebhookSubscription",
 ]

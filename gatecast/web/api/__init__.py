@@ -14,6 +14,7 @@ from gatecast.web.api import (
     lists,
     reports,
     segments,
+    webhook_endpoints,
 )
 from gatecast.web.api.common import ERROR_RESPONSES
 from gatecast.web.auth import require_api_key
@@ -21,7 +22,17 @@ from gatecast.web.auth import require_api_key
 router = APIRouter(
     prefix="/api/v1", dependencies=[Depends(require_api_key)], responses=ERROR_RESPONSES
 )
-for _module in (campaigns, reports, deliveries, contacts, lists, segments, imports, instances):
+for _module in (
+    campaigns,
+    reports,
+    deliveries,
+    contacts,
+    lists,
+    segments,
+    imports,
+    instances,
+    webhook_endpoints,
+):
     for _route in _module.router.routes:
         # the OpenAPI summary of each operation: the first line of its docstring
         if isinstance(_route, APIRoute) and _route.summary is None and _route.description:

@@ -181,4 +181,19 @@ def campaign_page(request: Request, campaign_id: Id, ctx: Ctx) -> HTMLResponse:
     return render(request, "campaign.html", campaign=detail, delivery_states=states.ALL)
 
 
+@page.get("/webhooks")
+def webhooks_page(request: Request, ctx: Ctx) -> HTMLResponse:
+    """Outbound webhook endpoints: add (the secret shown once), state, messages, the
+    latest attempts, replay, remove."""
+    from campaigns.webhook_endpoints import EVENTS, attempts_page, endpoints_page, get_endpoint
+
+    shown = []
+    for listed in endpoints_page(ctx.engine, limit=100).items:
+        endpoint = get_endpoint(ctx.engine, listed.id)
+        log = attempts_page(ctx.engine, listed.id, limit=5)
+        if endpoint is not None and log is not None:
+            shown.append({**endpoint.__dict__, "attempts": log.items})
+    return render(request, "webhooks.html", endpoints=shown, events=EVENTS)
+
+
 router.include_router(page)

@@ -1,0 +1,288 @@
+"""The outbound webhooks' outbox triggers: they exist only while someone subscribes.
+
+A change that causes an event (a delivery's state, a reply, an opt-out, a campaign's or
+an instance's state) writes one ``webhook_messages`` row per subscribed endpoint, in the
+transaction of the change (nothing lost when it commits, nothing invented when it rolls
+back). The trigger of a source is created in the transaction that adds its first
+subscription and dropped (PostgreSQL: disabled) in the one that removes its last
+(:func:`sync_triggers`), so a deployment without subscriptions runs the statements it
+ran before: no trigger fires, nothing is probed (``bench/outbound.py`` measures it, and
+the alternative: triggers always in force that find no subscriber).
+
+PostgreSQL: statement-level triggers over transition tables on ``deliveries`` and
+``inbound_messages`` (one INSERT per statement, however many rows it changed), row
+triggers with a ``WHEN`` on the rare changes (opt-outs, campaign and instance states); a
+transaction-scoped advisory lock makes two subscription changes take turns. SQLite: row
+triggers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, func, select, text
+
+from storage import tables
+
+#: PostgreSQL: the advisory lock subscription changes take turns on
+OUTBOX_LOCK = 7_402_015
+
+_COLUMNS = "endpoint_id, event, recipient, data, occurred_at, state, attempts"
+
+
+@dataclass(frozen=True)
+class Source:
+    """One table's changes that make events. SQL fragments name the new row ``n`` and
+    the old one ``o``."""
+
+    trigger: str
+    table: str
+    events: tuple[str, ...]
+    event: str  # the event's name (SQL)
+    recipient: str  # the order key (SQL)
+    occurred: str  # when it happened (SQL)
+    data: tuple[tuple[str, str], ...]  # the event's data: (key, SQL)
+    sqlite_event: str  # AFTER <this> ON table
+    when: str  # the change that makes an event (SQL over n and o)
+    statement_level: bool  # PostgreSQL: over transition tables
+
+    @property
+    def function(self) -> str:
+        return f"gatecast_{self.trigger}"
+
+
+SOURCES = (
+    Source(
+        trigger="tr_deliveries_outbox",
+        table="deliveries",
+        events=("delivery.sent", "delivery.delivered", "delivery.read", "delivery.failed"),
+        event="'delivery.' || n.state",
+        recipient="COALESCE('contact:' || n.contact_id, 'to:' || n.target)",
+        occurred="COALESCE(CASE n.state WHEN 'sent' THEN n.sent_at "
+        "WHEN 'delivered' THEN n.delivered_at WHEN 'read' THEN n.read_at "
+        "ELSE n.failed_at END, n.attempted_at, n.queued_at)",
+        data=(
+            ("delivery_id", "n.id"),
+            ("campaign_id", "n.campaign_id"),
+            ("contact_id", "n.contact_id"),
+            ("to", "n.target"),
+            ("sender", "n.sender"),
+            ("message_id", "n.message_id"),
+            ("state", "n.state"),
+            ("error", "n.error"),
+            ("error_code", "n.error_code"),
+        ),
+        sqlite_event="UPDATE OF state",
+        when="o.state IS NOT n.state",
+        statement_level=True,
+    ),
+    Source(
+        trigger="tr_inbound_messages_outbox",
+        table="inbound_messages",
+        events=("reply.received",),
+        event="'reply.received'",
+        recipient="COALESCE('contact:' || n.contact_id, 'chat:' || n.chat)",
+        occurred="n.received_at",
+        data=(
+            ("reply_id", "n.id"),
+            ("message_id", "n.message_id"),
+            ("instance_id", "n.instance_id"),
+            ("from", "n.sender_phone"),
+            ("chat", "n.chat"),
+            ("contact_id", "n.contact_id"),
+            ("text", "n.text"),
+        ),
+        sqlite_event="INSERT",
+        when="",
+        statement_level=True,
+    ),
+    Source(
+        trigger="tr_contacts_outbox",
+        table="contacts",
+        events=("contact.opted_out",),
+        event="'contact.opted_out'",
+        recipient="'contact:' || n.id",
+        occurred="COALESCE(n.opted_out_at, n.updated_at)",
+        data=(("contact_id", "n.id"), ("phone", "n.phone"), ("reason", "n.opt_out_reason")),
+        sqlite_event="UPDATE OF opted_out",
+        when="n.opted_out AND NOT o.opted_out",
+        statement_level=False,
+    ),
+    Source(
+        trigger="tr_campaigns_outbox",
+        table="campaigns",
+        events=("campaign.state_changed",),
+        event="'campaign.state_changed'",
+        recipient="'campaign:' || n.id",
+        occurred="n.updated_at",
+        data=(
+            ("campaign_id", "n.id"),
+            ("name", "n.name"),
+            ("from", "o.state"),
+            ("to", "n.state"),
+            ("reason", "n.state_reason"),
+        ),
+        sqlite_event="UPDATE OF state",
+        when="o.state IS NOT n.state",
+        statement_level=False,
+    ),
+    Source(
+        trigger="tr_instances_outbox",
+        table="instances",
+        events=("instance.state_changed",),
+        event="'instance.state_changed'",
+        recipient="'instance:' || n.instance_id",
+        occurred="n.updated_at",
+        data=(
+            ("instance_id", "n.instance_id"),
+            ("label", "n.label"),
+            ("from", "o.state"),
+            ("to", "n.state"),
+        ),
+        sqlite_event="UPDATE OF state",
+        when="o.state IS NOT n.state",
+        statement_level=False,
+    ),
+)
+
+
+def _rows(sql: str, new: str, old: str) -> str:
+    """``n.`` and ``o.`` as the trigger names the new and old row."""
+    return re.sub(r"\bo\.", old + ".", re.sub(r"\bn\.", new + ".", sql))
+
+
+def _select(source: Source, json_fn: str, cast: str) -> str:
+    """The outbox rows of a change: one per endpoint subscribed to its event."""
+    pairs = ", ".join(f"'{key}', {value}" for key, value in source.data)
+    return (
+        f"SELECT s.endpoint_id, {source.event}, {source.recipient}, {json_fn}({pairs}){cast}, "
+        f"{source.occurred}, 'pending', 0 FROM webhook_subscriptions s"
+    )
+
+
+def pg_ddl(source: Source) -> list[str]:
+    """PostgreSQL: the function and the trigger of a source."""
+    if source.statement_level:
+        joins = "JOIN new_rows n ON s.event = " + source.event
+        if source.when:
+            joins += f" JOIN old_rows o ON o.id = n.id WHERE {source.when}"
+        body = (
+            f"INSERT INTO webhook_messages ({_COLUMNS}) "
+            f"{_select(source, 'json_build_object', '::text')} {joins} "
+            "ORDER BY n.id, s.endpoint_id;"
+        ).replace(" IS NOT ", " IS DISTINCT FROM ")
+        tables_ = (
+            "OLD TABLE AS old_rows NEW TABLE AS new_rows"
+            if source.when
+            else "NEW TABLE AS new_rows"
+        )
+        trigger = (
+            f"CREATE TRIGGER {source.trigger} AFTER {source.sqlite_event.split()[0]} "
+            f"ON {source.table} REFERENCING {tables_} FOR EACH STATEMENT "
+            f"EXECUTE FUNCTION {source.function}()"
+        )
+    else:
+        body = _rows(
+            f"INSERT INTO webhook_messages ({_COLUMNS}) "
+            f"{_select(source, 'json_build_object', '::text')} WHERE s.event = {source.event} "
+            "ORDER BY s.endpoint_id;",
+            "NEW",
+            "OLD",
+        )
+        when = _rows(source.when, "NEW", "OLD").replace(" IS NOT ", " IS DISTINCT FROM ")
+        trigger = (
+            f"CREATE TRIGGER {source.trigger} AFTER {source.sqlite_event} ON {source.table} "
+            f"FOR EACH ROW WHEN ({when}) EXECUTE FUNCTION {source.function}()"
+        )
+    function = (
+        f"CREATE OR REPLACE FUNCTION {source.function}() RETURNS trigger LANGUAGE plpgsql "
+        f"AS $$\nBEGIN\n{body}\nRETURN NULL;\nEND $$"
+    )
+    return [function, trigger]
+
+
+def sqlite_ddl(source: Source) -> list[str]:
+    """SQLite: the row trigger of a source."""
+    when = _rows(source.when, "new", "old") or "1"
+    select_ = _rows(_select(source, "json_object", ""), "new", "old")
+    return [
+        f"CREATE TRIGGER {source.trigger} AFTER {source.sqlite_event} ON {source.table} "
+        f"WHEN {when} BEGIN INSERT INTO webhook_messages ({_COLUMNS}) {select_} "
+        f"WHERE s.event = {_rows(source.event, 'new', 'old')} ORDER BY s.endpoint_id; END"
+    ]
+
+
+def _catalogue(conn: Connection) -> dict[str, bool]:
+    """The outbox triggers that exist, by name: enabled or not."""
+    if conn.dialect.name == "postgresql":
+        rows = conn.execute(
+            text(
+                "SELECT tgname, tgenabled <> 'D' FROM pg_trigger "
+                "WHERE tgname LIKE 'tr\\_%\\_outbox' AND NOT tgisinternal"
+            )
+        )
+    else:
+        rows = conn.execute(
+            text(
+                "SELECT name, 1 FROM sqlite_master "
+                "WHERE type = 'trigger' AND name LIKE 'tr_%_outbox'"
+            )
+        )
+    return {str(name): bool(enabled) for name, enabled in rows}
+
+
+def present(conn: Connection) -> set[str]:
+    """The outbox triggers in force now (created and enabled), by name."""
+    return {name for name, enabled in _catalogue(conn).items() if enabled}
+
+
+def install(conn: Connection, sources: Iterable[Source]) -> None:
+    """Put the triggers of ``sources`` in force: created, or enabled again (PostgreSQL)."""
+    postgres = conn.dialect.name == "postgresql"
+    existing = _catalogue(conn)
+    for source in sources:
+        if source.trigger not in existing:
+            for ddl in pg_ddl(source) if postgres else sqlite_ddl(source):
+                conn.execute(text(ddl))
+        elif not existing[source.trigger]:
+            conn.execute(text(f"ALTER TABLE {source.table} ENABLE TRIGGER {source.trigger}"))
+
+
+def drop(conn: Connection, sources: Iterable[Source]) -> None:
+    """Take the triggers of ``sources`` out of force: dropped on SQLite; disabled on
+    PostgreSQL, where ``DROP TRIGGER`` would wait for (and block) every reader of the
+    table, ``DISABLE`` only its writers, briefly."""
+    postgres = conn.dialect.name == "postgresql"
+    existing = _catalogue(conn)
+    for source in sources:
+        if existing.get(source.trigger):
+            if postgres:
+                conn.execute(text(f"ALTER TABLE {source.table} DISABLE TRIGGER {source.trigger}"))
+            else:
+                conn.execute(text(f"DROP TRIGGER {source.trigger}"))
+
+
+def sync_triggers(conn: Connection) -> None:
+    """In the transaction that changed the subscriptions: each source's trigger exists
+    exactly when one of its events has a subscription."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(select(func.pg_advisory_xact_lock(OUTBOX_LOCK)))
+    s = tables.webhook_subscriptions
+    wanted = set(conn.execute(select(s.c.event).distinct()).scalars())
+    install(conn, [src for src in SOURCES if wanted.intersection(src.events)])
+    drop(conn, [src for src in SOURCES if not wanted.intersection(src.events)])
+
+
+__all__ = [
+    "OUTBOX_LOCK",
+    "SOURCES",
+    "Source",
+    "drop",
+    "install",
+    "pg_ddl",
+    "present",
+    "sqlite_ddl",
+    "sync_triggers",
+]
