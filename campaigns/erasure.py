@@ -66,6 +66,8 @@ class Erased:
     memberships_removed: int
     import_rejects_removed: int
     idempotency_records_removed: int
+    #: outbound webhook messages about the contact (waiting or already delivered)
+    outbound_messages_removed: int
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""
@@ -130,6 +132,10 @@ def erase_contact(
         memberships = q.delete_memberships(conn, contact_id)
         rejects = q.delete_rejects(conn, _holding(q.reject_pages(conn), forms))
         keys = q.delete_stored_answers(conn, _holding(q.stored_answer_pages(conn), forms))
+        # last: the statements above may have queued outbound messages about the contact
+        outbox = q.delete_outbox_messages(
+            conn, f"contact:{contact_id}", _holding(q.outbox_pages(conn), forms)
+        )
         q.delete_contact(conn, contact_id)
         q.secure_delete(conn, secure_before)
     with engine.connect() as conn:
@@ -142,6 +148,7 @@ def erase_contact(
         memberships_removed=memberships,
         import_rejects_removed=rejects,
         idempotency_records_removed=keys,
+        outbound_messages_removed=outbox,
     )
 
 

@@ -33,6 +33,8 @@ _s = tables.status_events
 _i = tables.inbound_messages
 _r = tables.import_rejects
 _k = tables.idempotency_keys
+_wm = tables.webhook_messages
+_wa = tables.webhook_attempts
 
 #: how many rows :func:`reject_pages` and :func:`stored_answer_pages` read at a time
 PAGE = 5000
@@ -204,6 +206,21 @@ def stored_answer_pages(
 ) -> Iterator[list[tuple[int, tuple[Any, ...]]]]:
     """Every idempotency record as ``(id, (path, stored answer))``, ``page`` at a time."""
     return _pages(conn, _k, [_k.c.path, _k.c.response_body], page)
+
+
+def outbox_pages(conn: Connection, page: int = PAGE) -> Iterator[list[tuple[int, tuple[Any, ...]]]]:
+    """Every outbound webhook message as ``(id, (order key, data))``, ``page`` at a time."""
+    return _pages(conn, _wm, [_wm.c.recipient, _wm.c.data], page)
+
+
+def delete_outbox_messages(conn: Connection, contact_key: str, ids: Sequence[int]) -> int:
+    """Delete the outbound webhook messages ordered under ``contact_key`` and ``ids``, with
+    their attempts; how many messages."""
+    mine = [int(i) for i in conn.execute(select(_wm.c.id).where(_wm.c.recipient == contact_key))]
+    every = sorted(set(mine) | set(ids))
+    for start in range(0, len(every), 500):
+        conn.execute(delete(_wa).where(_wa.c.message_id.in_(every[start : start + 500])))
+    return _delete_ids(conn, _wm, every)
 
 
 def _delete_ids(conn: Connection, table: Any, ids: Sequence[int], batch: int = 500) -> int:

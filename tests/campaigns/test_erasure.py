@@ -13,6 +13,7 @@ from sqlalchemy import Engine
 
 from campaigns.erasure import NoSuchContact, digit_forms, erase_contact, holds_number
 from campaigns.importer import ImportOptions, import_file
+from campaigns.webhook_endpoints import create_endpoint
 from storage import tables
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
@@ -143,6 +144,7 @@ def test_erase_removes_or_anonymises_every_row_of_one_contact(
         "memberships_removed": 3,  # list, tag, audience
         "import_rejects_removed": 1,
         "idempotency_records_removed": 1,
+        "outbound_messages_removed": 0,
     }
     with engine.connect() as conn:
         dump = "\n".join(
@@ -178,3 +180,23 @@ def test_erase_by_id_and_unknown_ids(engine: Engine, tmp_path: Path) -> None:
     with engine.connect() as conn:
         phones = set(conn.execute(sa.select(tables.contacts.c.phone)).scalars())
     assert phones == {KEPT}
+
+
+def test_erase_removes_the_outbound_webhook_messages_about_the_contact(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """With a subscriber, the rows written above queue messages holding the number (its
+    deliveries, its reply); the erase removes them, and the other contact's stay."""
+    create_endpoint(engine, "http://127.0.0.1:9/hook", ["*"], now=NOW)
+    _setup(engine, tmp_path)
+    with engine.connect() as conn:
+        before = [r.data for r in conn.execute(sa.select(tables.webhook_messages))]
+    assert any("7911123456" in d for d in before) and any("7911123457" in d for d in before)
+    erased = erase_contact(engine, phone_e164=GONE)
+    assert erased.outbound_messages_removed > 0
+    with engine.connect() as conn:
+        after = [r.data for r in conn.execute(sa.select(tables.webhook_messages))]
+        attempts = conn.execute(sa.select(sa.func.count()).select_from(tables.webhook_attempts))
+        assert attempts.scalar_one() == 0
+    assert not any("7911123456" in d or "Zed" in d for d in after), after
+    assert any("7911123457" in d for d in after)
