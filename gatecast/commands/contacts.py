@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 console = Console()
 err = Console(stderr=True)
 contacts_app = typer.Typer(
-    help="Contacts: import spreadsheets, lists, opt-outs.", no_args_is_help=True
+    help="Contacts: import spreadsheets, search, add, edit, tag, export; lists, opt-outs.",
+    no_args_is_help=True,
 )
 
 #: files at least this big get a progress bar
@@ -254,4 +255,7 @@ def optin_cmd(phone: Annotated[str, typer.Argument(help="the phone number (any f
 
 def register(app: typer.Typer) -> None:
     """Add ``gatecast contacts`` to the root app."""
+    from gatecast.commands import contacts_manage
+
+    contacts_manage.register(contacts_app)
     app.add_typer(contacts_app, name="contacts")

@@ -7,6 +7,7 @@ from fastapi.routing import APIRoute
 
 from gatecast.web.api import (
     campaigns,
+    contact_manage,
     contacts,
     deliveries,
     imports,
@@ -21,7 +22,17 @@ from gatecast.web.auth import require_api_key
 router = APIRouter(
     prefix="/api/v1", dependencies=[Depends(require_api_key)], responses=ERROR_RESPONSES
 )
-for _module in (campaigns, reports, deliveries, contacts, lists, segments, imports, instances):
+for _module in (
+    campaigns,
+    reports,
+    deliveries,
+    contact_manage,
+    contacts,
+    lists,
+    segments,
+    imports,
+    instances,
+):
     for _route in _module.router.routes:
         # the OpenAPI summary of each operation: the first line of its docstring
         if isinstance(_route, APIRoute) and _route.summary is None and _route.description:
