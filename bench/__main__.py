@@ -26,6 +26,7 @@ BENCHES = (
     "history",
     "segments",
     "workers",
+    "contact_search",
 )
 OUT = Path(__file__).parent / "out"
 
