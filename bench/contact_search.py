@@ -64,7 +64,8 @@ def seed(engine: Any, rows: int) -> None:
         tag_id = conn.exec_driver_sql(
             f"INSERT INTO tags (name, created_at) VALUES ({mark}, {mark}) RETURNING id", ("vip", t)
         ).scalar_one()
-        cols = ("id", "phone", "raw_phone", "name", "folded_name", "attributes", "folded")
+        cols: tuple[str, ...] = ("id", "phone", "raw_phone", "name", "folded_name", "attributes")
+        cols += ("folded",)
         cols += ("opted_out", "created_at", "updated_at")
         for lo in range(0, rows, SEED_CHUNK):
             contacts, members, tagged = [], [], []
