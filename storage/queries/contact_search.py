@@ -173,7 +173,7 @@ def tag_contacts(conn: Connection, tag_id: int, f: ContactFilter) -> int:
     )
     stmt = dialect_insert(conn, contact_tags).from_select(["tag_id", "contact_id"], source)
     stmt = stmt.on_conflict_do_nothing(index_elements=["tag_id", "contact_id"])
-    return int(conn.execute(stmt).rowcount or 0)
+    return len(conn.execute(stmt.returning(contact_tags.c.contact_id)).all())
 
 
 def untag_contacts(conn: Connection, tag_id: int, f: ContactFilter) -> int:
@@ -182,7 +182,7 @@ def untag_contacts(conn: Connection, tag_id: int, f: ContactFilter) -> int:
     stmt = delete(contact_tags).where(
         contact_tags.c.tag_id == tag_id, contact_tags.c.contact_id.in_(chosen)
     )
-    return int(conn.execute(stmt).rowcount or 0)
+    return len(conn.execute(stmt.returning(contact_tags.c.contact_id)).all())
 
 
 def phones_filter(conn: Connection, phones: Sequence[str]) -> tuple[list[str], ContactFilter]:

@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Literal, TypeVar
 
 from fastapi import APIRouter, Depends, Query, Request, Response, status
 from fastapi.responses import FileResponse
 from pydantic import BaseModel, Field
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 from starlette.background import BackgroundTask
 
 from campaigns import audiences, contacts
+from campaigns.audiences import ContactRecord
 from gatecast.web.api.common import Id, field_error, not_found
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.idempotency import IDEMPOTENT, run_once
@@ -28,43 +29,21 @@ T = TypeVar("T")
 Tag = Annotated[str, Field(min_length=1, max_length=100)]
 
 
-class DeliveryPublic(BaseModel):
+@pydantic_dataclass(frozen=True)
+class DeliveryPublic(contacts.DeliveryLine):
     """A message the contact got: its campaign, state (and in plain words), times."""
 
-    campaign_id: int
-    campaign_name: str
-    state: str
-    state_words: str
-    error: str | None
-    queued_at: datetime
-    sent_at: datetime | None
-    delivered_at: datetime | None
-    read_at: datetime | None
-    failed_at: datetime | None
-    replied_at: datetime | None
 
-
-class ReplyPublic(BaseModel):
+@pydantic_dataclass(frozen=True)
+class ReplyPublic(contacts.ReplyLine):
     """A message the contact sent (``is_opt_out``: it opted them out)."""
 
-    text: str
-    received_at: datetime
-    is_opt_out: bool
 
-
-class ContactDetailPublic(BaseModel):
+@pydantic_dataclass(frozen=True)
+class ContactDetailPublic(ContactRecord):
     """One contact with its lists, tags, the messages it got and its replies (newest
     first, the last 200 of each)."""
 
-    id: int
-    phone: str
-    name: str
-    attributes: dict[str, Any]
-    opted_out: bool
-    opted_out_at: datetime | None
-    opt_out_reason: str | None
-    created_at: datetime
-    updated_at: datetime
     lists: list[str]
     tags: list[str]
     deliveries: list[DeliveryPublic]
