@@ -11,9 +11,12 @@ import io
 from typing import Any
 
 import httpx
+import pytest
 from openpyxl import load_workbook
 
 from tests.journeys.harness import Server, Workspace, assert_problem, wait_for
+from tests.journeys.test_web import _sign_in
+from tests.journeys.test_web import chromium as chromium  # the module's one browser
 
 
 def _ok(answer: httpx.Response, *codes: int) -> Any:
@@ -180,3 +183,87 @@ def test_api_create_search_tag_send_and_contact_page(ws: Workspace) -> None:
     assert len(export.text.strip().splitlines()) == 1  # the header: nobody left in it
     assert_problem(api.get("/api/v1/contacts/export", params={"list": "nope"}), 422,
                    "invalid_request")  # fmt: skip
+
+
+PHONE_WIDTH = {"width": 390, "height": 844}
+SPRING = """name = "Spring"
+
+[audience]
+tags = ["spring"]
+
+[message]
+type = "text"
+text = "Hallo {{ name }}"
+
+[pace]
+per_minute = 600
+delay_seconds = [0, 0]
+"""
+#: every visible form control without a label (by its id), in the page
+UNLABELLED = """() => [...document.querySelectorAll('input:not([type=hidden]), select, textarea')]
+  .filter(e => e.offsetParent !== null && !(e.labels && e.labels.length)
+    && !e.getAttribute('aria-label'))
+  .map(e => e.id || e.name)"""
+#: whether the page scrolls sideways
+SIDEWAYS = "() => document.documentElement.scrollWidth > document.documentElement.clientWidth"
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_browser_search_and_contact_page_at_phone_width(ws: Workspace, chromium: Any) -> None:
+    ws.link_sender()
+    ws.run("contacts", "add", "+14155550101", "--name", "Zoë Brückner", "--attr", "city=Köln",
+           "--tag", "spring", "--list", "customers")  # fmt: skip
+    people = ws.path / "people.csv"  # more than one page of 50
+    people.write_text(
+        "phone,name\n" + "".join(f"+141555502{i:02d},Person {i}\n" for i in range(2, 60))
+    )
+    ws.run("contacts", "import", str(people), "--list", "customers")
+    spring = ws.path / "spring.toml"
+    spring.write_text(SPRING, encoding="utf-8")
+    cid = str(ws.run("campaign", "create", str(spring), "--json").json()["id"])
+    ws.run("campaign", "run", cid, "--webhook", "--settle", "1", timeout=300)
+    server = ws.serve()
+
+    context = chromium.new_context(viewport=PHONE_WIDTH)
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    try:
+        _sign_in(page, server, "/contacts")
+        assert page.evaluate(UNLABELLED) == [] and not page.evaluate(SIDEWAYS)
+        assert "page 1 of 2" in page.inner_text("#search-total")
+        page.click("#next-page")
+        page.wait_for_url("**page=2")
+        assert page.locator("#contacts-table tbody tr").count() == 9
+        page.fill("#search-q", "KOLN")
+        page.select_option("#search-list", label="customers")
+        page.fill("#search-tag", "spring")
+        page.click("#search-form button[type=submit]")
+        page.wait_for_url("**q=KOLN**")
+        assert page.inner_text("#search-total").startswith("1 contact")
+        page.click("#contacts-table a:has-text('Zoë Brückner')")
+        page.wait_for_selector("#contact-title")
+        assert not page.evaluate(SIDEWAYS) and page.evaluate(UNLABELLED) == []
+        state = page.inner_text("#deliveries-table td[data-label=State]")
+        assert state in ("delivered", "read", "sent, not yet delivered"), state
+        assert "Spring" in page.inner_text("#deliveries-table")
+        assert "Köln" in page.inner_text("#contact-attributes")
+        page.fill("#edit-tags", "spring, vip")
+        page.fill("#edit-attrs", "city=Köln\nplan=gold")
+        page.click("#save-btn")
+        page.wait_for_function("document.querySelector('#contact-tags').innerText.includes('vip')")
+        assert "gold" in page.inner_text("#contact-attributes")
+        page.click("#opt-btn")
+        page.wait_for_function(
+            "document.querySelector('#contact-status').innerText.includes('opted out')"
+        )
+        page.goto(f"{server.url}/contacts?tag=nope")
+        assert "no tag called 'nope'" in page.inner_text("#search-error")
+    finally:
+        context.close()
+    shown = ws.run("contacts", "show", "+14155550101", "--json").json()
+    assert (shown["tags"], shown["attributes"]["plan"], shown["opted_out"]) == (
+        ["spring", "vip"],
+        "gold",
+        True,
+    )
