@@ -167,13 +167,21 @@ def _filter(conn: Connection, s: Search) -> cs.ContactFilter:
     )
 
 
-def search(engine: Engine, s: Search, *, limit: int, offset: int = 0) -> Page[ContactRecord]:
+@dataclass(frozen=True)
+class SearchPage(Page[ContactRecord]):
+    """One page of a search; ``total_exact`` False: more than ``total`` match (a search
+    counts up to :data:`storage.queries.contact_search.COUNT_CAP` past the page)."""
+
+    total_exact: bool = True
+
+
+def search(engine: Engine, s: Search, *, limit: int, offset: int = 0) -> SearchPage:
     """One page of the contacts the search selects (by id) and how many it selects."""
     with engine.connect() as conn:
-        total, rows = cs.search_page(
+        total, exact, rows = cs.search_page(
             conn, _CONTACT_COLUMNS, _filter(conn, s), limit=limit, offset=offset
         )
-    return Page([ContactRecord(**r) for r in rows], total)
+    return SearchPage([ContactRecord(**r) for r in rows], total, exact)
 
 
 # --- one contact's changes -------------------------------------------------------------------
@@ -546,6 +554,7 @@ __all__ = [
     "ExportSource",
     "ReplyLine",
     "Search",
+    "SearchPage",
     "Targets",
     "add_contact",
     "attributes_from",

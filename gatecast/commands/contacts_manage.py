@@ -84,11 +84,13 @@ def search_cmd(
         )
     if as_json:
         items = [_contact_dict(c) for c in found.items]
-        print(json.dumps({"items": items, "total": found.total, "page": page}))
+        out = {"items": items, "total": found.total, "total_exact": found.total_exact}
+        print(json.dumps({**out, "page": page}))
         return
     pages = max(1, -(-found.total // per_page))
     noun = "contact" if found.total == 1 else "contacts"
-    table = Table(title=f"{found.total:,} {noun} (page {page} of {pages})")
+    more = "" if found.total_exact else "more than "
+    table = Table(title=f"{more}{found.total:,} {noun} (page {page} of {pages})")
     for col in ("phone", "name", "attributes", "opted out"):
         table.add_column(col)
     for c in found.items:

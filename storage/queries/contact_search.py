@@ -6,8 +6,9 @@ a contact whose folded name (``contacts.folded_name``) or any folded attribute v
 contains it, or whose phone contains its digits. On PostgreSQL the trigram GIN indexes of
 migration 0010 serve the three ``LIKE``; the attribute match is first narrowed on the
 indexed text of ``folded`` (which holds the keys too) and then checked value by value.
-SQLite scans. Every function takes a ``Connection`` and leaves the transaction to its
-caller.
+A page counts its total only up to :data:`COUNT_CAP` past its offset. SQLite matches in
+the FTS5 trigram table of that migration. Every function takes a ``Connection`` and
+leaves the transaction to its caller.
 """
 
 from __future__ import annotations
@@ -19,15 +20,18 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Column,
     Connection,
+    MetaData,
     RowMapping,
-    String,
     Table,
+    Text,
     cast,
     delete,
     exists,
     func,
     literal,
+    literal_column,
     or_,
     select,
     text,
@@ -38,7 +42,6 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from storage import tables
 from storage.dialect import dialect_insert
-from storage.queries import paging
 
 contacts: Table = tables.contacts
 lists: Table = tables.lists
@@ -67,31 +70,100 @@ class ContactFilter:
     where: tuple[ColumnElement[bool], ...] = ()
 
 
-def _attribute_value_contains(conn: Connection, folded: str) -> ColumnElement[bool]:
+#: SQLite: the trigram search table of migration 0010 (rowid = the contact's id)
+contact_search = Table(
+    "contact_search",
+    MetaData(),
+    Column("rowid", BigInteger),
+    Column("name", Text),
+    Column("phone", Text),
+    Column("attrs", Text),
+)
+#: the trigram tokenizer indexes runs of this many characters; shorter searches scan
+TRIGRAM = 3
+
+
+def _values_contain(conn: Connection, folded: str) -> ColumnElement[bool]:
+    """Whether one of the contact's folded attribute values contains ``folded``."""
     if conn.dialect.name == "postgresql":
         each = func.jsonb_each_text(contacts.c.folded).table_valued("key", "value")
-        values: ColumnElement[bool] = (
-            exists().select_from(each).where(each.c.value.contains(folded, autoescape=True))
-        )
-        if '"' in folded or "\\" in folded:  # JSON text escapes them: no narrowing
-            return values
-        narrowed = cast(contacts.c.folded, String).contains(folded, autoescape=True)
-        return narrowed & values
-    each = func.json_each(contacts.c.folded).table_valued("key", "value")
+    else:
+        each = func.json_each(contacts.c.folded).table_valued("key", "value")
     return exists().select_from(each).where(each.c.value.contains(folded, autoescape=True))
+
+
+def _phrase(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"'
+
+
+def _fts_match(conn: Connection, f: ContactFilter) -> str | None:
+    """SQLite: the FTS5 query of the search, or None when it is not served by the table
+    (another dialect, or a part shorter than :data:`TRIGRAM`)."""
+    if conn.dialect.name != "sqlite":
+        return None
+    parts = []
+    if f.text:
+        parts.append("{name attrs} : " + _phrase(f.text))
+    if f.digits:
+        parts.append("phone : " + _phrase(f.digits))
+    if not parts or min(len(x) for x in (f.text, f.digits) if x) < TRIGRAM:
+        return None
+    return " OR ".join(parts)
+
+
+def _order(conn: Connection, f: ContactFilter) -> ColumnElement[Any]:
+    """What a page is ordered by: the contact's id (the search table's rowid when it
+    drives the search, so its rows come in order and no sort is needed)."""
+    if (f.text or f.digits) and _fts_match(conn, f) is not None:
+        return contact_search.c.rowid
+    return contacts.c.id
+
+
+def _text_match(conn: Connection, f: ContactFilter) -> list[ColumnElement[bool]]:
+    """The conditions of the text part of a search (name, attribute value, phone digits).
+
+    SQLite, searches of at least :data:`TRIGRAM` characters: the ids the FTS5 trigram
+    table matches (one ``MATCH``). PostgreSQL: an ``OR`` of the three trigram-indexed
+    ``LIKE`` (the attributes as the text of ``folded``, which holds the keys too; a
+    bitmap OR of the indexes), then the exact test value by value. Shorter searches (and
+    PostgreSQL without ``pg_trgm``) scan with the exact test alone.
+    """
+    short = len(f.text) < TRIGRAM and len(f.digits) < TRIGRAM
+    exact: list[ColumnElement[bool]] = []
+    if f.text:
+        exact.append(contacts.c.folded_name.contains(f.text, autoescape=True))
+        exact.append(_values_contain(conn, f.text))
+    if f.digits:
+        exact.append(contacts.c.phone.contains(f.digits, autoescape=True))
+    match = _fts_match(conn, f)
+    if match is not None:  # joined by rowid, walked in rowid order: a page stops early
+        return [
+            contacts.c.id == contact_search.c.rowid,
+            literal_column("contact_search").op("MATCH")(literal(match, Text())),
+        ]
+    if conn.dialect.name == "postgresql" and not short:
+        narrow: list[ColumnElement[bool]] = []
+        if f.text:
+            narrow.append(contacts.c.folded_name.contains(f.text, autoescape=True))
+            narrow.append(
+                cast(contacts.c.folded, Text).contains(_json_text(f.text), autoescape=True)
+            )
+        if f.digits:
+            narrow.append(contacts.c.phone.contains(f.digits, autoescape=True))
+        return [or_(*narrow), or_(*exact)]
+    return [or_(*exact)]
+
+
+def _json_text(text: str) -> str:
+    """``text`` as it appears inside a JSON string (quotes and backslashes escaped)."""
+    return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def conditions(conn: Connection, f: ContactFilter) -> list[ColumnElement[bool]]:
     """The conditions of a contact the filter selects."""
     conds: list[ColumnElement[bool]] = list(f.where)
     if f.text or f.digits:
-        anyof: list[ColumnElement[bool]] = []
-        if f.text:
-            anyof.append(contacts.c.folded_name.contains(f.text, autoescape=True))
-            anyof.append(_attribute_value_contains(conn, f.text))
-        if f.digits:
-            anyof.append(contacts.c.phone.contains(f.digits, autoescape=True))
-        conds.append(or_(*anyof))
+        conds.extend(_text_match(conn, f))
     if f.opted_out is not None:
         conds.append(contacts.c.opted_out == f.opted_out)
     if f.list_id is not None:
@@ -109,11 +181,28 @@ def conditions(conn: Connection, f: ContactFilter) -> list[ColumnElement[bool]]:
     return conds
 
 
+#: a search counts its matches up to this many; above, its total says "more than"
+COUNT_CAP = 10_000
+
+
 def search_page(
     conn: Connection, columns: Sequence[str], f: ContactFilter, *, limit: int, offset: int
-) -> tuple[int, list[RowMapping]]:
-    """``(total, rows)``: how many contacts the filter selects and one page of them, by id."""
-    return paging.page(conn, contacts, columns, conditions(conn, f), limit=limit, offset=offset)
+) -> tuple[int, bool, list[RowMapping]]:
+    """``(total, exact, rows)``: how many contacts the filter selects (counted up to
+    :data:`COUNT_CAP` past the page: ``exact`` False when there are more) and one page of
+    them, by id."""
+    conds, order = conditions(conn, f), _order(conn, f)
+    rows = conn.execute(
+        select(*(contacts.c[name] for name in columns))
+        .where(*conds)
+        .order_by(order)
+        .limit(limit)
+        .offset(offset)
+    ).mappings()
+    cap = offset + COUNT_CAP
+    counted = select(contacts.c.id).where(*conds).order_by(order).limit(cap + 1).subquery()
+    total = int(conn.execute(select(func.count()).select_from(counted)).scalar_one())
+    return min(total, cap), total <= cap, list(rows)
 
 
 # --- one contact's writes -------------------------------------------------------------------
@@ -300,9 +389,11 @@ def has_trigram_indexes(conn: Connection) -> bool:
 
 
 __all__ = [
+    "COUNT_CAP",
     "DELIVERY_COLUMNS",
     "EXPORT_BATCH",
     "EXPORT_COLUMNS",
+    "TRIGRAM",
     "ContactFilter",
     "add_member",
     "conditions",
@@ -310,6 +401,7 @@ __all__ = [
     "contact_for_update",
     "contact_list_ids",
     "contact_replies",
+    "contact_search",
     "export_rows",
     "has_trigram_indexes",
     "insert_contact",

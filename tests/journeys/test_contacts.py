@@ -146,7 +146,8 @@ def test_api_create_search_tag_send_and_contact_page(ws: Workspace) -> None:
 
     found = _ok(api.get("/api/v1/contacts", params={"q": "KOLN"}))
     assert (found["total"], found["items"][0]["id"]) == (1, made["id"])
-    assert set(found) == {"items", "total", "limit", "offset"}
+    assert set(found) == {"items", "total", "limit", "offset", "total_exact"}
+    assert found["total_exact"] is True
     tagged = _ok(api.post("/api/v1/contacts/tag", json={"tag": "Spring-VIP", "q": "köln"}))
     assert tagged == {"tag": "spring-vip", "changed": 1}
     assert _ok(api.get("/api/v1/contacts", params={"tag": "spring-vip"}))["total"] == 1

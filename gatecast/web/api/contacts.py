@@ -23,6 +23,13 @@ class ContactPublic(ContactRecord):
     """A contact as the API shows it."""
 
 
+class ContactsPage(Page[ContactPublic]):
+    """A page of a contact search; ``total_exact`` false: more than ``total`` match (a
+    search counts up to 10,000 past the page)."""
+
+    total_exact: bool = True
+
+
 class OptOutRequest(BaseModel):
     """Why the contact opted out (kept with the contact)."""
 
@@ -43,7 +50,7 @@ def search_contacts(
     offset: int,
     list_name: str | None = None,
     tag: str | None = None,
-) -> Page[ContactPublic]:
+) -> ContactsPage:
     """Contacts whose name, phone or any attribute value contains ``q`` (no case, no
     accents), optionally in one list, with one tag, of one opt-out state."""
     wanted = contacts.Search(
@@ -54,7 +61,9 @@ def search_contacts(
     except contacts.ContactError as exc:
         raise field_error(("query", exc.field), str(exc)) from None
     items = [_public(c) for c in page.items]
-    return Page[ContactPublic](items=items, total=page.total, limit=limit, offset=offset)
+    return ContactsPage(
+        items=items, total=page.total, limit=limit, offset=offset, total_exact=page.total_exact
+    )
 
 
 def get_contact_row(ctx: AppContext, contact_id: int) -> ContactPublic:
@@ -65,7 +74,7 @@ def get_contact_row(ctx: AppContext, contact_id: int) -> ContactPublic:
     return _public(found)
 
 
-@router.get("/contacts", response_model=Page[ContactPublic])
+@router.get("/contacts", response_model=ContactsPage)
 def get_contacts(
     ctx: Annotated[AppContext, Depends(get_ctx)],
     q: Annotated[
@@ -79,7 +88,7 @@ def get_contacts(
     opted_out: bool | None = None,
     limit: Limit = 50,
     offset: Offset = 0,
-) -> Page[ContactPublic]:
+) -> ContactsPage:
     """Search contacts by name, phone or any attribute value (no case, no accents), paginated."""
     return search_contacts(
         ctx,

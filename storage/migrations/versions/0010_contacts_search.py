@@ -9,7 +9,10 @@ accents, so each contact keeps its name folded (``contacts.folded_name``, writte
 every write with ``campaigns.segments.fold_value``; existing contacts get theirs here).
 On PostgreSQL the name, the phone and the folded attributes get trigram GIN indexes
 (``pg_trgm``) when the extension can be created; without it the search scans (same
-result, slower). SQLite scans (measured: docs/benchmarks.md, ``bench/contact_search.py``).
+result, slower). On SQLite an FTS5 table with the trigram tokenizer (``contact_search``:
+the folded name, the phone, the folded attribute values joined by U+001F; rowid = the
+contact's id) is kept by triggers on ``contacts``, whoever writes (measured:
+docs/benchmarks.md, ``bench/contact_search.py``).
 """
 
 import unicodedata
@@ -77,6 +80,64 @@ def _trigram_indexes() -> None:
         )
 
 
+#: SQLite: the search table's row of contact ``{row}`` (``new`` or ``old``)
+_SQLITE_ROW = (
+    "INSERT INTO contact_search (rowid, name, phone, attrs) SELECT {row}.id, {row}.folded_name,"
+    " {row}.phone, coalesce((SELECT group_concat(value, char(31)) FROM json_each({row}.folded)), '')"
+)
+SQLITE_SEARCH = (
+    "CREATE VIRTUAL TABLE contact_search USING fts5(name, phone, attrs, tokenize = 'trigram')",
+    "CREATE TRIGGER contacts_search_insert AFTER INSERT ON contacts BEGIN "
+    + _SQLITE_ROW.format(row="new") + "; END",
+    "CREATE TRIGGER contacts_search_update AFTER UPDATE OF folded_name, phone, folded ON contacts "
+    "BEGIN DELETE FROM contact_search WHERE rowid = old.id; "
+    + _SQLITE_ROW.format(row="new") + "; END",
+    "CREATE TRIGGER contacts_search_delete AFTER DELETE ON contacts BEGIN "
+    "DELETE FROM contact_search WHERE rowid = old.id; END",
+)
+
+
+def _sqlite_search() -> None:
+    conn = op.get_bind()
+    for statement in SQLITE_SEARCH:
+        conn.exec_driver_sql(statement)
+    conn.exec_driver_sql(
+        "INSERT INTO contact_search (rowid, name, phone, attrs) SELECT id, folded_name, phone,"
+        " coalesce((SELECT group_concat(value, char(31)) FROM json_each(folded)), '')"
+        " FROM contacts"
+    )
+
+
+#: SQLite: the search table's row of contact ``{row}`` (``new`` or ``old``)
+_SQLITE_ROW = (
+    "INSERT INTO contact_search (rowid, name, phone, attrs) SELECT {row}.id, {row}.folded_name,"
+    " {row}.phone, coalesce((SELECT group_concat(value, char(31)) FROM json_each({row}.folded)), '')"
+)
+SQLITE_SEARCH = (
+    "CREATE VIRTUAL TABLE contact_search USING fts5(name, phone, attrs, tokenize = 'trigram')",
+    "CREATE TRIGGER contacts_search_insert AFTER INSERT ON contacts BEGIN "
+    + _SQLITE_ROW.format(row="new")
+    + "; END",
+    "CREATE TRIGGER contacts_search_update AFTER UPDATE OF folded_name, phone, folded ON contacts "
+    "BEGIN DELETE FROM contact_search WHERE rowid = old.id; "
+    + _SQLITE_ROW.format(row="new")
+    + "; END",
+    "CREATE TRIGGER contacts_search_delete AFTER DELETE ON contacts BEGIN "
+    "DELETE FROM contact_search WHERE rowid = old.id; END",
+)
+
+
+def _sqlite_search() -> None:
+    conn = op.get_bind()
+    for statement in SQLITE_SEARCH:
+        conn.exec_driver_sql(statement)
+    conn.exec_driver_sql(
+        "INSERT INTO contact_search (rowid, name, phone, attrs) SELECT id, folded_name, phone,"
+        " coalesce((SELECT group_concat(value, char(31)) FROM json_each(folded)), '')"
+        " FROM contacts"
+    )
+
+
 def upgrade() -> None:
     op.add_column(
         "contacts",
@@ -85,11 +146,17 @@ def upgrade() -> None:
     _backfill()
     if op.get_bind().dialect.name == "postgresql":
         _trigram_indexes()
+    else:
+        _sqlite_search()
 
 
 def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
         for name in TRIGRAM_INDEXES:
             op.execute(f"DROP INDEX IF EXISTS {name}")
+    else:
+        for trigger in ("insert", "update", "delete"):
+            op.execute(f"DROP TRIGGER IF EXISTS contacts_search_{trigger}")
+        op.execute("DROP TABLE IF EXISTS contact_search")
     with op.batch_alter_table("contacts", schema=None) as batch_op:
         batch_op.drop_column("folded_name")
