@@ -17,9 +17,8 @@ from rich.table import Table
 from gatecast.commands.common import fail, open_engine_or_fail
 
 if TYPE_CHECKING:
-    from sqlalchemy import Engine
-
     from campaigns.audiences import ContactRecord
+    from storage.engine import Engine
 
 console = Console()
 

@@ -182,7 +182,7 @@ def conditions(conn: Connection, f: ContactFilter) -> list[ColumnElement[bool]]:
 
 
 #: a search counts its matches up to this many; above, its total says "more than"
-COUNT_CAP = 10_000
+COUNT_CAP = 1_000
 
 
 def search_page(

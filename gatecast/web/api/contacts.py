@@ -25,7 +25,7 @@ class ContactPublic(ContactRecord):
 
 class ContactsPage(Page[ContactPublic]):
     """A page of a contact search; ``total_exact`` false: more than ``total`` match (a
-    search counts up to 10,000 past the page)."""
+    search counts up to 1,000 past the page)."""
 
     total_exact: bool = True
 

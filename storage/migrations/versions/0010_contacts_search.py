@@ -80,7 +80,7 @@ def _trigram_indexes() -> None:
         )
 
 
-#: SQLite: the search table's row of contact ``{row}`` (``new`` or ``old``)
+#: SQLite: the search table's row of contact ``{row}`` (``new``, or every ``contacts`` row)
 _SQLITE_ROW = (
     "INSERT INTO contact_search (rowid, name, phone, attrs) SELECT {row}.id, {row}.folded_name,"
     " {row}.phone, coalesce((SELECT group_concat(value, char(31)) FROM json_each({row}.folded)), '')"
@@ -101,41 +101,7 @@ def _sqlite_search() -> None:
     conn = op.get_bind()
     for statement in SQLITE_SEARCH:
         conn.exec_driver_sql(statement)
-    conn.exec_driver_sql(
-        "INSERT INTO contact_search (rowid, name, phone, attrs) SELECT id, folded_name, phone,"
-        " coalesce((SELECT group_concat(value, char(31)) FROM json_each(folded)), '')"
-        " FROM contacts"
-    )
-
-
-#: SQLite: the search table's row of contact ``{row}`` (``new`` or ``old``)
-_SQLITE_ROW = (
-    "INSERT INTO contact_search (rowid, name, phone, attrs) SELECT {row}.id, {row}.folded_name,"
-    " {row}.phone, coalesce((SELECT group_concat(value, char(31)) FROM json_each({row}.folded)), '')"
-)
-SQLITE_SEARCH = (
-    "CREATE VIRTUAL TABLE contact_search USING fts5(name, phone, attrs, tokenize = 'trigram')",
-    "CREATE TRIGGER contacts_search_insert AFTER INSERT ON contacts BEGIN "
-    + _SQLITE_ROW.format(row="new")
-    + "; END",
-    "CREATE TRIGGER contacts_search_update AFTER UPDATE OF folded_name, phone, folded ON contacts "
-    "BEGIN DELETE FROM contact_search WHERE rowid = old.id; "
-    + _SQLITE_ROW.format(row="new")
-    + "; END",
-    "CREATE TRIGGER contacts_search_delete AFTER DELETE ON contacts BEGIN "
-    "DELETE FROM contact_search WHERE rowid = old.id; END",
-)
-
-
-def _sqlite_search() -> None:
-    conn = op.get_bind()
-    for statement in SQLITE_SEARCH:
-        conn.exec_driver_sql(statement)
-    conn.exec_driver_sql(
-        "INSERT INTO contact_search (rowid, name, phone, attrs) SELECT id, folded_name, phone,"
-        " coalesce((SELECT group_concat(value, char(31)) FROM json_each(folded)), '')"
-        " FROM contacts"
-    )
+    conn.exec_driver_sql(_SQLITE_ROW.format(row="contacts") + " FROM contacts")
 
 
 def upgrade() -> None:
