@@ -199,7 +199,7 @@ def search_page(
         .limit(limit)
         .offset(offset)
     ).mappings()
-    cap = offset + COUNT_CAP
+    cap = min(offset + COUNT_CAP, 2**62)  # a LIMIT stays within 64 bits
     counted = select(contacts.c.id).where(*conds).order_by(order).limit(cap + 1).subquery()
     total = int(conn.execute(select(func.count()).select_from(counted)).scalar_one())
     return min(total, cap), total <= cap, list(rows)
