@@ -27,6 +27,7 @@ BENCHES = (
     "segments",
     "workers",
     "outbound",
+    "contact_search",
 )
 OUT = Path(__file__).parent / "out"
 

@@ -807,6 +807,7 @@ def _run(
                     contact_names[start:stop],
                     attributes.rows(start, stop),
                     folded.rows(start, stop),
+                    [fold_value(n) for n in contact_names[start:stop]],
                     strict=True,
                 ),
             )

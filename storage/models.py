@@ -15,7 +15,7 @@ from sqlmodel import Field, SQLModel
 from storage.types import BigId, JsonDoc, UTCDateTime, utcnow
 
 #: the Alembic revision these models describe (``storage/migrations/versions``)
-HEAD_REVISION = "0010"
+HEAD_REVISION = "0011"
 
 
 #: the predicate of the partial indexes over the queue (a query must say it literally,
@@ -81,6 +81,9 @@ class Contact(SQLModel, table=True):
         default_factory=dict,
         sa_column=Column(JsonDoc, nullable=False, server_default=text("'{}'")),
     )
+    # the name as a search compares it (``campaigns.segments.fold_value``), kept beside it
+    # by every write; the contact search's prefix/substring match (migration 0011)
+    folded_name: str = Field(default="", max_length=300, sa_column_kwargs={"server_default": ""})
     opted_out: bool = Field(default=False)
     opted_out_at: datetime | None = _dt()
     opt_out_reason: str | None = Field(default=None, max_length=500)

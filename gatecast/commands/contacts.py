@@ -20,7 +20,9 @@ if TYPE_CHECKING:
 console = Console()
 err = Console(stderr=True)
 contacts_app = typer.Typer(
-    help="Contacts: import spreadsheets and vCards, lists, opt-outs, erasure.", no_args_is_help=True
+    help="Contacts: import spreadsheets and vCards, search, add, edit, tag, export; lists, "
+    "opt-outs, erasure.",
+    no_args_is_help=True,
 )
 
 #: files at least this big get a progress bar
@@ -330,4 +332,7 @@ def erase_cmd(
 
 def register(app: typer.Typer) -> None:
     """Add ``gatecast contacts`` to the root app."""
+    from gatecast.commands import contacts_manage
+
+    contacts_manage.register(contacts_app)
     app.add_typer(contacts_app, name="contacts")

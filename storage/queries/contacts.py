@@ -70,6 +70,9 @@ def _contact_update(conn: Connection, excluded: Any) -> dict[str, Any]:
     return {
         "raw_phone": excluded.raw_phone,
         "name": case((excluded.name != "", excluded.name), else_=contacts.c.name),
+        "folded_name": case(
+            (excluded.name != "", excluded.folded_name), else_=contacts.c.folded_name
+        ),
         "attributes": _merge_json(conn, contacts.c.attributes, excluded.attributes),
         "folded": _merge_json(conn, contacts.c.folded, excluded.folded),
         "updated_at": excluded.updated_at,
@@ -131,6 +134,7 @@ def upsert_contacts(conn: Connection, rows: Sequence[Mapping[str, Any]], now: da
                 "name": r["name"],
                 "attributes": r["attributes"],
                 "folded": r.get("folded", {}),
+                "folded_name": r.get("folded_name", ""),
                 "opted_out": False,
                 "created_at": now,
                 "updated_at": now,
@@ -280,6 +284,7 @@ contact_stage = Table(
     Column("name", String, nullable=False),
     Column("attributes", Text, nullable=False),  # a JSON object, as text
     Column("folded", Text, nullable=False),  # the attributes folded, a JSON object as text
+    Column("folded_name", String, nullable=False),  # the name folded (contact search)
     prefixes=["TEMPORARY"],
 )
 NEW_ID_STAGE = "gatecast_new_contact_ids"
@@ -323,9 +328,9 @@ def drop_stage(conn: Connection) -> None:
         conn.exec_driver_sql(f"PRAGMA cache_size = {_DEFAULT_CACHE}")
 
 
-def stage_rows(conn: Connection, rows: Iterable[tuple[str, str, str, str, str]]) -> None:
-    """Append ``(phone, raw_phone, name, attributes_json, folded_json)`` rows to the
-    staging table.
+def stage_rows(conn: Connection, rows: Iterable[tuple[str, str, str, str, str, str]]) -> None:
+    """Append ``(phone, raw_phone, name, attributes_json, folded_json, folded_name)`` rows
+    to the staging table.
 
     PostgreSQL: ``COPY`` through the driver; SQLite: the driver's executemany. The phones
     must be distinct; the attributes are JSON object text.
@@ -336,13 +341,13 @@ def stage_rows(conn: Connection, rows: Iterable[tuple[str, str, str, str, str]])
         with (
             raw.cursor() as cur,
             cur.copy(
-                f"COPY {STAGE} (phone, raw_phone, name, attributes, folded) FROM STDIN"
+                f"COPY {STAGE} (phone, raw_phone, name, attributes, folded, folded_name) FROM STDIN"
             ) as copy,
         ):
             for row in rows:
                 copy.write_row(row)
         return
-    raw.executemany(f"INSERT INTO {STAGE} VALUES (?, ?, ?, ?, ?)", rows)
+    raw.executemany(f"INSERT INTO {STAGE} VALUES (?, ?, ?, ?, ?, ?)", rows)
 
 
 class StagedExisting(NamedTuple):
@@ -496,6 +501,7 @@ _STAGE_COLUMNS = (
     "name",
     "attributes",
     "folded",
+    "folded_name",
     "opted_out",
     "created_at",
     "updated_at",
@@ -510,6 +516,7 @@ def _stage_source(conn: Connection, now: datetime) -> Any:
         contact_stage.c.name,
         _staged_attributes(conn),
         _staged_attributes(conn, "folded"),
+        contact_stage.c.folded_name,
         literal(False),
         literal(now, UTCDateTime()),
         literal(now, UTCDateTime()),

@@ -7,6 +7,7 @@ from fastapi.routing import APIRoute
 
 from gatecast.web.api import (
     campaigns,
+    contact_manage,
     contacts,
     deliveries,
     imports,
@@ -26,6 +27,7 @@ for _module in (
     campaigns,
     reports,
     deliveries,
+    contact_manage,
     contacts,
     lists,
     segments,

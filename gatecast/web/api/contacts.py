@@ -1,4 +1,5 @@
-"""Contacts: search by phone or name (paginated), one contact, opt-out and opt-in, erase."""
+"""Contacts: search (paginated), opt-out and opt-in, erase; the management routes (create,
+edit, tags, lists, one contact's history, export) are in ``gatecast.web.api.contact_manage``."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
-from campaigns import audiences, erasure
+from campaigns import audiences, contacts, erasure
 from campaigns.audiences import ContactRecord
-from gatecast.web.api.common import Id, Limit, Offset, Page, not_found
+from gatecast.web.api.common import Id, Limit, Offset, Page, field_error, not_found
 from gatecast.web.context import AppContext, get_ctx
 
 router = APIRouter(tags=["contacts"])
@@ -20,6 +21,13 @@ router = APIRouter(tags=["contacts"])
 @pydantic_dataclass(frozen=True)
 class ContactPublic(ContactRecord):
     """A contact as the API shows it."""
+
+
+class ContactsPage(Page[ContactPublic]):
+    """A page of a contact search; ``total_exact`` false: more than ``total`` match (a
+    search counts up to 1,000 past the page)."""
+
+    total_exact: bool = True
 
 
 class OptOutRequest(BaseModel):
@@ -40,13 +48,22 @@ def search_contacts(
     opted_out: bool | None,
     limit: int,
     offset: int,
-) -> Page[ContactPublic]:
-    """Contacts whose phone or name contains ``q``, optionally in one list."""
-    page = audiences.contacts_page(
-        ctx.engine, search=q, list_id=list_id, opted_out=opted_out, limit=limit, offset=offset
+    list_name: str | None = None,
+    tag: str | None = None,
+) -> ContactsPage:
+    """Contacts whose name, phone or any attribute value contains ``q`` (no case, no
+    accents), optionally in one list, with one tag, of one opt-out state."""
+    wanted = contacts.Search(
+        query=q or "", list_id=list_id, list_name=list_name, tag=tag, opted_out=opted_out
     )
+    try:
+        page = contacts.search(ctx.engine, wanted, limit=limit, offset=offset)
+    except contacts.ContactError as exc:
+        raise field_error(("query", exc.field), str(exc)) from None
     items = [_public(c) for c in page.items]
-    return Page[ContactPublic](items=items, total=page.total, limit=limit, offset=offset)
+    return ContactsPage(
+        items=items, total=page.total, limit=limit, offset=offset, total_exact=page.total_exact
+    )
 
 
 def get_contact_row(ctx: AppContext, contact_id: int) -> ContactPublic:
@@ -57,25 +74,32 @@ def get_contact_row(ctx: AppContext, contact_id: int) -> ContactPublic:
     return _public(found)
 
 
-@router.get("/contacts", response_model=Page[ContactPublic])
+@router.get("/contacts", response_model=ContactsPage)
 def get_contacts(
     ctx: Annotated[AppContext, Depends(get_ctx)],
-    q: Annotated[str | None, Query(description="Part of the phone or the name")] = None,
+    q: Annotated[
+        str | None, Query(description="Part of the name, the phone or any attribute value")
+    ] = None,
     list_id: Id | None = None,
+    list_name: Annotated[
+        str | None, Query(alias="list", description="Only members of the list of this name")
+    ] = None,
+    tag: Annotated[str | None, Query(description="Only contacts with this tag")] = None,
     opted_out: bool | None = None,
     limit: Limit = 50,
     offset: Offset = 0,
-) -> Page[ContactPublic]:
-    """Search contacts by phone or name, paginated."""
+) -> ContactsPage:
+    """Search contacts by name, phone or any attribute value (no case, no accents), paginated."""
     return search_contacts(
-        ctx, q=q, list_id=list_id, opted_out=opted_out, limit=limit, offset=offset
+        ctx,
+        q=q,
+        list_id=list_id,
+        list_name=list_name,
+        tag=tag,
+        opted_out=opted_out,
+        limit=limit,
+        offset=offset,
     )
-
-
-@router.get("/contacts/{contact_id}", response_model=ContactPublic)
-def get_contact(contact_id: Id, ctx: Annotated[AppContext, Depends(get_ctx)]) -> ContactPublic:
-    """One contact."""
-    return get_contact_row(ctx, contact_id)
 
 
 def change_opt_out(ctx: AppContext, contact_id: int, opted_out: bool, reason: str) -> ContactPublic:

@@ -6,7 +6,7 @@ import secrets
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Form, Request
+from fastapi import APIRouter, Depends, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
@@ -97,24 +97,72 @@ def instances_page(request: Request, ctx: Ctx) -> HTMLResponse:
     )
 
 
+#: contacts the dashboard's table shows per page
+CONTACTS_PER_PAGE = 50
+
+
 @page.get("/contacts")
 def contacts_page(
-    request: Request, ctx: Ctx, q: str = "", list_id: Id | None = None
+    request: Request,
+    ctx: Ctx,
+    q: str = "",
+    list_id: str = "",
+    tag: str = "",
+    opted_out: str = "",
+    page_number: Annotated[int, Query(alias="page", ge=1, le=10**9)] = 1,
 ) -> HTMLResponse:
-    """Contacts: upload with a mapping preview, import results, lists, search, opt-out."""
+    """Contacts: upload with a mapping preview, import results, lists, search with
+    list/tag/opt-out filters and paging, add a contact, opt-out."""
     from gatecast.web.api.contacts import search_contacts
     from gatecast.web.api.lists import get_lists
+    from gatecast.web.problems import Problem
 
-    found = search_contacts(ctx, q=q or None, list_id=list_id, opted_out=None, limit=50, offset=0)
+    state = {"yes": True, "no": False}.get(opted_out)
+    chosen = int(list_id) if list_id.isdigit() and 0 < int(list_id) < 2**63 else None
+    error = None
+    try:
+        found = search_contacts(
+            ctx,
+            q=q or None,
+            list_id=chosen,
+            tag=tag or None,
+            opted_out=state,
+            limit=CONTACTS_PER_PAGE,
+            offset=(page_number - 1) * CONTACTS_PER_PAGE,
+        )
+    except Problem as exc:  # an unknown tag: said on the page, the table empty
+        error = exc.errors[0]["msg"] if exc.errors else exc.detail
+        found = None
+    pages = max(1, -(-found.total // CONTACTS_PER_PAGE)) if found is not None else 1
     return render(
         request,
         "contacts.html",
         lists=get_lists(ctx, limit=1000).items,
         contacts=found,
+        search_error=error,
         q=q,
-        list_id=list_id,
+        list_id=chosen,
+        tag=tag,
+        opted_out=opted_out,
+        page_number=page_number,
+        pages=pages,
         default_region=ctx.settings.default_region,
+        add_key=f"contact-{secrets.token_urlsafe(18)}",
     )
+
+
+@page.get("/contacts/{contact_id}")
+def contact_page(request: Request, contact_id: Id, ctx: Ctx) -> HTMLResponse:
+    """One contact: attributes, tags, lists, every message it got (state in plain words)
+    and its replies; edit, tag, opt out or in."""
+    from campaigns.contacts import detail
+
+    found = detail(ctx.engine, contact_id)
+    if found is None:
+        response = render(request, "not_found.html", what=f"contact {contact_id}")
+        response.status_code = 404
+        return response
+    return render(request, "contact.html", c=found.contact, d=found)
 
 
 @page.get("/campaigns")

@@ -1,0 +1,413 @@
+"""Contact management in SQL: the search predicate, one contact's writes (create, edit,
+tags, list membership) and reads (its deliveries and replies), the export's rows.
+
+A search arrives folded (the domain's rule, ``campaigns.segments.fold_value``): it matches
+a contact whose folded name (``contacts.folded_name``) or any folded attribute value
+contains it, or whose phone contains its digits. On PostgreSQL the trigram GIN indexes of
+migration 0011 serve the three ``LIKE``; the attribute match is first narrowed on the
+indexed text of ``folded`` (which holds the keys too) and then checked value by value.
+A page counts its total only up to :data:`COUNT_CAP` past its offset. SQLite matches in
+the FTS5 trigram table of that migration. Every function takes a ``Connection`` and
+leaves the transaction to its caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Connection,
+    MetaData,
+    RowMapping,
+    Table,
+    Text,
+    cast,
+    delete,
+    exists,
+    func,
+    literal,
+    literal_column,
+    or_,
+    select,
+    text,
+    true,
+    update,
+)
+from sqlalchemy.sql.elements import ColumnElement
+
+from storage import tables
+from storage.dialect import dialect_insert
+
+contacts: Table = tables.contacts
+lists: Table = tables.lists
+list_members: Table = tables.list_members
+tags: Table = tables.tags
+contact_tags: Table = tables.contact_tags
+deliveries: Table = tables.deliveries
+campaigns: Table = tables.campaigns
+inbound_messages: Table = tables.inbound_messages
+
+#: rows the export reads per statement
+EXPORT_BATCH = 5000
+
+
+@dataclass(frozen=True)
+class ContactFilter:
+    """A search resolved: ``text`` folded (empty: no text condition), ``digits`` of it
+    (empty: the phone is not compared), a list, a tag, an opt-out state; or ``where``:
+    the conditions of a resolved audience (a saved segment) instead."""
+
+    text: str = ""
+    digits: str = ""
+    list_id: int | None = None
+    tag_id: int | None = None
+    opted_out: bool | None = None
+    where: tuple[ColumnElement[bool], ...] = ()
+
+
+#: SQLite: the trigram search table of migration 0011 (rowid = the contact's id)
+contact_search = Table(
+    "contact_search",
+    MetaData(),
+    Column("rowid", BigInteger),
+    Column("name", Text),
+    Column("phone", Text),
+    Column("attrs", Text),
+)
+#: the trigram tokenizer indexes runs of this many characters; shorter searches scan
+TRIGRAM = 3
+
+
+def _values_contain(conn: Connection, folded: str) -> ColumnElement[bool]:
+    """Whether one of the contact's folded attribute values contains ``folded``."""
+    if conn.dialect.name == "postgresql":
+        each = func.jsonb_each_text(contacts.c.folded).table_valued("key", "value")
+    else:
+        each = func.json_each(contacts.c.folded).table_valued("key", "value")
+    return exists().select_from(each).where(each.c.value.contains(folded, autoescape=True))
+
+
+def _phrase(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"'
+
+
+def _fts_match(conn: Connection, f: ContactFilter) -> str | None:
+    """SQLite: the FTS5 query of the search, or None when it is not served by the table
+    (another dialect, or a part shorter than :data:`TRIGRAM`)."""
+    if conn.dialect.name != "sqlite":
+        return None
+    parts = []
+    if f.text:
+        parts.append("{name attrs} : " + _phrase(f.text))
+    if f.digits:
+        parts.append("phone : " + _phrase(f.digits))
+    if not parts or min(len(x) for x in (f.text, f.digits) if x) < TRIGRAM:
+        return None
+    return " OR ".join(parts)
+
+
+def _order(conn: Connection, f: ContactFilter) -> ColumnElement[Any]:
+    """What a page is ordered by: the contact's id (the search table's rowid when it
+    drives the search, so its rows come in order and no sort is needed)."""
+    if (f.text or f.digits) and _fts_match(conn, f) is not None:
+        return contact_search.c.rowid
+    return contacts.c.id
+
+
+def _text_match(conn: Connection, f: ContactFilter) -> list[ColumnElement[bool]]:
+    """The conditions of the text part of a search (name, attribute value, phone digits).
+
+    SQLite, searches of at least :data:`TRIGRAM` characters: the ids the FTS5 trigram
+    table matches (one ``MATCH``). PostgreSQL: an ``OR`` of the three trigram-indexed
+    ``LIKE`` (the attributes as the text of ``folded``, which holds the keys too; a
+    bitmap OR of the indexes), then the exact test value by value. Shorter searches (and
+    PostgreSQL without ``pg_trgm``) scan with the exact test alone.
+    """
+    short = len(f.text) < TRIGRAM and len(f.digits) < TRIGRAM
+    exact: list[ColumnElement[bool]] = []
+    if f.text:
+        exact.append(contacts.c.folded_name.contains(f.text, autoescape=True))
+        exact.append(_values_contain(conn, f.text))
+    if f.digits:
+        exact.append(contacts.c.phone.contains(f.digits, autoescape=True))
+    match = _fts_match(conn, f)
+    if match is not None:  # joined by rowid, walked in rowid order: a page stops early
+        return [
+            contacts.c.id == contact_search.c.rowid,
+            literal_column("contact_search").op("MATCH")(literal(match, Text())),
+        ]
+    if conn.dialect.name == "postgresql" and not short:
+        narrow: list[ColumnElement[bool]] = []
+        if f.text:
+            narrow.append(contacts.c.folded_name.contains(f.text, autoescape=True))
+            narrow.append(
+                cast(contacts.c.folded, Text).contains(_json_text(f.text), autoescape=True)
+            )
+        if f.digits:
+            narrow.append(contacts.c.phone.contains(f.digits, autoescape=True))
+        return [or_(*narrow), or_(*exact)]
+    return [or_(*exact)]
+
+
+def _json_text(text: str) -> str:
+    """``text`` as it appears inside a JSON string (quotes and backslashes escaped)."""
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def conditions(conn: Connection, f: ContactFilter) -> list[ColumnElement[bool]]:
+    """The conditions of a contact the filter selects."""
+    conds: list[ColumnElement[bool]] = list(f.where)
+    if f.text or f.digits:
+        conds.extend(_text_match(conn, f))
+    if f.opted_out is not None:
+        conds.append(contacts.c.opted_out == f.opted_out)
+    if f.list_id is not None:
+        conds.append(
+            exists().where(
+                list_members.c.contact_id == contacts.c.id, list_members.c.list_id == f.list_id
+            )
+        )
+    if f.tag_id is not None:
+        conds.append(
+            exists().where(
+                contact_tags.c.contact_id == contacts.c.id, contact_tags.c.tag_id == f.tag_id
+            )
+        )
+    return conds
+
+
+#: a search counts its matches up to this many; above, its total says "more than"
+COUNT_CAP = 1_000
+
+
+def search_page(
+    conn: Connection, columns: Sequence[str], f: ContactFilter, *, limit: int, offset: int
+) -> tuple[int, bool, list[RowMapping]]:
+    """``(total, exact, rows)``: how many contacts the filter selects (counted up to
+    :data:`COUNT_CAP` past the page: ``exact`` False when there are more) and one page of
+    them, by id."""
+    conds, order = conditions(conn, f), _order(conn, f)
+    rows = conn.execute(
+        select(*(contacts.c[name] for name in columns))
+        .where(*conds)
+        .order_by(order)
+        .limit(limit)
+        .offset(offset)
+    ).mappings()
+    cap = min(offset + COUNT_CAP, 2**62)  # a LIMIT stays within 64 bits
+    counted = select(contacts.c.id).where(*conds).order_by(order).limit(cap + 1).subquery()
+    total = int(conn.execute(select(func.count()).select_from(counted)).scalar_one())
+    return min(total, cap), total <= cap, list(rows)
+
+
+# --- one contact's writes -------------------------------------------------------------------
+
+
+def insert_contact(conn: Connection, values: Mapping[str, Any]) -> int | None:
+    """Insert one contact; its id, or None when a contact with that phone exists."""
+    stmt = (
+        dialect_insert(conn, contacts)
+        .values(**values)
+        .on_conflict_do_nothing(index_elements=[contacts.c.phone])
+        .returning(contacts.c.id)
+    )
+    value = conn.execute(stmt).scalar_one_or_none()
+    return None if value is None else int(value)
+
+
+def contact_for_update(conn: Connection, phone: str) -> RowMapping | None:
+    """``id``, ``name``, ``attributes`` of the contact ``phone``, locked on PostgreSQL."""
+    stmt = select(contacts.c.id, contacts.c.name, contacts.c.attributes).where(
+        contacts.c.phone == phone
+    )
+    if conn.dialect.name == "postgresql":
+        stmt = stmt.with_for_update()
+    return conn.execute(stmt).mappings().first()
+
+
+def update_contact(conn: Connection, contact_id: int, values: Mapping[str, Any]) -> None:
+    """Set ``values`` on the contact ``contact_id``."""
+    conn.execute(update(contacts).where(contacts.c.id == contact_id).values(**values))
+
+
+def add_member(conn: Connection, list_id: int, contact_id: int, now: datetime) -> None:
+    """Put the contact in the list (already there: nothing happens)."""
+    stmt = dialect_insert(conn, list_members).values(
+        list_id=list_id, contact_id=contact_id, added_at=now
+    )
+    conn.execute(stmt.on_conflict_do_nothing(index_elements=["list_id", "contact_id"]))
+
+
+def remove_member(conn: Connection, contact_id: int, list_ids: Sequence[int] | None) -> int:
+    """Take the contact out of ``list_ids`` (None: every list); how many memberships went."""
+    stmt = delete(list_members).where(list_members.c.contact_id == contact_id)
+    if list_ids is not None:
+        stmt = stmt.where(list_members.c.list_id.in_(list(list_ids)))
+    return int(conn.execute(stmt).rowcount or 0)
+
+
+def tag_contacts(conn: Connection, tag_id: int, f: ContactFilter) -> int:
+    """Tag every contact the filter selects (one ``INSERT ... SELECT``); how many gained it."""
+    source = select(literal(tag_id, BigInteger()), contacts.c.id).where(
+        *conditions(conn, f),
+        ~exists().where(
+            contact_tags.c.tag_id == tag_id, contact_tags.c.contact_id == contacts.c.id
+        ),
+        true(),
+    )
+    stmt = dialect_insert(conn, contact_tags).from_select(["tag_id", "contact_id"], source)
+    stmt = stmt.on_conflict_do_nothing(index_elements=["tag_id", "contact_id"])
+    return len(conn.execute(stmt.returning(contact_tags.c.contact_id)).all())
+
+
+def untag_contacts(conn: Connection, tag_id: int, f: ContactFilter) -> int:
+    """Take the tag off every contact the filter selects; how many lost it."""
+    chosen = select(contacts.c.id).where(*conditions(conn, f), true())
+    stmt = delete(contact_tags).where(
+        contact_tags.c.tag_id == tag_id, contact_tags.c.contact_id.in_(chosen)
+    )
+    return len(conn.execute(stmt.returning(contact_tags.c.contact_id)).all())
+
+
+def phones_filter(conn: Connection, phones: Sequence[str]) -> tuple[list[str], ContactFilter]:
+    """The phones of ``phones`` that are no contact, and a filter selecting the others."""
+    found: set[str] = set()
+    for start in range(0, len(phones), EXPORT_BATCH):
+        chunk = list(phones[start : start + EXPORT_BATCH])
+        found.update(
+            str(p)
+            for p in conn.execute(select(contacts.c.phone).where(contacts.c.phone.in_(chunk)))
+            .scalars()
+            .all()
+        )
+    missing = [p for p in phones if p not in found]
+    return missing, ContactFilter(where=(contacts.c.phone.in_(sorted(found)),))
+
+
+# --- one contact's reads --------------------------------------------------------------------
+
+DELIVERY_COLUMNS = (
+    "id",
+    "campaign_id",
+    "state",
+    "error",
+    "queued_at",
+    "sent_at",
+    "delivered_at",
+    "read_at",
+    "failed_at",
+    "replied_at",
+)
+
+
+def contact_deliveries(conn: Connection, contact_id: int, *, limit: int) -> list[RowMapping]:
+    """The contact's last ``limit`` deliveries, newest first, with their campaign's name
+    (``campaign_name``) and :data:`DELIVERY_COLUMNS`."""
+    stmt = (
+        select(
+            *(deliveries.c[c] for c in DELIVERY_COLUMNS), campaigns.c.name.label("campaign_name")
+        )
+        .join(campaigns, campaigns.c.id == deliveries.c.campaign_id)
+        .where(deliveries.c.contact_id == contact_id)
+        .order_by(deliveries.c.id.desc())
+        .limit(limit)
+    )
+    return list(conn.execute(stmt).mappings())
+
+
+def contact_replies(conn: Connection, contact_id: int, *, limit: int) -> list[RowMapping]:
+    """The contact's last ``limit`` incoming messages (``text``, ``received_at``,
+    ``is_opt_out``), newest first."""
+    stmt = (
+        select(
+            inbound_messages.c.text, inbound_messages.c.received_at, inbound_messages.c.is_opt_out
+        )
+        .where(inbound_messages.c.contact_id == contact_id)
+        .order_by(inbound_messages.c.id.desc())
+        .limit(limit)
+    )
+    return list(conn.execute(stmt).mappings())
+
+
+def contact_list_ids(conn: Connection, contact_id: int) -> list[tuple[int, str]]:
+    """``(id, name)`` of the lists the contact is in, by name."""
+    stmt = (
+        select(lists.c.id, lists.c.name)
+        .join(list_members, list_members.c.list_id == lists.c.id)
+        .where(list_members.c.contact_id == contact_id)
+        .order_by(lists.c.name)
+    )
+    return [(int(i), str(n)) for i, n in conn.execute(stmt)]
+
+
+# --- export ---------------------------------------------------------------------------------
+
+EXPORT_COLUMNS = ("id", "phone", "name", "attributes", "opted_out", "opted_out_at")
+
+
+def export_rows(conn: Connection, f: ContactFilter) -> Iterator[list[tuple[RowMapping, list[str]]]]:
+    """The contacts the filter selects, by id, in batches of ``(row, tag names)``
+    (:data:`EXPORT_COLUMNS`); keyset pages, so memory stays bounded."""
+    conds = conditions(conn, f)
+    after = 0
+    while True:
+        rows = list(
+            conn.execute(
+                select(*(contacts.c[c] for c in EXPORT_COLUMNS))
+                .where(contacts.c.id > after, *conds)
+                .order_by(contacts.c.id)
+                .limit(EXPORT_BATCH)
+            ).mappings()
+        )
+        if not rows:
+            return
+        ids = [int(r["id"]) for r in rows]
+        by_contact: dict[int, list[str]] = {}
+        pairs = conn.execute(
+            select(contact_tags.c.contact_id, tags.c.name)
+            .join(tags, tags.c.id == contact_tags.c.tag_id)
+            .where(contact_tags.c.contact_id.in_(ids))
+            .order_by(tags.c.name)
+        )
+        for cid, name in pairs:
+            by_contact.setdefault(int(cid), []).append(str(name))
+        yield [(r, by_contact.get(int(r["id"]), [])) for r in rows]
+        after = ids[-1]
+
+
+def has_trigram_indexes(conn: Connection) -> bool:
+    """PostgreSQL: whether migration 0011 could make the trigram indexes (else: scans)."""
+    if conn.dialect.name != "postgresql":
+        return False
+    sql = "SELECT count(*) FROM pg_indexes WHERE indexname = 'ix_contacts_folded_name_trgm'"
+    return bool(conn.execute(text(sql)).scalar_one())
+
+
+__all__ = [
+    "COUNT_CAP",
+    "DELIVERY_COLUMNS",
+    "EXPORT_BATCH",
+    "EXPORT_COLUMNS",
+    "TRIGRAM",
+    "ContactFilter",
+    "add_member",
+    "conditions",
+    "contact_deliveries",
+    "contact_for_update",
+    "contact_list_ids",
+    "contact_replies",
+    "contact_search",
+    "export_rows",
+    "has_trigram_indexes",
+    "insert_contact",
+    "phones_filter",
+    "remove_member",
+    "search_page",
+    "tag_contacts",
+    "untag_contacts",
+]

@@ -1,0 +1,68 @@
+"""Contact management (campaigns/contacts.py) on SQLite and PostgreSQL: the search's
+folding and filters, imported names searchable, edits and tags in one transaction."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine
+
+from campaigns import contacts as c
+from campaigns.importer import ImportOptions, import_file
+from tests.campaigns.campaign_fixtures import NOW
+
+
+def _phones(engine: Engine, **search: object) -> list[str]:
+    page = c.search(engine, c.Search(**search), limit=50)  # type: ignore[arg-type]
+    return [r.phone for r in page.items]
+
+
+def test_search_folds_case_and_accents_on_imported_and_added_contacts(
+    engine: Engine, tmp_path: Path
+) -> None:
+    file = tmp_path / "people.csv"
+    file.write_text("phone,name,city\n+14155550001,Zoë Ñandú,Köln\n+14155550002,Ann,Bonn\n")
+    import_file(engine, file, ImportOptions(list_name="customers", region="US"))
+    c.add_contact(engine, "+14155550003", region="US", now=NOW, name="Émile", tags=["VIP"])
+    assert _phones(engine, query="NANDU") == ["+14155550001"]
+    assert _phones(engine, query="koln") == ["+14155550001"]
+    assert _phones(engine, query="city") == []  # attribute names are not values
+    assert _phones(engine, query="emile") == ["+14155550003"]
+    assert _phones(engine, query="(415) 555-0002") == ["+14155550002"]
+    assert _phones(engine, query="", tag="vip") == ["+14155550003"]
+    assert _phones(engine, query="", list_name="customers") == ["+14155550001", "+14155550002"]
+    assert _phones(engine, query="100%") == []  # LIKE characters are literal
+    with pytest.raises(c.ContactError, match="no list called 'nope'"):
+        _phones(engine, list_name="nope")
+
+
+def test_a_refused_edit_stores_nothing(engine: Engine) -> None:
+    c.add_contact(engine, "+14155550001", region="US", now=NOW, name="Ann", attributes={"a": "1"})
+    with pytest.raises(c.ContactError, match="has no attribute 'b'"):
+        c.edit_contact(
+            engine,
+            "+14155550001",
+            c.Edit(name="New", set_attributes={"c": "3"}, unset_attributes=["b"], add_tags=["x"]),
+            region="US",
+            now=NOW,
+        )
+    page = c.search(engine, c.Search(), limit=5)
+    assert (page.items[0].name, page.items[0].attributes) == ("Ann", {"a": "1"})
+    detail = c.detail(engine, page.items[0].id)
+    assert detail is not None and detail.tags == [] and detail.deliveries == []
+
+
+def test_bulk_tag_by_search_and_by_phones(engine: Engine) -> None:
+    for i, city in enumerate(("Berlin", "berlín", "Paris"), start=1):
+        c.add_contact(engine, f"+1415555000{i}", region="US", now=NOW, attributes={"city": city})
+    berlin = c.Targets(search=c.Search(query="BERLIN"))
+    assert c.change_tag(engine, "de", berlin, add=True, region="US", now=NOW) == 2
+    assert c.change_tag(engine, "de", berlin, add=True, region="US", now=NOW) == 0
+    some = c.Targets(phones=["+14155550001", "+14155550003"])
+    assert c.change_tag(engine, "de", some, add=False, region="US", now=NOW) == 1
+    assert _phones(engine, tag="de") == ["+14155550002"]
+    with pytest.raises(c.ContactNotFound, match="no contact with phone"):
+        c.change_tag(
+            engine, "de", c.Targets(phones=["+14155550009"]), add=True, region="US", now=NOW
+        )
