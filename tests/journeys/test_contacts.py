@@ -176,7 +176,7 @@ def test_api_create_search_tag_send_and_contact_page(ws: Workspace) -> None:
     other = _ok(api.get("/api/v1/contacts", params={"q": "bonn"}))["items"][0]
     assert _ok(api.get(f"/api/v1/contacts/{other['id']}"))["deliveries"] == []
 
-    lists = {x["name"]: x["id"] for x in _ok(api.get("/api/v1/lists"))}
+    lists = {x["name"]: x["id"] for x in _ok(api.get("/api/v1/lists"))["items"]}
     out = _ok(api.delete(f"/api/v1/contacts/{made['id']}/lists/{lists['customers']}"))
     assert out["lists"] == []
     export = api.get("/api/v1/contacts/export", params={"list": "customers"})

@@ -174,7 +174,7 @@ def test_a_receiver_sees_each_recipients_events_signed_and_in_order(
     assert {a["status_code"] for a in log["items"]} == {200}
     # a recipient answers STOP: the reply, then the opt-out, in that order
     olivia = "12025550143"
-    iid = _ok(api.get("/api/v1/instances"))[0]["instance_id"]
+    iid = _ok(api.get("/api/v1/instances"))["items"][0]["instance_id"]
     httpx.post(
         f"{ws.gateway_url}/sandbox/instances/{iid}/incoming",
         json={"from": olivia, "text": "STOP"},
