@@ -135,6 +135,7 @@ def grow(engine: Engine, cid: int, senders: list[str], lo: int, hi: int) -> None
                         content,
                         None,
                         queued_at,
+                        None,
                     )
                 )
             assert len(rows[0]) == len(cols)
