@@ -23,7 +23,6 @@ one row against the plain one at the largest size (what recipient time adds to a
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 from collections.abc import Callable
@@ -32,9 +31,9 @@ from pathlib import Path
 
 from sqlalchemy import Engine, text
 
-from bench.claim_cost import BATCH, create_running, grow, median_ms, pg_available
+from bench.claim_cost import BATCH, create_running, grow, median_ms, on_each_db
 from bench.common import BenchError, Figures, report
-from bench.dispatch import PG_ADMIN, database, open_db
+from bench.dispatch import database, open_db
 
 OPEN = "Europe/Berlin"
 CLOSED = "Asia/Tokyo"
@@ -157,16 +156,10 @@ def main() -> int:
     kinds = ["sqlite", "postgresql"] if args.db == "both" else [args.db]
     figures = Figures.begin("zone_claim")
 
-    def measure() -> None:
-        for kind in kinds:
-            if kind == "postgresql" and not pg_available():
-                if args.db == "postgresql":
-                    raise BenchError(f"no PostgreSQL at {PG_ADMIN}")
-                print(json.dumps({"bench": "zone_claim", "skipped": "postgresql"}))
-                continue
-            run_db(kind, sorted(args.sizes), args.senders, args.repeat, figures)
+    def run(kind: str) -> None:
+        run_db(kind, sorted(args.sizes), args.senders, args.repeat, figures)
 
-    return report(figures, measure)
+    return report(figures, lambda: on_each_db("zone_claim", kinds, args.db == "postgresql", run))
 
 
 if __name__ == "__main__":

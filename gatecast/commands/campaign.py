@@ -251,6 +251,8 @@ def show_cmd(
     table.add_column("value", overflow="fold")
     sched = d.spec.schedule
     window = f"{sched.window[0]:%H:%M}-{sched.window[1]:%H:%M}" if sched.window else "any time"
+    if sched.recipient_timezone:
+        window += " in each recipient's zone"
     pace = d.spec.pace
     for label, value in (
         ("state", d.state + (f" ({d.state_reason})" if d.state_reason else "")),

@@ -111,26 +111,37 @@ def _claimed_rows(result: Any) -> list[ClaimedRow]:
     ]
 
 
-@functools.cache
-def _claim_statement(skip_locked: bool) -> Any:
-    """The claim's UPDATE (module docstring), built once per flavour (its construction
-    cost more than SQLite running it)."""
+def _due_picks(columns: Sequence[Any], queue: Sequence[Any], skip_locked: bool) -> Any:
+    """The first ``n`` due rows of sender ``s`` in campaign ``c`` (parameters) among the
+    rows ``queue`` selects (a partial index's predicate and its own conditions), in claim
+    order; locked and skipped if locked on PostgreSQL."""
     sub = (
-        select(_d.c.id)
+        select(*columns)
         .where(
             _d.c.campaign_id == bindparam("c"),
+            *queue,
             _d.c.sender == bindparam("s"),
-            _QUEUED,
             _d.c.due_at <= bindparam("now", type_=_d.c.due_at.type),
         )
         .order_by(_d.c.due_at, _d.c.id)
         .limit(bindparam("n"))
     )
-    if skip_locked:
-        sub = sub.with_for_update(skip_locked=True)
+    return sub.with_for_update(skip_locked=True) if skip_locked else sub
+
+
+@functools.cache
+def _claim_statement(skip_locked: bool) -> Any:
+    """The claim's UPDATE (module docstring), built once per flavour (its construction
+    cost more than SQLite running it)."""
+    return _claim_update(_due_picks([_d.c.id], [_QUEUED], skip_locked))
+
+
+def _claim_update(picks: Any) -> Any:
+    """The claim's UPDATE of the rows whose ids ``picks`` selects (parameters ``lease``
+    and ``now``), returning :data:`_CLAIMED_COLUMNS`."""
     return (
         update(_d)
-        .where(_d.c.id.in_(sub.scalar_subquery()))
+        .where(_d.c.id.in_(picks.scalar_subquery()))
         .values(
             state=states.SENDING,
             lease_until=bindparam("lease", type_=_d.c.lease_until.type),
@@ -148,35 +159,13 @@ def _zoned_claim_statement(zones: int, skip_locked: bool) -> Any:
     ``ix_deliveries_zone_queue`` each, then the first ``n`` of those by (due_at, id)."""
     branches = []
     for i in range(zones):
-        sub = (
-            select(_d.c.id, _d.c.due_at)
-            .where(
-                _d.c.campaign_id == bindparam("c"),
-                _d.c.recipient_tz == bindparam(f"z{i}"),
-                _d.c.sender == bindparam("s"),
-                _ZONED_QUEUED,
-                _d.c.due_at <= bindparam("now", type_=_d.c.due_at.type),
-            )
-            .order_by(_d.c.due_at, _d.c.id)
-            .limit(bindparam("n"))
-        )
-        if skip_locked:
-            sub = sub.with_for_update(skip_locked=True)
+        queue = [_ZONED_QUEUED, _d.c.recipient_tz == bindparam(f"z{i}")]
+        sub = _due_picks([_d.c.id, _d.c.due_at], queue, skip_locked)
         zone = sub.subquery(f"z{i}")
         branches.append(select(zone.c.id, zone.c.due_at))
     picked = union_all(*branches).subquery("picked")
     ids = select(picked.c.id).order_by(picked.c.due_at, picked.c.id).limit(bindparam("n"))
-    return (
-        update(_d)
-        .where(_d.c.id.in_(ids.scalar_subquery()))
-        .values(
-            state=states.SENDING,
-            lease_until=bindparam("lease", type_=_d.c.lease_until.type),
-            attempts=_d.c.attempts + 1,
-            attempted_at=bindparam("now", type_=_d.c.attempted_at.type),
-        )
-        .returning(*_CLAIMED_COLUMNS)
-    )
+    return _claim_update(ids)
 
 
 def claim(

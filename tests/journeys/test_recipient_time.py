@@ -120,6 +120,8 @@ def test_recipient_time_window_sends_each_contact_inside_its_own_window(
     campaign_id = int(ws.run("campaign", "create", str(path), "--json").json()["id"])
     shown = ws.run("campaign", "show", str(campaign_id), "--json").json()
     assert shown["spec"]["schedule"]["recipient_timezone"] is True, shown
+    text = ws.run("campaign", "show", str(campaign_id)).output
+    assert "09:00-17:00 in each recipient's zone" in text, text
 
     # 08:00 UTC: only Berlin's window is open (New York 03:00, Tokyo 17:00: closed)
     _serve_until_sent(ws, berlin_opens, campaign_id, 1)
