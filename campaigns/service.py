@@ -307,6 +307,7 @@ def preview_campaign(
     *,
     limit: int = PREVIEW_SIZE,
     default_cooldown_hours: float = 0.0,
+    now: datetime | None = None,
 ) -> CampaignPreview:
     """Render the first ``limit`` recipients' messages without storing anything.
 
@@ -318,7 +319,7 @@ def preview_campaign(
     """
     spec = spec.with_cooldown_default(default_cooldown_hours)
     with engine.connect() as conn:
-        scan = _scan(conn, spec, first=limit, now=utcnow(), at_most=PREVIEW_SCAN)
+        scan = _scan(conn, spec, first=limit, now=now or utcnow(), at_most=PREVIEW_SCAN)
     return CampaignPreview(
         name=spec.name,
         message_type=spec.message.type,

@@ -1,14 +1,20 @@
-"""Which zone a recipient is sent in, and when its row is first due (pure functions)."""
+"""Which zone a recipient is sent in and when its row is first due (pure functions); the
+contact cooldown's field and its count at create and preview."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
+from sqlalchemy import Engine, update
 
+from campaigns import service
 from campaigns.campaign_file import CampaignFileError, parse_campaign
+from campaigns.delivery_rows import materialise
 from campaigns.recipient_time import FirstDue, phone_zone, recipient_zone
+from storage import tables
+from tests.campaigns.campaign_fixtures import NOW, make_list, people, phone, spec
 
 
 def test_the_timezone_attribute_wins_over_the_phone_number() -> None:
@@ -62,3 +68,26 @@ def test_an_omitted_cooldown_takes_the_default_and_a_given_one_is_kept() -> None
     assert spec.with_cooldown_default(24).safety.contact_cooldown_hours == 24
     body["safety"] = {"contact_cooldown_hours": 0}
     assert parse_campaign(body, "b").with_cooldown_default(24).cooldown_hours == 0
+
+
+def test_create_and_preview_count_the_contacts_in_their_cooldown(engine: Engine) -> None:
+    """A contact another campaign messaged an hour ago: counted by create and preview
+    under the setting's default cooldown, which is stored with the campaign."""
+    make_list(engine, "customers", people(3))
+    earlier = service.create_campaign(engine, spec(), now=NOW)
+    with engine.begin() as conn:
+        materialise(conn, earlier.id, now=NOW, instances=["A"])
+        conn.execute(
+            update(tables.deliveries)
+            .where(tables.deliveries.c.target == phone(1))
+            .values(state="sent", sent_at=NOW - timedelta(hours=1), message_id="M1")
+        )
+    preview = service.preview_campaign(engine, spec(), default_cooldown_hours=24, now=NOW)
+    assert preview.cooldown_excluded == 1
+    created = service.create_campaign(engine, spec(), now=NOW, default_cooldown_hours=24)
+    assert created.cooldown_excluded == 1 and created.recipients == 3
+    stored = service.get_campaign(engine, created.id).spec
+    assert stored.safety.contact_cooldown_hours == 24
+    off = service.create_campaign(engine, spec(), now=NOW)  # setting 0: none, none stored
+    assert off.cooldown_excluded == 0
+    assert service.get_campaign(engine, off.id).spec.safety.contact_cooldown_hours is None

@@ -313,7 +313,7 @@ def post_preview(
     spec = parse_campaign(body, "request body")
     cooldown = ctx.settings.contact_cooldown_hours
     return preview_public(
-        service.preview_campaign(ctx.engine, spec, default_cooldown_hours=cooldown)
+        service.preview_campaign(ctx.engine, spec, default_cooldown_hours=cooldown, now=ctx.clock())
     )
 
 
@@ -325,7 +325,7 @@ def post_preview_toml(
     spec = parse_toml_upload(file.file.read(MAX_TOML_BYTES + 1), file.filename or "")
     cooldown = ctx.settings.contact_cooldown_hours
     return preview_public(
-        service.preview_campaign(ctx.engine, spec, default_cooldown_hours=cooldown)
+        service.preview_campaign(ctx.engine, spec, default_cooldown_hours=cooldown, now=ctx.clock())
     )
 
 
