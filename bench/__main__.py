@@ -23,6 +23,7 @@ BENCHES = (
     "reports",
     "memory",
     "claim_cost",
+    "zone_claim",
     "history",
     "segments",
     "workers",

@@ -135,6 +135,7 @@ def grow(engine: Engine, cid: int, senders: list[str], lo: int, hi: int) -> None
                         content,
                         None,
                         queued_at,
+                        None,
                     )
                 )
             assert len(rows[0]) == len(cols)
@@ -354,6 +355,18 @@ def pg_available() -> bool:
         return False
 
 
+def on_each_db(bench: str, kinds: list[str], required: bool, run: Callable[[str], None]) -> None:
+    """``run`` for each database kind; PostgreSQL skipped (said in a JSON line) when no
+    server answers, unless ``required``."""
+    for kind in kinds:
+        if kind == "postgresql" and not pg_available():
+            if required:
+                raise BenchError(f"no PostgreSQL at {PG_ADMIN}")
+            print(json.dumps({"bench": bench, "skipped": "postgresql"}))
+            continue
+        run(kind)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
@@ -371,17 +384,12 @@ def main() -> int:
         else (["sqlite", "postgresql"] if args.db == "both" else [args.db])
     )
     figures = Figures.begin("claim_cost")
+    required = args.db == "postgresql" or args.pg
 
-    def measure() -> None:
-        for kind in kinds:
-            if kind == "postgresql" and not pg_available():
-                if args.db == "postgresql" or args.pg:
-                    raise BenchError(f"no PostgreSQL at {PG_ADMIN}")
-                print(json.dumps({"bench": "claim_cost", "skipped": "postgresql"}))
-                continue
-            run_db(kind, sorted(args.sizes), args.senders, args.repeat, figures)
+    def run(kind: str) -> None:
+        run_db(kind, sorted(args.sizes), args.senders, args.repeat, figures)
 
-    return report(figures, measure)
+    return report(figures, lambda: on_each_db("claim_cost", kinds, required, run))
 
 
 if __name__ == "__main__":

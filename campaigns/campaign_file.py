@@ -57,6 +57,7 @@ MAX_ATTEMPTS = 100
 MAX_BACKOFF_SECONDS = 86_400
 MAX_MIN_SAMPLE = 10_000_000
 MAX_GRACE_MINUTES = 366 * 24 * 60
+MAX_COOLDOWN_HOURS = 366 * 24
 _HOUR_MINUTE = re.compile(r"^([0-9]{1,2}):([0-9]{2})(?::([0-9]{2}))?$")
 _GROUP_ID = re.compile(r"^[0-9A-Za-z\-]+@g\.us$")
 _PHONE_PLUS = re.compile(r"^\+[0-9]{6,15}$")
@@ -296,6 +297,8 @@ class ScheduleSpec(_Model):
     window: tuple[time, time] | None = None
     cron: str | None = None
     missed_grace_minutes: int = Field(60, ge=0, le=MAX_GRACE_MINUTES)
+    #: the window and the start in each recipient's own zone (``scheduler.recipient_zones``)
+    recipient_timezone: bool = False
 
     @field_validator("window", mode="before")
     @classmethod
@@ -426,6 +429,18 @@ class SafetySpec(_Model):
 
     max_failure_rate: float = Field(0.5, gt=0, le=1)
     min_sample: int = Field(20, ge=1, le=MAX_MIN_SAMPLE)
+    #: skip a contact messaged by any campaign in the last N hours (0: off; omitted:
+    #: ``GATECAST_CONTACT_COOLDOWN_HOURS``, filled in when the campaign is created)
+    contact_cooldown_hours: float | None = None
+
+    @field_validator("contact_cooldown_hours")
+    @classmethod
+    def _cooldown(cls, value: float | None) -> float | None:
+        if value is not None and value < 0:
+            raise ValueError("must not be negative (0: no cooldown)")
+        if value is not None and value > MAX_COOLDOWN_HOURS:
+            raise ValueError(f"must be at most {MAX_COOLDOWN_HOURS:,} (a year)")
+        return value
 
 
 #: the longest list, tag, segment or attribute name and ``where`` value an audience takes
@@ -594,6 +609,20 @@ class CampaignSpec(_Model):
     def start_at_utc(self) -> datetime | None:
         """The first start as a UTC-aware datetime, or None for "as soon as created"."""
         return self.schedule.start_at_utc()
+
+    @property
+    def cooldown_hours(self) -> float:
+        """The contact cooldown in force (0: none; an omitted one counts as none here:
+        :meth:`with_cooldown_default` fills it in at create)."""
+        return float(self.safety.contact_cooldown_hours or 0)
+
+    def with_cooldown_default(self, hours: float) -> CampaignSpec:
+        """This spec with ``safety.contact_cooldown_hours`` set to ``hours`` if omitted
+        (left omitted, meaning none, when ``hours`` is 0)."""
+        if self.safety.contact_cooldown_hours is not None or hours <= 0:
+            return self
+        safety = self.safety.model_copy(update={"contact_cooldown_hours": float(hours)})
+        return self.model_copy(update={"safety": safety})
 
     @property
     def is_group_campaign(self) -> bool:

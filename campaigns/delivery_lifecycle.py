@@ -24,6 +24,7 @@ import enum
 from datetime import datetime, timedelta
 from typing import NamedTuple, Protocol
 
+from campaigns.cooldown import is_cooldown_error
 from gateway.events import DeliveryStatus
 from gateway.outcomes import OutcomeKind, SendOutcome
 from storage.queries.events import StatusRules
@@ -154,7 +155,7 @@ class Bucket(enum.Enum):
     REFUND = "refund"  # the sender cannot send: queued again, the attempt given back
     FAILED = "failed"
     UNKNOWN = "unknown"  # may or may not have left: never resent automatically
-    SKIPPED = "skipped"  # opted out at send time
+    SKIPPED = "skipped"  # opted out, or in the contact cooldown, at send time
 
 
 class Verdict(NamedTuple):
@@ -182,11 +183,15 @@ def classify(
 ) -> Verdict:
     """What a send's ``outcome`` makes of its row, after ``attempts`` attempts.
 
-    ``outcome`` None: the row was not sent, for ``error`` (opted out: skipped; anything
-    else, such as unsendable content: failed).
+    ``outcome`` None: the row was not sent, for ``error`` (opted out or in the contact
+    cooldown: skipped; anything else, such as unsendable content: failed).
     """
     if outcome is None:
-        return _SKIPPED if error == OPTED_OUT_ERROR else Verdict(Bucket.FAILED, error)
+        if error == OPTED_OUT_ERROR:
+            return _SKIPPED
+        if is_cooldown_error(error):
+            return Verdict(Bucket.SKIPPED, error)
+        return Verdict(Bucket.FAILED, error)
     kind = outcome.kind
     if kind is OutcomeKind.ACCEPTED and outcome.message_id:
         return _SENT

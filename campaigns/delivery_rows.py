@@ -21,8 +21,10 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, Select, Table, func, select
 
+from campaigns import cooldown
 from campaigns.campaign_file import CampaignSpec, MessageSpec
 from campaigns.delivery_lifecycle import OPTED_OUT_ERROR
+from campaigns.recipient_time import FirstDue, recipient_zone
 from campaigns.render import ContactData, RenderError, recipient_rng, render_message
 from campaigns.segments import evaluate_members
 from gateway.messages import message_to_dict
@@ -46,10 +48,12 @@ class CampaignMissing(LookupError):
 
 @dataclass(frozen=True)
 class MaterialiseResult:
-    """Rows created by one call (a rerun over a complete campaign creates none)."""
+    """Rows created by one call (a rerun over a complete campaign creates none), and
+    queued rows it skipped for the contact cooldown."""
 
     queued: int
     skipped: int
+    cooled: int = 0
 
 
 @dataclass(frozen=True)
@@ -194,6 +198,7 @@ def build_rows(
             "content": {},
             "error": None,
             "queued_at": now,
+            "recipient_tz": None,
         }
         if rcp.opted_out:
             row.update(state=states.SKIPPED, error=OPTED_OUT_ERROR, due_at=None)
@@ -279,13 +284,23 @@ class _RowBuilder:
         *,
         now: datetime,
         pool: Sequence[str],
+        start: datetime | None = None,
     ) -> None:
+        """``start``: the campaign's start (recipient time: each zone's first due moment
+        is its wall time there, not before ``now``)."""
         self.message = spec.message
         self.campaign_id = campaign_id
         self.pool = sorted(set(pool))
         self.content = dq.bind_processor(conn, "content")
         self.now = dq.bind_processor(conn, "due_at")(now)
         self.empty = self.content({})
+        # recipient time: each row's zone, and its zone's first due moment (converted once)
+        self.fallback_zone = spec.schedule.timezone
+        self.first_due: FirstDue | None = None
+        self.due_values: dict[str, Any] = {}
+        self.convert_due = dq.bind_processor(conn, "due_at")
+        if spec.schedule.recipient_timezone:
+            self.first_due = FirstDue(start or now, spec.schedule.zone, now)
         self.static: Any = None
         if is_static(spec.message):
             rendered = render_message(spec.message, ContactData(), _LazyRng(campaign_id, ""))
@@ -310,8 +325,18 @@ class _RowBuilder:
         return out
 
     def skipped(self, reason: str) -> tuple[Any, ...]:
-        """The tail of a skipped row (state, attempts, due, content, error, created)."""
-        return (states.SKIPPED, 0, None, self.empty, reason, self.now)
+        """The tail of a skipped row (state, attempts, due, content, error, created, zone)."""
+        return (states.SKIPPED, 0, None, self.empty, reason, self.now, None)
+
+    def zone_and_due(self, target: str, data: ContactData) -> tuple[str | None, Any]:
+        """A queued row's recipient zone (None: campaign time) and its due value."""
+        if self.first_due is None:
+            return None, self.now
+        zone = recipient_zone(target, data.attributes, self.fallback_zone)
+        due = self.due_values.get(zone)
+        if due is None:
+            due = self.due_values[zone] = self.convert_due(self.first_due(zone))
+        return zone, due
 
     def rows(
         self, todo: Sequence[_Input], senders: dict[str, str | None]
@@ -337,7 +362,9 @@ class _RowBuilder:
                     append((cid, target, kind, contact_id, sender, *skipped))
                     continue
                 body = content(message_to_dict(message))
-            append((cid, target, kind, contact_id, sender, states.QUEUED, 0, now, body, None, now))
+            zone, due = self.zone_and_due(target, data)
+            queued_row = (states.QUEUED, 0, due, body, None, now, zone)
+            append((cid, target, kind, contact_id, sender, *queued_row))
             queued += 1
         return out, queued
 
@@ -392,6 +419,14 @@ def _inputs(rows: Sequence[Any]) -> list[_Input]:
         )
         for contact_id, phone, name, attributes, opted_out in rows
     ]
+
+
+def _start_at(conn: Connection, campaign_id: int) -> datetime | None:
+    """The campaign's start (an occurrence's own), or None."""
+    value = conn.execute(
+        select(_campaigns.c.start_at).where(_campaigns.c.id == campaign_id)
+    ).scalar_one_or_none()
+    return value if isinstance(value, datetime) else None
 
 
 def _has_rows(conn: Connection, campaign_id: int) -> bool:
@@ -467,17 +502,22 @@ def materialise(
     """Create the campaign's delivery rows (idempotent, bulk, in the caller's transaction).
 
     Each contact keeps the sender it last received from when that sender is among
-    ``instances``; otherwise a stable hash of the target picks one.
+    ``instances``; otherwise a stable hash of the target picks one. Then the queued rows
+    of contacts in their cooldown (``safety.contact_cooldown_hours``) are skipped with the
+    reason, in one statement (:func:`campaigns.cooldown.skip_cooled`): the start runs
+    this last, in the transaction that makes the campaign running.
     """
     spec, source = _load(conn, campaign_id)
-    builder = _RowBuilder(conn, spec, campaign_id, now=now, pool=instances)
+    start = _start_at(conn, campaign_id)
+    builder = _RowBuilder(conn, spec, campaign_id, now=now, pool=instances, start=start)
     queued = total = 0
     for todo in _pages(conn, spec, campaign_id, source, CHUNK):
         rows, n = builder.rows(todo, builder.senders(conn, todo))
         dq.insert_new_deliveries(conn, rows)
         queued += n
         total += len(rows)
-    return MaterialiseResult(queued=queued, skipped=total - queued)
+    cooled = cooldown.skip_cooled(conn, campaign_id, spec.cooldown_hours, now=now)
+    return MaterialiseResult(queued=queued, skipped=total - queued, cooled=cooled)
 
 
 def materialise_committed(
@@ -501,7 +541,8 @@ def materialise_committed(
     with engine.begin() as conn:  # an audience is evaluated here, in one statement
         spec, source = _load(conn, campaign_id)
     with engine.connect() as conn:
-        builder = _RowBuilder(conn, spec, campaign_id, now=now, pool=instances)
+        start = _start_at(conn, campaign_id)
+        builder = _RowBuilder(conn, spec, campaign_id, now=now, pool=instances, start=start)
         probe = campaign_id if _has_rows(conn, campaign_id) else None
     queued = total = 0
     after = 0

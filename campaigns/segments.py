@@ -67,22 +67,27 @@ def clean_tag(name: str) -> str:
 class AudienceCount:
     """What an audience selects now: ``matched`` by its lists, tags and where;
     ``excluded`` of those by its exclusions; ``opted_out`` of the rest (they would be
-    skipped); ``recipients`` the ones a campaign would send to."""
+    skipped); ``cooldown`` of the rest, messaged within a campaign's contact cooldown
+    (a campaign's count only: ``campaigns.cooldown``); ``recipients`` the ones a
+    campaign would send to."""
 
     matched: int
     excluded: int
     opted_out: int
+    cooldown: int = 0
 
     @property
     def recipients(self) -> int:
         """Contacts a campaign to this audience would message."""
-        return self.matched - self.excluded - self.opted_out
+        return self.matched - self.excluded - self.opted_out - self.cooldown
 
     def summary(self) -> str:
-        """``"1,284 recipients; 12 opted out; 3 excluded"``."""
+        """``"1,284 recipients; 37 excluded by cooldown; 12 opted out; 3 excluded"``
+        (the cooldown only when it excludes anyone)."""
+        cooled = f"{self.cooldown:,} excluded by cooldown; " if self.cooldown else ""
         return (
             f"{self.recipients:,} recipient{'' if self.recipients == 1 else 's'}; "
-            f"{self.opted_out:,} opted out; "
+            f"{cooled}{self.opted_out:,} opted out; "
             f"{self.excluded:,} excluded"
         )
 
@@ -93,6 +98,7 @@ class AudienceCount:
             "matched": self.matched,
             "opted_out": self.opted_out,
             "excluded": self.excluded,
+            "cooldown": self.cooldown,
             "summary": self.summary(),
         }
 

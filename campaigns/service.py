@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,6 +16,7 @@ from sqlalchemy import Connection, Engine, Table, func, insert, select
 
 from campaigns import delivery_lifecycle, lifecycle
 from campaigns.campaign_file import CampaignSpec, start_missed, stored_spec
+from campaigns.cooldown import count_cooled
 from campaigns.delivery_rows import (
     Recipient,
     audience_recipients,
@@ -106,6 +107,8 @@ class CreatedCampaign:
     opted_out: int = 0
     #: what an ``[audience]`` selected at create (None: a list or groups)
     audience: AudienceCount | None = None
+    #: recipients messaged within the contact cooldown now (they would be skipped)
+    cooldown_excluded: int = 0
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,8 @@ class CampaignPreview:
     spintax_varies: bool
     #: what an ``[audience]`` selects now (None: a list or groups)
     audience: AudienceCount | None = None
+    #: recipients checked that were messaged within the contact cooldown (would be skipped)
+    cooldown_excluded: int = 0
 
 
 @dataclass(frozen=True)
@@ -212,17 +217,32 @@ class _Scan:
     audience: CampaignAudience | None = None
     total: int = 0
     opted_out: int = 0
+    cooled: int = 0
     bad: int = 0
     unrenderable: list[tuple[str, str]] = field(default_factory=list)
     first: list[Recipient] = field(default_factory=list)
     spintax_varies: bool = False
 
+    def audience_count(self) -> AudienceCount | None:
+        """The audience's count, with the recipients the cooldown excludes."""
+        if self.audience is None:
+            return None
+        return replace(self.audience.count, cooldown=self.cooled)
 
-def _scan(conn: Connection, spec: CampaignSpec, *, first: int, at_most: int | None = None) -> _Scan:
+
+def _scan(
+    conn: Connection,
+    spec: CampaignSpec,
+    *,
+    first: int,
+    now: datetime,
+    at_most: int | None = None,
+) -> _Scan:
     """Check every recipient (the first ``at_most``) renders; keep the first ``first``.
 
     The one rule for what creation and preview report: opted-out recipients are skipped,
-    a recipient whose message cannot render is listed with the reason.
+    a recipient whose message cannot render is listed with the reason, recipients
+    messaged within the contact cooldown at ``now`` are counted (they would be skipped).
     """
     out = _Scan()
     if spec.list is not None:
@@ -239,6 +259,10 @@ def _scan(conn: Connection, spec: CampaignSpec, *, first: int, at_most: int | No
     watch = _SpinWatch(0)  # whether a message renders does not depend on the spintax choices
     chunk: list[Recipient]
     for chunk in _recipients(conn, spec, out.list_id, out.audience):
+        if spec.cooldown_hours > 0:
+            checked = chunk if at_most is None else chunk[: max(0, at_most - out.total)]
+            ids = [r.contact_id for r in checked if r.contact_id is not None and not r.opted_out]
+            out.cooled += count_cooled(conn, ids, spec.cooldown_hours, now=now)
         for rcp in chunk:
             if at_most is not None and out.total >= at_most:
                 out.spintax_varies = watch.varied
@@ -278,7 +302,12 @@ def _preview_items(spec: CampaignSpec, seed: int, recipients: list[Recipient]) -
 
 
 def preview_campaign(
-    engine: Engine, spec: CampaignSpec, *, limit: int = PREVIEW_SIZE
+    engine: Engine,
+    spec: CampaignSpec,
+    *,
+    limit: int = PREVIEW_SIZE,
+    default_cooldown_hours: float = 0.0,
+    now: datetime | None = None,
 ) -> CampaignPreview:
     """Render the first ``limit`` recipients' messages without storing anything.
 
@@ -288,8 +317,9 @@ def preview_campaign(
     (``spintax_varies``) the preview shows one possible variant per recipient and
     ``campaign create`` shows the ones that will be sent.
     """
+    spec = spec.with_cooldown_default(default_cooldown_hours)
     with engine.connect() as conn:
-        scan = _scan(conn, spec, first=limit, at_most=PREVIEW_SCAN)
+        scan = _scan(conn, spec, first=limit, now=now or utcnow(), at_most=PREVIEW_SCAN)
     return CampaignPreview(
         name=spec.name,
         message_type=spec.message.type,
@@ -302,7 +332,8 @@ def preview_campaign(
         unrenderable=scan.unrenderable,
         unrenderable_count=scan.bad,
         spintax_varies=scan.spintax_varies,
-        audience=None if scan.audience is None else scan.audience.count,
+        audience=scan.audience_count(),
+        cooldown_excluded=scan.cooled,
     )
 
 
@@ -342,7 +373,12 @@ def _check_start(spec: CampaignSpec, now: datetime) -> None:
 
 
 def create_campaign(
-    engine: Engine, spec: CampaignSpec, *, strict: bool = False, now: datetime | None = None
+    engine: Engine,
+    spec: CampaignSpec,
+    *,
+    strict: bool = False,
+    now: datetime | None = None,
+    default_cooldown_hours: float = 0.0,
 ) -> CreatedCampaign:
     """Store a campaign in state ``scheduled`` (start: the file's, else ``now``).
 
@@ -355,14 +391,17 @@ def create_campaign(
     Renders every recipient once to list those whose message cannot render (they will be
     skipped with the reason); with ``strict`` any such recipient refuses the campaign and
     nothing is stored. The preview shows the first messages exactly as they will be sent.
+    An omitted ``safety.contact_cooldown_hours`` is stored as ``default_cooldown_hours``
+    (the ``GATECAST_CONTACT_COOLDOWN_HOURS`` setting the faces pass).
     The render pass only reads, so a big list never holds the database's write lock.
     """
     now = now or utcnow()
+    spec = spec.with_cooldown_default(default_cooldown_hours)
     start_at = spec.start_at_utc() or now
     _check_start(spec, now)
     with engine.connect() as conn:
         _check_senders(conn, spec)
-        scan = _scan(conn, spec, first=PREVIEW_SIZE)
+        scan = _scan(conn, spec, first=PREVIEW_SIZE, now=now)
     if strict and scan.bad:
         raise UnrenderableRecipients(scan.unrenderable, scan.bad)
     with engine.begin() as conn:
@@ -395,7 +434,8 @@ def create_campaign(
         unrenderable=scan.unrenderable,
         unrenderable_count=scan.bad,
         opted_out=scan.opted_out,
-        audience=None if scan.audience is None else scan.audience.count,
+        audience=scan.audience_count(),
+        cooldown_excluded=scan.cooled,
     )
 
 

@@ -137,6 +137,13 @@ class Settings(BaseSettings):
         description="Status events applied to their delivery are deleted this many days "
         f"after they were received (0 keeps them; at least {MIN_EVENT_RETENTION_DAYS:g})",
     )
+    contact_cooldown_hours: float = Field(
+        0.0,
+        ge=0,
+        le=366 * 24,
+        description="Campaigns that do not set safety.contact_cooldown_hours skip a contact "
+        "messaged by any campaign in the last this many hours (0: off)",
+    )
     log_level: str = "INFO"
     # dashboard sessions (issue 13): which reverse proxies are believed
     trusted_proxies: str = Field(

@@ -43,6 +43,8 @@ class RunningCampaign:
     policy: CampaignPolicy
     senders: list[str]
     senders_checked_at: datetime
+    #: recipient time: the distinct recipient zones of its queued rows (else empty)
+    zones: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -92,6 +94,8 @@ class Claimer:
                     log.error("campaign %s has an unreadable spec: %s", cid, exc)
                     continue
                 cached = RunningCampaign(cid, policy, dq.queued_senders(conn, cid), now)
+                if policy.recipient_timezone:
+                    cached.zones = dq.queued_zones(conn, cid)
                 self.campaigns[cid] = cached
             out.append(cached)
         gone = set(self.campaigns) - seen
@@ -120,10 +124,11 @@ class Claimer:
         *,
         busy: Collection[str] = (),
         room: int | None = None,
+        zones: list[str] | None = None,
     ) -> list[Job]:
         """Claim the campaign's due rows of every sender that may send now; the moments
         worth waking up for (next slots, due rows, the next day under a cap) go to
-        ``wakes``.
+        ``wakes``. ``zones`` (recipient time): only rows of these recipient zones.
 
         Paced senders in ``busy`` (a send of theirs still waits on the gateway) are not
         claimed for; paced claiming stops once ``room`` rows are claimed (the sends the
@@ -151,7 +156,7 @@ class Claimer:
             # one transaction for every sender, as below: one commit a tick, not one each
             with self.engine.begin() as conn:
                 for sender in sorted(ready):
-                    self._claim_into(conn, camp, sender, now, per_sender, wakes, jobs)
+                    self._claim_into(conn, camp, sender, now, per_sender, wakes, jobs, zones)
             return jobs
         due: list[str] = []
         for sender in ready:
@@ -168,13 +173,13 @@ class Claimer:
         with self.engine.begin() as conn:
             if slots_per_claim(pace, per_sender) == 1:  # every real-world pace
                 take = due if room is None else due[: max(0, room)]
-                self._claim_one_each(conn, camp, take, now, wakes, jobs)
+                self._claim_one_each(conn, camp, take, now, wakes, jobs, zones)
                 return jobs
             for sender in due:
                 limit = per_sender if room is None else min(per_sender, room - len(jobs))
                 if limit <= 0:
                     break  # no room left: the rest wait for sends to answer
-                self._claim_into(conn, camp, sender, now, limit, wakes, jobs)
+                self._claim_into(conn, camp, sender, now, limit, wakes, jobs, zones)
         return jobs
 
     def _claim_one_each(
@@ -185,6 +190,7 @@ class Claimer:
         now: datetime,
         wakes: list[datetime],
         jobs: list[Job],
+        zones: list[str] | None = None,
     ) -> None:
         """The paced claim of one row per sender for many senders, in a few statements
         whatever their number: take the free slots, count today's sends under a cap,
@@ -203,13 +209,18 @@ class Claimer:
                 wakes.append(next_local_day_start(now, policy.timezone))
             taken = open_
         rows = dq.claim_first_of_each(
-            conn, campaign_id=camp.id, senders=taken, now=now, lease_until=now + self.lease
+            conn,
+            campaign_id=camp.id,
+            senders=taken,
+            now=now,
+            lease_until=now + self.lease,
+            zones=zones,
         )
         slots = [(str(row.sender), next_send_at(now, pace, self.rng)) for row in rows]
         iq.set_next_sends(conn, slots)
         wakes.extend(at for _, at in slots)
         claimed = {row.sender for row in rows}
-        due = dq.next_due_at(conn, camp.id, [s for s in taken if s not in claimed])
+        due = dq.next_due_at(conn, camp.id, [s for s in taken if s not in claimed], zones)
         if due is not None:
             wakes.append(max(due, now))
         jobs.extend(_jobs(rows, policy))
@@ -223,19 +234,20 @@ class Claimer:
         limit: int,
         wakes: list[datetime],
         jobs: list[Job],
+        zones: list[str] | None = None,
     ) -> None:
         """Claim one sender's due rows in ``conn`` and add them to ``jobs`` as jobs; the
         moment worth waking up for goes to ``wakes`` (the next local day when capped, the
         next due row when none is due)."""
         policy = camp.policy
-        claimed = self._claim_sender(conn, camp, sender, now, now + self.lease, limit, wakes)
+        claimed = self._claim_sender(conn, camp, sender, now, now + self.lease, limit, wakes, zones)
         if claimed == "capped":
             wakes.append(next_local_day_start(now, policy.timezone))
             return
         if claimed == "taken":  # paused meanwhile, or another worker holds the slot
             return
         if not claimed:
-            due = dq.next_due_at(conn, camp.id, [sender])
+            due = dq.next_due_at(conn, camp.id, [sender], zones)
             if due is not None:
                 wakes.append(max(due, now))
         jobs.extend(_jobs(claimed, policy))
@@ -249,6 +261,7 @@ class Claimer:
         lease_until: datetime,
         per_sender: int,
         wakes: list[datetime],
+        zones: list[str] | None = None,
     ) -> list[dq.ClaimedRow] | Literal["capped", "taken"]:
         """Claim one sender's next rows in ``conn``'s transaction: the rows, ``"capped"``
         (daily cap reached) or ``"taken"`` (the sender is paused, or another worker holds
@@ -285,6 +298,7 @@ class Claimer:
             now=now,
             lease_until=lease_until,
             limit=limit,
+            zones=zones,
         )
         if pace.unpaced or not rows:
             return rows

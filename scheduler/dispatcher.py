@@ -1,6 +1,8 @@
 """The dispatcher: claim due rows, pace per sender, send, record outcomes in bulk, retry.
 
-One :meth:`Dispatcher.tick` does, for every running campaign inside its sending window:
+One :meth:`Dispatcher.tick` does, for every running campaign inside its sending window
+(in recipient time: for the rows of the recipient zones whose window is open,
+:func:`scheduler.windows.open_zones`):
 
 1. expire leases (rows left ``sending`` by a dead process become ``unknown``) and pause
    senders that received error-463 status events;
@@ -64,7 +66,7 @@ from scheduler.recording import ApplyPending, Recorded, Recorder, default_apply_
 from scheduler.sender_leases import SenderLeases
 from scheduler.sending import SendPool, Submitted, SupportsSend
 from scheduler.sweeping import Sweeper, refresh_pauses
-from scheduler.windows import in_window, next_window_open
+from scheduler.windows import in_window, next_window_open, open_zones
 
 log = logging.getLogger("gatecast.dispatch")
 
@@ -216,6 +218,14 @@ class Dispatcher:
         wakes: list[datetime] = []
         for camp in running:
             policy = camp.policy
+            if policy.recipient_timezone and policy.window is not None:
+                # each recipient's own window: claim only rows of the zones open now
+                zones, reopen = open_zones(now, camp.zones, policy.window)
+                if reopen is not None:
+                    wakes.append(reopen)
+                if zones:
+                    jobs.extend(self._claim(camp, now, wakes, zones))
+                continue
             if not in_window(now, policy.timezone, policy.window):
                 wakes.append(next_window_open(now, policy.timezone, policy.window))
                 continue
@@ -260,14 +270,21 @@ class Dispatcher:
     def _overlaps(self) -> bool:
         return self._sender.concurrency > 0
 
-    def _claim(self, camp: RunningCampaign, now: datetime, wakes: list[datetime]) -> list[Job]:
-        """The campaign's due rows; paced ones only for senders with no send waiting and
-        only as many as the background pool has room for."""
+    def _claim(
+        self,
+        camp: RunningCampaign,
+        now: datetime,
+        wakes: list[datetime],
+        zones: list[str] | None = None,
+    ) -> list[Job]:
+        """The campaign's due rows (``zones``: of these recipient zones only); paced ones
+        only for senders with no send waiting and only as many as the background pool
+        has room for."""
         if not self._overlaps:
-            return self._claimer.claim_for(camp, now, wakes)
+            return self._claimer.claim_for(camp, now, wakes, zones=zones)
         busy = {job.row.sender for job, _ in self._waiting if job.row.sender is not None}
         room = max(0, self._sender.concurrency - len(self._waiting))
-        return self._claimer.claim_for(camp, now, wakes, busy=busy, room=room)
+        return self._claimer.claim_for(camp, now, wakes, busy=busy, room=room, zones=zones)
 
     def _take_answered(self, *, wait: bool = False) -> list[Job]:
         """The background sends that have answered (with ``wait``: all of them, waited

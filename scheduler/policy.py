@@ -52,6 +52,10 @@ class CampaignPolicy:
     instances: tuple[str, ...]
     missed_grace_minutes: float = 60.0
     cron: str | None = None
+    #: the window and start in each recipient's zone (``deliveries.recipient_tz``)
+    recipient_timezone: bool = False
+    #: skip contacts messaged by any campaign in the last this many hours (0: off)
+    cooldown_hours: float = 0.0
 
 
 def policy_of(spec: CampaignSpec) -> CampaignPolicy:
@@ -77,6 +81,8 @@ def policy_of(spec: CampaignSpec) -> CampaignPolicy:
         instances=tuple(spec.instances),
         missed_grace_minutes=float(schedule.missed_grace_minutes),
         cron=schedule.cron or None,
+        recipient_timezone=schedule.recipient_timezone,
+        cooldown_hours=spec.cooldown_hours,
     )
 
 

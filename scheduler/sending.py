@@ -1,7 +1,9 @@
 """Sending: claimed rows to the gateway on thread pools, one client per thread.
 
 DESIGN.md measured one shared AsyncClient as slow, so every pool thread makes its own
-sync client (``client_factory``). Opted-out contacts are skipped before any send.
+sync client (``client_factory``). Opted-out contacts, and contacts another campaign
+messaged within the campaign's contact cooldown (``campaigns.cooldown``), are skipped
+before any send.
 
 Two pools: ``workers`` threads for unpaced batches (the tick waits for them), and, with
 ``concurrency`` > 0, up to ``concurrency`` threads for paced sends the tick does not wait
@@ -21,8 +23,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
+from campaigns.cooldown import cooldown_error, cooled_contacts
 from campaigns.delivery_lifecycle import OPTED_OUT_ERROR
 from gateway.messages import Message
 from gateway.outcomes import OutcomeKind, SendOutcome
@@ -125,17 +128,36 @@ class SendPool:
         finally:
             job.answered_at = self.clock.now()
 
+    def _cooled(self, conn: Connection, jobs: list[Job]) -> set[int]:
+        """The ids of the rows among ``jobs`` whose contact is in its campaign's cooldown
+        (messaged by another campaign since the start: ``campaigns.cooldown``)."""
+        by_hours: dict[float, list[Job]] = {}
+        for job in jobs:
+            if job.row.contact_id is not None and job.policy.cooldown_hours > 0:
+                by_hours.setdefault(job.policy.cooldown_hours, []).append(job)
+        out: set[int] = set()
+        now = self.clock.now()
+        for hours, group in by_hours.items():
+            ids = [j.row.contact_id for j in group if j.row.contact_id is not None]
+            messaged = cooled_contacts(conn, ids, hours, now=now)
+            out.update(j.row.id for j in group if j.row.contact_id in messaged)
+        return out
+
     def submit(self, jobs: list[Job], *, background: bool = False) -> Submitted:
-        """Skip opted-out contacts and start the sends (on the pool when it pays off;
-        ``background``: each on the background pool, which the caller keeps at most
-        ``concurrency`` deep)."""
+        """Skip opted-out contacts and those in their cooldown, and start the sends (on the
+        pool when it pays off; ``background``: each on the background pool, which the
+        caller keeps at most ``concurrency`` deep)."""
         ids = [j.row.contact_id for j in jobs if j.row.contact_id is not None]
         with self.engine.connect() as conn:
             opted_out = dq.opted_out_contact_ids(conn, ids)
+            cooled = self._cooled(conn, jobs)
         out: Submitted = []
         for job in jobs:
             if job.row.contact_id is not None and job.row.contact_id in opted_out:
                 job.error = OPTED_OUT_ERROR
+                out.append((job, None))
+            elif job.row.id in cooled:
+                job.error = cooldown_error(job.policy.cooldown_hours)
                 out.append((job, None))
             elif job.message is None:
                 out.append((job, None))

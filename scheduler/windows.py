@@ -1,8 +1,11 @@
-"""Sending windows in the campaign's timezone (overnight windows such as 22:00-06:00 too)."""
+"""Sending windows in the campaign's timezone (overnight windows such as 22:00-06:00 too),
+or in each recipient's (``[schedule] recipient_timezone``: :func:`open_zones`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime, time, timedelta
+from functools import lru_cache
 from zoneinfo import ZoneInfo
 
 
@@ -34,6 +37,30 @@ def next_window_open(now: datetime, tz: ZoneInfo, window: tuple[time, time] | No
         if candidate_utc >= now and in_window(candidate_utc, tz, window):
             return candidate_utc
     return now + timedelta(minutes=1)  # unreachable for sane windows; poll again soon
+
+
+@lru_cache(maxsize=1024)
+def _zone(name: str) -> ZoneInfo:
+    return ZoneInfo(name)
+
+
+def open_zones(
+    now: datetime, zones: Iterable[str], window: tuple[time, time] | None
+) -> tuple[list[str], datetime | None]:
+    """Recipient time: the ``zones`` (IANA names) whose local ``window`` is open at
+    ``now``, and the first moment another of them opens (None: none closed). A claim
+    takes only rows of the open zones (``deliveries.recipient_tz``): a campaign has few
+    distinct zones, so this is a handful of calls per tick whatever its size."""
+    opened: list[str] = []
+    reopen: datetime | None = None
+    for name in zones:
+        zone = _zone(name)
+        if in_window(now, zone, window):
+            opened.append(name)
+            continue
+        at = next_window_open(now, zone, window)
+        reopen = at if reopen is None else min(reopen, at)
+    return opened, reopen
 
 
 def local_day_start(now: datetime, tz: ZoneInfo) -> datetime:

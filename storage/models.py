@@ -15,12 +15,14 @@ from sqlmodel import Field, SQLModel
 from storage.types import BigId, JsonDoc, UTCDateTime, utcnow
 
 #: the Alembic revision these models describe (``storage/migrations/versions``)
-HEAD_REVISION = "0011"
+HEAD_REVISION = "0012"
 
 
 #: the predicate of the partial indexes over the queue (a query must say it literally,
 #: ``state = 'queued'``, for SQLite and a generic PostgreSQL plan to use them)
 QUEUED_ROWS = "state = 'queued'"
+#: the predicate of the partial index over the queue of campaigns sent in recipient time
+ZONED_QUEUED_ROWS = "state = 'queued' AND recipient_tz IS NOT NULL"
 #: the predicate of the partial index over the rows being sent (the few in flight)
 SENDING_ROWS = "state = 'sending'"
 #: the predicate of the partial index over outbound webhook messages not yet settled
@@ -267,7 +269,20 @@ class Delivery(SQLModel, table=True):
         ),
         Index("ix_deliveries_campaign_state", "campaign_id", "state"),
         Index("ix_deliveries_sender_sent", "sender", "sent_at"),
-        Index("ix_deliveries_contact", "contact_id"),  # sticky-sender lookups
+        # sticky-sender lookups, and the contact cooldown's last sends per contact
+        Index("ix_deliveries_contact_sent", "contact_id", "sent_at"),
+        # the queue of a campaign sent in recipient time, zone by zone (a claim reads the
+        # zones whose window is open, each a range in claim order; partial)
+        Index(
+            "ix_deliveries_zone_queue",
+            "campaign_id",
+            "recipient_tz",
+            "sender",
+            "due_at",
+            "id",
+            sqlite_where=text(ZONED_QUEUED_ROWS),
+            postgresql_where=text(ZONED_QUEUED_ROWS),
+        ),
     )
 
     id: int | None = Field(default=None, sa_type=BigId, primary_key=True)
@@ -295,6 +310,8 @@ class Delivery(SQLModel, table=True):
     failed_at: datetime | None = _dt()
     replied_at: datetime | None = _dt()
     reply_text: str | None = Field(default=None, max_length=4000)
+    # the recipient's IANA zone when the campaign sends in recipient time (else None)
+    recipient_tz: str | None = Field(default=None, max_length=64)
 
 
 class StatusEvent(SQLModel, table=True):

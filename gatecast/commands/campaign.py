@@ -147,8 +147,13 @@ def create_cmd(
     from campaigns.campaign_file import load_campaign_file
 
     with _errors():
+        from gatecast.settings import get_settings
+
         spec = load_campaign_file(file)
-        created = service.create_campaign(open_engine_or_fail(), spec, strict=strict)
+        cooldown = get_settings().contact_cooldown_hours
+        created = service.create_campaign(
+            open_engine_or_fail(), spec, strict=strict, default_cooldown_hours=cooldown
+        )
     if as_json:
         out = asdict(created)
         out["audience"] = None if created.audience is None else created.audience.to_dict()
@@ -160,6 +165,11 @@ def create_cmd(
         f"campaign [bold]{created.id}[/] [green]{escape(spec.name)}[/] is {created.state}, "
         f"{_schedule_text(created.start_at, spec.schedule.cron, spec.schedule.timezone)}; "
         f"{created.recipients:,} recipient(s)"
+        + (
+            f", {created.cooldown_excluded:,} excluded by cooldown"
+            if created.cooldown_excluded
+            else ""
+        )
         + (f", {created.opted_out:,} opted out (skipped)" if created.opted_out else "")
     )
     if created.recipients == 0:
@@ -252,6 +262,8 @@ def show_cmd(
     table.add_column("value", overflow="fold")
     sched = d.spec.schedule
     window = f"{sched.window[0]:%H:%M}-{sched.window[1]:%H:%M}" if sched.window else "any time"
+    if sched.recipient_timezone:
+        window += " in each recipient's zone"
     pace = d.spec.pace
     for label, value in (
         ("state", d.state + (f" ({d.state_reason})" if d.state_reason else "")),

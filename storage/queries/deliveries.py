@@ -38,11 +38,19 @@ from sqlalchemy import (
     literal_column,
     select,
     text,
+    union_all,
     update,
 )
 
 from storage import states, tables
-from storage.models import QUEUED_ROWS, AudienceMember, Contact, Delivery, ListMember
+from storage.models import (
+    QUEUED_ROWS,
+    ZONED_QUEUED_ROWS,
+    AudienceMember,
+    Contact,
+    Delivery,
+    ListMember,
+)
 from storage.queries import paging
 
 _d = tables.deliveries
@@ -53,6 +61,8 @@ _members = tables.list_members
 #: ``state = 'queued'`` with the constant inline: the predicate of ``ix_deliveries_queue``
 #: (a bound parameter would keep SQLite and PostgreSQL's generic plans off the index)
 _QUEUED = _d.c.state == literal_column(f"'{states.QUEUED}'")
+#: the predicate of ``ix_deliveries_zone_queue`` (queued rows with a recipient zone), inline
+_ZONED_QUEUED = text(ZONED_QUEUED_ROWS)
 #: ``state = 'sending'`` inline: the predicate of ``ix_deliveries_in_flight``
 _SENDING = _d.c.state == literal_column(f"'{states.SENDING}'")
 
@@ -101,26 +111,37 @@ def _claimed_rows(result: Any) -> list[ClaimedRow]:
     ]
 
 
-@functools.cache
-def _claim_statement(skip_locked: bool) -> Any:
-    """The claim's UPDATE (module docstring), built once per flavour (its construction
-    cost more than SQLite running it)."""
+def _due_picks(columns: Sequence[Any], queue: Sequence[Any], skip_locked: bool) -> Any:
+    """The first ``n`` due rows of sender ``s`` in campaign ``c`` (parameters) among the
+    rows ``queue`` selects (a partial index's predicate and its own conditions), in claim
+    order; locked and skipped if locked on PostgreSQL."""
     sub = (
-        select(_d.c.id)
+        select(*columns)
         .where(
             _d.c.campaign_id == bindparam("c"),
+            *queue,
             _d.c.sender == bindparam("s"),
-            _QUEUED,
             _d.c.due_at <= bindparam("now", type_=_d.c.due_at.type),
         )
         .order_by(_d.c.due_at, _d.c.id)
         .limit(bindparam("n"))
     )
-    if skip_locked:
-        sub = sub.with_for_update(skip_locked=True)
+    return sub.with_for_update(skip_locked=True) if skip_locked else sub
+
+
+@functools.cache
+def _claim_statement(skip_locked: bool) -> Any:
+    """The claim's UPDATE (module docstring), built once per flavour (its construction
+    cost more than SQLite running it)."""
+    return _claim_update(_due_picks([_d.c.id], [_QUEUED], skip_locked))
+
+
+def _claim_update(picks: Any) -> Any:
+    """The claim's UPDATE of the rows whose ids ``picks`` selects (parameters ``lease``
+    and ``now``), returning :data:`_CLAIMED_COLUMNS`."""
     return (
         update(_d)
-        .where(_d.c.id.in_(sub.scalar_subquery()))
+        .where(_d.c.id.in_(picks.scalar_subquery()))
         .values(
             state=states.SENDING,
             lease_until=bindparam("lease", type_=_d.c.lease_until.type),
@@ -131,6 +152,22 @@ def _claim_statement(skip_locked: bool) -> Any:
     )
 
 
+@functools.cache
+def _zoned_claim_statement(zones: int, skip_locked: bool) -> Any:
+    """The claim of a campaign in recipient time for ``zones`` open zones (``z0``,
+    ``z1``...): the first ``n`` due rows of each zone, a range of
+    ``ix_deliveries_zone_queue`` each, then the first ``n`` of those by (due_at, id)."""
+    branches = []
+    for i in range(zones):
+        queue = [_ZONED_QUEUED, _d.c.recipient_tz == bindparam(f"z{i}")]
+        sub = _due_picks([_d.c.id, _d.c.due_at], queue, skip_locked)
+        zone = sub.subquery(f"z{i}")
+        branches.append(select(zone.c.id, zone.c.due_at))
+    picked = union_all(*branches).subquery("picked")
+    ids = select(picked.c.id).order_by(picked.c.due_at, picked.c.id).limit(bindparam("n"))
+    return _claim_update(ids)
+
+
 def claim(
     conn: Connection,
     *,
@@ -139,16 +176,33 @@ def claim(
     now: datetime,
     lease_until: datetime,
     limit: int,
+    zones: Sequence[str] | None = None,
 ) -> list[ClaimedRow]:
     """Claim up to ``limit`` due queued rows of one campaign and sender; one statement.
 
     On PostgreSQL the subquery takes ``FOR UPDATE SKIP LOCKED`` so concurrent workers
     never claim the same row; on SQLite the single writer lock gives the same guarantee.
+    ``zones`` (a campaign in recipient time): only rows of these recipient zones, the
+    ones whose window is open (:func:`_zoned_claim_statement`; none: nothing claimed).
     """
     if limit <= 0:
         return []
-    params = {"c": campaign_id, "s": sender, "now": now, "lease": lease_until, "n": limit}
-    stmt = _claim_statement(conn.dialect.name == "postgresql")
+    params: dict[str, Any] = {
+        "c": campaign_id,
+        "s": sender,
+        "now": now,
+        "lease": lease_until,
+        "n": limit,
+    }
+    skip_locked = conn.dialect.name == "postgresql"
+    if zones is not None:
+        if not zones:
+            return []
+        zones = sorted(set(zones))
+        params.update({f"z{i}": zone for i, zone in enumerate(zones)})
+        stmt = _zoned_claim_statement(len(zones), skip_locked)
+    else:
+        stmt = _claim_statement(skip_locked)
     claimed = _claimed_rows(conn.execute(stmt, params))
     claimed.sort(key=lambda c: c.id)
     return claimed
@@ -182,12 +236,28 @@ def claim_first_of_each(
     senders: Sequence[str],
     now: datetime,
     lease_until: datetime,
+    zones: Sequence[str] | None = None,
 ) -> list[ClaimedRow]:
     """Claim the first due queued row (by ``due_at``, ``id``) of each of ``senders`` in
     one campaign: :func:`claim` with ``limit=1`` for many senders in one statement.
-    Senders with nothing due claim nothing. Rows come back in sender order."""
+    Senders with nothing due claim nothing. Rows come back in sender order.
+
+    ``zones`` (recipient time, :func:`claim`): one zoned claim per sender instead."""
     if not senders:
         return []
+    if zones is not None:
+        out: list[ClaimedRow] = []
+        for sender in sorted(set(senders)):
+            out += claim(
+                conn,
+                campaign_id=campaign_id,
+                sender=sender,
+                now=now,
+                lease_until=lease_until,
+                limit=1,
+                zones=zones,
+            )
+        return out
     picks = text(_CLAIM_FIRST_OF_EACH[conn.dialect.name]).bindparams(
         bindparam("now", value=now, type_=_d.c.due_at.type),
         bindparam("campaign_id", value=campaign_id),
@@ -221,6 +291,47 @@ def opted_out_contact_ids(conn: Connection, contact_ids: Sequence[int]) -> set[i
         )
     )
     return {int(r[0]) for r in rows}
+
+
+#: contact ids per statement of :func:`contacts_messaged_since`
+_IDS_PER_STATEMENT = 5000
+
+
+def contacts_messaged_since(
+    conn: Connection, contact_ids: Sequence[int], since: datetime
+) -> set[int]:
+    """Which of ``contact_ids`` were sent a message (by any campaign) since ``since``: a
+    range of ``ix_deliveries_contact_sent`` per contact."""
+    out: set[int] = set()
+    ids = list(dict.fromkeys(contact_ids))
+    for at in range(0, len(ids), _IDS_PER_STATEMENT):
+        rows = conn.execute(
+            select(_d.c.contact_id)
+            .where(_d.c.contact_id.in_(ids[at : at + _IDS_PER_STATEMENT]), _d.c.sent_at >= since)
+            .distinct()
+        )
+        out.update(int(r[0]) for r in rows)
+    return out
+
+
+def skip_recently_messaged(
+    conn: Connection, campaign_id: int, *, since: datetime, error: str
+) -> int:
+    """Skip, with ``error``, the campaign's queued rows whose contact was sent a message
+    (by any campaign) since ``since``; one statement (a probe of
+    ``ix_deliveries_contact_sent`` per row). How many."""
+    other = _d.alias("messaged")
+    recent = (
+        select(other.c.id)
+        .where(other.c.contact_id == _d.c.contact_id, other.c.sent_at >= since)
+        .exists()
+    )
+    stmt = (
+        update(_d)
+        .where(_d.c.campaign_id == campaign_id, _QUEUED, _d.c.contact_id.is_not(None), recent)
+        .values(state=states.SKIPPED, error=error, due_at=None)
+    )
+    return int(conn.execute(stmt).rowcount or 0)
 
 
 def _executemany(conn: Connection, stmt: Any, params: list[dict[str, Any]]) -> int:
@@ -414,24 +525,37 @@ def sends_since(
     return int(n_sent) + int(n_sending)
 
 
-def next_due_at(conn: Connection, campaign_id: int, senders: Sequence[str]) -> datetime | None:
+def next_due_at(
+    conn: Connection,
+    campaign_id: int,
+    senders: Sequence[str],
+    zones: Sequence[str] | None = None,
+) -> datetime | None:
     """The earliest ``due_at`` of the campaign's queued rows for ``senders``: the first
-    entry of each sender's range of ``ix_deliveries_queue``."""
+    entry of each sender's range of ``ix_deliveries_queue``; with ``zones`` (recipient
+    time) only rows of these zones, the first entry of each (zone, sender) range of
+    ``ix_deliveries_zone_queue``."""
+    queue: list[tuple[Any, ...]] = (
+        [(_QUEUED,)]
+        if zones is None
+        else [(_ZONED_QUEUED, _d.c.recipient_tz == z) for z in dict.fromkeys(zones)]
+    )
     found: list[datetime] = []
-    for sender in dict.fromkeys(senders):
-        value = conn.execute(
-            select(_d.c.due_at)
-            .where(
-                _d.c.campaign_id == campaign_id,
-                _d.c.sender == sender,
-                _QUEUED,
-                _d.c.due_at.is_not(None),
-            )
-            .order_by(_d.c.due_at, _d.c.id)
-            .limit(1)
-        ).scalar()
-        if isinstance(value, datetime):
-            found.append(value)
+    for conds in queue:
+        for sender in dict.fromkeys(senders):
+            value = conn.execute(
+                select(_d.c.due_at)
+                .where(
+                    _d.c.campaign_id == campaign_id,
+                    *conds,
+                    _d.c.sender == sender,
+                    _d.c.due_at.is_not(None),
+                )
+                .order_by(_d.c.due_at, _d.c.id)
+                .limit(1)
+            ).scalar()
+            if isinstance(value, datetime):
+                found.append(value)
     return min(found, default=None)
 
 
@@ -455,6 +579,32 @@ _QUEUED_SENDERS = text(
 )
 
 
+#: the distinct recipient zones of a campaign's queued rows by a loose scan of
+#: ``ix_deliveries_zone_queue`` (as :data:`_QUEUED_SENDERS`): one probe per zone
+_QUEUED_ZONES = text(
+    f"""
+    WITH RECURSIVE z(tz) AS (
+        SELECT (SELECT recipient_tz FROM {_d.name}
+                WHERE campaign_id = :c AND {ZONED_QUEUED_ROWS}
+                ORDER BY recipient_tz LIMIT 1)
+        UNION ALL
+        SELECT (SELECT d.recipient_tz FROM {_d.name} d
+                WHERE d.campaign_id = :c AND d.state = 'queued'
+                  AND d.recipient_tz IS NOT NULL AND d.recipient_tz > z.tz
+                ORDER BY d.recipient_tz LIMIT 1)
+        FROM z WHERE z.tz IS NOT NULL
+    )
+    SELECT tz FROM z WHERE tz IS NOT NULL
+    """
+)
+
+
+def queued_zones(conn: Connection, campaign_id: int) -> list[str]:
+    """The distinct recipient zones of the campaign's queued rows (recipient time), in
+    order (see :data:`_QUEUED_ZONES`)."""
+    return [str(r[0]) for r in conn.execute(_QUEUED_ZONES, {"c": campaign_id})]
+
+
 def queued_senders(conn: Connection, campaign_id: int) -> list[str]:
     """The distinct sender instances that still have queued rows in the campaign, in
     order (see :data:`_QUEUED_SENDERS`)."""
@@ -466,18 +616,21 @@ __all__ = [
     "ClaimedRow",
     "bind_processor",
     "claim",
+    "contacts_messaged_since",
     "deliveries_page",
     "expire_leases",
     "insert_new_deliveries",
     "next_due_at",
     "opted_out_contact_ids",
     "queued_senders",
+    "queued_zones",
     "record_requeued",
     "record_sent",
     "record_terminal",
     "refresh_statistics",
     "sends_since",
     "sends_since_by_sender",
+    "skip_recently_messaged",
 ]
 
 
@@ -521,6 +674,7 @@ NEW_DELIVERY_COLUMNS = (
     "content",
     "error",
     "queued_at",
+    "recipient_tz",
 )
 
 
@@ -537,8 +691,13 @@ def bind_processor(conn: Connection, column: str) -> Callable[[Any], Any]:
     return process
 
 
-def insert_new_deliveries(conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
-    """Insert delivery rows given as tuples in :data:`NEW_DELIVERY_COLUMNS` order, values
+def insert_new_deliveries(
+    conn: Connection,
+    rows: Sequence[tuple[Any, ...]],
+    columns: Sequence[str] = NEW_DELIVERY_COLUMNS,
+) -> None:
+    """Insert delivery rows given as tuples in ``columns`` order (default
+    :data:`NEW_DELIVERY_COLUMNS`; fewer: an older schema's, as migration tests write), values
     already converted with :func:`bind_processor`; a row whose ``(campaign_id, target)``
     exists is left alone. One driver-level executemany: no per-row statement compilation
     or type processing (materialisation writes a million rows this way)."""
@@ -546,9 +705,9 @@ def insert_new_deliveries(conn: Connection, rows: Sequence[tuple[Any, ...]]) -> 
         return
     if conn.dialect.name == "postgresql":
         # one statement over column arrays: the server runs one INSERT, not one per row
-        types = [_d.c[c].type.compile(conn.dialect) for c in NEW_DELIVERY_COLUMNS]
+        types = [_d.c[c].type.compile(conn.dialect) for c in columns]
         conn.exec_driver_sql(
-            f"INSERT INTO {_d.name} ({', '.join(NEW_DELIVERY_COLUMNS)}) "
+            f"INSERT INTO {_d.name} ({', '.join(columns)}) "
             f"SELECT * FROM unnest({', '.join(f'%s::{t}[]' for t in types)}) "
             "ON CONFLICT (campaign_id, target) DO NOTHING",
             tuple(list(column) for column in zip(*rows, strict=True)),
@@ -556,8 +715,8 @@ def insert_new_deliveries(conn: Connection, rows: Sequence[tuple[Any, ...]]) -> 
         return
     mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
     conn.exec_driver_sql(
-        f"INSERT INTO {_d.name} ({', '.join(NEW_DELIVERY_COLUMNS)}) "
-        f"VALUES ({', '.join([mark] * len(NEW_DELIVERY_COLUMNS))}) "
+        f"INSERT INTO {_d.name} ({', '.join(columns)}) "
+        f"VALUES ({', '.join([mark] * len(columns))}) "
         "ON CONFLICT (campaign_id, target) DO NOTHING",
         list(rows),
     )

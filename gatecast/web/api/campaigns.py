@@ -97,6 +97,9 @@ class CampaignCreated(BaseModel):
     audience: AudienceCountPublic | None = Field(
         None, description="What an [audience] selected at create (null for a list or groups)"
     )
+    cooldown_excluded: int = Field(
+        0, description="Recipients messaged within the contact cooldown now (would be skipped)"
+    )
 
 
 class CampaignPreview(BaseModel):
@@ -120,6 +123,9 @@ class CampaignPreview(BaseModel):
     )
     audience: AudienceCountPublic | None = Field(
         None, description="What an [audience] selects now (null for a list or groups)"
+    )
+    cooldown_excluded: int = Field(
+        0, description="Recipients checked that were messaged within the contact cooldown"
     )
 
 
@@ -269,6 +275,15 @@ def get_campaigns(
     return Page[CampaignPublic](items=items, total=page.total, limit=limit, offset=offset)
 
 
+def _create(ctx: AppContext, spec: CampaignSpec, strict: bool) -> CampaignCreated:
+    """Create ``spec`` (an omitted contact cooldown takes the setting's default)."""
+    cooldown = ctx.settings.contact_cooldown_hours
+    created = create_campaign(
+        ctx.engine, spec, strict=strict, now=ctx.clock(), default_cooldown_hours=cooldown
+    )
+    return created_public(created)
+
+
 @router.post(
     "/campaigns", response_model=CampaignCreated, status_code=201, dependencies=[IDEMPOTENT]
 )
@@ -286,7 +301,7 @@ def post_campaign(
 
     def create() -> CampaignCreated:
         spec = parse_campaign(body, "request body")
-        return created_public(create_campaign(ctx.engine, spec, strict=strict, now=ctx.clock()))
+        return _create(ctx, spec, strict)
 
     return run_once(request, ctx, body, create, status.HTTP_201_CREATED)
 
@@ -307,7 +322,7 @@ def post_campaign_toml(
 
     def create() -> CampaignCreated:
         spec = parse_toml_upload(raw, name)
-        return created_public(create_campaign(ctx.engine, spec, strict=strict, now=ctx.clock()))
+        return _create(ctx, spec, strict)
 
     return run_once(request, ctx, upload, create, status.HTTP_201_CREATED)
 
@@ -317,8 +332,10 @@ def post_preview(
     ctx: Ctx, body: Annotated[dict[str, Any], Body(examples=[CAMPAIGN_EXAMPLE])]
 ) -> CampaignPreview:
     """Validate and render a campaign for its first recipients, storing nothing."""
+    spec = parse_campaign(body, "request body")
+    cooldown = ctx.settings.contact_cooldown_hours
     return preview_public(
-        service.preview_campaign(ctx.engine, parse_campaign(body, "request body"))
+        service.preview_campaign(ctx.engine, spec, default_cooldown_hours=cooldown, now=ctx.clock())
     )
 
 
@@ -328,7 +345,10 @@ def post_preview_toml(
 ) -> CampaignPreview:
     """Validate and render an uploaded TOML campaign file, storing nothing."""
     spec = parse_toml_upload(file.file.read(MAX_TOML_BYTES + 1), file.filename or "")
-    return preview_public(service.preview_campaign(ctx.engine, spec))
+    cooldown = ctx.settings.contact_cooldown_hours
+    return preview_public(
+        service.preview_campaign(ctx.engine, spec, default_cooldown_hours=cooldown, now=ctx.clock())
+    )
 
 
 @router.get("/campaigns/{campaign_id}", response_model=CampaignDetailPublic)

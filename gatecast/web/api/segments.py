@@ -38,6 +38,9 @@ class AudienceCountPublic(BaseModel):
     matched: int
     opted_out: int
     excluded: int
+    cooldown: int = Field(
+        0, description="A campaign's count: contacts messaged within its contact cooldown"
+    )
     summary: str = Field(description='"1,284 recipients; 12 opted out; 3 excluded"')
 
 

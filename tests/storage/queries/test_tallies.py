@@ -41,10 +41,16 @@ def _campaign(conn: Connection, name: str) -> int:
     )
 
 
-def _materialise(conn: Connection, cid: int, start: int, n: int) -> None:
+def _materialise(
+    conn: Connection,
+    cid: int,
+    start: int,
+    n: int,
+    columns: tuple[str, ...] = dq.NEW_DELIVERY_COLUMNS,
+) -> None:
     """``n`` queued rows the way a start writes them (the driver-level bulk insert), a
-    few skipped, one repeated target left alone."""
-    convert = {c: dq.bind_processor(conn, c) for c in dq.NEW_DELIVERY_COLUMNS}
+    few skipped, one repeated target left alone (``columns``: an older schema's)."""
+    convert = {c: dq.bind_processor(conn, c) for c in columns}
     rows = []
     for i in [*range(start, start + n), start]:
         values: dict[str, Any] = {
@@ -59,9 +65,10 @@ def _materialise(conn: Connection, cid: int, start: int, n: int) -> None:
             "content": {},
             "error": None,
             "queued_at": T0,
+            "recipient_tz": None,
         }
-        rows.append(tuple(convert[c](values[c]) for c in dq.NEW_DELIVERY_COLUMNS))
-    dq.insert_new_deliveries(conn, rows)
+        rows.append(tuple(convert[c](values[c]) for c in columns))
+    dq.insert_new_deliveries(conn, rows, columns)
 
 
 def _truth(conn: Connection, cid: int) -> dict[str, int]:
@@ -254,7 +261,8 @@ def test_the_migration_counts_the_rows_already_there(db_url: str) -> None:
         upgrade(engine, "0008")  # the revision before the counts
         with engine.begin() as conn:
             cid = _campaign(conn, "old")
-            _materialise(conn, cid, 0, 30)
+            before_0012 = tuple(c for c in dq.NEW_DELIVERY_COLUMNS if c != "recipient_tz")
+            _materialise(conn, cid, 0, 30, before_0012)
             conn.execute(
                 _d.update()
                 .where(_d.c.campaign_id == cid, _d.c.id % 3 == 0)
