@@ -14,18 +14,28 @@ empty, ...) and the best of each counts.
 The reference is the run without history, in the same run: the goal is dispatch with
 history >= 0.95x dispatch without (issue 17). Default 1,000,000 events; ``--full`` is the
 issue's 10,000,000.
+
+``--keep`` (PostgreSQL) keeps both databases after the run, named after the event count,
+and a later ``--keep`` run with the same count reuses them instead of seeding again
+(seeding 10M takes minutes); ``--drop-kept`` drops them at the end. ``--profile`` prints,
+per database, the dispatch's statements by total time (``before``/``after_cursor_execute``)
+and the WAL bytes written and buffers read/hit per message.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, insert, update
+from sqlalchemy import Engine, event, insert, text, update
 
 from bench.claim_cost import Accepting, pg_available
 from bench.common import BenchError, Figures, report, stopwatch
@@ -110,7 +120,9 @@ def seed_history(engine: Engine, events: int) -> None:
             conn.exec_driver_sql("ANALYZE status_events, deliveries, instances")
 
 
-def dispatch_once(engine: Engine, rows: int, workers: int, batch: int) -> float:
+def dispatch_once(
+    engine: Engine, rows: int, workers: int, batch: int, profile: Profile | None = None
+) -> float:
     """Start a campaign of ``rows`` recipients through :data:`SENDER`, dispatch it to the
     end; messages per second of the dispatch (materialisation excluded)."""
     from scheduler.dispatcher import Dispatcher
@@ -124,6 +136,7 @@ def dispatch_once(engine: Engine, rows: int, workers: int, batch: int) -> float:
         raise BenchError(f"campaign {cid} did not start: {started.outcome} {started.detail}")
     unpace(engine, cid)
     with (
+        profile.attached() if profile else contextlib.nullcontext(),
         stopwatch() as t,
         Dispatcher(
             engine, Accepting, workers=workers, batch_size=batch, campaign_ids=[cid]
@@ -137,31 +150,196 @@ def dispatch_once(engine: Engine, rows: int, workers: int, batch: int) -> float:
     return rows / t[0]
 
 
+KEPT = "gatecast_bench_history"  # --keep: gatecast_bench_history_<events> and _empty
+
+
+@contextlib.contextmanager
+def kept_database(name: str, drop: bool) -> Iterator[tuple[str, bool]]:
+    """A named PostgreSQL database kept after the run (``--keep``): its URL and whether it
+    existed already; dropped at the end only when ``drop``."""
+    import sqlalchemy as sa
+
+    admin = sa.create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        existed = conn.execute(
+            sa.text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name}
+        ).first()
+        if not existed:
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield sa.engine.make_url(PG_ADMIN).set(database=name).render_as_string(False), bool(existed)
+    finally:
+        if drop:
+            with admin.connect() as conn:
+                conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def _seeded(engine: Engine) -> bool:
+    """Whether :func:`seed_history` finished on this database (its last step pauses the
+    banned senders, in one transaction)."""
+    with engine.connect() as conn:
+        n = conn.execute(
+            text(
+                "SELECT count(*) FROM instances"
+                " WHERE instance_id LIKE 'BANNED%' AND paused_at IS NOT NULL"
+            )
+        ).scalar_one()
+    return bool(n == 20)
+
+
+def _has_contacts(engine: Engine, rows: int) -> bool:
+    with engine.connect() as conn:
+        return bool(conn.execute(text("SELECT count(*) FROM contacts")).scalar_one() >= rows)
+
+
+class Profile:
+    """Time per statement text of everything run on ``engine`` while attached, and on
+    PostgreSQL the WAL written and the buffers read and hit (cluster and database wide)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.time: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)
+        self._t0: dict[int, float] = {}
+        self.io: dict[str, float] = {}
+
+    @staticmethod
+    def _shape(statement: str) -> str:
+        import re
+
+        s = re.sub(r"%\(\w+\)s|\$\d+|\?", "?", statement)
+        s = re.sub(r"\?(, \?)+", "?...", s)
+        return " ".join(s.split())
+
+    def _before(self, conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        self._t0[id(cursor)] = time.perf_counter()
+
+    def _after(self, conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        key = self._shape(statement)
+        self.time[key] += time.perf_counter() - self._t0.pop(id(cursor), time.perf_counter())
+        self.calls[key] += 1
+
+    def _io(self) -> dict[str, float]:
+        if self.engine.dialect.name != "postgresql":
+            return {}
+        self.engine.dispose()  # a closing backend flushes its statistics
+        time.sleep(1.1)
+        with self.engine.connect() as conn:
+            conn.exec_driver_sql("SELECT pg_stat_clear_snapshot()")
+            row = conn.exec_driver_sql(
+                "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0'),"
+                " (SELECT wal_fpi FROM pg_stat_wal),"
+                " (SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter),"
+                " blks_read, blks_hit FROM pg_stat_database WHERE datname = current_database()"
+            ).one()
+            out = dict(
+                zip(
+                    ("wal_bytes", "wal_fpi", "checkpoints", "blks_read", "blks_hit"),
+                    row,
+                    strict=True,
+                )
+            )
+            for name, read, hit in conn.exec_driver_sql(
+                "SELECT indexrelname, idx_blks_read, idx_blks_hit FROM pg_statio_user_indexes"
+                " WHERE relname IN ('deliveries', 'status_events')"
+                " UNION ALL SELECT relname || ' (heap)', heap_blks_read, heap_blks_hit"
+                " FROM pg_statio_user_tables WHERE relname IN ('deliveries', 'status_events')"
+            ):
+                out[f"read {name}"] = read or 0
+                out[f"hit {name}"] = hit or 0
+        return {k: float(v) for k, v in out.items()}
+
+    @contextlib.contextmanager
+    def attached(self) -> Iterator[None]:
+        before = self._io()
+        event.listen(self.engine, "before_cursor_execute", self._before)
+        event.listen(self.engine, "after_cursor_execute", self._after)
+        try:
+            yield
+        finally:
+            event.remove(self.engine, "before_cursor_execute", self._before)
+            event.remove(self.engine, "after_cursor_execute", self._after)
+        after = self._io()
+        for k, v in after.items():
+            self.io[k] = self.io.get(k, 0.0) + v - before.get(k, 0.0)
+
+    def print(self, name: str, messages: int, top: int = 12) -> None:
+        """The ``top`` statements by total time, and the I/O per message, as JSON lines."""
+        for key in sorted(self.time, key=self.time.__getitem__, reverse=True)[:top]:
+            print(
+                json.dumps(
+                    {
+                        "bench": "history",
+                        "profile": name,
+                        "ms_total": round(self.time[key] * 1000, 1),
+                        "calls": self.calls[key],
+                        "ms_per_call": round(self.time[key] * 1000 / self.calls[key], 3),
+                        "statement": key[:300],
+                    }
+                ),
+                flush=True,
+            )
+        per_msg = {k: round(v / messages, 3) for k, v in self.io.items() if v}
+        print(json.dumps({"bench": "history", "profile": name, "per_message": per_msg}))
+
+
 def run_db(kind: str, args: argparse.Namespace, events: int, figures: Figures) -> None:
     """Both databases of one kind, alternating runs; the figures and the ratio."""
     pg = kind == "postgresql"
-    with (
-        tempfile.TemporaryDirectory(prefix="gatecast-bench-") as tmpdir,
-        database(Path(tmpdir), pg, "empty") as empty_url,
-        database(Path(tmpdir), pg, "history") as history_url,
-    ):
+    keep = pg and args.keep
+    with contextlib.ExitStack() as stack:
+        tmpdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gatecast-bench-")))
+        if keep:
+            empty_url, _ = stack.enter_context(kept_database(f"{KEPT}_empty", args.drop_kept))
+            history_url, _ = stack.enter_context(kept_database(f"{KEPT}_{events}", args.drop_kept))
+        else:
+            empty_url = stack.enter_context(database(tmpdir, pg, "empty"))
+            history_url = stack.enter_context(database(tmpdir, pg, "history"))
         engines = {"empty": open_db(empty_url), "history": open_db(history_url)}
         runs = args.rounds
+        # a kept database's next run sends to the slices after its earlier runs' ones
+        offset = 0
         for engine in engines.values():
-            seed_audience(engine, args.rows * runs)
-        with stopwatch() as t_seed:
-            seed_history(engines["history"], events)
-        figures.add(f"seeding {events:,} events of history", t_seed[0], "s", db=kind)
+            if keep and _has_contacts(engine, 1):
+                with engine.connect() as conn:
+                    offset = max(
+                        offset,
+                        conn.execute(
+                            text("SELECT count(*) FROM campaigns WHERE name = 'bench'")
+                        ).scalar_one(),
+                    )
+        for engine in engines.values():
+            if not _has_contacts(engine, args.rows * (offset + runs)):
+                if keep and _has_contacts(engine, 1):
+                    raise BenchError("a kept database has too few contacts: --drop-kept it")
+                seed_audience(engine, args.rows * (offset + runs + 20 * keep))
+        if keep and _seeded(engines["history"]):
+            figures.add(f"reused {events:,} events of history", 0, "s", db=kind)
+        else:
+            with stopwatch() as t_seed:
+                seed_history(engines["history"], events)
+            figures.add(f"seeding {events:,} events of history", t_seed[0], "s", db=kind)
+        profiles = {name: Profile(engine) for name, engine in engines.items()}
         # each run sends to its own slice of the list: a list per run
         best: dict[str, float] = {}
         for r in range(runs):
             order = list(engines.items())
             for name, engine in order if r % 2 == 0 else order[::-1]:
-                _use_slice(engine, r, args.rows)
-                rate = dispatch_once(engine, args.rows, args.workers, args.batch)
+                _use_slice(engine, offset + r, args.rows)
+                rate = dispatch_once(
+                    engine,
+                    args.rows,
+                    args.workers,
+                    args.batch,
+                    profiles[name] if args.profile else None,
+                )
                 best[name] = max(best.get(name, 0.0), rate)
         for engine in engines.values():
             engine.dispose()
+    if args.profile:
+        for name, profile in profiles.items():
+            profile.print(f"{kind} {name}", args.rows * runs)
     figures.add("dispatch, no history", best["empty"], "msg/s", db=kind, rows=args.rows)
     figures.add(
         f"dispatch, {events:,} events of history",
@@ -210,6 +388,13 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=256, help="dispatcher batch size")
     parser.add_argument("--db", choices=("sqlite", "postgresql", "both"), default="both")
     parser.add_argument("--pg", action="store_true", help="PostgreSQL only")
+    parser.add_argument(
+        "--keep", action="store_true", help="PostgreSQL: keep the databases and reuse them"
+    )
+    parser.add_argument("--drop-kept", action="store_true", help="drop the kept databases")
+    parser.add_argument(
+        "--profile", action="store_true", help="per-statement time, WAL and buffers"
+    )
     args = parser.parse_args()
     events = 10_000_000 if args.full else args.events
     kinds = ["sqlite", "postgresql"] if args.db == "both" else [args.db]

@@ -15,7 +15,7 @@ from sqlmodel import Field, SQLModel
 from storage.types import BigId, JsonDoc, UTCDateTime, utcnow
 
 #: the Alembic revision these models describe (``storage/migrations/versions``)
-HEAD_REVISION = "0012"
+HEAD_REVISION = "0013"
 
 
 #: the predicate of the partial indexes over the queue (a query must say it literally,
@@ -29,6 +29,9 @@ SENDING_ROWS = "state = 'sending'"
 PENDING_MESSAGES = "state = 'pending'"
 #: the predicate of the partial index over status events that carry an error code
 WITH_ERROR_CODE = "error_code IS NOT NULL"
+#: the predicate of the partial index over status events not yet applied to a delivery
+#: (the few that raced their send, and those of messages no delivery carries)
+UNAPPLIED_EVENTS = "applied = false"
 
 
 def _dt() -> Any:
@@ -338,6 +341,14 @@ class StatusEvent(SQLModel, table=True):
         ),
         # the inbox's recent unapplied events, and retention's oldest applied ones
         Index("ix_status_events_applied_received", "applied", "received_at"),
+        # PostgreSQL only (migration 0013): the unapplied events of the message ids a
+        # dispatch just recorded (partial: the lookup after every recorded batch never
+        # reads the applied history)
+        Index(
+            "ix_status_events_unapplied",
+            "message_id",
+            postgresql_where=text(UNAPPLIED_EVENTS),
+        ).ddl_if(dialect="postgresql"),
     )
 
     id: int | None = Field(default=None, sa_type=BigId, primary_key=True)

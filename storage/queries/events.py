@@ -278,17 +278,17 @@ def _statements(rules: StatusRules) -> tuple[dict[str, Any], Any]:
     return progress, _failed_statement(rules)
 
 
-#: ``coalesce(applied)``, not ``applied``: the lookup must go through the message ids
-#: (uq_status_event), never scan the ``applied`` index over every event still unapplied
-#: (status events of messages that other tools sent through the same instance never match
-#: a delivery and stay unapplied for good)
+#: ``applied = false`` written literally: the predicate of ``ix_status_events_unapplied``
+#: (PostgreSQL), so the lookup goes through the message ids among the unapplied events only (never
+#: through ``uq_status_event``, whose random leaf pages over the whole history a dispatch
+#: would read once per message recorded, nor over the ``applied`` index, which holds every
+#: event still unapplied: those of messages other tools sent through the same instance
+#: never match a delivery and stay unapplied for good)
+_IS_UNAPPLIED = _e.c.applied == literal_column("false")
 _UNAPPLIED = (
     select(_e.c.id, _e.c.status, _d.c.id)
     .join(_d, _d.c.message_id == _e.c.message_id)
-    .where(
-        _e.c.message_id.in_(bindparam("mids", expanding=True)),
-        func.coalesce(_e.c.applied, True).is_(False),
-    )
+    .where(_e.c.message_id.in_(bindparam("mids", expanding=True)), _IS_UNAPPLIED)
 )
 _MARK_APPLIED = update(_e).where(_e.c.id.in_(_ids)).values(applied=True)
 
@@ -365,6 +365,8 @@ def _sqlite_statements(rules: StatusRules) -> tuple[dict[str, str], str]:
 _SQLITE_UNAPPLIED = _sqlite_sql(
     select(_e.c.id, _e.c.status)
     .join(_d, _d.c.message_id == _e.c.message_id)
+    # SQLite would take ``applied = false`` through ix_status_events_applied_received
+    # (every unapplied event): ``coalesce`` keeps it on uq_status_event, as before 0013
     .where(_e.c.message_id.op("IN")(_in_marker), func.coalesce(_e.c.applied, True).is_(False))
 )
 _SQLITE_MARK_APPLIED = _sqlite_sql(
