@@ -18,7 +18,7 @@ What an erase does (docs/contacts-import.md, "Erasing a contact"):
   (``secure_delete``) and the write-ahead log is checkpointed, so the number does not
   stay readable in the file's free space.
 
-No suppression list is kept (Decision NEW in docs/architecture.md): even a hash of a
+No suppression list is kept (decision 20 in docs/architecture.md): even a hash of a
 phone number is personal data that can be reversed by trying every number, so keeping
 one would undo the erase. A later import of the same number creates a new contact; to
 keep someone from being messaged, opt them out instead (that keeps the number, which is
