@@ -50,6 +50,10 @@ def test_pages_render_real_data(live_sqlite: LiveApp, sandbox: Any) -> None:
         # the scheduled campaign's daily cap (1000) applies to the instance
         assert api.get(f"/api/v1/instances/{iid}").json()["daily_cap"] == 1000
         assert "of 1000 (daily cap)" in page
+        seg = api.post("/api/v1/segments", json={"name": "all-customers", "lists": ["customers"]})
+        assert seg.status_code == 201, seg.text
+        segments = browser.get("/segments").text
+        assert 'data-segment="all-customers"' in segments and "lists customers" in segments
 
         for asset in (
             "/static/gatecast.css",

@@ -74,6 +74,8 @@ def home() -> RedirectResponse:
 #: how the Instances page names each stored state
 #: campaigns a page of the dashboard's list shows
 CAMPAIGNS_PER_PAGE = 50
+#: saved segments a page of the dashboard's list shows
+SEGMENTS_PER_PAGE = 50
 
 INSTANCE_STATE_LABELS = {
     "created": "not linked",
@@ -242,6 +244,23 @@ def webhooks_page(request: Request, ctx: Ctx) -> HTMLResponse:
         if endpoint is not None and log is not None:
             shown.append({**endpoint.__dict__, "attempts": log.items})
     return render(request, "webhooks.html", endpoints=shown, events=EVENTS)
+
+
+@page.get("/segments")
+def segments_page(request: Request, ctx: Ctx, offset: Offset = 0) -> HTMLResponse:
+    """Saved segments (50 a page) with their definitions; save one (its count shown when
+    saved), count one now, delete one."""
+    from campaigns.segments import segments_page as saved
+
+    found = saved(ctx.engine, limit=SEGMENTS_PER_PAGE, offset=offset)
+    return render(
+        request,
+        "segments.html",
+        segments=found,
+        offset=offset,
+        per_page=SEGMENTS_PER_PAGE,
+        save_key=f"segment-{secrets.token_urlsafe(18)}",
+    )
 
 
 router.include_router(page)
