@@ -508,7 +508,7 @@ _STAGE_COLUMNS = (
 )
 
 
-def _stage_source(conn: Connection, now: datetime) -> Any:
+def _stage_source(conn: Connection, now: datetime, *, opted_out: bool = False) -> Any:
     """The staged rows as new contacts' column values (:data:`_STAGE_COLUMNS`)."""
     return select(
         contact_stage.c.phone,
@@ -517,7 +517,7 @@ def _stage_source(conn: Connection, now: datetime) -> Any:
         _staged_attributes(conn),
         _staged_attributes(conn, "folded"),
         contact_stage.c.folded_name,
-        literal(False),
+        literal(opted_out),
         literal(now, UTCDateTime()),
         literal(now, UTCDateTime()),
     )
@@ -599,18 +599,9 @@ def opt_out_staged(conn: Connection, reason: str, now: datetime) -> StagedOptOut
     conn.execute(
         insert(contacts).from_select(
             [*_STAGE_COLUMNS, "opted_out_at", "opt_out_reason"],
-            select(
-                contact_stage.c.phone,
-                contact_stage.c.raw_phone,
-                contact_stage.c.name,
-                _staged_attributes(conn),
-                _staged_attributes(conn, "folded"),
-                literal(True),
-                literal(now, UTCDateTime()),
-                literal(now, UTCDateTime()),
-                literal(now, UTCDateTime()),
-                literal(reason),
-            ).where(~exists().where(contacts.c.phone == contact_stage.c.phone)),
+            _stage_source(conn, now, opted_out=True)
+            .add_columns(literal(now, UTCDateTime()), literal(reason))
+            .where(~exists().where(contacts.c.phone == contact_stage.c.phone)),
         )
     )
     return StagedOptOut(total - existing, existing - already, already)
