@@ -27,7 +27,7 @@ demo: install          ## the main job: sandbox + SQLite, import, campaign, repo
 	$(BIN)/gatecast demo
 
 test: install          ## the fast suite: journeys, SQLite and PostgreSQL, sandbox over real HTTP
-	$(BIN)/pytest -n 2
+	$(BIN)/pytest -n 2 --dist worksteal  # an idle worker takes tests waiting on the other
 
 test-slow: install     ## kill/soak and browser runs
 	$(BIN)/pytest -m slow
