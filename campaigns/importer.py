@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
@@ -58,6 +59,7 @@ from campaigns.audiences import clean_list_name
 from campaigns.campaign_file import timezone_problem
 from campaigns.import_runs import mark_interrupted_imports, runner_id
 from campaigns.phones import PhoneResult, normalise_batch, normalise_phone
+from campaigns.search_index import catch_up_search
 from campaigns.segments import clean_tag, fold_value
 from campaigns.spreadsheets import (
     DEFAULT_MAX_BYTES,
@@ -79,6 +81,8 @@ from storage.queries import contacts as q
 from storage.types import utcnow
 
 Progress = Callable[[int, int], None]
+
+log = logging.getLogger(__name__)
 
 imports: Table = tables.imports
 
@@ -645,6 +649,7 @@ def import_file(
     now: datetime | None = None,
     batch_size: int = q.BATCH,
     on_start: Callable[[int], None] | None = None,
+    catch_up: bool = True,
 ) -> ImportReport:
     """Import a CSV/XLSX/XLS/ODS or vCard file into the list ``opts.list_name`` (or, with
     ``opts.opt_out``, opt every number of it out: no list).
@@ -653,7 +658,9 @@ def import_file(
     or a database error; contacts and lists are then unchanged and the import job row
     says ``failed``. ``progress(done, total)`` is called as work advances;
     ``on_start(import_id)`` as soon as the job row exists. Imports left ``running`` by a
-    killed process are marked failed first (:mod:`campaigns.import_runs`).
+    killed process are marked failed first (:mod:`campaigns.import_runs`). Once it has
+    committed, the contact search catches up with it (``catch_up``;
+    :mod:`campaigns.search_index`).
     """
     now = now or utcnow()
     filename = original_filename or path.name
@@ -667,7 +674,7 @@ def import_file(
     try:
         if on_start is not None:
             on_start(import_id)
-        return _run(engine, path, opts, import_id, list_name, filename, progress, now, batch_size)
+        report = _run(engine, path, opts, import_id, list_name, filename, progress, now, batch_size)
     except ImportFailed as exc:
         _fail_job(engine, import_id, str(exc), utcnow())
         raise
@@ -678,6 +685,12 @@ def import_file(
                 f"{path}: import failed, nothing was written ({_describe(exc)})"
             ) from exc
         raise
+    try:  # committed: its contacts are found already; this makes finding them fast
+        if catch_up:
+            catch_up_search(engine)
+    except Exception:  # the leader catches up later; the import stands
+        log.warning("the contact search will catch up later", exc_info=True)
+    return report
 
 
 def _describe(exc: BaseException) -> str:

@@ -25,6 +25,7 @@ from datetime import timedelta
 
 from sqlalchemy import Engine
 
+from campaigns.search_index import catch_up_search
 from gateway.client import GatewayClient
 from scheduler import leader
 from scheduler.clock import Clock, SystemClock
@@ -75,6 +76,8 @@ class ServiceOptions:
     #: how often the leader looks for outbound webhook messages due (0: never sends them)
     outbound_poll_seconds: float = 0.5
     outbound_policy: OutboundPolicy = field(default_factory=OutboundPolicy)
+    #: how often the leader fills the search rows of contacts written since (0: never)
+    search_catch_up_seconds: float = 2.0
 
 
 class Service:
@@ -159,6 +162,8 @@ class Service:
                 self._spawn("gatecast-retention", self._retention_loop)
             if self.outbound is not None:
                 self._spawn("gatecast-outbound", self._outbound_loop)
+            if self.options.search_catch_up_seconds > 0:
+                self._spawn("gatecast-search", self._search_loop)
         self._spawn("gatecast-dispatch", self._dispatch_loop)
         if self.options.listen and listener_for(self.engine) is not None:
             self._spawn("gatecast-wakeups", self._wakeup_loop)
@@ -270,6 +275,16 @@ class Service:
                     pass  # a full pass: the next one at once
             except Exception as exc:
                 log_failure(log, "outbound webhook error", exc)
+
+    def _search_loop(self) -> None:
+        # its own thread: filling the search rows of a big write must not delay the rest
+        while not self._stop.wait(self.options.search_catch_up_seconds):
+            if not self.is_leader:
+                continue
+            try:
+                catch_up_search(self.engine, stop=self._stop)
+            except Exception as exc:
+                log_failure(log, "contact search catch-up error", exc)
 
     def stop(self) -> None:
         """Stop the loops, the scheduler and the dispatcher; give the lease up."""

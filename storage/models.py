@@ -15,7 +15,7 @@ from sqlmodel import Field, SQLModel
 from storage.types import BigId, JsonDoc, UTCDateTime, utcnow
 
 #: the Alembic revision these models describe (``storage/migrations/versions``)
-HEAD_REVISION = "0013"
+HEAD_REVISION = "0014"
 
 
 #: the predicate of the partial indexes over the queue (a query must say it literally,
@@ -94,6 +94,20 @@ class Contact(SQLModel, table=True):
     opt_out_reason: str | None = Field(default=None, max_length=500)
     created_at: datetime = _created()
     updated_at: datetime = _created()
+
+
+class ContactSearchPending(SQLModel, table=True):
+    """A contact whose search row is missing or stale (migration 0014).
+
+    Triggers on ``contacts`` queue the contacts a write inserts or whose searched text
+    changes; ``storage.queries.contact_search.catch_up`` fills their search rows in bulk
+    and takes them off. A search checks the queued contacts directly.
+    """
+
+    __tablename__ = "contact_search_pending"
+    __table_args__ = {"sqlite_with_rowid": False}
+
+    contact_id: int = Field(sa_type=BigId, primary_key=True)
 
 
 class ContactList(SQLModel, table=True):
@@ -579,6 +593,7 @@ __all__ = [
     "CampaignStateCount",
     "Contact",
     "ContactList",
+    "ContactSearchPending",
     "ContactTag",
     "Counter",
     "DashboardSession",

@@ -17,6 +17,7 @@ _tables = SQLModel.metadata.tables
 
 instances: Final[Table] = _tables["instances"]
 contacts: Final[Table] = _tables["contacts"]
+contact_search_pending: Final[Table] = _tables["contact_search_pending"]
 lists: Final[Table] = _tables["lists"]
 list_members: Final[Table] = _tables["list_members"]
 imports: Final[Table] = _tables["imports"]

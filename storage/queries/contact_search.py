@@ -1,14 +1,16 @@
-"""Contact management in SQL: the search predicate, one contact's writes (create, edit,
-tags, list membership) and reads (its deliveries and replies), the export's rows.
+"""Contact management in SQL: the search predicate, the search table's catching up, one
+contact's writes (create, edit, tags, list membership) and reads (its deliveries and
+replies), the export's rows.
 
 A search arrives folded (the domain's rule, ``campaigns.segments.fold_value``): it matches
 a contact whose folded name (``contacts.folded_name``) or any folded attribute value
-contains it, or whose phone contains its digits. On PostgreSQL the trigram GIN indexes of
-migration 0011 serve the three ``LIKE``; the attribute match is first narrowed on the
-indexed text of ``folded`` (which holds the keys too) and then checked value by value.
-A page counts its total only up to :data:`COUNT_CAP` past its offset. SQLite matches in
-the FTS5 trigram table of that migration. Every function takes a ``Connection`` and
-leaves the transaction to its caller.
+contains it, or whose phone contains its digits. Both dialects answer from a search table
+(migration 0014): SQLite's FTS5 trigram table, PostgreSQL's table with a trigram GIN index
+per column. Writes do not fill it: triggers queue the contacts a write inserted or whose
+searched text changed (``contact_search_pending``) and :func:`catch_up` fills the table
+from the queue in bulk. While contacts wait there, a search checks them directly, so none
+is missed. A page counts its total only up to :data:`COUNT_CAP` past its offset. Every
+function takes a ``Connection`` and leaves the transaction to its caller.
 """
 
 from __future__ import annotations
@@ -22,11 +24,11 @@ from sqlalchemy import (
     BigInteger,
     Column,
     Connection,
+    Engine,
     MetaData,
     RowMapping,
     Table,
     Text,
-    cast,
     delete,
     exists,
     func,
@@ -36,9 +38,11 @@ from sqlalchemy import (
     select,
     text,
     true,
+    union,
     update,
 )
 from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.selectable import Select
 
 from storage import tables
 from storage.dialect import dialect_insert
@@ -70,7 +74,7 @@ class ContactFilter:
     where: tuple[ColumnElement[bool], ...] = ()
 
 
-#: SQLite: the trigram search table of migration 0011 (rowid = the contact's id)
+#: SQLite: the FTS5 trigram search table (rowid = the contact's id)
 contact_search = Table(
     "contact_search",
     MetaData(),
@@ -79,8 +83,23 @@ contact_search = Table(
     Column("phone", Text),
     Column("attrs", Text),
 )
+#: PostgreSQL: the search table, a trigram GIN index on each text column
+pg_contact_search = Table(
+    "contact_search",
+    MetaData(),
+    Column("contact_id", BigInteger),
+    Column("name", Text),
+    Column("phone", Text),
+    Column("attrs", Text),
+)
+#: the contacts whose search row is missing or stale, queued by triggers on ``contacts``
+pending: Table = tables.contact_search_pending
 #: the trigram tokenizer indexes runs of this many characters; shorter searches scan
 TRIGRAM = 3
+#: what joins a contact's attribute values in the search table
+SEPARATOR = "\x1f"
+#: contacts :func:`catch_up` fills into the search table per call
+CATCH_UP_BATCH = 5_000
 
 
 def _values_contain(conn: Connection, folded: str) -> ColumnElement[bool]:
@@ -111,24 +130,26 @@ def _fts_match(conn: Connection, f: ContactFilter) -> str | None:
     return " OR ".join(parts)
 
 
-def _order(conn: Connection, f: ContactFilter) -> ColumnElement[Any]:
-    """What a page is ordered by: the contact's id (the search table's rowid when it
-    drives the search, so its rows come in order and no sort is needed)."""
-    if (f.text or f.digits) and _fts_match(conn, f) is not None:
-        return contact_search.c.rowid
-    return contacts.c.id
+def catching_up(conn: Connection) -> bool:
+    """Whether contacts wait for their search row (:func:`catch_up` has work)."""
+    return conn.execute(select(pending.c.contact_id).limit(1)).first() is not None
 
 
-def _text_match(conn: Connection, f: ContactFilter) -> list[ColumnElement[bool]]:
-    """The conditions of the text part of a search (name, attribute value, phone digits).
+def _text_match(
+    conn: Connection, f: ContactFilter
+) -> tuple[list[ColumnElement[bool]], ColumnElement[Any]]:
+    """The conditions of the text part of a search (name, attribute value, phone digits),
+    and the order a page walks.
 
-    SQLite, searches of at least :data:`TRIGRAM` characters: the ids the FTS5 trigram
-    table matches (one ``MATCH``). PostgreSQL: an ``OR`` of the three trigram-indexed
-    ``LIKE`` (the attributes as the text of ``folded``, which holds the keys too; a
-    bitmap OR of the indexes), then the exact test value by value. Shorter searches (and
-    PostgreSQL without ``pg_trgm``) scan with the exact test alone.
+    Searches of at least :data:`TRIGRAM` characters go through the search table: SQLite's
+    FTS5 ``MATCH`` (joined by rowid and walked in rowid order, so a page stops early),
+    PostgreSQL's ``OR`` of three trigram-indexed ``LIKE`` (a bitmap OR, or a walk of its
+    key in id order for a common match). Its text matches exactly as the contact's does,
+    so with nothing queued that is the whole search. While contacts are queued, the
+    queued ids join the table's and the exact test decides (the table may hold a queued
+    contact's old text). Shorter searches (and PostgreSQL without ``pg_trgm``, which
+    scans the search table) scan with the exact test.
     """
-    short = len(f.text) < TRIGRAM and len(f.digits) < TRIGRAM
     exact: list[ColumnElement[bool]] = []
     if f.text:
         exact.append(contacts.c.folded_name.contains(f.text, autoescape=True))
@@ -136,34 +157,103 @@ def _text_match(conn: Connection, f: ContactFilter) -> list[ColumnElement[bool]]
     if f.digits:
         exact.append(contacts.c.phone.contains(f.digits, autoescape=True))
     match = _fts_match(conn, f)
-    if match is not None:  # joined by rowid, walked in rowid order: a page stops early
-        return [
-            contacts.c.id == contact_search.c.rowid,
-            literal_column("contact_search").op("MATCH")(literal(match, Text())),
-        ]
-    if conn.dialect.name == "postgresql" and not short:
+    short = len(f.text) < TRIGRAM and len(f.digits) < TRIGRAM
+    found: Select[Any]
+    if match is not None:
+        fts = literal_column("contact_search").op("MATCH")(literal(match, Text()))
+        found = select(contact_search.c.rowid).where(fts)
+    elif conn.dialect.name == "postgresql" and not short:
+        search = pg_contact_search
         narrow: list[ColumnElement[bool]] = []
         if f.text:
-            narrow.append(contacts.c.folded_name.contains(f.text, autoescape=True))
-            narrow.append(
-                cast(contacts.c.folded, Text).contains(_json_text(f.text), autoescape=True)
-            )
+            narrow.append(search.c.name.contains(f.text, autoescape=True))
+            narrow.append(search.c.attrs.contains(f.text, autoescape=True))
         if f.digits:
-            narrow.append(contacts.c.phone.contains(f.digits, autoescape=True))
-        return [or_(*narrow), or_(*exact)]
-    return [or_(*exact)]
+            narrow.append(search.c.phone.contains(f.digits, autoescape=True))
+        found = select(search.c.contact_id).where(or_(*narrow))
+    else:
+        return [or_(*exact)], contacts.c.id
+    # the attribute values are joined by U+001F: a search holding it is tested exactly
+    if SEPARATOR not in f.text and not catching_up(conn):
+        if match is not None:
+            return [contacts.c.id == contact_search.c.rowid, fts], contact_search.c.rowid
+        return [contacts.c.id.in_(found)], contacts.c.id
+    either = union(found, select(pending.c.contact_id))
+    return [contacts.c.id.in_(either), or_(*exact)], contacts.c.id
 
 
-def _json_text(text: str) -> str:
-    """``text`` as it appears inside a JSON string (quotes and backslashes escaped)."""
-    return text.replace("\\", "\\\\").replace('"', '\\"')
+def catch_up(conn: Connection, *, after: int = 0, limit: int = CATCH_UP_BATCH) -> tuple[int, int]:
+    """Fill the search rows of up to ``limit`` queued contacts with ids above ``after``
+    and take them off the queue: ``(how many, the highest id taken)``; fewer than
+    ``limit``: no more above ``after`` (on PostgreSQL, none that a concurrent call does
+    not hold). One bulk statement a dialect; ``after`` spares PostgreSQL a walk over the
+    queue entries earlier batches deleted and no vacuum has removed yet."""
+    params = {"after": after, "n": limit}
+    if conn.dialect.name == "postgresql":
+        row = conn.execute(_PG_CATCH_UP, params).one()
+        return int(row[0]), int(row[1] if row[1] is not None else after)
+    batch = (
+        "SELECT contact_id FROM contact_search_pending WHERE contact_id > :after"
+        " ORDER BY contact_id LIMIT :n"
+    )
+    last = conn.execute(text(f"SELECT max(contact_id) FROM ({batch})"), params).scalar()
+    if last is None:
+        return 0, after
+    conn.execute(text(f"DELETE FROM contact_search WHERE rowid IN ({batch})"), params)
+    conn.execute(
+        text(
+            "INSERT INTO contact_search (rowid, name, phone, attrs) SELECT id, folded_name,"
+            " phone, coalesce((SELECT group_concat(value, char(31)) FROM json_each(folded)),"
+            f" '') FROM contacts WHERE id IN ({batch})"
+        ),
+        params,
+    )
+    done = conn.execute(
+        text(f"DELETE FROM contact_search_pending WHERE contact_id IN ({batch})"), params
+    )
+    return int(done.rowcount or 0), int(last)
+
+
+def tidy_after_catch_up(engine: Engine) -> None:
+    """After a large catch-up (PostgreSQL): vacuum the queue, whose deleted entries a
+    search would otherwise step over until autovacuum comes, and refresh the search
+    table's statistics. Outside any transaction (``VACUUM`` must be); SQLite has nothing
+    to tidy."""
+    if engine.dialect.name != "postgresql":
+        return
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("VACUUM (ANALYZE) contact_search_pending"))
+        conn.execute(text("ANALYZE contact_search"))
+
+
+_PG_CATCH_UP = text(  # ids as arrays: index probes whatever the (stale) statistics say
+    "WITH batch AS (DELETE FROM contact_search_pending WHERE contact_id = ANY(ARRAY("
+    "SELECT contact_id FROM contact_search_pending WHERE contact_id > :after"
+    " ORDER BY contact_id LIMIT :n FOR UPDATE SKIP LOCKED)) RETURNING contact_id),"
+    " filled AS (INSERT INTO contact_search (contact_id, name, phone, attrs)"
+    " SELECT c.id, c.folded_name, c.phone,"
+    " coalesce((SELECT string_agg(value, chr(31)) FROM jsonb_each_text(c.folded)), '')"
+    " FROM contacts c WHERE c.id = ANY(ARRAY(SELECT contact_id FROM batch))"
+    " ON CONFLICT (contact_id) DO UPDATE SET name = excluded.name, phone = excluded.phone,"
+    " attrs = excluded.attrs RETURNING 1)"
+    " SELECT count(*), max(contact_id) FROM batch"
+)
 
 
 def conditions(conn: Connection, f: ContactFilter) -> list[ColumnElement[bool]]:
     """The conditions of a contact the filter selects."""
+    return _plan(conn, f)[0]
+
+
+def _plan(
+    conn: Connection, f: ContactFilter
+) -> tuple[list[ColumnElement[bool]], ColumnElement[Any]]:
+    """The conditions of a contact the filter selects, and the order a page walks."""
     conds: list[ColumnElement[bool]] = list(f.where)
+    order: ColumnElement[Any] = contacts.c.id
     if f.text or f.digits:
-        conds.extend(_text_match(conn, f))
+        text_conds, order = _text_match(conn, f)
+        conds.extend(text_conds)
     if f.opted_out is not None:
         conds.append(contacts.c.opted_out == f.opted_out)
     if f.list_id is not None:
@@ -178,7 +268,7 @@ def conditions(conn: Connection, f: ContactFilter) -> list[ColumnElement[bool]]:
                 contact_tags.c.contact_id == contacts.c.id, contact_tags.c.tag_id == f.tag_id
             )
         )
-    return conds
+    return conds, order
 
 
 #: a search counts its matches up to this many; above, its total says "more than"
@@ -191,7 +281,7 @@ def search_page(
     """``(total, exact, rows)``: how many contacts the filter selects (counted up to
     :data:`COUNT_CAP` past the page: ``exact`` False when there are more) and one page of
     them, by id."""
-    conds, order = conditions(conn, f), _order(conn, f)
+    conds, order = _plan(conn, f)
     rows = conn.execute(
         select(*(contacts.c[name] for name in columns))
         .where(*conds)
@@ -381,14 +471,15 @@ def export_rows(conn: Connection, f: ContactFilter) -> Iterator[list[tuple[RowMa
 
 
 def has_trigram_indexes(conn: Connection) -> bool:
-    """PostgreSQL: whether migration 0011 could make the trigram indexes (else: scans)."""
+    """PostgreSQL: whether migration 0014 could make the trigram indexes (else: scans)."""
     if conn.dialect.name != "postgresql":
         return False
-    sql = "SELECT count(*) FROM pg_indexes WHERE indexname = 'ix_contacts_folded_name_trgm'"
+    sql = "SELECT count(*) FROM pg_indexes WHERE indexname = 'ix_contact_search_name_trgm'"
     return bool(conn.execute(text(sql)).scalar_one())
 
 
 __all__ = [
+    "CATCH_UP_BATCH",
     "COUNT_CAP",
     "DELIVERY_COLUMNS",
     "EXPORT_BATCH",
@@ -396,6 +487,8 @@ __all__ = [
     "TRIGRAM",
     "ContactFilter",
     "add_member",
+    "catch_up",
+    "catching_up",
     "conditions",
     "contact_deliveries",
     "contact_for_update",
@@ -405,9 +498,12 @@ __all__ = [
     "export_rows",
     "has_trigram_indexes",
     "insert_contact",
+    "pending",
+    "pg_contact_search",
     "phones_filter",
     "remove_member",
     "search_page",
     "tag_contacts",
+    "tidy_after_catch_up",
     "untag_contacts",
 ]

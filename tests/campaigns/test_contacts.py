@@ -9,7 +9,10 @@ import pytest
 from sqlalchemy import Engine
 
 from campaigns import contacts as c
+from campaigns.erasure import erase_contact
 from campaigns.importer import ImportOptions, import_file
+from campaigns.search_index import catch_up_search
+from storage.queries import contact_search as cs
 from tests.campaigns.campaign_fixtures import NOW
 
 
@@ -66,3 +69,36 @@ def test_bulk_tag_by_search_and_by_phones(engine: Engine) -> None:
         c.change_tag(
             engine, "de", c.Targets(phones=["+14155550009"]), add=True, region="US", now=NOW
         )
+
+
+def test_search_is_right_before_and_after_the_search_table_catches_up(engine: Engine) -> None:
+    """Writes only queue contacts for the search table (migration 0014); a search checks
+    the queued ones directly, so what it finds never depends on the catching up."""
+    c.add_contact(
+        engine, "+14155550001", region="US", now=NOW, name="Annika", attributes={"city": "Bonn"}
+    )
+    c.add_contact(engine, "+14155550002", region="US", now=NOW, name="Bert")
+    assert catch_up_search(engine) == 2
+    with engine.connect() as conn:
+        assert not cs.catching_up(conn)
+    assert _phones(engine, query="annik") == ["+14155550001"]
+    # an edit leaves a stale search row ("Annika") until the next catch-up
+    c.edit_contact(engine, "+14155550001", c.Edit(name="Carla"), region="US", now=NOW)
+    with engine.connect() as conn:
+        assert cs.catching_up(conn)
+    for caught_up in (False, True):
+        assert _phones(engine, query="annik") == [], caught_up
+        assert _phones(engine, query="carl") == ["+14155550001"], caught_up
+        assert _phones(engine, query="bonn") == ["+14155550001"], caught_up
+        assert _phones(engine, query="5550002") == ["+14155550002"], caught_up
+        catch_up_search(engine)
+    with engine.connect() as conn:
+        assert not cs.catching_up(conn)
+    # a deleted contact leaves the search table and the queue in its transaction
+    c.add_contact(engine, "+14155550003", region="US", now=NOW, name="Dora")
+    erase_contact(engine, phone_e164="+14155550003")
+    erase_contact(engine, phone_e164="+14155550002")
+    with engine.connect() as conn:
+        assert not cs.catching_up(conn)
+    assert _phones(engine, query="dora") == [] and _phones(engine, query="bert") == []
+    assert catch_up_search(engine) == 0

@@ -1,0 +1,34 @@
+"""When the contact search catches up with the writes.
+
+Writes to ``contacts`` only queue the contacts whose searched text they changed (a
+trigger; migration 0014): an import of a million new contacts pays nothing for the
+search in its transaction. The search table is filled from that queue in bulk by
+:func:`catch_up_search`, called by an import once it has committed
+(``campaigns.importer.import_file``) and by the leader every few seconds
+(``scheduler.service``) for the single-contact writes of the API, the dashboard and the
+CLI. A search is right whatever the queue holds: it checks the queued contacts directly
+(``storage.queries.contact_search``); the catching up keeps it fast.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from sqlalchemy import Engine
+
+from storage.queries import contact_search as cs
+
+
+def catch_up_search(engine: Engine, *, stop: threading.Event | None = None) -> int:
+    """Fill the search rows of every queued contact, a batch per transaction (another
+    process may write between them); how many contacts were filled."""
+    done = after = 0
+    while stop is None or not stop.is_set():
+        with engine.begin() as conn:
+            n, after = cs.catch_up(conn, after=after)
+        done += n
+        if n < cs.CATCH_UP_BATCH:
+            break
+    if done > cs.CATCH_UP_BATCH:
+        cs.tidy_after_catch_up(engine)
+    return done
