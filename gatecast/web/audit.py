@@ -22,7 +22,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from campaigns import audit
 from gatecast.web.asgi import HttpMiddleware
-from gatecast.web.auth import IDENTITY_STATE, Identity, client_address, identify
+from gatecast.web.auth import IDENTITY_STATE, Identity, client_address, identify, route_template
 from gatecast.web.context import AppContext
 from gatecast.web.roles import READ_METHODS
 
@@ -92,8 +92,7 @@ class AuditTrail(HttpMiddleware):
         identity: Identity | None = scope.get("state", {}).get(IDENTITY_STATE)
         if identity is None or status == 401:
             return
-        route = scope.get("route")
-        template = getattr(route, "path", None) or scope["path"]
+        template = route_template(request)
         kind, ident = target_of(template, dict(scope.get("path_params") or {}))
         if ident is None and status == 201:
             ident = _created_id(body)

@@ -210,11 +210,27 @@ def is_authenticated(request: Request) -> bool:
 
 
 def route_template(request: Request) -> str:
-    """The matched route's path as declared (``/api/v1/campaigns/{campaign_id}``), else
-    the request's path."""
-    route = request.scope.get("route")
-    path = getattr(route, "path", None)
-    return path if isinstance(path, str) else request.url.path
+    """The matched route's path as declared (``/api/v1/campaigns/{campaign_id}/pause``):
+    the request's path with each path parameter's segment named again, from the right
+    (the router gives no prefixed template for routes of included routers)."""
+    return template_of(request.scope["path"], request.scope.get("path_params") or {})
+
+
+def template_of(path: str, params: dict[str, object]) -> str:
+    """``path`` with the segments holding ``params``' values (in order, matched from the
+    right) written as ``{name}``; ``path`` itself when a value is not one segment."""
+    parts = path.split("/")
+    end = len(parts)
+    for name, value in reversed(list(params.items())):
+        text = str(value)
+        for i in range(end - 1, 0, -1):
+            if parts[i] == text:
+                parts[i] = "{" + name + "}"
+                end = i
+                break
+        else:
+            return path
+    return "/".join(parts)
 
 
 def authorise(request: Request, identity: Identity) -> None:
@@ -374,4 +390,5 @@ __all__ = [
     "route_template",
     "sign_in",
     "sign_out",
+    "template_of",
 ]
