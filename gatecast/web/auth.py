@@ -330,7 +330,7 @@ def sign_in(request: Request, presented: str, *, name: str = "", password: str =
         return SignIn(
             None,
             status.HTTP_429_TOO_MANY_REQUESTS,
-            f"Too many failed sign-ins from your address. Try again in {wait} "
+            f"Too many wrong keys from your address. Try again in {wait} "
             f"second{'' if wait == 1 else 's'}.",
             wait,
         )

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, RowMapping, delete, func, insert, or_, select, update
+from sqlalchemy import Engine, RowMapping, Table, delete, func, insert, or_, select, update
 
 from storage import tables
 
@@ -30,23 +30,24 @@ KEY_COLUMNS = (
 )
 
 
+def _insert(engine: Engine, table: Table, **values: Any) -> int:
+    """Store one row of ``table``; returns its id."""
+    with engine.begin() as conn:
+        return int(conn.execute(insert(table).values(**values).returning(table.c.id)).scalar_one())
+
+
 def add_user(engine: Engine, *, name: str, role: str, password_hash: str, now: datetime) -> int:
     """Store a new user; returns its id (the caller checked the name is free)."""
-    with engine.begin() as conn:
-        return int(
-            conn.execute(
-                insert(_u)
-                .values(
-                    name=name,
-                    role=role,
-                    password_hash=password_hash,
-                    disabled=False,
-                    created_at=now,
-                    password_changed_at=now,
-                )
-                .returning(_u.c.id)
-            ).scalar_one()
-        )
+    return _insert(
+        engine,
+        _u,
+        name=name,
+        role=role,
+        password_hash=password_hash,
+        disabled=False,
+        created_at=now,
+        password_changed_at=now,
+    )
 
 
 def user_by_name(engine: Engine, name: str) -> RowMapping | None:
@@ -140,22 +141,17 @@ def add_key(
     expires_at: datetime | None,
 ) -> int:
     """Store a new API key (its digest); returns its id."""
-    with engine.begin() as conn:
-        return int(
-            conn.execute(
-                insert(_k)
-                .values(
-                    user_id=user_id,
-                    digest=digest,
-                    prefix=prefix,
-                    label=label,
-                    role=role,
-                    created_at=now,
-                    expires_at=expires_at,
-                )
-                .returning(_k.c.id)
-            ).scalar_one()
-        )
+    return _insert(
+        engine,
+        _k,
+        user_id=user_id,
+        digest=digest,
+        prefix=prefix,
+        label=label,
+        role=role,
+        created_at=now,
+        expires_at=expires_at,
+    )
 
 
 def key_holder(engine: Engine, digest: str, now: datetime) -> RowMapping | None:

@@ -9,6 +9,7 @@ import csv
 import io
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -115,7 +116,7 @@ def test_erasure_scrubs_the_number_from_audit_entries(engine: Engine, tmp_path: 
     people = tmp_path / "people.csv"
     people.write_text("name,phone\nZed,+447911123456\nAda,+447911123457\n", encoding="utf-8")
     import_file(engine, people, ImportOptions(list_name="customers", region="GB"))
-    common = {"at": NOW, "actor": "cli:me", "role": "cli", "outcome": "ok"}
+    common: dict[str, Any] = {"at": NOW, "actor": "cli:me", "role": "cli", "outcome": "ok"}
     audit.record(
         engine, **common, action="contacts optout", target_type="contact", target_id="+447911123456"
     )

@@ -82,7 +82,7 @@ def _url(template: str) -> str:
 
 
 def _call(client: httpx.Client, method: str, url: str) -> httpx.Response:
-    body = None if method in ("GET", "DELETE") else {}
+    body: dict[str, object] | None = None if method in ("GET", "DELETE") else {}
     return client.request(method, url, json=body)
 
 

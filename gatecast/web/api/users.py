@@ -94,8 +94,8 @@ def _key(k: users.ApiKey, now: datetime) -> KeyPublic:
         user=k.user_name,
         prefix=k.prefix,
         label=k.label,
-        role=k.role,  # type: ignore[arg-type]
-        state=k.state(now),  # type: ignore[arg-type]
+        role=k.role,
+        state=k.state(now),
         created_at=k.created_at,
         expires_at=k.expires_at,
         revoked_at=k.revoked_at,
