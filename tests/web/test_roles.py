@@ -219,3 +219,16 @@ def test_a_wrong_password_is_refused_and_audited(team: Team) -> None:
         assert "not right" in res.text
     found = entries(team.live.ctx.engine, AuditFilter(action="sign-in")).items
     assert [(e.actor, e.outcome) for e in found] == [("operator-1", "refused")]
+
+
+def test_idempotency_keys_are_per_user(team: Team) -> None:
+    """Two users sending the same Idempotency-Key each get their own creation."""
+    made = []
+    for who, phone in (("operator", "+4915112345671"), ("admin", "+4915112345672")):
+        with team.live.client(key=team.keys[who]) as client:
+            res = client.post(
+                "/api/v1/contacts", json={"phone": phone}, headers={"Idempotency-Key": "same-1"}
+            )
+            assert res.status_code == 201, res.text
+            made.append(res.json()["phone"])
+    assert made == ["+4915112345671", "+4915112345672"]
