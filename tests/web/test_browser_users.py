@@ -90,6 +90,9 @@ def test_users_and_audit_pages(
     # a viewer sees the pages but no buttons that change things, and no admin pages
     _sign_in(page, live, "vic", "vic password 1", "/campaigns")
     expect(page.locator("#new-campaign")).to_be_hidden()
+    expect(page.locator("#campaign-filter button")).to_be_visible()  # reading stays
+    page.goto(f"{live.url}/instances")
+    expect(page.locator("#create-instance")).to_be_hidden()
     expect(page.locator("nav >> text=Audit")).to_have_count(0)
     page.goto(f"{live.url}/audit")
     expect(page.locator("main")).to_contain_text("needs the admin role")
