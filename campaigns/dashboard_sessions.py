@@ -7,12 +7,18 @@ ends :data:`LIFETIME` after sign-in unless it is used: a check made when less th
 every 6 hours a session). Closing deletes the record, so a copied cookie is refused from
 then on. Expired records are pruned when a session opens. The cookie itself is the web's
 (``gatecast.web.sessions``).
+
+A session signed in by a user (password, or one of the user's API keys) names the user
+(and the key): it is refused once the user is disabled, and ends when the user's password
+changes or the key is revoked (``campaigns.users``); its role is read at every check, so a
+new role applies at once. A session of the owner key names no user.
 """
 
 from __future__ import annotations
 
 import hashlib
 import secrets
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from pydantic import SecretStr
@@ -39,8 +45,27 @@ def key_digest(key: SecretStr) -> str:
     ).hexdigest()
 
 
-def open_session(engine: Engine, key: SecretStr, now: datetime) -> str:
-    """Open a session for ``key``; returns its id (for the cookie)."""
+@dataclass(frozen=True)
+class Session:
+    """An open session: whose (``user_id`` and ``name``, None for the owner key), the
+    role it acts with (None for the owner key), and whether it was extended just now."""
+
+    extended: bool
+    user_id: int | None = None
+    name: str | None = None
+    role: str | None = None
+
+
+def open_session(
+    engine: Engine,
+    key: SecretStr,
+    now: datetime,
+    *,
+    user_id: int | None = None,
+    api_key_id: int | None = None,
+) -> str:
+    """Open a session for the owner ``key``, or for the user ``user_id`` (signed in with
+    its key ``api_key_id``, if so); returns its id (for the cookie)."""
     session_id = secrets.token_urlsafe(32)
     q.open_session(
         engine,
@@ -48,23 +73,32 @@ def open_session(engine: Engine, key: SecretStr, now: datetime) -> str:
         key_digest=key_digest(key),
         now=now,
         expires_at=now + LIFETIME,
+        user_id=user_id,
+        api_key_id=api_key_id,
     )
     return session_id
 
 
-def check(engine: Engine, session_id: str | None, key: SecretStr, now: datetime) -> bool | None:
-    """None when ``session_id`` names no open, unexpired session of ``key``; True when it
-    does and was extended just now (the cookie should be sent again); False otherwise."""
+def lookup(engine: Engine, session_id: str | None, key: SecretStr, now: datetime) -> Session | None:
+    """The open, unexpired session ``session_id`` (the owner ``key``'s, or an enabled
+    user's), extended when near its end; None otherwise."""
     if not session_id or len(session_id) > _MAX_ID:
         return None
     digest = _digest(session_id)
-    expires_at = q.expiry(engine, id_digest=digest, key_digest=key_digest(key), now=now)
-    if expires_at is None:
+    found = q.holder(engine, id_digest=digest, key_digest=key_digest(key), now=now)
+    if found is None:
         return None
-    if expires_at - now < RENEW_WITHIN:
+    extended = found["expires_at"] - now < RENEW_WITHIN
+    if extended:
         q.extend(engine, digest, now + LIFETIME)
-        return True
-    return False
+    return Session(extended, found["user_id"], found["name"], found["role"])
+
+
+def check(engine: Engine, session_id: str | None, key: SecretStr, now: datetime) -> bool | None:
+    """None when ``session_id`` names no open session (:func:`lookup`); True when it
+    does and was extended just now (the cookie should be sent again); False otherwise."""
+    found = lookup(engine, session_id, key, now)
+    return None if found is None else found.extended
 
 
 def close_session(engine: Engine, session_id: str | None) -> None:
@@ -73,4 +107,13 @@ def close_session(engine: Engine, session_id: str | None) -> None:
         q.close_session(engine, _digest(session_id))
 
 
-__all__ = ["LIFETIME", "RENEW_WITHIN", "check", "close_session", "key_digest", "open_session"]
+__all__ = [
+    "LIFETIME",
+    "RENEW_WITHIN",
+    "Session",
+    "check",
+    "close_session",
+    "key_digest",
+    "lookup",
+    "open_session",
+]

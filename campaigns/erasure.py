@@ -14,6 +14,9 @@ What an erase does (docs/contacts-import.md, "Erasing a contact"):
 - rejected import rows holding the number in any usual format (its digits with or
   without country code, spaces, dashes, brackets, a leading 0: :func:`holds_number`) are
   deleted, and so are stored API answers (idempotency records) holding it;
+- audit log entries whose detail (e.g. a CLI command's arguments) or target holds the
+  number keep who, when and what, but their detail becomes ``{"erased": true}`` and such
+  a target ``erased:<id>``;
 - on SQLite the deleted and rewritten bytes are overwritten with zeros
   (``secure_delete``) and the write-ahead log is checkpointed, so the number does not
   stay readable in the file's free space.
@@ -34,6 +37,7 @@ from typing import Any
 import phonenumbers
 from sqlalchemy import Engine
 
+from campaigns import audit
 from storage import states
 from storage.queries import erasure as q
 
@@ -68,6 +72,8 @@ class Erased:
     idempotency_records_removed: int
     #: outbound webhook messages about the contact (waiting or already delivered)
     outbound_messages_removed: int
+    #: audit log entries whose detail or target held the number
+    audit_entries_scrubbed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""
@@ -136,6 +142,9 @@ def erase_contact(
         outbox = q.delete_outbox_messages(
             conn, f"contact:{contact_id}", _holding(q.outbox_pages(conn), forms)
         )
+        scrubbed = audit.scrub_number(
+            conn, lambda value: holds_number(value, forms), f"{ERASED_PREFIX}{contact_id}"
+        )
         q.delete_contact(conn, contact_id)
         q.secure_delete(conn, secure_before)
     with engine.connect() as conn:
@@ -149,6 +158,7 @@ def erase_contact(
         import_rejects_removed=rejects,
         idempotency_records_removed=keys,
         outbound_messages_removed=outbox,
+        audit_entries_scrubbed=scrubbed,
     )
 
 

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from gatecast.commands import (
+    audit,
     campaign,
     contacts,
     db,
@@ -20,6 +21,7 @@ from gatecast.commands import (
     sandbox,
     segment,
     serve,
+    users,
     webhook_endpoints,
     worker,
 )
@@ -38,6 +40,8 @@ for module in (
     segment,
     campaign,
     webhook_endpoints,
+    users,
+    audit,
     serve,
     receive,
     worker,
@@ -97,5 +101,18 @@ def _root(
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point; a changing command is recorded in the audit log
+    (``gatecast.commands.common.record_cli_command``)."""
+    import sys
+
+    from gatecast.commands.common import record_cli_command
+
+    try:
+        app()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        record_cli_command(app, sys.argv[1:], code)
+        raise
+    except Exception:
+        record_cli_command(app, sys.argv[1:], 1)
+        raise

@@ -76,6 +76,16 @@ class Settings(BaseSettings):
         "empty: next to a SQLite file, else the working directory",
     )
     api_key: SecretStr = SecretStr("")
+    # users' passwords (issue 15): the argon2id cost of new hashes; tests lower it
+    argon2_memory_kib: int = Field(
+        65536,
+        ge=8,
+        le=4 * 1024 * 1024,
+        description="Memory (KiB) one password hash uses; lower it only for tests",
+    )
+    argon2_time_cost: int = Field(
+        3, ge=1, le=100, description="Passes one password hash makes; lower it only for tests"
+    )
     default_region: str = "US"
     opt_out_keywords: tuple[str, ...] = DEFAULT_OPT_OUT_KEYWORDS
     import_max_bytes: int = 200 * 1024 * 1024

@@ -463,6 +463,14 @@ class DashboardSession(SQLModel, table=True):
     key_digest: str = Field(max_length=64)
     created_at: datetime = _created()
     expires_at: datetime = _created()
+    # the user signed in (None: the deployment's owner key), and the user's API key when
+    # the session was opened with one (revoking the key ends the session)
+    user_id: int | None = Field(
+        default=None, sa_type=BigId, foreign_key="users.id", ondelete="CASCADE", index=True
+    )
+    api_key_id: int | None = Field(
+        default=None, sa_type=BigId, foreign_key="api_keys.id", ondelete="CASCADE"
+    )
 
 
 class CampaignStateCount(SQLModel, table=True):
@@ -582,13 +590,72 @@ class WebhookAttempt(SQLModel, table=True):
     duration_ms: int = 0
 
 
+class User(SQLModel, table=True):
+    """A named user: a role (``admin``, ``operator``, ``viewer``: ``gatecast.web.roles``)
+    and an argon2 password hash; a disabled user can neither sign in nor use a key."""
+
+    __tablename__ = "users"
+
+    id: int | None = Field(default=None, sa_type=BigId, primary_key=True)
+    name: str = Field(unique=True, max_length=64)
+    role: str = Field(max_length=16)
+    password_hash: str = Field(max_length=200)
+    disabled: bool = False
+    created_at: datetime = _created()
+    password_changed_at: datetime = _created()
+
+
+class ApiKeyRecord(SQLModel, table=True):
+    """A user's API key: only its SHA-256 is stored (the key is shown once), a role no
+    higher than the user's, an optional expiry; a revoked key stays listed."""
+
+    __tablename__ = "api_keys"
+
+    id: int | None = Field(default=None, sa_type=BigId, primary_key=True)
+    user_id: int = Field(sa_type=BigId, foreign_key="users.id", ondelete="CASCADE", index=True)
+    digest: str = Field(unique=True, max_length=64)
+    prefix: str = Field(max_length=16)  # the key's first characters, to tell keys apart
+    label: str = Field(default="", max_length=200)
+    role: str = Field(max_length=16)
+    created_at: datetime = _created()
+    expires_at: datetime | None = _dt()
+    revoked_at: datetime | None = _dt()
+    last_used_at: datetime | None = _dt()
+
+
+class AuditEntry(SQLModel, table=True):
+    """One change made through the API, the dashboard or the CLI, or one sign-in: who
+    (``actor``, ``role``), when, what (``action``, the target), from where (``source``),
+    how it ended (``outcome``, ``status``) and a small JSON detail without secrets."""
+
+    __tablename__ = "audit_log"
+    __table_args__ = (
+        Index("ix_audit_log_at", "at"),
+        Index("ix_audit_log_actor", "actor", "id"),
+    )
+
+    id: int | None = Field(default=None, sa_type=BigId, primary_key=True)
+    at: datetime = _created()
+    actor: str = Field(max_length=100)
+    role: str = Field(default="", max_length=16)
+    action: str = Field(max_length=200)
+    target_type: str | None = Field(default=None, max_length=40)
+    target_id: str | None = Field(default=None, max_length=100)
+    source: str = Field(default="", max_length=100)
+    outcome: str = Field(max_length=16)  # ok | refused | failed
+    status: int | None = None
+    detail: dict[str, Any] = _json(dict)
+
+
 __all__ = [
     "HEAD_REVISION",
     "PENDING_MESSAGES",
     "QUEUED_ROWS",
     "SENDING_ROWS",
     "WITH_ERROR_CODE",
+    "ApiKeyRecord",
     "AudienceMember",
+    "AuditEntry",
     "Campaign",
     "CampaignStateCount",
     "Contact",
@@ -610,6 +677,7 @@ __all__ = [
     "SenderLease",
     "StatusEvent",
     "Tag",
+    "User",
     "WebhookAttempt",
     "WebhookEndpoint",
     "WebhookMessage",

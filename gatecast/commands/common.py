@@ -62,3 +62,113 @@ def open_engine_or_fail(settings: Settings | None = None) -> Engine:
         fail(str(exc), 2)
     except Exception as exc:  # unreachable server, bad URL, permissions
         fail(f"database: {exc}")
+
+
+# --- the audit log of the command line ------------------------------------------------
+
+#: leaf commands that only read (never audited)
+READ_ONLY_COMMANDS = frozenset(
+    {"list", "show", "status", "qr", "search", "export", "lists", "deliveries", "current"}
+)
+#: commands that run a process rather than make a change (never audited)
+PROCESS_COMMANDS = frozenset({"sandbox", "serve", "receive", "worker", "demo", "report"})
+#: an option whose value is never recorded (it may hold a secret)
+_SECRET_OPTION = ("pass", "secret", "token", "key")
+
+
+def command_path(root: Any, argv: list[str]) -> tuple[list[str], list[str]]:
+    """``(the command's words, the arguments after them)`` of ``argv`` for the Typer app
+    ``root``: ``campaign pause 3`` -> ``(["campaign", "pause"], ["3"])``."""
+    import typer.main
+
+    command: Any = typer.main.get_command(root)
+    path: list[str] = []
+    rest = list(argv)
+    while rest and hasattr(command, "get_command"):
+        word = rest[0]
+        if word.startswith("-"):
+            rest.pop(0)
+            continue
+        sub = command.get_command(None, word)
+        if sub is None:
+            break
+        path.append(rest.pop(0))
+        command = sub
+    return path, rest
+
+
+def _redacted(args: list[str]) -> list[str]:
+    out: list[str] = []
+    hide_next = False
+    for arg in args:
+        name = arg.split("=", 1)[0].lower()
+        if hide_next:
+            out.append("***")
+            hide_next = False
+        elif arg.startswith("--") and any(s in name for s in _SECRET_OPTION):
+            if "=" in arg:
+                out.append(name + "=***")
+            else:
+                out.append(arg)
+                hide_next = not arg.endswith("-stdin")
+        else:
+            out.append(arg)
+    return out
+
+
+def is_changing(path: list[str], args: list[str]) -> bool:
+    """Whether the command ``path`` (with ``args``) changes something: not a read, not a
+    process, not ``--help``."""
+    if not path or "--help" in args or "--version" in args:
+        return False
+    return not (path[0] in PROCESS_COMMANDS or path[-1] in READ_ONLY_COMMANDS)
+
+
+def record_cli_command(root: Any, argv: list[str], exit_code: int) -> None:
+    """One audit entry for a changing command (:func:`is_changing`) that ended with
+    ``exit_code``: actor ``cli:<os user>``, from this host, the command's words as the
+    action, its first argument as the target, its arguments (option values that may be
+    secrets hidden) in the detail. A usage error (exit 2) changed nothing and is not
+    recorded; an entry that cannot be stored after a success is said on stderr."""
+    path, args = command_path(root, argv)
+    if exit_code == 2 or not is_changing(path, args):
+        return
+    import getpass
+    import socket
+
+    from campaigns import audit
+    from gatecast.runtime import open_engine
+    from gatecast.settings import get_settings
+    from storage.engine import sqlite_file
+    from storage.types import utcnow
+
+    settings = get_settings()
+    database = sqlite_file(settings.database_url)
+    if database is not None and not database.exists():
+        return  # the command made no database: nothing to record in
+
+    target = next((a for a in args if not a.startswith("-")), None)
+    kind = path[0].rstrip("s").replace("-", "_")
+    if path[:2] == ["users", "key"]:
+        kind = "api_key" if path[-1] == "revoke" else "user"
+    try:
+        engine = open_engine(settings)
+        try:
+            audit.record(
+                engine,
+                at=utcnow(),
+                actor=f"cli:{getpass.getuser()}",
+                role="cli",
+                action=" ".join(path),
+                outcome="ok" if exit_code == 0 else "failed",
+                source=socket.gethostname(),
+                target_type=kind,
+                target_id=target,
+                status=exit_code,
+                detail={"command": " ".join(path), "args": _redacted(args)},
+            )
+        finally:
+            engine.dispose()
+    except Exception as exc:
+        if exit_code == 0:
+            err_console.print(f"warning: the audit log did not record this command: {exc}")

@@ -14,6 +14,7 @@ from gatecast.web import auth, metrics, sessions, webhook
 from gatecast.web.api import router as api_router
 from gatecast.web.api.errors import install_error_handlers
 from gatecast.web.api.imports import MULTIPART_SLACK, too_large_detail
+from gatecast.web.audit import AuditTrail
 from gatecast.web.context import AppContext
 from gatecast.web.dashboard import install_dashboard
 from gatecast.web.problems import Problem
@@ -21,8 +22,11 @@ from gatecast.web.sign_in_throttle import SignInThrottle
 from storage.engine import DatabaseError, ping
 
 DESCRIPTION = """\
-gatecast's REST API. Authenticate every call with `Authorization: Bearer <GATECAST_API_KEY>`
-(the dashboard's session cookie works too). Only `/healthz` and the gateway webhook are open.
+gatecast's REST API. Authenticate every call with `Authorization: Bearer <key>`: the
+deployment's owner key (`GATECAST_API_KEY`, role admin) or a user's key (`gck_...`, the role
+it was given); the dashboard's session cookie works too. Reads need the viewer role, changes
+the operator role; users, keys, the audit log, webhook endpoints and erasure need admin
+(403 `role_required` otherwise). Only `/healthz` and the gateway webhook are open.
 """
 
 
@@ -72,6 +76,7 @@ def create_app(ctx: AppContext) -> FastAPI:
     app.state.api_key = key
     app.state.sign_in_throttle = SignInThrottle()
     app.add_middleware(sessions.CookieRenewal)
+    app.add_middleware(AuditTrail)
     install_error_handlers(app)
     app.include_router(webhook.router)
     app.include_router(api_router)

@@ -14,6 +14,13 @@ the same key and then carries a session cookie that points at a server-side reco
 (:mod:`gatecast.web.sign_in_throttle`). Keys are compared in constant time and never
 appear in responses, logs or reprs.
 
+Users (issue 15): besides the owner key (``GATECAST_API_KEY``, acting as ``admin``),
+named users sign in to the dashboard with their name and password, or call the API with
+their own keys (``gck_...``, ``campaigns.users``). Who a request is (:class:`Identity`:
+actor name, role, user) is worked out once per request (:func:`identify`); what that role
+may call is :mod:`gatecast.web.roles`, enforced by :func:`require_api_key` for the API,
+/docs and /metrics and by the dashboard's ``require_session`` for its pages.
+
 Cross-site request forgery: the session cookie is ``SameSite=Lax`` and, on top of that, a
 request that changes something (any method but GET, HEAD, OPTIONS) authenticated by the
 cookie alone must carry the :data:`DASHBOARD_HEADER` the dashboard's scripts send. A page
@@ -34,8 +41,10 @@ from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import SecretStr
 
+from campaigns import users
+from campaigns.audit import OWNER_ACTOR
 from gatecast.settings import Settings
-from gatecast.web import sessions
+from gatecast.web import roles, sessions
 from gatecast.web.context import get_ctx
 from gatecast.web.sign_in_throttle import SignInThrottle
 from storage.engine import sqlite_file
@@ -148,18 +157,88 @@ def _expected(request: Request) -> SecretStr:
     return key
 
 
-def is_authenticated(request: Request) -> bool:
-    """True for a valid bearer key or a signed-in dashboard session."""
-    if key_matches(_expected(request), bearer_token(request)):
-        return True
-    return _has_session(request)
+@dataclass(frozen=True)
+class Identity:
+    """Who a request is: the actor's name (a user's, or ``owner key``), the role it acts
+    with, the user's id (None for the owner key) and how it came (``key`` or
+    ``session``)."""
+
+    actor: str
+    role: str
+    user_id: int | None = None
+    via: str = "key"
 
 
-def _has_session(request: Request) -> bool:
+OWNER = Identity(OWNER_ACTOR, roles.ADMIN)
+IDENTITY_STATE = "gatecast_identity"
+
+
+def identify(request: Request) -> Identity | None:
+    """Who the request is: the owner key or a user's key (``Authorization: Bearer``),
+    else a signed-in dashboard session; None when neither. Worked out once a request."""
+    if hasattr(request.state, IDENTITY_STATE):
+        found: Identity | None = getattr(request.state, IDENTITY_STATE)
+        return found
+    found = _identify(request)
+    setattr(request.state, IDENTITY_STATE, found)
+    return found
+
+
+def _identify(request: Request) -> Identity | None:
+    token = bearer_token(request)
+    if token is not None:
+        if key_matches(_expected(request), token):
+            return OWNER
+        ctx = get_ctx(request)
+        holder = users.key_holder(ctx.engine, token, ctx.clock())
+        if holder is not None:
+            return Identity(holder.name, holder.role, holder.user_id)
     if not sessions.cookie_of(request):
-        return False
+        return None
     ctx = get_ctx(request)
-    return sessions.is_valid(request, ctx.engine, _expected(request), ctx.clock())
+    session = sessions.lookup(request, ctx.engine, _expected(request), ctx.clock())
+    if session is None:
+        return None
+    if session.user_id is None:
+        return Identity(OWNER_ACTOR, roles.ADMIN, None, "session")
+    return Identity(session.name or "", session.role or roles.VIEWER, session.user_id, "session")
+
+
+def is_authenticated(request: Request) -> bool:
+    """True for a valid bearer key (the owner's or a user's) or a signed-in session."""
+    return identify(request) is not None
+
+
+def route_template(request: Request) -> str:
+    """The matched route's path as declared (``/api/v1/campaigns/{campaign_id}/pause``):
+    the request's path with each path parameter's segment named again, from the right
+    (the router gives no prefixed template for routes of included routers)."""
+    return template_of(request.scope["path"], request.scope.get("path_params") or {})
+
+
+def template_of(path: str, params: dict[str, object]) -> str:
+    """``path`` with the segments holding ``params``' values (in order, matched from the
+    right) written as ``{name}``; ``path`` itself when a value is not one segment."""
+    parts = path.split("/")
+    end = len(parts)
+    for name, value in reversed(list(params.items())):
+        text = str(value)
+        for i in range(end - 1, 0, -1):
+            if parts[i] == text:
+                parts[i] = "{" + name + "}"
+                end = i
+                break
+        else:
+            return path
+    return "/".join(parts)
+
+
+def authorise(request: Request, identity: Identity) -> None:
+    """A 403 problem (``role_required``) unless ``identity``'s role may call this route
+    (:func:`gatecast.web.roles.required_role`)."""
+    needed = roles.required_role(request.method, route_template(request))
+    if not users.at_least(identity.role, needed):
+        raise roles.refusal(identity.role, needed, identity.actor)
 
 
 def is_forgeable(request: Request) -> bool:
@@ -168,7 +247,8 @@ def is_forgeable(request: Request) -> bool:
     send."""
     if request.method in _SAFE_METHODS:
         return False
-    if key_matches(_expected(request), bearer_token(request)):
+    identity = identify(request)
+    if identity is not None and identity.via == "key":
         return False
     name, value = DASHBOARD_HEADER
     return request.headers.get(name) != value
@@ -187,12 +267,16 @@ def require_api_key(
     request: Request,
     _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)] = None,
 ) -> None:
-    """FastAPI dependency: 401 unless the request carries the key (or a session); 403 for
-    a cookie-only state-changing request without the dashboard's header."""
-    if not is_authenticated(request):
+    """FastAPI dependency: 401 unless the request carries a key (the owner's or a user's)
+    or a session; 403 for a cookie-only state-changing request without the dashboard's
+    header, and 403 ``role_required`` when the role may not call the route
+    (:mod:`gatecast.web.roles`)."""
+    identity = identify(request)
+    if identity is None:
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED,
-            detail="missing or wrong API key: send 'Authorization: Bearer <GATECAST_API_KEY>'",
+            detail="missing or wrong API key: send 'Authorization: Bearer <GATECAST_API_KEY>'"
+            " or a user's key",
             headers={"WWW-Authenticate": "Bearer"},
         )
     if is_forgeable(request):
@@ -201,6 +285,7 @@ def require_api_key(
             detail=f"refused: a request signed in by the session cookie must send the "
             f"{DASHBOARD_HEADER[0]} header (as the dashboard does), or use the API key",
         )
+    authorise(request, identity)
 
 
 @dataclass(frozen=True)
@@ -212,6 +297,9 @@ class SignIn:
     status: int = status.HTTP_303_SEE_OTHER
     error: str | None = None
     retry_after: int | None = None
+    #: who signed in (or tried to: the name given) and the role, for the audit log
+    actor: str = ""
+    role: str = ""
 
 
 def client_address(request: Request) -> str:
@@ -226,9 +314,15 @@ def sign_in_throttle(request: Request) -> SignInThrottle:
     return throttle
 
 
-def sign_in(request: Request, presented: str) -> SignIn:
-    """Start a dashboard session when ``presented`` is the key; refused when wrong, or
-    when this address has failed too often lately (429, the key not even compared)."""
+def hashing(settings: Settings) -> users.Hashing:
+    """The argon2 cost of new password hashes (``GATECAST_ARGON2_*``)."""
+    return users.Hashing(settings.argon2_memory_kib, settings.argon2_time_cost)
+
+
+def sign_in(request: Request, presented: str, *, name: str = "", password: str = "") -> SignIn:
+    """Start a dashboard session for ``name`` and ``password`` (a user), or for the key
+    ``presented`` (the owner key, or a user's key); refused when wrong, or when this
+    address has failed too often lately (429, nothing even compared)."""
     throttle = sign_in_throttle(request)
     address = client_address(request)
     wait = throttle.retry_after(address)
@@ -240,13 +334,30 @@ def sign_in(request: Request, presented: str) -> SignIn:
             f"second{'' if wait == 1 else 's'}.",
             wait,
         )
-    if not key_matches(_expected(request), presented):
-        throttle.failed(address)
-        return SignIn(None, status.HTTP_401_UNAUTHORIZED, "That key is not right.")
-    throttle.succeeded(address)
     ctx = get_ctx(request)
+    now = ctx.clock()
+    user_id: int | None = None
+    key_id: int | None = None
+    actor, role = OWNER_ACTOR, roles.ADMIN
+    if name:
+        holder = users.authenticate(ctx.engine, name, password, hashing(ctx.settings))
+        wrong = "That user name or password is not right."
+    elif key_matches(_expected(request), presented):
+        holder, wrong = None, ""
+    else:
+        holder = users.key_holder(ctx.engine, presented, now)
+        wrong = "That key is not right."
+        if holder is None:
+            name = "(a key)"
+    if holder is not None:
+        user_id, key_id, actor, role = holder.user_id, holder.key_id, holder.name, holder.role
+    elif wrong:
+        throttle.failed(address)
+        return SignIn(None, status.HTTP_401_UNAUTHORIZED, wrong, actor=name[:64])
+    throttle.succeeded(address)
     sessions.end(ctx.engine, sessions.cookie_of(request))  # signing in again: a new session
-    return SignIn(sessions.start(ctx.engine, _expected(request), ctx.clock()))
+    session_id = sessions.start(ctx.engine, _expected(request), now, user_id, key_id)
+    return SignIn(session_id, actor=actor, role=role)
 
 
 def sign_out(request: Request) -> None:
@@ -257,20 +368,27 @@ def sign_out(request: Request) -> None:
 __all__ = [
     "KEY_FILE_NAME",
     "MIN_KEY_LENGTH",
+    "OWNER",
     "ApiKey",
+    "Identity",
     "SignIn",
     "WeakApiKey",
     "api_key_notice",
+    "authorise",
     "bearer_token",
     "client_address",
     "dashboard_addresses",
     "ensure_api_key",
+    "hashing",
+    "identify",
     "is_authenticated",
     "is_forgeable",
     "key_file_path",
     "key_matches",
     "require_api_key",
     "require_strong_key",
+    "route_template",
     "sign_in",
     "sign_out",
+    "template_of",
 ]

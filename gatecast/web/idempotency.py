@@ -11,8 +11,8 @@ processed waits for its answer (up to :data:`WAIT_FOR_FIRST`), else gets 409
 ``idempotency_key_in_progress``. Only successful answers are kept: when the first
 request fails, its claim is dropped and the key may be used again.
 
-Keys are scoped to the principal (the API key in force; the dashboard's session signs
-in with the same key) and kept :data:`KEEP_FOR` (24 hours).
+Keys are scoped to the principal (the owner key in force, and the user for a user's key
+or session: one user never replays another's answer) and kept :data:`KEEP_FOR` (24 hours).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from pydantic import SecretStr
 
 from campaigns import request_keys as keys
 from campaigns.request_keys import ABANDONED_AFTER, KEEP_FOR, StoredKey
+from gatecast.web.auth import identify
 from gatecast.web.context import AppContext
 from gatecast.web.problems import Problem
 
@@ -59,10 +60,13 @@ IDEMPOTENT = Depends(_declare_header)
 
 
 def principal(request: Request) -> str:
-    """Whose keys these are: a digest of the API key in force (never the key itself)."""
+    """Whose keys these are: a digest of the API key in force (never the key itself), and
+    of the user for a user's request (one user never replays another's answer)."""
     key = request.app.state.api_key
     assert isinstance(key, SecretStr)
-    digest = hashlib.sha256(b"gatecast-idempotency\0" + key.get_secret_value().encode())
+    identity = identify(request)
+    user = b"" if identity is None or identity.user_id is None else b"\0user:%d" % identity.user_id
+    digest = hashlib.sha256(b"gatecast-idempotency\0" + key.get_secret_value().encode() + user)
     return digest.hexdigest()[:32]
 
 

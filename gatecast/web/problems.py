@@ -239,6 +239,8 @@ def _validation(request: Request, exc: Exception) -> Response:
 
 def _problem(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, Problem)
+    if exc.status == 403 and wants_html(request):  # a dashboard page above the user's role
+        return _html(request, 403, exc.title, exc.detail)
     return exc.response()
 
 

@@ -29,23 +29,38 @@ COOKIE = "gatecast_session"
 _RENEWED = "gatecast_session_renewed"
 
 
-def start(engine: Engine, key: SecretStr, now: datetime) -> str:
-    """Open a session for ``key``; returns the id the cookie carries."""
-    return records.open_session(engine, key, now)
+def start(
+    engine: Engine,
+    key: SecretStr,
+    now: datetime,
+    user_id: int | None = None,
+    api_key_id: int | None = None,
+) -> str:
+    """Open a session for the owner ``key`` (or for the user ``user_id``, signed in with
+    its key ``api_key_id`` if so); returns the id the cookie carries."""
+    return records.open_session(engine, key, now, user_id=user_id, api_key_id=api_key_id)
 
 
-def is_valid(request: Request, engine: Engine, key: SecretStr, now: datetime) -> bool:
-    """True when the request's cookie names an open, unexpired session of ``key``; a
-    session near its end is extended (the response carries the cookie again)."""
+def lookup(
+    request: Request, engine: Engine, key: SecretStr, now: datetime
+) -> records.Session | None:
+    """The open, unexpired session the request's cookie names (the owner ``key``'s or an
+    enabled user's), else None; a session near its end is extended (the response carries
+    the cookie again)."""
     session_id = cookie_of(request)
-    extended = records.check(engine, session_id, key, now)
-    if extended is None:
-        return False
-    if extended and session_id:
+    found = records.lookup(engine, session_id, key, now)
+    if found is None:
+        return None
+    if found.extended and session_id:
         renewed = Response()
         set_cookie(request, renewed, session_id)
         setattr(request.state, _RENEWED, renewed.headers["set-cookie"])
-    return True
+    return found
+
+
+def is_valid(request: Request, engine: Engine, key: SecretStr, now: datetime) -> bool:
+    """True when the request's cookie names an open session (:func:`lookup`)."""
+    return lookup(request, engine, key, now) is not None
 
 
 def end(engine: Engine, session_id: str | None) -> None:
@@ -108,6 +123,7 @@ __all__ = [
     "cookie_of",
     "end",
     "is_valid",
+    "lookup",
     "served_over_https",
     "set_cookie",
     "start",

@@ -8,26 +8,64 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Engine, delete, func, insert, select, update
+from sqlalchemy import Engine, RowMapping, and_, delete, func, insert, or_, select, update
 
 from storage import tables
 
 _s = tables.dashboard_sessions
+_u = tables.users
 
 
 def open_session(
-    engine: Engine, *, id_digest: str, key_digest: str, now: datetime, expires_at: datetime
+    engine: Engine,
+    *,
+    id_digest: str,
+    key_digest: str,
+    now: datetime,
+    expires_at: datetime,
+    user_id: int | None = None,
+    api_key_id: int | None = None,
 ) -> int:
-    """Store a new session; expired sessions (``expires_at <= now``) are deleted first.
+    """Store a new session (of a user when ``user_id`` is given, opened with that user's
+    key ``api_key_id``); expired sessions (``expires_at <= now``) are deleted first.
     Returns how many expired sessions were deleted."""
     with engine.begin() as conn:
         pruned = conn.execute(delete(_s).where(_s.c.expires_at <= now)).rowcount
         conn.execute(
             insert(_s).values(
-                id_digest=id_digest, key_digest=key_digest, created_at=now, expires_at=expires_at
+                id_digest=id_digest,
+                key_digest=key_digest,
+                created_at=now,
+                expires_at=expires_at,
+                user_id=user_id,
+                api_key_id=api_key_id,
             )
         )
     return int(pruned or 0)
+
+
+def holder(engine: Engine, *, id_digest: str, key_digest: str, now: datetime) -> RowMapping | None:
+    """The open, unexpired session with ``id_digest`` and who holds it: ``expires_at``,
+    ``user_id``, ``name``, ``role`` (both None for the owner key's session, which must
+    belong to ``key_digest``); a user's session only while the user is enabled. None
+    otherwise."""
+    with engine.connect() as conn:
+        return (
+            conn.execute(
+                select(_s.c.expires_at, _s.c.user_id, _u.c.name, _u.c.role)
+                .select_from(_s.outerjoin(_u, _u.c.id == _s.c.user_id))
+                .where(
+                    _s.c.id_digest == id_digest,
+                    _s.c.expires_at > now,
+                    or_(
+                        and_(_s.c.user_id.is_(None), _s.c.key_digest == key_digest),
+                        and_(_s.c.user_id.is_not(None), ~_u.c.disabled),
+                    ),
+                )
+            )
+            .mappings()
+            .first()
+        )
 
 
 def expiry(engine: Engine, *, id_digest: str, key_digest: str, now: datetime) -> datetime | None:
@@ -62,4 +100,4 @@ def count_sessions(engine: Engine) -> int:
         return int(conn.execute(select(func.count()).select_from(_s)).scalar_one())
 
 
-__all__ = ["close_session", "count_sessions", "expiry", "extend", "open_session"]
+__all__ = ["close_session", "count_sessions", "expiry", "extend", "holder", "open_session"]

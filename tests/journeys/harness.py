@@ -158,8 +158,16 @@ class Workspace:
         env.update(extra)
         return env
 
-    def run(self, *args: str, ok: bool = True, timeout: float = 120.0, **env: str) -> Result:
-        """Run ``gatecast ARGS`` to its end; ``ok`` requires exit code 0."""
+    def run(
+        self,
+        *args: str,
+        ok: bool = True,
+        timeout: float = 120.0,
+        stdin: str | None = None,
+        **env: str,
+    ) -> Result:
+        """Run ``gatecast ARGS`` to its end (``stdin``: what it reads there); ``ok``
+        requires exit code 0."""
         try:
             done = subprocess.run(  # a user's command
                 [str(GATECAST), *args],
@@ -168,7 +176,7 @@ class Workspace:
                 capture_output=True,
                 text=True,
                 timeout=timeout,
-                stdin=subprocess.DEVNULL,
+                **({"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}),
             )
         except subprocess.TimeoutExpired as exc:
             out = f"{exc.stdout!s}{exc.stderr!s}"

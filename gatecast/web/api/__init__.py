@@ -1,4 +1,5 @@
-"""The REST API under ``/api/v1``: every route needs the API key (see ``web.auth``)."""
+"""The REST API under ``/api/v1``: every route needs a key or a session, and a role the
+route allows (``web.auth``, ``web.roles``)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from fastapi import APIRouter, Depends
 from fastapi.routing import APIRoute
 
 from gatecast.web.api import (
+    audit,
     campaigns,
     contact_manage,
     contacts,
@@ -15,6 +17,7 @@ from gatecast.web.api import (
     lists,
     reports,
     segments,
+    users,
     webhook_endpoints,
 )
 from gatecast.web.api.common import ERROR_RESPONSES
@@ -34,6 +37,8 @@ for _module in (
     imports,
     instances,
     webhook_endpoints,
+    users,
+    audit,
 ):
     for _route in _module.router.routes:
         # the OpenAPI summary of each operation: the first line of its docstring

@@ -10,9 +10,10 @@ from fastapi import APIRouter, Depends, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from gatecast.web import sessions
+from gatecast.web import roles, sessions
 from gatecast.web.api.common import Id, Offset
-from gatecast.web.auth import sign_in, sign_out
+from gatecast.web.audit import record_sign_in
+from gatecast.web.auth import identify, sign_in, sign_out
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.dashboard.session import require_session, safe_next
 from storage import states
@@ -26,30 +27,50 @@ Ctx = Annotated[AppContext, Depends(get_ctx)]
 
 
 def render(request: Request, name: str, **context: Any) -> HTMLResponse:
-    """Render ``name`` with the common layout variables."""
-    return templates.TemplateResponse(request, name, {"active": name.split(".")[0], **context})
+    """Render ``name`` with the common layout variables (``me``: who is signed in, and
+    ``can_change`` / ``is_admin``: what the page may offer)."""
+    me = identify(request) if name != "login.html" else None
+    role = me.role if me is not None else roles.VIEWER
+    return templates.TemplateResponse(
+        request,
+        name,
+        {
+            "active": name.split(".")[0],
+            "me": me,
+            "can_change": role != roles.VIEWER,
+            "is_admin": role == roles.ADMIN,
+            **context,
+        },
+    )
 
 
 @router.get("/login")
 def login_form(request: Request, next: str = "/") -> HTMLResponse:
     """The sign-in page."""
-    return render(request, "login.html", next=safe_next(next), error=None)
+    return render(request, "login.html", next=safe_next(next), error=None, user="")
 
 
 @router.post("/login", response_model=None)
 def login(
     request: Request,
-    api_key: Annotated[str, Form()] = "",
+    api_key: Annotated[str, Form(max_length=500)] = "",
+    user: Annotated[str, Form(max_length=64)] = "",
+    password: Annotated[str, Form(max_length=1024)] = "",
     next: Annotated[str, Form()] = "/",
 ) -> Response:
-    """Sign in with the API key; a wrong key shows the form again (401), and so does a
-    sign-in from an address with too many recent failures (429, ``Retry-After``)."""
-    outcome = sign_in(request, api_key.strip())
+    """Sign in with a user name and password, or with a key (the owner key or a user's);
+    a wrong one shows the form again (401), and so does a sign-in from an address with
+    too many recent failures (429, ``Retry-After``). Each attempt is in the audit log."""
+    outcome = sign_in(request, api_key.strip(), name=user.strip(), password=password)
     if outcome.session_id is not None:
+        record_sign_in(request, "sign-in", "ok", outcome.actor, outcome.role)
         redirect = RedirectResponse(safe_next(next), status_code=303)
         sessions.set_cookie(request, redirect, outcome.session_id)
         return redirect
-    response = render(request, "login.html", next=safe_next(next), error=outcome.error)
+    record_sign_in(request, "sign-in", "refused", outcome.actor or user.strip(), "")
+    response = render(
+        request, "login.html", next=safe_next(next), error=outcome.error, user=user.strip()
+    )
     response.status_code = outcome.status
     if outcome.retry_after is not None:
         response.headers["Retry-After"] = str(outcome.retry_after)
@@ -59,6 +80,9 @@ def login(
 @router.post("/logout")
 def logout(request: Request) -> RedirectResponse:
     """Sign out: the session's record is deleted and the browser told to drop the cookie."""
+    me = identify(request)
+    if me is not None:
+        record_sign_in(request, "sign-out", "ok", me.actor, me.role)
     sign_out(request)
     response = RedirectResponse("/login", status_code=303)
     sessions.clear_cookie(request, response)
@@ -260,6 +284,60 @@ def segments_page(request: Request, ctx: Ctx, offset: Offset = 0) -> HTMLRespons
         offset=offset,
         per_page=SEGMENTS_PER_PAGE,
         save_key=f"segment-{secrets.token_urlsafe(18)}",
+    )
+
+
+#: audit entries a page of the dashboard's log shows
+AUDIT_PER_PAGE = 50
+
+
+@page.get("/users")
+def users_page(request: Request, ctx: Ctx) -> HTMLResponse:
+    """Users (admins): add one, change a role, disable or enable, set a password, make
+    a key (shown once), revoke one."""
+    from campaigns.users import ROLES, keys_page
+    from campaigns.users import users_page as listing
+
+    return render(
+        request,
+        "users.html",
+        users=listing(ctx.engine, limit=1000),
+        keys=keys_page(ctx.engine, limit=1000).items,
+        roles=ROLES,
+        now=ctx.clock(),
+    )
+
+
+@page.get("/audit")
+def audit_page(
+    request: Request,
+    ctx: Ctx,
+    actor: Annotated[str, Query(max_length=100)] = "",
+    action: Annotated[str, Query(max_length=200)] = "",
+    outcome: str = "",
+    offset: Offset = 0,
+) -> HTMLResponse:
+    """The audit log (admins), newest first, filtered by actor, action and outcome, 50 a
+    page, with a CSV export of the same filter."""
+    from urllib.parse import urlencode
+
+    from campaigns.audit import OUTCOMES, AuditFilter, entries
+
+    where = AuditFilter(
+        actor=actor.strip() or None,
+        action=action.strip() or None,
+        outcome=outcome if outcome in OUTCOMES else None,
+    )
+    shown = {"actor": where.actor, "action": where.action, "outcome": where.outcome}
+    return render(
+        request,
+        "audit.html",
+        entries=entries(ctx.engine, where, limit=AUDIT_PER_PAGE, offset=offset),
+        f=where,
+        outcomes=OUTCOMES,
+        query=urlencode({k: v for k, v in shown.items() if v}),
+        offset=offset,
+        per_page=AUDIT_PER_PAGE,
     )
 
 

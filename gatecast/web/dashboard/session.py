@@ -1,5 +1,5 @@
 """Dashboard sign-in: pages need a session (API key or session cookie), else they redirect
-to /login."""
+to /login; a page above the signed-in role answers 403 (``gatecast.web.roles``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 from fastapi import Request
 
-from gatecast.web.auth import is_authenticated
+from gatecast.web.auth import authorise, identify
 
 
 class LoginRequired(Exception):
@@ -26,7 +26,10 @@ def safe_next(path: str | None) -> str:
 
 
 def require_session(request: Request) -> None:
-    """FastAPI dependency for pages: redirect to /login unless signed in."""
-    if not is_authenticated(request):
+    """FastAPI dependency for pages: redirect to /login unless signed in; 403 when the
+    role may not see the page."""
+    identity = identify(request)
+    if identity is None:
         target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         raise LoginRequired(quote(target, safe=""))
+    authorise(request, identity)

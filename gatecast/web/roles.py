@@ -1,0 +1,86 @@
+"""Who may call which route: THE role rule of the HTTP app (API, dashboard, /docs, /metrics).
+
+The rule (:func:`required_role`), in order:
+
+1. a route whose template starts with one of :data:`ADMIN_ONLY` needs ``admin``, whatever
+   its method: users and their keys, the audit log (reading and export), outbound webhook
+   endpoints (their URLs receive every event, their secrets sign them), erasure, settings;
+2. any other route: ``GET``, ``HEAD`` and ``OPTIONS`` need ``viewer``; every other method
+   (``POST``, ``PUT``, ``PATCH``, ``DELETE``) needs ``operator``.
+
+So a route added later is covered without an edit here: a reading route is open to viewers
+and a changing one to operators; only a new admin-only area has to be added to
+:data:`ADMIN_ONLY` (and ``tests/web/test_roles.py`` checks every route of the built app
+against this rule, per role).
+
+Roles and their order are the domain's (``campaigns.users.ROLES``: viewer < operator <
+admin); the deployment's owner key (``GATECAST_API_KEY``) acts as ``admin``. Open routes
+(no sign-in at all) are not decided here: ``/healthz``, ``/login``, ``/logout``, the static
+files, and the gateway's webhook intake (``/webhooks/gateway/{secret}``: its own secret).
+A refusal is a 403 problem with the code :data:`ROLE_CODE`.
+"""
+
+from __future__ import annotations
+
+from campaigns.users import ROLES, at_least
+from gatecast.web.problems import Problem
+
+VIEWER, OPERATOR, ADMIN = ROLES
+#: methods that only read: a viewer may call them
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+#: route templates (prefixes) only admins may call, with every method
+ADMIN_ONLY: tuple[str, ...] = (
+    "/api/v1/users",  # users, their keys (/api/v1/users/{name}/keys, /api/v1/users/keys)
+    "/api/v1/audit",  # the audit log and its export
+    "/api/v1/webhook-endpoints",  # outbound webhook endpoints, their log, replay
+    "/api/v1/contacts/{contact_id}/erase",  # erasure
+    "/api/v1/settings",  # deployment settings (none changeable yet; reserved)
+    "/users",  # the dashboard's Users page
+    "/audit",  # the dashboard's Audit page
+    "/webhooks",  # the dashboard's Webhooks page (not /webhooks/gateway: open, see above)
+)
+#: the stable code of a 403 for a role too low
+ROLE_CODE = "role_required"
+
+
+def _under(template: str, prefix: str) -> bool:
+    return template == prefix or template.startswith(prefix + "/")
+
+
+def required_role(method: str, template: str) -> str:
+    """The lowest role that may call ``method`` on the route ``template`` (the route's
+    path as declared, e.g. ``/api/v1/campaigns/{campaign_id}/pause``)."""
+    if any(_under(template, prefix) for prefix in ADMIN_ONLY):
+        return ADMIN
+    return VIEWER if method.upper() in READ_METHODS else OPERATOR
+
+
+def allows(role: str, method: str, template: str) -> bool:
+    """Whether ``role`` may call ``method`` on ``template``."""
+    return at_least(role, required_role(method, template))
+
+
+def refusal(role: str, needed: str, actor: str) -> Problem:
+    """The 403 for ``actor`` acting as ``role`` on a route that needs ``needed``."""
+    return Problem(
+        403,
+        ROLE_CODE,
+        f"refused: this needs the {needed} role; {actor} acts as {role}",
+        title="Your role does not allow this",
+        role=role,
+        required_role=needed,
+    )
+
+
+__all__ = [
+    "ADMIN",
+    "ADMIN_ONLY",
+    "OPERATOR",
+    "READ_METHODS",
+    "ROLE_CODE",
+    "VIEWER",
+    "allows",
+    "refusal",
+    "required_role",
+]
