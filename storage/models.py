@@ -15,7 +15,7 @@ from sqlmodel import Field, SQLModel
 from storage.types import BigId, JsonDoc, UTCDateTime, utcnow
 
 #: the Alembic revision these models describe (``storage/migrations/versions``)
-HEAD_REVISION = "0014"
+HEAD_REVISION = "0015"
 
 
 #: the predicate of the partial indexes over the queue (a query must say it literally,

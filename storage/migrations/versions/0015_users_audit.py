@@ -1,7 +1,7 @@
 """users, API keys, the audit log
 
-Revision ID: 0014
-Revises: 0013
+Revision ID: 0015
+Revises: 0014
 Create Date: 2026-11-25 07:10:00
 
 Named users with a role and an argon2 password hash; API keys per user (only their
@@ -16,8 +16,8 @@ import sqlmodel
 import storage.types
 
 
-revision = '0014'
-down_revision = '0013'
+revision = '0015'
+down_revision = '0014'
 branch_labels = None
 depends_on = None
 
