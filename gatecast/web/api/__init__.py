@@ -7,6 +7,7 @@ from fastapi.routing import APIRoute
 
 from gatecast.web.api import (
     campaigns,
+    composer,
     contact_manage,
     contacts,
     deliveries,
@@ -24,6 +25,7 @@ router = APIRouter(
     prefix="/api/v1", dependencies=[Depends(require_api_key)], responses=ERROR_RESPONSES
 )
 for _module in (
+    composer,
     campaigns,
     reports,
     deliveries,
