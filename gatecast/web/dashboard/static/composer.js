@@ -15,6 +15,15 @@ let gcTomlShown = "";
 let gcSeq = 0;
 
 function $(id) { return document.getElementById(id); }
+// an error in the campaign file's own terms: message.buttons[1].url, as the TOML says it
+function gcProblem(e) {
+  const errors = e && e.data && Array.isArray(e.data.errors) ? e.data.errors : [];
+  if (!errors.length || !errors.some(function (x) { return x.path !== undefined; })) { return e.message; }
+  return errors.map(function (x) {
+    const where = x.path !== undefined ? x.path : (x.loc || []).filter(function (p) { return p !== "body"; }).join(".");
+    return (where ? where + ": " : "") + x.msg;
+  }).join("\n");
+}
 function val(id) { return $(id).value; }
 function num(id) { return $(id).value === "" ? undefined : Number($(id).value); }
 function chosen(name) { const r = document.querySelector("input[name=" + name + "]:checked"); return r ? r.value : ""; }
@@ -208,7 +217,7 @@ async function gcShowTab(tab) {
       const res = await gcApi("POST", "/campaigns/to-toml", formSpec());
       $("toml-text").value = res.toml; gcTomlShown = res.toml;
       gcShow("toml-msg", "", false);
-    } catch (e) { gcShow("campaign-msg", "The form cannot be written as TOML yet:\n" + e.message, true); return; }
+    } catch (e) { gcShow("campaign-msg", "The form cannot be written as TOML yet:\n" + gcProblem(e), true); return; }
   } else if ($("toml-text").value !== gcTomlShown && !(await gcApplyToml())) {
     return;
   }
@@ -226,7 +235,7 @@ async function gcApplyToml() {
     gcShow("toml-msg", "Applied to the form.", false);
     gcChanged();
     return true;
-  } catch (e) { gcShow("toml-msg", e.message, true); return false; }
+  } catch (e) { gcShow("toml-msg", gcProblem(e), true); return false; }
 }
 async function gcCurrentSpec() {
   if (gcTab === "toml" && $("toml-text").value !== gcTomlShown && !(await gcApplyToml())) { return null; }
@@ -235,7 +244,7 @@ async function gcCurrentSpec() {
 
 // --- the phone ------------------------------------------------------------------------------
 function gcText(s) { return gcEsc(s).replace(/\n/g, "<br>"); }
-const BUTTON_ICONS = { quick_reply: "↩", cta_url: "↗", cta_call: "✆", cta_copy: "⧉" };
+const BUTTON_ICONS = { quick_reply: "↩", cta_url: "↗", cta_call: "✆", cta_copy: "❐" };
 function gcMedia(c) {
   const url = c.media_url || "";
   const path = url.split("?")[0].toLowerCase();
@@ -246,7 +255,8 @@ function gcMedia(c) {
   if (!c.filename && /\.(mp4|3gp|mov|webm)$/.test(path)) {
     return "<div class='pv-media pv-video' role='img' aria-label='video: " + gcEsc(name) + "'>▶ " + gcEsc(name) + "</div>";
   }
-  return "<div class='pv-media pv-file'><span class='pv-file-icon' aria-hidden='true'>📄</span><span class='pv-file-name'>" + gcEsc(name) + "</span></div>";
+  const ext = (name.indexOf(".") > 0 ? name.split(".").pop() : "file").slice(0, 4).toUpperCase();
+  return "<div class='pv-media pv-file'><span class='pv-file-icon' aria-hidden='true'>" + gcEsc(ext) + "</span><span class='pv-file-name'>" + gcEsc(name) + "</span></div>";
 }
 function gcBubble(c) {
   let out = "<div class='bubble' data-kind='" + gcEsc(c.type) + "'>";
@@ -328,14 +338,14 @@ async function gcRefresh() {
       if (seq === gcSeq) { gcShowPhone(p); }
     }, function (e) {
       if (seq !== gcSeq) { return; }
-      $("pv-chat").innerHTML = "<div class='bubble pv-unrendered'>" + gcText(e.message) + "</div>";
+      $("pv-chat").innerHTML = "<div class='bubble pv-unrendered'>" + gcText(gcProblem(e)) + "</div>";
       $("pv-missing").textContent = "";
     }),
     gcApi("POST", "/campaigns/check", spec).then(function (c) {
       if (seq !== gcSeq) { return; }
       gcShow("final-check", c.sentence, false);
       $("final-check").dataset.messages = c.messages;
-    }, function (e) { if (seq === gcSeq) { gcShow("final-check", e.message, true); } }),
+    }, function (e) { if (seq === gcSeq) { gcShow("final-check", gcProblem(e), true); } }),
   ];
   if (spec.schedule.cron) {
     const q = "?cron=" + encodeURIComponent(spec.schedule.cron) + "&timezone=" + encodeURIComponent(tz);
@@ -344,7 +354,7 @@ async function gcRefresh() {
       $("cron-next").innerHTML = "Next starts (" + gcEsc(tz) + "):<ol id='cron-list'>" + o.occurrences.map(function (t) {
         return "<li>" + gcEsc(gcLocal(t, tz)) + "</li>";
       }).join("") + "</ol>";
-    }, function (e) { if (seq === gcSeq) { gcShow("cron-next", e.message, true); } }));
+    }, function (e) { if (seq === gcSeq) { gcShow("cron-next", gcProblem(e), true); } }));
   } else {
     $("cron-next").textContent = "";
   }
@@ -385,7 +395,7 @@ async function submit(path, body, previewOnly, keyField, method) {
       created = true;
       gcShow("campaign-msg", "Campaign " + res.id + " is " + res.state + (method === "PUT" ? ": changes saved." : "."), false);
       setTimeout(function () { location.href = "/campaigns/" + res.id; }, 700);
-    } catch (e) { gcShow("campaign-msg", e.message, true); }
+    } catch (e) { gcShow("campaign-msg", gcProblem(e), true); }
   });
   if (created) { buttons.forEach(function (b) { b.disabled = true; }); }
 }
