@@ -82,14 +82,14 @@ def _one_sender(
     sent_today: int,
 ) -> SenderFinish:
     t = next_window_open(start, tz, window)
-    first = t
+    first: datetime | None = None
     day_end = next_local_day_start(t, tz)
     used = sent_today if t < next_local_day_start(start, tz) else 0
     remaining, last = n, t
     limit = start + timedelta(days=MAX_DAYS)
     while remaining > 0:
         if t > limit:
-            return SenderFinish(n, first, None)
+            return SenderFinish(n, first or t, None)
         if t >= day_end:
             day_end, used = next_local_day_start(t, tz), 0
         left = remaining if cap is None else min(remaining, cap - used)
@@ -97,18 +97,22 @@ def _one_sender(
         if left <= 0:  # the cap is reached: the next day's window
             t = next_window_open(day_end, tz, window)
             continue
-        room = left if gap <= 0 else math.floor((segment_end - t).total_seconds() / gap) + 1
-        k = min(left, max(room, 1 if t < segment_end else 0))
+        # sends at t, t + gap, ... before the window closes (or the day ends)
+        seconds = (segment_end - t).total_seconds()
+        room = (left if seconds > 0 else 0) if gap <= 0 else math.ceil(seconds / gap)
+        k = min(left, room)
         if k <= 0:
             t = next_window_open(segment_end, tz, window)
             continue
+        if first is None:
+            first = t
         last = t + timedelta(seconds=gap * (k - 1))
         remaining -= k
         used += k
         t = last + timedelta(seconds=gap)
         if remaining and not in_window(t, tz, window):
             t = next_window_open(t, tz, window)
-    return SenderFinish(n, first, last)
+    return SenderFinish(n, first or t, last)
 
 
 @dataclass(frozen=True)
