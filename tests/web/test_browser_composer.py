@@ -210,6 +210,7 @@ def test_compose_and_send_every_message_kind(
             expect(phone.locator(".pv-title")).to_have_text("Black Friday")
             expect(phone.locator(".pv-footer")).to_have_text("Reply STOP to opt out")
             expect(phone.locator(".pv-button")).to_have_count(4)
+            page.evaluate("window.scrollTo(0, 0)")
             _shot(page, "composer-desktop")
         if kind == "list":
             page.set_viewport_size({"width": 390, "height": 844})
