@@ -418,6 +418,34 @@ function submitToml(previewOnly) {
   return submit(previewOnly ? "/campaigns/preview/toml" : "/campaigns/toml", fd, previewOnly, "toml-key");
 }
 
+// --- any contact: found by the contacts search, then previewed ---------------------------
+let gcSearchTimer = null;
+function gcSearch() {
+  clearTimeout(gcSearchTimer);
+  gcSearchTimer = setTimeout(async function () {
+    const q = val("pv-search").trim();
+    if (!q) { $("pv-found").innerHTML = ""; return; }
+    try {
+      const page = await gcApi("GET", "/contacts?limit=8&q=" + encodeURIComponent(q));
+      $("pv-found").innerHTML = page.items.length ? page.items.map(function (c) {
+        return "<button type='button' role='option' class='link pv-pick' data-id='" + c.id + "'>" + gcEsc((c.name || c.phone) + " · " + c.phone) + "</button>";
+      }).join("") : "<span class='muted small'>No contact matches.</span>";
+    } catch (e) { gcShow("pv-found", gcProblem(e), true); }
+  }, 300);
+}
+function gcPick(ev) {
+  const btn = ev.target.closest(".pv-pick");
+  if (!btn) { return; }
+  const sel = $("pv-contact");
+  if (!Array.from(sel.options).some(function (o) { return o.value === btn.dataset.id; })) {
+    const o = document.createElement("option"); o.value = btn.dataset.id; o.textContent = btn.textContent; sel.appendChild(o);
+  }
+  sel.value = btn.dataset.id;
+  $("pv-found").innerHTML = "";
+  $("pv-search").value = "";
+  gcRefresh();
+}
+
 // --- start -----------------------------------------------------------------------------------
 (function () {
   const browserZone = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
@@ -427,5 +455,7 @@ function submitToml(previewOnly) {
   $("campaign-form").addEventListener("input", gcChanged);
   $("campaign-form").addEventListener("change", gcChanged);
   $("pv-contact").addEventListener("change", gcRefresh);
+  $("pv-search").addEventListener("input", gcSearch);
+  $("pv-found").addEventListener("click", gcPick);
   gcRefresh();
 })();
