@@ -327,7 +327,17 @@ function gcLocal(iso, tz) {
     return new Date(iso).toLocaleString("en-GB", { timeZone: tz, weekday: "short", year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" });
   } catch (e) { return iso; }
 }
+// one refresh at a time: the final check reads every recipient (as a create does), so a
+// change made while one runs waits for it and then refreshes once
+let gcRunning = false;
+let gcAgain = false;
 async function gcRefresh() {
+  if (gcRunning) { gcAgain = true; return; }
+  gcRunning = true;
+  try { await gcRefreshNow(); } finally { gcRunning = false; }
+  if (gcAgain) { gcAgain = false; gcRefresh(); }
+}
+async function gcRefreshNow() {
   const seq = ++gcSeq;
   const spec = formSpec();
   const contact = val("pv-contact");
