@@ -315,6 +315,26 @@ def test_toml_tab_preview_of_a_missing_variable_and_phone_width(
     page.click("#tab-form")
     expect(page.locator("#campaign-form")).to_be_visible()
 
+    # an audience of tags and values, written on the TOML tab, is kept by the form
+    page.click("#tab-toml")
+    text = (
+        toml.input_value()
+        .replace('list = "people"\n', "")
+        .replace(
+            "\n[message]",
+            '\n[audience]\nlists = ["people"]\nwhere = { city = "Berlin" }\n\n[message]',
+            1,
+        )
+    )
+    toml.fill(text)
+    page.click("#tab-form")
+    expect(page.locator("#f-to-audience")).to_be_checked()
+    expect(page.locator("#final-check")).to_contain_text("1 message(s) to lists = people; where")
+    page.click("#tab-toml")
+    expect(toml).to_have_value(re.compile(r'\[audience\]\nlists = \["people"\]'))
+    page.click("#tab-form")
+    page.check("#f-to-list")
+
     # every control has a label; at a phone's width nothing scrolls sideways
     unlabelled = page.evaluate(UNLABELLED)
     assert unlabelled == [], unlabelled

@@ -133,6 +133,7 @@ function formSpec() {
   if (to === "list") { spec.list = val("f-list"); }
   if (to === "segment") { spec.audience = { segment: val("f-segment") }; }
   if (to === "groups") { spec.groups = val("f-groups").split(/\s+/).filter(Boolean); }
+  if (to === "audience" && GC.audience) { spec.audience = GC.audience; }
   const ticked = Array.from(document.querySelectorAll("input[name=instances]:checked")).map(function (e) { return e.value; });
   if (ticked.length) { spec.instances = ticked; }
   const schedule = { timezone: val("f-tz") || "UTC" };
@@ -157,8 +158,13 @@ function fillForm(spec) {
   setVal("f-name", spec.name);
   let to = "list";
   if (spec.groups && spec.groups.length) { to = "groups"; setVal("f-groups", spec.groups.join("\n")); }
-  else if (spec.audience) { to = "segment"; gcEnsureOption("f-segment", spec.audience.segment || ""); }
+  else if (spec.audience && spec.audience.segment) { to = "segment"; gcEnsureOption("f-segment", spec.audience.segment); }
+  else if (spec.audience) { to = "audience"; }
   else if (spec.list) { gcEnsureOption("f-list", spec.list); }
+  // an audience of lists, tags and values is kept as the file says it (the TOML tab edits it)
+  GC.audience = spec.audience && !spec.audience.segment ? spec.audience : null;
+  $("f-to-audience-label").classList.toggle("hidden", !GC.audience);
+  $("f-audience-text").textContent = GC.audience ? JSON.stringify(GC.audience) : "";
   $("f-to-" + to).checked = true;
   document.querySelectorAll("input[name=instances]").forEach(function (e) { e.checked = (spec.instances || []).includes(e.value); });
   setVal("f-type", m.type);
