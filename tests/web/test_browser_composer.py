@@ -261,6 +261,7 @@ def test_compose_and_send_every_message_kind(
 def test_toml_tab_preview_of_a_missing_variable_and_phone_width(
     app: LiveApp,
     browser_page: Any,  # noqa: F811
+    tmp_path: Path,
 ) -> None:
     from playwright.sync_api import expect
 
@@ -334,6 +335,18 @@ def test_toml_tab_preview_of_a_missing_variable_and_phone_width(
     expect(toml).to_have_value(re.compile(r'\[audience\]\nlists = \["people"\]'))
     page.click("#tab-form")
     page.check("#f-to-list")
+
+    # a TOML file chosen for upload gets its final check before it is created
+    upload = tmp_path / "later.toml"
+    upload.write_text(
+        'name = "Later"\nlist = "people"\n[message]\ntype = "text"\ntext = "Hi {{ name }}"\n'
+        '[schedule]\nstart = "2099-01-01T09:00:00"\ntimezone = "Europe/Berlin"\n',
+        encoding="utf-8",
+    )
+    page.set_input_files("#toml-file", str(upload))
+    expect(page.locator("#final-check")).to_contain_text(
+        "later.toml: 3 message(s) to list people through"
+    )
 
     # every control has a label; at a phone's width nothing scrolls sideways
     unlabelled = page.evaluate(UNLABELLED)

@@ -462,6 +462,17 @@ function gcPick(ev) {
   gcRefresh();
 }
 
+// an uploaded TOML file gets its final check too, before it is created
+async function gcCheckUpload() {
+  const file = $("toml-file").files[0];
+  if (!file) { return; }
+  try {
+    const parsed = await gcApi("POST", "/campaigns/from-toml", { toml: await file.text() });
+    const c = await gcApi("POST", "/campaigns/check", parsed.spec);
+    gcShow("final-check", file.name + ": " + c.sentence, false);
+  } catch (e) { gcShow("final-check", file.name + ":\n" + gcProblem(e), true); }
+}
+
 // --- start -----------------------------------------------------------------------------------
 (function () {
   const browserZone = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
@@ -473,5 +484,6 @@ function gcPick(ev) {
   $("pv-contact").addEventListener("change", gcRefresh);
   $("pv-search").addEventListener("input", gcSearch);
   $("pv-found").addEventListener("click", gcPick);
+  if ($("toml-file")) { $("toml-file").addEventListener("change", gcCheckUpload); }
   gcRefresh();
 })();
