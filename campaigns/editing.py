@@ -10,9 +10,9 @@ preview its message for one recipient as a phone shows it.
   :class:`campaigns.lifecycle.InvalidTransition`, a 409 on the API). Its rows not yet
   sent (``queued``) are rendered again from the new message; one that no longer
   renders is skipped with the reason. Once the campaign has started (it has rows), its
-  recipients are fixed: a changed ``list``, ``[audience]`` or ``groups`` is refused
-  naming the field. The change is one conditional UPDATE on the state read, so a start
-  firing at the same moment and the edit cannot both win.
+  recipients and their senders are fixed: a changed ``list``, ``[audience]``, ``groups``
+  or ``instances`` is refused naming the field. The change is one conditional UPDATE on
+  the state read, so a start firing at the same moment and the edit cannot both win.
 - **Preview for one recipient**: the message rendered for a chosen contact (else the
   audience's first), the variables it reads that the contact lacks, its spintax
   variants, and the audience's first recipients to choose from. The rules are
@@ -73,8 +73,9 @@ EDITABLE = lifecycle.ACTIONS["edited"]
 RERENDER_CHUNK = 1000
 #: recipients the preview offers to choose from
 CANDIDATES = 50
-#: the sections whose change would change who receives a started campaign
-_RECIPIENT_FIELDS = ("list", "audience", "groups")
+#: the fields fixed once a campaign has started: who receives it (its rows exist) and
+#: who sends (each row has its sender)
+_RECIPIENT_FIELDS = ("list", "audience", "groups", "instances")
 
 
 def clone_spec(source: CampaignSpec, changes: dict[str, Any] | None = None) -> CampaignSpec:
@@ -152,8 +153,8 @@ def edit_campaign(
             changed = _recipients_changed(stored_spec(row.spec, campaign_id), spec)
             if changed:
                 raise CampaignSetupError(
-                    f"{changed}: campaign {campaign_id} has started, so its recipients are "
-                    "fixed; clone it to send to other recipients",
+                    f"{changed}: campaign {campaign_id} has started, so its recipients and "
+                    "their senders are fixed; clone it to send to others or through others",
                     changed,
                 )
         else:

@@ -234,8 +234,8 @@ def put_campaign(
     body: Annotated[dict[str, Any], Body(examples=[CAMPAIGN_EXAMPLE])],
 ) -> CampaignEdited:
     """Replace the file of a scheduled or paused campaign (409 in any other state). Its
-    rows not yet sent are rendered again; once started, its recipients are fixed (a
-    changed ``list``, ``audience`` or ``groups``: 422 naming it)."""
+    rows not yet sent are rendered again; once started, its recipients and senders are
+    fixed (a changed ``list``, ``audience``, ``groups`` or ``instances``: 422 naming it)."""
     spec = parse_campaign(body, "request body")
     edited = editing.edit_campaign(
         ctx.engine,
