@@ -740,6 +740,16 @@ def parse_campaign(data: Mapping[str, Any], source: str = "<campaign>") -> Campa
     raise CampaignFileError(errors, source)
 
 
+def parse_schedule(data: Mapping[str, Any], source: str = "<schedule>") -> ScheduleSpec:
+    """Validate a ``[schedule]`` alone (paths ``schedule.<field>``), e.g. a recurrence
+    whose next starts are asked for; :class:`CampaignFileError` listing every problem."""
+    try:
+        return ScheduleSpec.model_validate(dict(data))
+    except ValidationError as exc:
+        errors = [FieldError(_join("schedule", e.path), e.message) for e in _field_errors(exc)]
+    raise CampaignFileError(errors, source)
+
+
 def stored_spec(
     data: Mapping[str, Any] | CampaignSpec, campaign_id: int | None = None
 ) -> CampaignSpec:
@@ -798,6 +808,7 @@ __all__ = [
     "audience_problems",
     "load_campaign_file",
     "parse_campaign",
+    "parse_schedule",
     "parse_toml",
     "start_missed",
     "stored_spec",

@@ -48,6 +48,8 @@ ACTIONS: dict[str, frozenset[str]] = {
     "paused": ALLOWED_FROM[PAUSED],
     "resumed": frozenset({PAUSED}),
     "cancelled": ALLOWED_FROM[CANCELLED],
+    # an edit changes the file of a campaign not sending now (campaigns.editing)
+    "edited": frozenset({SCHEDULED, PAUSED}),
 }
 
 _campaigns = tables.campaigns

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from jinja2 import StrictUndefined, Template, TemplateError, UndefinedError
+from jinja2 import StrictUndefined, Template, TemplateError, UndefinedError, meta
 
 from campaigns.campaign_file import MessageSpec
 from campaigns.templating import (
@@ -265,12 +265,71 @@ def _render_message(spec: MessageSpec, contact: ContactData, rng: random.Random)
     )
 
 
+def message_templates(spec: MessageSpec) -> list[str]:
+    """Every text of ``spec`` that is rendered per recipient (templates with spintax)."""
+    out = [
+        spec.text,
+        spec.caption,
+        spec.title,
+        spec.subtitle,
+        spec.footer,
+        spec.button_text,
+        *(b.display_text for b in spec.buttons),
+    ]
+    for section in spec.sections:
+        out.append(section.title)
+        out += [t for row in section.rows for t in (row.title, row.description)]
+    return [t for t in out if t]
+
+
+def template_variables(spec: MessageSpec) -> list[str]:
+    """The variables ``spec``'s templates read (sorted; loop variables excluded)."""
+    found: set[str] = set()
+    for source in message_templates(spec):
+        if "{{" in source or "{%" in source:
+            found |= meta.find_undeclared_variables(_env.parse(source))
+    return sorted(found - set(_env.globals))
+
+
+def missing_variables(spec: MessageSpec, contact: ContactData) -> list[str]:
+    """The variables ``spec`` reads that ``contact`` has no value for (they would not
+    render: the recipient is skipped with "missing variable ...")."""
+    have = contact.variables()
+    return [v for v in template_variables(spec) if v not in have]
+
+
+#: the most different spintax variants :func:`spintax_variants` looks for
+MAX_VARIANTS = 8
+_VARIANT_TRIES = 40
+
+
+def spintax_variants(
+    spec: MessageSpec, contact: ContactData, limit: int = MAX_VARIANTS
+) -> list[dict[str, Any]]:
+    """Up to ``limit`` different renderings of ``spec`` for ``contact`` (spintax picks
+    differ by seed; the stored one is seeded by the campaign id and the target), as the
+    gateway's message dicts. Raises :class:`RenderError` as :func:`render_message` does."""
+    seen: list[dict[str, Any]] = []
+    for seed in range(_VARIANT_TRIES):
+        content = gm.message_to_dict(render_message(spec, contact, random.Random(seed)))
+        if content not in seen:
+            seen.append(content)
+            if len(seen) >= limit:
+                break
+    return seen
+
+
 __all__ = [
+    "MAX_VARIANTS",
     "ContactData",
     "RenderError",
     "RenderLimit",
+    "message_templates",
+    "missing_variables",
     "recipient_rng",
     "render_message",
     "render_text",
     "spin",
+    "spintax_variants",
+    "template_variables",
 ]

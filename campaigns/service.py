@@ -337,6 +337,46 @@ def preview_campaign(
     )
 
 
+@dataclass(frozen=True)
+class RecipientCounts:
+    """Every recipient of a campaign file checked now, as a create would: how many, and
+    how many of them are excluded (opted out, in the contact cooldown) or cannot render."""
+
+    recipients: int
+    opted_out: int
+    cooldown_excluded: int
+    unrenderable: int
+    #: what an ``[audience]`` selects (None: a list or groups)
+    audience: AudienceCount | None = None
+
+    @property
+    def messages(self) -> int:
+        """The messages that would be sent."""
+        excluded = self.opted_out + self.cooldown_excluded + self.unrenderable
+        return max(0, self.recipients - excluded)
+
+
+def count_recipients(
+    engine: Engine,
+    spec: CampaignSpec,
+    *,
+    default_cooldown_hours: float = 0.0,
+    now: datetime | None = None,
+) -> RecipientCounts:
+    """Check every recipient of ``spec`` with the rules of :func:`create_campaign`
+    (nothing stored); :class:`CampaignSetupError` as a create would raise it."""
+    spec = spec.with_cooldown_default(default_cooldown_hours)
+    with engine.connect() as conn:
+        scan = _scan(conn, spec, first=0, now=now or utcnow())
+    return RecipientCounts(
+        recipients=scan.total,
+        opted_out=scan.opted_out,
+        cooldown_excluded=scan.cooled,
+        unrenderable=scan.bad,
+        audience=scan.audience_count(),
+    )
+
+
 def _check_senders(conn: Connection, spec: CampaignSpec) -> None:
     """Every sender the campaign names must be one gatecast has a record of."""
     if not spec.instances:
@@ -809,6 +849,7 @@ __all__ = [
     "DeliveryRecord",
     "PreviewItem",
     "ProgressPoint",
+    "RecipientCounts",
     "RetryOutcome",
     "UnrenderableRecipients",
     "campaign_counts",
@@ -816,6 +857,7 @@ __all__ = [
     "campaign_progress",
     "campaign_state",
     "cancel_campaign",
+    "count_recipients",
     "create_campaign",
     "deliveries_page",
     "get_campaign",

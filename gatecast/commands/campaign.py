@@ -24,7 +24,9 @@ from gatecast.commands import campaign_run
 from gatecast.commands.common import INT64_MAX, fail, id_argument, open_engine_or_fail
 
 if TYPE_CHECKING:
+    from campaigns.campaign_file import CampaignSpec
     from campaigns.reports import ReportSummary
+    from campaigns.service import CreatedCampaign
     from storage.engine import Engine
 
 console = Console()
@@ -141,6 +143,12 @@ def create_cmd(
     strict: bool = typer.Option(
         False, "--strict", help="Refuse the campaign if any recipient's message cannot render."
     ),
+    dry_run: bool = typer.Option(
+        False,
+        "--dry-run",
+        help="Store nothing: print the final check (messages, audience, senders, start and "
+        "the estimated finish at this pace, the excluded and unrenderable counts).",
+    ),
 ) -> None:
     """Validate a campaign file, preview its messages and schedule it."""
     from campaigns import service
@@ -151,9 +159,31 @@ def create_cmd(
 
         spec = load_campaign_file(file)
         cooldown = get_settings().contact_cooldown_hours
+        if dry_run:
+            _print_check(spec, cooldown, as_json)
+            return
         created = service.create_campaign(
             open_engine_or_fail(), spec, strict=strict, default_cooldown_hours=cooldown
         )
+    _print_created(created, spec, as_json)
+
+
+def _print_check(spec: CampaignSpec, cooldown: float, as_json: bool) -> None:
+    """The final check of ``spec`` (``scheduler.estimate``), nothing stored."""
+    from scheduler.estimate import final_check
+
+    check = final_check(open_engine_or_fail(), spec, default_cooldown_hours=cooldown)
+    if as_json:
+        _print_json({"sentence": check.sentence(), **asdict(check)})
+        return
+    console.print(escape(check.sentence()), soft_wrap=True)
+    for moment in check.occurrences:
+        console.print(f"  next start {_local(moment, spec.schedule.timezone)}")
+    console.print("[dim]dry run: nothing was stored[/]")
+
+
+def _print_created(created: CreatedCampaign, spec: CampaignSpec, as_json: bool) -> None:
+    """What a create (or a clone) made: its state, schedule, counts and first messages."""
     if as_json:
         out = asdict(created)
         out["audience"] = None if created.audience is None else created.audience.to_dict()
@@ -174,28 +204,135 @@ def create_cmd(
     )
     if created.recipients == 0:
         err.print("[yellow]warning:[/] the campaign has no recipients yet (the list is empty)")
-    if created.preview:
+    _print_preview(created.preview, created.unrenderable, created.unrenderable_count)
+
+
+def _print_preview(
+    preview: list[Any], unrenderable: list[tuple[str, str]], unrenderable_count: int
+) -> None:
+    if preview:
         table = Table(title="Preview (first messages, exactly as they will be sent)")
         table.add_column("to")
         table.add_column("name")
         table.add_column("message", overflow="fold")
-        for item in created.preview:
+        for item in preview:
             table.add_row(
                 escape(item.target), escape(item.name), escape(_preview_text(item.content))
             )
         console.print(table)
-    if created.unrenderable_count:
+    if unrenderable_count:
         table = Table(
-            title=f"{created.unrenderable_count:,} recipient(s) cannot render and will be skipped",
+            title=f"{unrenderable_count:,} recipient(s) cannot render and will be skipped",
             title_style="yellow",
         )
         table.add_column("to")
         table.add_column("reason")
-        for target, reason in created.unrenderable[:20]:
+        for target, reason in unrenderable[:20]:
             table.add_row(escape(target), escape(reason))
         console.print(table)
-        if created.unrenderable_count > 20:
-            console.print(f"... and {created.unrenderable_count - 20:,} more")
+        if unrenderable_count > 20:
+            console.print(f"... and {unrenderable_count - 20:,} more")
+
+
+@campaign_app.command("clone")
+def clone_cmd(
+    campaign_id: int = id_argument("The campaign to copy."),
+    name: str | None = typer.Option(
+        None, "--name", help='The copy\'s name (default "<name> (copy)").'
+    ),
+    start: str | None = typer.Option(
+        None,
+        "--start",
+        help="The copy's start, local to its timezone (2030-05-01T09:00), or 'now'. Default: "
+        "the original's (refused when already past).",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Create a copy of a campaign (any state) and schedule it."""
+    from campaigns import editing
+
+    with _errors():
+        from gatecast.settings import get_settings
+
+        engine = open_engine_or_fail()
+        changes: dict[str, Any] = {}
+        if name is not None:
+            changes["name"] = name
+        if start is not None:
+            schedule = editing.campaign_file(engine, campaign_id).schedule
+            data = schedule.model_dump(mode="json", exclude_none=True)
+            data.pop("start", None)
+            if start.strip().lower() != "now":
+                data["start"] = start.strip()
+            changes["schedule"] = data
+        created = editing.clone_campaign(
+            engine,
+            campaign_id,
+            changes,
+            default_cooldown_hours=get_settings().contact_cooldown_hours,
+        )
+        spec = editing.campaign_file(engine, created.id)
+    if not as_json:
+        console.print(f"campaign {campaign_id} cloned")
+    _print_created(created, spec, as_json)
+
+
+@campaign_app.command("edit")
+def edit_cmd(
+    campaign_id: Annotated[
+        int,
+        typer.Argument(min=1, max=INT64_MAX, help="The campaign to change (scheduled or paused)."),
+    ],
+    file: Annotated[Path, typer.Argument(help="Its new campaign file (TOML).")],
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Give a scheduled or paused campaign a new campaign file; its rows not yet sent are
+    rendered again (refused once it runs or has finished)."""
+    from campaigns import editing
+    from campaigns.campaign_file import load_campaign_file
+
+    with _errors():
+        from gatecast.settings import get_settings
+
+        spec = load_campaign_file(file)
+        edited = editing.edit_campaign(
+            open_engine_or_fail(),
+            campaign_id,
+            spec,
+            default_cooldown_hours=get_settings().contact_cooldown_hours,
+        )
+    if as_json:
+        _print_json(asdict(edited))
+        return
+    console.print(
+        f"campaign [bold]{edited.id}[/] [green]{escape(spec.name)}[/] edited; it is "
+        f"{edited.state}, {edited.recipients:,} recipient(s)"
+        + (f"; {edited.rerendered:,} queued message(s) rendered again" if edited.rerendered else "")
+        + (f", {edited.skipped:,} skipped (no longer renders)" if edited.skipped else "")
+    )
+    _print_preview(edited.preview, edited.unrenderable, edited.unrenderable_count)
+
+
+@campaign_app.command("export")
+def export_cmd(
+    campaign_id: int = id_argument("Campaign id."),
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="Write the file here (default: print it)."),
+    ] = None,
+) -> None:
+    """Print (or write) a campaign's file as TOML: what ``campaign create`` and
+    ``campaign edit`` take."""
+    from campaigns import editing
+    from campaigns.campaign_toml import spec_to_toml
+
+    with _errors():
+        text = spec_to_toml(editing.campaign_file(open_engine_or_fail(), campaign_id))
+        if output is None:
+            typer.echo(text, nl=False)
+            return
+        output.write_text(text, encoding="utf-8")
+    console.print(f"wrote {output}")
 
 
 @campaign_app.command("list")

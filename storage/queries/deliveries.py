@@ -780,3 +780,51 @@ def sends_since_by_sender(
         if n:
             out[str(sender)] = n
     return out
+
+
+def queued_page(conn: Connection, campaign_id: int, *, after: int, limit: int) -> list[RowMapping]:
+    """Up to ``limit`` queued rows of a campaign with id above ``after``, by id, each with
+    its contact's phone, name and attributes (none for a group): what a re-render needs."""
+    stmt = (
+        select(
+            _d.c.id,
+            _d.c.target,
+            _d.c.target_kind,
+            _contacts.c.phone,
+            _contacts.c.name,
+            _contacts.c.attributes,
+        )
+        .select_from(_d.outerjoin(_contacts, _contacts.c.id == _d.c.contact_id))
+        .where(_d.c.campaign_id == campaign_id, _d.c.state == states.QUEUED, _d.c.id > after)
+        .order_by(_d.c.id)
+        .limit(limit)
+    )
+    return list(conn.execute(stmt).mappings().all())
+
+
+def rewrite_queued(
+    conn: Connection,
+    contents: Sequence[tuple[int, dict[str, Any]]],
+    skips: Sequence[tuple[int, str]],
+) -> tuple[int, int]:
+    """New rendered content for queued rows, and queued rows skipped with a reason (a
+    message that no longer renders for them); only rows still queued are touched.
+    Returns (rewritten, skipped)."""
+    rewritten = skipped = 0
+    if contents:
+        stmt = (
+            update(_d)
+            .where(_d.c.id == bindparam("row_id"), _d.c.state == states.QUEUED)
+            .values(content=bindparam("new_content"))
+        )
+        params = [{"row_id": i, "new_content": c} for i, c in contents]
+        rewritten = _executemany(conn, stmt, params)
+    if skips:
+        stmt = (
+            update(_d)
+            .where(_d.c.id == bindparam("row_id"), _d.c.state == states.QUEUED)
+            .values(state=states.SKIPPED, error=bindparam("reason"), due_at=None)
+        )
+        params = [{"row_id": i, "reason": r[:1000]} for i, r in skips]
+        skipped = _executemany(conn, stmt, params)
+    return rewritten, skipped

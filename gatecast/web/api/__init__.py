@@ -9,6 +9,7 @@ from fastapi.routing import APIRoute
 from gatecast.web.api import (
     audit,
     campaigns,
+    composer,
     contact_manage,
     contacts,
     deliveries,
@@ -27,6 +28,7 @@ router = APIRouter(
     prefix="/api/v1", dependencies=[Depends(require_api_key)], responses=ERROR_RESPONSES
 )
 for _module in (
+    composer,
     campaigns,
     reports,
     deliveries,

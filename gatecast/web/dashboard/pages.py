@@ -219,20 +219,50 @@ def campaigns_page(
 
 
 @page.get("/campaigns/new")
-def new_campaign_page(request: Request, ctx: Ctx) -> HTMLResponse:
-    """Create a campaign from a form or a TOML file, with a preview first.
+def new_campaign_page(
+    request: Request,
+    ctx: Ctx,
+    source: Annotated[int | None, Query(alias="from", ge=1, le=2**63 - 1)] = None,
+    mode: str = "clone",
+) -> HTMLResponse:
+    """The composer: every message kind, audience, schedule, pace, retry and safety as a
+    form or as the TOML campaign file, a phone preview per recipient and the final check.
 
+    ``?from=ID`` opens it filled from campaign ID: a copy to create (``mode=clone``, the
+    default), or the campaign itself to change (``mode=edit``, saved with ``PUT``).
     Each rendering carries a fresh idempotency key per form (hidden fields the scripts
     send as ``Idempotency-Key``), so submitting one rendering twice creates once.
     """
+    from zoneinfo import available_timezones
+
+    from campaigns.editing import campaign_file, clone_spec
+    from campaigns.segments import segments_page
+    from campaigns.service import CampaignNotFound
     from gatecast.web.api.instances import list_instance_rows
     from gatecast.web.api.lists import get_lists
 
+    mode = "edit" if mode == "edit" and source is not None else "clone"
+    prefill = None
+    if source is not None:
+        try:
+            spec = campaign_file(ctx.engine, source)
+        except CampaignNotFound:
+            response = render(request, "not_found.html", what=f"campaign {source}")
+            response.status_code = 404
+            return response
+        if mode == "clone":
+            spec = clone_spec(spec)
+        prefill = spec.model_dump(mode="json", exclude_none=True)
     response = render(
         request,
         "campaign_new.html",
         lists=get_lists(ctx, limit=1000).items,
+        segments=segments_page(ctx.engine, limit=1000).items,
         instances=list_instance_rows(ctx)[0],
+        timezones=sorted(available_timezones() - {"localtime", "Factory"}),
+        prefill=prefill,
+        mode=mode,
+        source_id=source,
         form_key=f"form-{secrets.token_urlsafe(18)}",
         toml_key=f"toml-{secrets.token_urlsafe(18)}",
     )

@@ -1,0 +1,250 @@
+"""What the composer needs: the campaign file as TOML and back, the message for one
+recipient, the final check (estimate), the next starts of a recurrence; and clone and
+edit of a stored campaign.
+
+Every rule lives below the faces: ``campaigns.campaign_toml`` (TOML),
+``campaigns.editing`` (clone, edit, the preview for one recipient: ``campaigns.render``'s
+rules), ``scheduler.estimate`` (the final check). Errors: 404 unknown id, 409 an edit of
+a campaign that is neither scheduled nor paused, 422 naming the field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Query
+from pydantic import BaseModel, Field
+
+from campaigns import editing
+from campaigns.campaign_file import (
+    parse_campaign,
+    parse_schedule,
+    parse_toml,
+)
+from campaigns.campaign_toml import spec_to_toml
+from gatecast.web.api.campaigns import (
+    CAMPAIGN_EXAMPLE,
+    MAX_TOML_BYTES,
+    CampaignCreated,
+    PreviewMessage,
+    Unrenderable,
+    created_public,
+)
+from gatecast.web.api.common import Id, field_error
+from gatecast.web.context import AppContext, get_ctx
+
+router = APIRouter(tags=["campaigns"])
+Ctx = Annotated[AppContext, Depends(get_ctx)]
+
+
+class TomlText(BaseModel):
+    """A campaign file as TOML text."""
+
+    toml: str = Field(max_length=MAX_TOML_BYTES, description="The campaign file (TOML)")
+
+
+class SpecBody(BaseModel):
+    """A campaign file's fields as JSON, validated (defaults filled in)."""
+
+    spec: dict[str, Any]
+
+
+class RecipientPreviewRequest(BaseModel):
+    """A campaign file and the contact to render it for."""
+
+    spec: dict[str, Any] = Field(description="The campaign file's fields as JSON")
+    contact_id: int | None = Field(
+        None, ge=1, le=2**63 - 1, description="The contact (null: the audience's first)"
+    )
+    campaign_id: int | None = Field(
+        None,
+        ge=1,
+        le=2**63 - 1,
+        description="Seed the spintax as this stored campaign does (null: the preview seed)",
+    )
+
+
+class CandidatePublic(BaseModel):
+    """A recipient of the audience the preview can be shown for."""
+
+    contact_id: int | None
+    name: str
+    target: str
+
+
+class RecipientPreviewPublic(BaseModel):
+    """The message as one recipient's phone shows it."""
+
+    contact_id: int | None
+    name: str
+    target: str
+    opted_out: bool
+    content: dict[str, Any] | None = Field(
+        description="The rendered message (the gateway's payload fields); null when it "
+        "does not render for this recipient"
+    )
+    error: str | None = Field(description="Why it does not render (null when it does)")
+    variables: list[str] = Field(description="Every variable the message reads")
+    missing: list[str] = Field(description="Variables this recipient has no value for")
+    variants: list[dict[str, Any]] = Field(description="The different spintax renderings")
+    candidates: list[CandidatePublic] = Field(description="The audience's first recipients")
+
+
+class FinalCheckPublic(BaseModel):
+    """What creating the campaign will do: messages, audience, senders, start, finish."""
+
+    sentence: str = Field(description="The check in one sentence, times in the campaign's zone")
+    messages: int = Field(description="Messages that would be sent")
+    recipients: int
+    opted_out: int
+    cooldown_excluded: int
+    unrenderable: int
+    audience: str
+    senders: list[str]
+    timezone: str
+    start: datetime
+    finish: datetime | None = Field(description="Around when the last send happens (null: never)")
+    mean_gap_seconds: float
+    per_sender: int
+    occurrences: list[datetime] = Field(description="A recurrence's next starts")
+
+
+class Occurrences(BaseModel):
+    """The next starts of a recurrence."""
+
+    cron: str
+    timezone: str
+    occurrences: list[datetime]
+
+
+class CampaignEdited(BaseModel):
+    """What an edit did."""
+
+    id: int
+    state: str
+    start_at: datetime | None
+    recipients: int
+    rerendered: int = Field(description="Queued rows rendered again with the new message")
+    skipped: int = Field(description="Queued rows skipped: the new message does not render")
+    preview: list[PreviewMessage]
+    unrenderable: list[Unrenderable]
+    unrenderable_count: int
+    opted_out: int
+
+
+@router.post("/campaigns/to-toml", response_model=TomlText)
+def post_to_toml(
+    body: Annotated[dict[str, Any], Body(examples=[CAMPAIGN_EXAMPLE])],
+) -> TomlText:
+    """Validate a campaign file's fields (JSON) and answer the same file as TOML, as the
+    CLI's ``campaign create`` takes it (422 naming each field at fault)."""
+    spec = parse_campaign(body, "request body")
+    return TomlText(toml=spec_to_toml(spec, "request body"))
+
+
+@router.post("/campaigns/from-toml", response_model=SpecBody)
+def post_from_toml(body: TomlText) -> SpecBody:
+    """Validate a TOML campaign file and answer its fields as JSON (what ``POST
+    /campaigns`` takes; 422 naming each field at fault)."""
+    spec = parse_toml(body.toml.encode("utf-8"), "the TOML")
+    return SpecBody(spec=spec.model_dump(mode="json"))
+
+
+@router.post("/campaigns/preview/recipient", response_model=RecipientPreviewPublic)
+def post_preview_recipient(ctx: Ctx, body: RecipientPreviewRequest) -> RecipientPreviewPublic:
+    """The message of a campaign file as one contact gets it: rendered (or why not), the
+    variables that contact lacks, the spintax variants, the audience's first recipients.
+    Nothing is stored."""
+    spec = parse_campaign(body.spec, "request body")
+    try:
+        found = editing.preview_recipient(
+            ctx.engine, spec, body.contact_id, campaign_id=body.campaign_id
+        )
+    except editing.ContactUnknown as exc:
+        raise field_error(("body", "contact_id"), str(exc), "not_found") from None
+    return RecipientPreviewPublic.model_validate(asdict(found))
+
+
+@router.post("/campaigns/check", response_model=FinalCheckPublic)
+def post_check(
+    ctx: Ctx, body: Annotated[dict[str, Any], Body(examples=[CAMPAIGN_EXAMPLE])]
+) -> FinalCheckPublic:
+    """The final check before sending: "N messages to <audience> through <senders>,
+    starting <time>, finishing around <time> at this pace", with the excluded and
+    unrenderable counts (every recipient checked; nothing stored)."""
+    from scheduler.estimate import final_check
+
+    spec = parse_campaign(body, "request body")
+    check = final_check(
+        ctx.engine,
+        spec,
+        now=ctx.clock(),
+        default_cooldown_hours=ctx.settings.contact_cooldown_hours,
+    )
+    return FinalCheckPublic(sentence=check.sentence(), **asdict(check))
+
+
+@router.get("/campaigns/occurrences", response_model=Occurrences)
+def get_occurrences(
+    ctx: Ctx,
+    cron: Annotated[str, Query(max_length=120, description="A five-field crontab line")],
+    timezone: Annotated[str, Query(max_length=64, description="IANA zone")] = "UTC",
+    after: Annotated[datetime | None, Query(description="From this moment (default now)")] = None,
+) -> Occurrences:
+    """The next five starts of a recurrence in its zone (422 naming ``cron`` or
+    ``timezone`` when not valid)."""
+    from scheduler.estimate import next_occurrences
+
+    parse_schedule({"cron": cron, "timezone": timezone}, "the query")
+    start = after if after is not None and after.tzinfo else ctx.clock()
+    return Occurrences(
+        cron=cron, timezone=timezone, occurrences=next_occurrences(cron, timezone, start)
+    )
+
+
+@router.post("/campaigns/{campaign_id}/clone", response_model=CampaignCreated, status_code=201)
+def post_clone(
+    campaign_id: Id,
+    ctx: Ctx,
+    body: Annotated[
+        dict[str, Any] | None,
+        Body(examples=[{"name": "Spring sale again", "schedule": {"start": "2030-05-01T09:00"}}]),
+    ] = None,
+) -> CampaignCreated:
+    """Create a copy of a campaign (any state): its file, named "<name> (copy)", with
+    the top-level fields given here replaced (``null`` removes one: ``"schedule": null``
+    sends now). The rules of a create apply (a start already past: 422 naming
+    ``schedule.start``)."""
+    created = editing.clone_campaign(
+        ctx.engine,
+        campaign_id,
+        body or {},
+        now=ctx.clock(),
+        default_cooldown_hours=ctx.settings.contact_cooldown_hours,
+    )
+    return created_public(created)
+
+
+@router.put("/campaigns/{campaign_id}", response_model=CampaignEdited)
+def put_campaign(
+    campaign_id: Id,
+    ctx: Ctx,
+    body: Annotated[dict[str, Any], Body(examples=[CAMPAIGN_EXAMPLE])],
+) -> CampaignEdited:
+    """Replace the file of a scheduled or paused campaign (409 in any other state). Its
+    rows not yet sent are rendered again; once started, its recipients and senders are
+    fixed (a changed ``list``, ``audience``, ``groups`` or ``instances``: 422 naming it)."""
+    spec = parse_campaign(body, "request body")
+    edited = editing.edit_campaign(
+        ctx.engine,
+        campaign_id,
+        spec,
+        now=ctx.clock(),
+        default_cooldown_hours=ctx.settings.contact_cooldown_hours,
+    )
+    return CampaignEdited.model_validate(asdict(edited))
+
+
+__all__ = ["router"]

@@ -1,0 +1,489 @@
+// The campaign composer: the form <-> the campaign file (JSON for the API, TOML on its
+// tab), the phone preview for one recipient, the final check and the next starts of a
+// recurrence. Every rule is the server's; this script only gathers and shows.
+"use strict";
+
+const GC = JSON.parse(document.getElementById("composer-data").textContent);
+const BUTTON_KINDS = [
+  ["quick_reply", "Quick reply", "id", "Reply id"],
+  ["cta_url", "Open a URL", "url", "URL (https://…)"],
+  ["cta_call", "Call a number", "phone_number", "Phone number (+…)"],
+  ["cta_copy", "Copy a code", "copy_code", "Code to copy"],
+];
+let gcTab = "form";
+let gcTomlShown = "";
+let gcSeq = 0;
+
+function $(id) { return document.getElementById(id); }
+// an error in the campaign file's own terms: message.buttons[1].url, as the TOML says it
+function gcProblem(e) {
+  const errors = e && e.data && Array.isArray(e.data.errors) ? e.data.errors : [];
+  if (!errors.length || !errors.some(function (x) { return x.path !== undefined; })) { return e.message; }
+  return errors.map(function (x) {
+    const where = x.path !== undefined ? x.path : (x.loc || []).filter(function (p) { return p !== "body"; }).join(".");
+    return (where ? where + ": " : "") + x.msg;
+  }).join("\n");
+}
+function val(id) { return $(id).value; }
+function num(id) { return $(id).value === "" ? undefined : Number($(id).value); }
+function chosen(name) { const r = document.querySelector("input[name=" + name + "]:checked"); return r ? r.value : ""; }
+
+// --- the editors of buttons and list sections ---------------------------------------------
+let gcRowCount = 0;
+function gcField(label, cls, value, type) {
+  gcRowCount += 1;
+  const id = "x-" + gcRowCount;
+  return "<div><label for='" + id + "'>" + gcEsc(label) + "</label><input type='" + (type || "text") + "' id='" + id +
+    "' class='" + cls + "' value='" + gcEsc(value || "") + "'></div>";
+}
+function gcAddButton(b) {
+  b = b || {};
+  const kind = b.kind || "quick_reply";
+  const spec = BUTTON_KINDS.find(function (k) { return k[0] === kind; }) || BUTTON_KINDS[0];
+  const box = document.createElement("div");
+  box.className = "editor-row button-row";
+  gcRowCount += 1;
+  const kid = "x-" + gcRowCount;
+  box.innerHTML = "<div><label for='" + kid + "'>Button kind</label><select id='" + kid + "' class='b-kind'>" +
+    BUTTON_KINDS.map(function (k) { return "<option value='" + k[0] + "'" + (k[0] === kind ? " selected" : "") + ">" + k[1] + "</option>"; }).join("") +
+    "</select></div>" + gcField("Button text", "b-text", b.display_text) + gcField(spec[3], "b-value", b[spec[2]]) +
+    "<button type='button' class='secondary b-remove'>Remove button</button>";
+  box.querySelector(".b-kind").addEventListener("change", function () { gcButtonKind(box); gcChanged(); });
+  box.querySelector(".b-remove").addEventListener("click", function () { box.remove(); gcChanged(); });
+  $("buttons").appendChild(box);
+  gcButtonKinds();
+  return box;
+}
+function gcButtonKind(box) {
+  const kind = box.querySelector(".b-kind").value;
+  const spec = BUTTON_KINDS.find(function (k) { return k[0] === kind; });
+  box.querySelector(".b-value").previousElementSibling.textContent = spec[3];
+}
+function gcButtonKinds() {
+  // a legacy template has quick reply buttons only (the campaign file's rule)
+  const template = val("f-type") === "template";
+  document.querySelectorAll("#buttons .b-kind").forEach(function (sel) {
+    if (template) { sel.value = "quick_reply"; gcButtonKind(sel.closest(".button-row")); }
+    Array.from(sel.options).forEach(function (o) { o.disabled = template && o.value !== "quick_reply"; });
+  });
+}
+function gcAddSection(s) {
+  s = s || {};
+  const box = document.createElement("fieldset");
+  box.className = "editor-row section-row";
+  box.innerHTML = "<legend>Section</legend>" + gcField("Section title", "s-title", s.title) +
+    "<div class='s-rows'></div><div class='actions'><button type='button' class='secondary s-add'>Add a row</button>" +
+    "<button type='button' class='secondary s-remove'>Remove section</button></div>";
+  box.querySelector(".s-add").addEventListener("click", function () { gcAddRow(box); gcChanged(); });
+  box.querySelector(".s-remove").addEventListener("click", function () { box.remove(); gcChanged(); });
+  $("sections").appendChild(box);
+  (s.rows && s.rows.length ? s.rows : [{}]).forEach(function (r) { gcAddRow(box, r); });
+  return box;
+}
+function gcAddRow(section, r) {
+  r = r || {};
+  const box = document.createElement("div");
+  box.className = "editor-row list-row";
+  box.innerHTML = gcField("Row title", "r-title", r.title) + gcField("Row id", "r-id", r.row_id) +
+    gcField("Row description", "r-desc", r.description) + "<button type='button' class='secondary r-remove'>Remove row</button>";
+  box.querySelector(".r-remove").addEventListener("click", function () { box.remove(); gcChanged(); });
+  section.querySelector(".s-rows").appendChild(box);
+  return box;
+}
+
+// --- form -> campaign file ------------------------------------------------------------------
+function formSpec() {
+  const type = val("f-type");
+  const message = { type: type };
+  const text = val("f-text");
+  if (type === "media") {
+    if (text) { message.caption = text; }
+    message.media_url = val("f-media");
+    if (val("f-filename")) { message.filename = val("f-filename"); }
+  } else {
+    message.text = text;
+  }
+  if (type === "interactive" || type === "list") { if (val("f-title")) { message.title = val("f-title"); } }
+  if (type === "interactive" && val("f-subtitle")) { message.subtitle = val("f-subtitle"); }
+  if (type !== "text" && type !== "media" && val("f-footer")) { message.footer = val("f-footer"); }
+  if (type === "interactive" || type === "template") {
+    message.buttons = Array.from(document.querySelectorAll("#buttons .button-row")).map(function (row) {
+      const kind = row.querySelector(".b-kind").value;
+      const key = BUTTON_KINDS.find(function (k) { return k[0] === kind; })[2];
+      const b = { kind: kind, display_text: row.querySelector(".b-text").value };
+      b[key] = row.querySelector(".b-value").value;
+      return b;
+    });
+  }
+  if (type === "list") {
+    message.button_text = val("f-button-text");
+    message.sections = Array.from(document.querySelectorAll("#sections .section-row")).map(function (s) {
+      return {
+        title: s.querySelector(".s-title").value,
+        rows: Array.from(s.querySelectorAll(".list-row")).map(function (r) {
+          const row = { title: r.querySelector(".r-title").value, row_id: r.querySelector(".r-id").value };
+          if (r.querySelector(".r-desc").value) { row.description = r.querySelector(".r-desc").value; }
+          return row;
+        }),
+      };
+    });
+  }
+  const spec = { name: val("f-name"), message: message };
+  const to = chosen("to");
+  if (to === "list") { spec.list = val("f-list"); }
+  if (to === "segment") { spec.audience = { segment: val("f-segment") }; }
+  if (to === "groups") { spec.groups = val("f-groups").split(/\s+/).filter(Boolean); }
+  if (to === "audience" && GC.audience) { spec.audience = GC.audience; }
+  const ticked = Array.from(document.querySelectorAll("input[name=instances]:checked")).map(function (e) { return e.value; });
+  if (ticked.length) { spec.instances = ticked; }
+  const schedule = { timezone: val("f-tz") || "UTC" };
+  if (val("f-start")) { schedule.start = val("f-start").length === 16 ? val("f-start") + ":00" : val("f-start"); }
+  if (val("f-win-from") || val("f-win-to")) { schedule.window = [val("f-win-from"), val("f-win-to")]; }
+  if (val("f-cron").trim()) { schedule.cron = val("f-cron").trim(); }
+  if ($("f-recipient-tz").checked) { schedule.recipient_timezone = true; }
+  if (GC.grace !== undefined) { schedule.missed_grace_minutes = GC.grace; }
+  spec.schedule = schedule;
+  spec.pace = { per_minute: num("f-rate"), delay_seconds: [num("f-dmin"), num("f-dmax")] };
+  if (val("f-cap")) { spec.pace.daily_cap = num("f-cap"); }
+  spec.retry = { max_attempts: num("f-attempts"), backoff_seconds: num("f-backoff") };
+  spec.safety = { max_failure_rate: num("f-failrate"), min_sample: num("f-minsample") };
+  if (val("f-cooldown") !== "") { spec.safety.contact_cooldown_hours = num("f-cooldown"); }
+  return spec;
+}
+
+// --- campaign file -> form ------------------------------------------------------------------
+function setVal(id, v) { $(id).value = v === undefined || v === null ? "" : v; }
+function fillForm(spec) {
+  const m = spec.message || { type: "text" };
+  setVal("f-name", spec.name);
+  let to = "list";
+  if (spec.groups && spec.groups.length) { to = "groups"; setVal("f-groups", spec.groups.join("\n")); }
+  else if (spec.audience && spec.audience.segment) { to = "segment"; gcEnsureOption("f-segment", spec.audience.segment); }
+  else if (spec.audience) { to = "audience"; }
+  else if (spec.list) { gcEnsureOption("f-list", spec.list); }
+  // an audience of lists, tags and values is kept as the file says it (the TOML tab edits it)
+  GC.audience = spec.audience && !spec.audience.segment ? spec.audience : null;
+  $("f-to-audience-label").classList.toggle("hidden", !GC.audience);
+  $("f-audience-text").textContent = GC.audience ? JSON.stringify(GC.audience) : "";
+  $("f-to-" + to).checked = true;
+  document.querySelectorAll("input[name=instances]").forEach(function (e) { e.checked = (spec.instances || []).includes(e.value); });
+  setVal("f-type", m.type);
+  setVal("f-text", m.type === "media" ? (m.caption || m.text) : m.text);
+  setVal("f-media", m.media_url); setVal("f-filename", m.filename);
+  setVal("f-title", m.title); setVal("f-subtitle", m.subtitle); setVal("f-footer", m.footer);
+  setVal("f-button-text", m.button_text);
+  $("buttons").innerHTML = ""; (m.buttons || []).forEach(gcAddButton);
+  $("sections").innerHTML = ""; (m.sections || []).forEach(gcAddSection);
+  const s = spec.schedule || {};
+  setVal("f-start", s.start ? String(s.start).slice(0, 16) : "");
+  if (s.timezone) { gcEnsureOption("f-tz", s.timezone); }
+  setVal("f-win-from", s.window ? s.window[0].slice(0, 5) : ""); setVal("f-win-to", s.window ? s.window[1].slice(0, 5) : "");
+  setVal("f-cron", s.cron); $("f-recipient-tz").checked = !!s.recipient_timezone;
+  GC.grace = s.missed_grace_minutes;
+  const p = spec.pace || {};
+  setVal("f-rate", p.per_minute !== undefined ? p.per_minute : 20);
+  setVal("f-dmin", p.delay_seconds ? p.delay_seconds[0] : 5); setVal("f-dmax", p.delay_seconds ? p.delay_seconds[1] : 15);
+  setVal("f-cap", p.daily_cap === undefined ? 500 : p.daily_cap);
+  const r = spec.retry || {};
+  setVal("f-attempts", r.max_attempts || 4); setVal("f-backoff", r.backoff_seconds || 30);
+  const sf = spec.safety || {};
+  setVal("f-failrate", sf.max_failure_rate || 0.5); setVal("f-minsample", sf.min_sample || 20);
+  setVal("f-cooldown", sf.contact_cooldown_hours);
+  gcKindChanged(); gcToChanged();
+}
+function gcEnsureOption(id, value) {
+  const sel = $(id);
+  if (!Array.from(sel.options).some(function (o) { return o.value === value; })) {
+    const o = document.createElement("option"); o.value = value; o.textContent = value; sel.appendChild(o);
+  }
+  sel.value = value;
+}
+
+// --- what shows for the kind and the audience chosen ----------------------------------------
+function gcKindChanged() {
+  const type = val("f-type");
+  document.querySelectorAll("[data-kind]").forEach(function (el) {
+    el.classList.toggle("hidden", !el.dataset.kind.split(" ").includes(type));
+  });
+  $("f-text-label").textContent = type === "media" ? "Caption" : "Message";
+  if ((type === "interactive" || type === "template") && !document.querySelector("#buttons .button-row")) { gcAddButton(); }
+  if (type === "list" && !document.querySelector("#sections .section-row")) { gcAddSection(); }
+  gcButtonKinds();
+}
+function gcToChanged() {
+  const to = chosen("to");
+  document.querySelectorAll("[data-to]").forEach(function (el) { el.classList.toggle("hidden", el.dataset.to !== to); });
+}
+
+// --- the TOML tab ---------------------------------------------------------------------------
+async function gcShowTab(tab) {
+  if (tab === gcTab) { return; }
+  if (tab === "toml") {
+    try {
+      const res = await gcApi("POST", "/campaigns/to-toml", formSpec());
+      $("toml-text").value = res.toml; gcTomlShown = res.toml;
+      gcShow("toml-msg", "", false);
+    } catch (e) { gcShow("campaign-msg", "The form cannot be written as TOML yet:\n" + gcProblem(e), true); return; }
+  } else if ($("toml-text").value !== gcTomlShown && !(await gcApplyToml())) {
+    return;
+  }
+  gcTab = tab;
+  $("campaign-form").classList.toggle("hidden", tab !== "form");
+  $("toml-pane").classList.toggle("hidden", tab !== "toml");
+  $("tab-form").setAttribute("aria-selected", String(tab === "form"));
+  $("tab-toml").setAttribute("aria-selected", String(tab === "toml"));
+}
+async function gcApplyToml() {
+  try {
+    const res = await gcApi("POST", "/campaigns/from-toml", { toml: $("toml-text").value });
+    fillForm(res.spec);
+    gcTomlShown = $("toml-text").value;
+    gcShow("toml-msg", "Applied to the form.", false);
+    gcChanged();
+    return true;
+  } catch (e) { gcShow("toml-msg", gcProblem(e), true); return false; }
+}
+async function gcCurrentSpec() {
+  if (gcTab === "toml" && $("toml-text").value !== gcTomlShown && !(await gcApplyToml())) { return null; }
+  return formSpec();
+}
+
+// --- the phone ------------------------------------------------------------------------------
+function gcText(s) { return gcEsc(s).replace(/\n/g, "<br>"); }
+const BUTTON_ICONS = { quick_reply: "↩", cta_url: "↗", cta_call: "✆", cta_copy: "❐" };
+function gcMedia(c) {
+  const url = c.media_url || "";
+  const path = url.split("?")[0].toLowerCase();
+  const name = c.filename || path.split("/").pop() || "file";
+  if (!c.filename && /\.(jpe?g|png|gif|webp)$/.test(path)) {
+    return "<div class='pv-media pv-image'><img src='" + gcEsc(url) + "' alt='image: " + gcEsc(name) + "' loading='lazy'></div>";
+  }
+  if (!c.filename && /\.(mp4|3gp|mov|webm)$/.test(path)) {
+    return "<div class='pv-media pv-video' role='img' aria-label='video: " + gcEsc(name) + "'>▶ " + gcEsc(name) + "</div>";
+  }
+  const ext = (name.indexOf(".") > 0 ? name.split(".").pop() : "file").slice(0, 4).toUpperCase();
+  return "<div class='pv-media pv-file'><span class='pv-file-icon' aria-hidden='true'>" + gcEsc(ext) + "</span><span class='pv-file-name'>" + gcEsc(name) + "</span></div>";
+}
+function gcBubble(c) {
+  let out = "<div class='bubble' data-kind='" + gcEsc(c.type) + "'>";
+  if (c.type === "media") { out += gcMedia(c); }
+  if (c.title) { out += "<div class='pv-title'>" + gcText(c.title) + "</div>"; }
+  if (c.subtitle) { out += "<div class='pv-subtitle'>" + gcText(c.subtitle) + "</div>"; }
+  const body = c.type === "media" ? c.caption : c.text;
+  if (body) { out += "<div class='pv-text'>" + gcText(body) + "</div>"; }
+  if (c.footer) { out += "<div class='pv-footer'>" + gcText(c.footer) + "</div>"; }
+  out += "</div>";
+  (c.buttons || []).forEach(function (b) {
+    out += "<div class='pv-button' data-kind='" + gcEsc(b.kind || "quick_reply") + "'><span aria-hidden='true'>" +
+      (BUTTON_ICONS[b.kind || "quick_reply"] || "") + "</span> " + gcText(b.display_text) + "</div>";
+  });
+  if (c.type === "list") {
+    out += "<button type='button' class='pv-button pv-list-open' aria-expanded='true' onclick='gcToggleSheet(this)'>☰ " + gcText(c.button_text) + "</button>";
+    out += "<div class='pv-sheet'><div class='pv-sheet-title'>" + gcText(c.button_text) + "</div>" +
+      (c.sections || []).map(function (s) {
+        return "<div class='pv-section'>" + (s.title ? "<div class='pv-section-title'>" + gcText(s.title) + "</div>" : "") +
+          s.rows.map(function (r) {
+            return "<div class='pv-row'><span class='pv-row-title'>" + gcText(r.title) + "</span>" +
+              (r.description ? "<span class='pv-row-desc'>" + gcText(r.description) + "</span>" : "") + "</div>";
+          }).join("") + "</div>";
+      }).join("") + "</div>";
+  }
+  return out;
+}
+function gcToggleSheet(btn) {
+  const sheet = btn.nextElementSibling;
+  sheet.classList.toggle("hidden");
+  btn.setAttribute("aria-expanded", String(!sheet.classList.contains("hidden")));
+}
+function gcShowPhone(p) {
+  $("pv-to").textContent = (p.name || p.target || "no recipient yet") + (p.name && p.target ? " · " + p.target : "");
+  const chat = $("pv-chat");
+  if (p.content) {
+    chat.innerHTML = gcBubble(p.content);
+  } else {
+    chat.innerHTML = "<div class='bubble pv-unrendered'>Not sent to this recipient: " + gcEsc(p.error || "") + "</div>";
+  }
+  const who = p.name || p.target || "this recipient";
+  $("pv-missing").textContent = p.missing.length
+    ? "Would not render for " + who + ": no value for " + p.missing.join(", ") + "."
+    : (p.opted_out ? who + " opted out: not sent." : "");
+  const sel = $("pv-contact");
+  const current = sel.value;
+  sel.innerHTML = "<option value=''>the audience's first recipient</option>" + p.candidates.filter(function (c) { return c.contact_id; }).map(function (c) {
+    return "<option value='" + c.contact_id + "'>" + gcEsc((c.name || c.target) + " · " + c.target) + "</option>";
+  }).join("");
+  if (current && !Array.from(sel.options).some(function (o) { return o.value === current; })) {
+    const o = document.createElement("option"); o.value = current; o.textContent = who + " · " + p.target; sel.appendChild(o);
+  }
+  sel.value = current;
+  const variants = p.variants.length > 1 ? p.variants : [];
+  $("pv-variants-box").classList.toggle("hidden", !variants.length);
+  $("pv-variant-count").textContent = variants.length;
+  $("pv-variants").innerHTML = variants.map(function (v) { return "<li>" + gcText(v.text || v.caption || "") + "</li>"; }).join("");
+}
+
+// --- live: preview, final check, next starts (debounced) -----------------------------------
+let gcTimer = null;
+function gcChanged() {
+  clearTimeout(gcTimer);
+  gcTimer = setTimeout(gcRefresh, 400);
+}
+function gcLocal(iso, tz) {
+  try {
+    return new Date(iso).toLocaleString("en-GB", { timeZone: tz, weekday: "short", year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" });
+  } catch (e) { return iso; }
+}
+// one refresh at a time: the final check reads every recipient (as a create does), so a
+// change made while one runs waits for it and then refreshes once
+let gcRunning = false;
+let gcAgain = false;
+async function gcRefresh() {
+  if (gcRunning) { gcAgain = true; return; }
+  gcRunning = true;
+  try { await gcRefreshNow(); } finally { gcRunning = false; }
+  if (gcAgain) { gcAgain = false; gcRefresh(); }
+}
+async function gcRefreshNow() {
+  const seq = ++gcSeq;
+  const spec = formSpec();
+  const contact = val("pv-contact");
+  const body = { spec: spec, contact_id: contact ? Number(contact) : null, campaign_id: GC.mode === "edit" ? GC.source : null };
+  const tz = spec.schedule.timezone;
+  const jobs = [
+    gcApi("POST", "/campaigns/preview/recipient", body).then(function (p) {
+      if (seq === gcSeq) { gcShowPhone(p); }
+    }, function (e) {
+      if (seq !== gcSeq) { return; }
+      $("pv-chat").innerHTML = "<div class='bubble pv-unrendered'>" + gcText(gcProblem(e)) + "</div>";
+      $("pv-missing").textContent = "";
+    }),
+    gcApi("POST", "/campaigns/check", spec).then(function (c) {
+      if (seq !== gcSeq) { return; }
+      gcShow("final-check", c.sentence, false);
+      $("final-check").dataset.messages = c.messages;
+    }, function (e) { if (seq === gcSeq) { gcShow("final-check", gcProblem(e), true); } }),
+  ];
+  if (spec.schedule.cron) {
+    const q = "?cron=" + encodeURIComponent(spec.schedule.cron) + "&timezone=" + encodeURIComponent(tz);
+    jobs.push(gcApi("GET", "/campaigns/occurrences" + q).then(function (o) {
+      if (seq !== gcSeq) { return; }
+      $("cron-next").innerHTML = "Next starts (" + gcEsc(tz) + "):<ol id='cron-list'>" + o.occurrences.map(function (t) {
+        return "<li>" + gcEsc(gcLocal(t, tz)) + "</li>";
+      }).join("") + "</ol>";
+    }, function (e) { if (seq === gcSeq) { gcShow("cron-next", gcProblem(e), true); } }));
+  } else {
+    $("cron-next").textContent = "";
+  }
+  await Promise.all(jobs);
+  document.body.dataset.composerRefreshed = String(seq);
+}
+
+// --- create, preview the first recipients, save an edit -------------------------------------
+function showPreview(p) {
+  $("preview-box").classList.remove("hidden");
+  const n = p.recipients_checked !== undefined ? p.recipients_checked : p.recipients;
+  $("preview-summary").textContent =
+    n + " recipient(s)" + (p.opted_out ? ", " + p.opted_out + " opted out (skipped)" : "") +
+    (p.unrenderable_count ? ", " + p.unrenderable_count + " cannot be rendered (skipped)" : "");
+  $("preview-items").innerHTML = p.preview.map(function (m) {
+    return "<div class='preview-item'><b>" + gcEsc(m.name || m.target) + "</b> <span class='muted'>" + gcEsc(m.target) + "</span>" +
+      "<div class='phone-chat mini'>" + gcBubble(m.content) + "</div></div>";
+  }).join("");
+  $("preview-unrenderable").innerHTML = p.unrenderable.slice(0, 10).map(function (u) {
+    return gcEsc(u.target + ": " + u.reason);
+  }).join("<br>");
+}
+// Creating sends the Idempotency-Key rendered with this page (one per form): a second
+// submit of the same form, even one that gets past the disabled buttons, replays the
+// first answer instead of creating a second campaign.
+const BUTTONS = ["form-preview", "form-create", "form-save", "toml-preview", "toml-create"];
+let created = false;
+async function submit(path, body, previewOnly, keyField, method) {
+  if (created) { return; }
+  const buttons = BUTTONS.map($).filter(Boolean);
+  await gcWhileBusy(buttons, async function () {
+    gcShow("campaign-msg", previewOnly ? "" : "Saving…", false);
+    try {
+      const headers = previewOnly || !keyField ? {} : { "Idempotency-Key": $(keyField).value };
+      const res = await gcApi(method || "POST", path, body, headers);
+      showPreview(res);
+      if (previewOnly) { gcShow("campaign-msg", "Preview only: nothing was stored.", false); return; }
+      created = true;
+      gcShow("campaign-msg", "Campaign " + res.id + " is " + res.state + (method === "PUT" ? ": changes saved." : "."), false);
+      setTimeout(function () { location.href = "/campaigns/" + res.id; }, 700);
+    } catch (e) { gcShow("campaign-msg", gcProblem(e), true); }
+  });
+  if (created) { buttons.forEach(function (b) { b.disabled = true; }); }
+}
+async function submitForm(previewOnly) {
+  if (created) { return; }
+  const spec = await gcCurrentSpec();
+  if (spec === null) { return; }
+  return submit(previewOnly ? "/campaigns/preview" : "/campaigns", spec, previewOnly, "form-key");
+}
+async function gcSaveEdit() {
+  const spec = await gcCurrentSpec();
+  if (spec === null) { return; }
+  return submit("/campaigns/" + GC.source, spec, false, null, "PUT");
+}
+function submitToml(previewOnly) {
+  const file = $("toml-file").files[0];
+  if (!file) { gcShow("campaign-msg", "Choose a TOML file first.", true); return; }
+  const fd = new FormData();
+  fd.append("file", file);
+  return submit(previewOnly ? "/campaigns/preview/toml" : "/campaigns/toml", fd, previewOnly, "toml-key");
+}
+
+// --- any contact: found by the contacts search, then previewed ---------------------------
+let gcSearchTimer = null;
+function gcSearch() {
+  clearTimeout(gcSearchTimer);
+  gcSearchTimer = setTimeout(async function () {
+    const q = val("pv-search").trim();
+    if (!q) { $("pv-found").innerHTML = ""; return; }
+    try {
+      const page = await gcApi("GET", "/contacts?limit=8&q=" + encodeURIComponent(q));
+      $("pv-found").innerHTML = page.items.length ? page.items.map(function (c) {
+        return "<button type='button' role='option' class='link pv-pick' data-id='" + c.id + "'>" + gcEsc((c.name || c.phone) + " · " + c.phone) + "</button>";
+      }).join("") : "<span class='muted small'>No contact matches.</span>";
+    } catch (e) { gcShow("pv-found", gcProblem(e), true); }
+  }, 300);
+}
+function gcPick(ev) {
+  const btn = ev.target.closest(".pv-pick");
+  if (!btn) { return; }
+  const sel = $("pv-contact");
+  if (!Array.from(sel.options).some(function (o) { return o.value === btn.dataset.id; })) {
+    const o = document.createElement("option"); o.value = btn.dataset.id; o.textContent = btn.textContent; sel.appendChild(o);
+  }
+  sel.value = btn.dataset.id;
+  $("pv-found").innerHTML = "";
+  $("pv-search").value = "";
+  gcRefresh();
+}
+
+// an uploaded TOML file gets its final check too, before it is created
+async function gcCheckUpload() {
+  const file = $("toml-file").files[0];
+  if (!file) { return; }
+  try {
+    const parsed = await gcApi("POST", "/campaigns/from-toml", { toml: await file.text() });
+    const c = await gcApi("POST", "/campaigns/check", parsed.spec);
+    gcShow("final-check", file.name + ": " + c.sentence, false);
+  } catch (e) { gcShow("final-check", file.name + ":\n" + gcProblem(e), true); }
+}
+
+// --- start -----------------------------------------------------------------------------------
+(function () {
+  const browserZone = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
+  if (GC.spec) { fillForm(GC.spec); } else { gcEnsureOption("f-tz", browserZone); gcKindChanged(); }
+  $("f-type").addEventListener("change", gcKindChanged);
+  document.querySelectorAll("input[name=to]").forEach(function (r) { r.addEventListener("change", gcToChanged); });
+  $("campaign-form").addEventListener("input", gcChanged);
+  $("campaign-form").addEventListener("change", gcChanged);
+  $("pv-contact").addEventListener("change", gcRefresh);
+  $("pv-search").addEventListener("input", gcSearch);
+  $("pv-found").addEventListener("click", gcPick);
+  if ($("toml-file")) { $("toml-file").addEventListener("change", gcCheckUpload); }
+  gcRefresh();
+})();
