@@ -6,6 +6,7 @@ from fastapi import APIRouter, Depends
 from fastapi.routing import APIRoute
 
 from gatecast.web.api import (
+    campaign_archive,
     campaigns,
     contact_manage,
     contacts,
@@ -13,8 +14,10 @@ from gatecast.web.api import (
     imports,
     instances,
     lists,
+    replies,
     reports,
     segments,
+    test_sends,
     webhook_endpoints,
 )
 from gatecast.web.api.common import ERROR_RESPONSES
@@ -25,6 +28,9 @@ router = APIRouter(
 )
 for _module in (
     campaigns,
+    campaign_archive,
+    test_sends,
+    replies,
     reports,
     deliveries,
     contact_manage,
