@@ -12,6 +12,7 @@ import typer
 
 from gatecast.commands import (
     campaign,
+    campaign_operator,
     contacts,
     db,
     demo,
@@ -37,6 +38,7 @@ for module in (
     contacts,
     segment,
     campaign,
+    campaign_operator,
     webhook_endpoints,
     serve,
     receive,
