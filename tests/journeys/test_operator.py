@@ -20,7 +20,9 @@ from tests.journeys.harness import (
     Server,
     Workspace,
     assert_problem,
+    import_over_api,
     link_sender_over_api,
+    ok,
     start_sandbox,
     wait_for,
     workspace,
@@ -28,6 +30,8 @@ from tests.journeys.harness import (
 
 NOT_ON_APP = "12125550115"  # Noah Brown in samples/contacts.csv
 OWN_NUMBER = "+12025550143"  # Olivia Johnson's number: the operator tests on it
+#: each journey runs past 20 s (a CLI command takes 1.5-3 s on a shared machine)
+pytestmark = pytest.mark.slow
 FUTURE = {"start": "2030-04-01T09:00:00", "timezone": "Europe/Berlin"}
 
 
@@ -52,27 +56,6 @@ def ws(tmp_path: Path, gateway: Process) -> Iterator[Workspace]:
         yield w
 
 
-def _ok(answer: httpx.Response, *codes: int) -> Any:
-    assert answer.status_code in (codes or (200,)), (answer.status_code, answer.text)
-    return answer.json()
-
-
-def _import(api: httpx.Client) -> None:
-    with (SAMPLES / "contacts.csv").open("rb") as fh:
-        job = _ok(
-            api.post(
-                "/api/v1/imports",
-                files={"file": ("contacts.csv", fh, "text/csv")},
-                data={"list_name": "customers"},
-            ),
-            202,
-        )
-    wait_for(
-        lambda: _ok(api.get(f"/api/v1/imports/{job['id']}"))["status"] != "running",
-        what="the import",
-    )
-
-
 def _campaign(api: httpx.Client, name: str, **extra: Any) -> int:
     body = {
         "name": name,
@@ -80,31 +63,31 @@ def _campaign(api: httpx.Client, name: str, **extra: Any) -> int:
         "message": {"type": "text", "text": "Hi {{ name }} from {{ city }}"},
         **extra,
     }
-    return int(_ok(api.post("/api/v1/campaigns", json=body), 201)["id"])
+    return int(ok(api.post("/api/v1/campaigns", json=body), 201)["id"])
 
 
 def test_operator_over_the_api(ws: Workspace) -> None:
     server: Server = ws.serve()
     api = server.api()
     iid = link_sender_over_api(api)
-    _import(api)
+    import_over_api(api, SAMPLES / "contacts.csv", "customers")
     scheduled = _campaign(api, "Berlin launch", schedule=FUTURE)
 
     # a test send to one's own number, followed to read; the campaign sees nothing
-    test = _ok(api.post(f"/api/v1/campaigns/{scheduled}/test-sends", json={"to": OWN_NUMBER}), 201)
+    test = ok(api.post(f"/api/v1/campaigns/{scheduled}/test-sends", json={"to": OWN_NUMBER}), 201)
     assert (test["target"], test["sender"], test["state"]) == (OWN_NUMBER, iid, "sent"), test
     assert test["content"]["text"] == "Hi Olivia Johnson from Washington DC", test
     url = f"/api/v1/campaigns/{scheduled}/test-sends/{test['id']}"
-    read = wait_for(lambda: (t := _ok(api.get(url)))["state"] == "read" and t, what="read")
+    read = wait_for(lambda: (t := ok(api.get(url)))["state"] == "read" and t, what="read")
     assert read["sent_at"] <= read["delivered_at"] <= read["read_at"], read
-    listed = _ok(api.get(f"/api/v1/campaigns/{scheduled}/test-sends"))
+    listed = ok(api.get(f"/api/v1/campaigns/{scheduled}/test-sends"))
     assert listed["total"] == 1 and listed["items"][0]["state"] == "read", listed
-    detail = _ok(api.get(f"/api/v1/campaigns/{scheduled}"))
+    detail = ok(api.get(f"/api/v1/campaigns/{scheduled}"))
     assert detail["total"] == 0 and detail["state"] == "scheduled", detail
-    assert _ok(api.get(f"/api/v1/campaigns/{scheduled}/deliveries"))["total"] == 0
+    assert ok(api.get(f"/api/v1/campaigns/{scheduled}/deliveries"))["total"] == 0
 
     # for another contact, to a number not on the app: failed, said plainly
-    other = _ok(
+    other = ok(
         api.post(
             f"/api/v1/campaigns/{scheduled}/test-sends",
             json={"to": "+1 212 555 0115", "contact_id": 2},
@@ -112,21 +95,21 @@ def test_operator_over_the_api(ws: Workspace) -> None:
         201,
     )
     failed_url = f"/api/v1/campaigns/{scheduled}/test-sends/{other['id']}"
-    failed = wait_for(lambda: (t := _ok(api.get(failed_url)))["state"] == "failed" and t)
+    failed = wait_for(lambda: (t := ok(api.get(failed_url)))["state"] == "failed" and t)
     assert failed["reason"] == "not on WhatsApp", failed
 
     # refusals name the field; an opted-out number needs the override
     bad = api.post(f"/api/v1/campaigns/{scheduled}/test-sends", json={"to": "12"})
     assert bad.status_code == 422 and bad.json()["errors"][0]["loc"] == ["body", "to"], bad.text
-    _ok(api.post("/api/v1/contacts/1/opt-out"))
+    ok(api.post("/api/v1/contacts/1/opt-out"))
     refused = api.post(f"/api/v1/campaigns/{scheduled}/test-sends", json={"to": OWN_NUMBER})
     assert_problem(refused, 409, "test_send_conflict")
     forced = api.post(
         f"/api/v1/campaigns/{scheduled}/test-sends",
         json={"to": OWN_NUMBER, "allow_opted_out": True},
     )
-    assert _ok(forced, 201)["opt_out_overridden"] is True
-    _ok(api.post("/api/v1/contacts/1/opt-in"))
+    assert ok(forced, 201)["opt_out_overridden"] is True
+    ok(api.post("/api/v1/contacts/1/opt-in"))
     assert_problem(
         api.post(
             f"/api/v1/campaigns/{scheduled}/test-sends", json={"to": OWN_NUMBER, "sender": "NOPE"}
@@ -138,13 +121,13 @@ def test_operator_over_the_api(ws: Workspace) -> None:
     # a campaign sent now: everyone replies; the inbox and the recipients show it
     sent = _campaign(api, "Now", pace={"per_minute": 600, "delay_seconds": [0, 0]})
     wait_for(
-        lambda: _ok(api.get(f"/api/v1/campaigns/{sent}/progress"))["done"],
+        lambda: ok(api.get(f"/api/v1/campaigns/{sent}/progress"))["done"],
         timeout=120,
         what="the campaign to finish",
     )
     replies = wait_for(
         lambda: (
-            (p := _ok(api.get(f"/api/v1/replies?campaign_id={sent}&limit=5")))["total"] >= 40 and p
+            (p := ok(api.get(f"/api/v1/replies?campaign_id={sent}&limit=5")))["total"] >= 40 and p
         ),
         what="the replies",
     )
@@ -154,38 +137,38 @@ def test_operator_over_the_api(ws: Workspace) -> None:
     assert first["sender"] == iid and first["text"], first
     times = [r["received_at"] for r in replies["items"]]
     assert times == sorted(times, reverse=True), times
-    assert _ok(api.get("/api/v1/replies?opt_out=true"))["total"] == 0
-    assert _ok(api.get(f"/api/v1/replies?sender={iid}"))["total"] >= 40
-    assert _ok(api.get("/api/v1/replies?sender=OTHER"))["total"] == 0
+    assert ok(api.get("/api/v1/replies?opt_out=true"))["total"] == 0
+    assert ok(api.get(f"/api/v1/replies?sender={iid}"))["total"] >= 40
+    assert ok(api.get("/api/v1/replies?sender=OTHER"))["total"] == 0
 
-    rows = _ok(api.get(f"/api/v1/campaigns/{sent}/deliveries?q=olivia"))
+    rows = ok(api.get(f"/api/v1/campaigns/{sent}/deliveries?q=olivia"))
     assert rows["total"] == 1 and rows["items"][0]["name"] == "Olivia Johnson", rows
     assert rows["items"][0]["reply_text"], rows
-    noah = _ok(api.get(f"/api/v1/campaigns/{sent}/deliveries?q=555-0115"))["items"][0]
+    noah = ok(api.get(f"/api/v1/campaigns/{sent}/deliveries?q=555-0115"))["items"][0]
     assert (noah["state"], noah["reason"]) == ("failed", "not on WhatsApp"), noah
-    replied = _ok(api.get(f"/api/v1/campaigns/{sent}/deliveries?replied=true"))
+    replied = ok(api.get(f"/api/v1/campaigns/{sent}/deliveries?replied=true"))
     assert replied["total"] >= 40 and all(r["reply_text"] for r in replied["items"]), replied
 
     # archive: out of the default list, back with the filter; reversible
-    _ok(api.post(f"/api/v1/campaigns/{scheduled}/archive"))
-    ids = lambda query: [c["id"] for c in _ok(api.get(f"/api/v1/campaigns{query}"))["items"]]  # noqa: E731
+    ok(api.post(f"/api/v1/campaigns/{scheduled}/archive"))
+    ids = lambda query: [c["id"] for c in ok(api.get(f"/api/v1/campaigns{query}"))["items"]]  # noqa: E731
     assert scheduled not in ids("") and scheduled in ids("?archived=only"), ids("?archived=any")
-    assert _ok(api.get(f"/api/v1/campaigns/{scheduled}"))["archived_at"]
-    _ok(api.post(f"/api/v1/campaigns/{scheduled}/unarchive"))
+    assert ok(api.get(f"/api/v1/campaigns/{scheduled}"))["archived_at"]
+    ok(api.post(f"/api/v1/campaigns/{scheduled}/unarchive"))
     assert scheduled in ids("")
     assert_problem(api.get("/api/v1/campaigns?archived=maybe"), 422, "invalid_request")
 
     # delete: refused while running; a scheduled one is cancelled; reports stay
     slow = _campaign(api, "Slow", pace={"per_minute": 1})
-    wait_for(lambda: _ok(api.get(f"/api/v1/campaigns/{slow}"))["state"] == "running")
+    wait_for(lambda: ok(api.get(f"/api/v1/campaigns/{slow}"))["state"] == "running")
     assert_problem(api.delete(f"/api/v1/campaigns/{slow}"), 409, "delete_refused")
-    _ok(api.post(f"/api/v1/campaigns/{slow}/cancel"))
-    _ok(api.delete(f"/api/v1/campaigns/{slow}"))
-    gone = _ok(api.delete(f"/api/v1/campaigns/{scheduled}"))
+    ok(api.post(f"/api/v1/campaigns/{slow}/cancel"))
+    ok(api.delete(f"/api/v1/campaigns/{slow}"))
+    gone = ok(api.delete(f"/api/v1/campaigns/{scheduled}"))
     assert gone["state"] == "cancelled", gone
-    _ok(api.delete(f"/api/v1/campaigns/{sent}"))
+    ok(api.delete(f"/api/v1/campaigns/{sent}"))
     assert not {slow, scheduled, sent} & set(ids("?archived=any"))
-    assert _ok(api.get(f"/api/v1/campaigns/{sent}"))["deleted_at"]
+    assert ok(api.get(f"/api/v1/campaigns/{sent}"))["deleted_at"]
     report = api.get(f"/api/v1/campaigns/{sent}/report.csv")
     assert report.status_code == 200 and report.text.count("\n") >= 44, report.text[:300]
     assert_problem(api.post(f"/api/v1/campaigns/{sent}/retry"), 409, "campaign_deleted")
