@@ -151,7 +151,10 @@ def test_operator_over_the_api(ws: Workspace) -> None:
 
     # archive: out of the default list, back with the filter; reversible
     ok(api.post(f"/api/v1/campaigns/{scheduled}/archive"))
-    ids = lambda query: [c["id"] for c in ok(api.get(f"/api/v1/campaigns{query}"))["items"]]  # noqa: E731
+
+    def ids(query: str) -> list[int]:
+        return [c["id"] for c in ok(api.get(f"/api/v1/campaigns{query}"))["items"]]
+
     assert scheduled not in ids("") and scheduled in ids("?archived=only"), ids("?archived=any")
     assert ok(api.get(f"/api/v1/campaigns/{scheduled}"))["archived_at"]
     ok(api.post(f"/api/v1/campaigns/{scheduled}/unarchive"))
