@@ -122,8 +122,8 @@ def _target(to: str, region: str) -> str:
     return found.e164
 
 
-def _first_recipient(conn: Connection, spec: CampaignSpec) -> ContactData | None:
-    """The campaign's first recipient (its list's or audience's first contact)."""
+def _first_recipient(conn: Connection, spec: CampaignSpec) -> tuple[ContactData, int | None] | None:
+    """The campaign's first recipient (its list's or audience's first contact) and its id."""
     if spec.list is not None:
         lists = tables.lists
         list_id = conn.execute(select(lists.c.id).where(lists.c.name == spec.list)).scalar()
@@ -138,7 +138,7 @@ def _first_recipient(conn: Connection, spec: CampaignSpec) -> ContactData | None
     else:
         return None
     for chunk in chunks:
-        return chunk[0].contact if chunk else None
+        return (chunk[0].contact, chunk[0].contact_id) if chunk else None
     return None
 
 
@@ -160,7 +160,10 @@ def _contact(
             phone=chosen["phone"], name=chosen["name"] or "", attributes=chosen["attributes"] or {}
         )
         return data, int(chosen["id"]), opted_out
-    return _first_recipient(conn, spec) or ContactData(phone=target), None, opted_out
+    first = _first_recipient(conn, spec)
+    if first is not None:
+        return first[0], first[1], opted_out
+    return ContactData(phone=target), None, opted_out
 
 
 def _sender(conn: Connection, spec: CampaignSpec, sender: str | None) -> str:

@@ -106,3 +106,18 @@ def test_refusals_store_nothing(engine: Engine) -> None:
         test_sends.send_test(engine, NoGateway(), cid, to="+12025550143", now=NOW)
     assert no_sender.value.kind == "conflict"
     assert test_sends.test_sends_page(engine, cid, limit=10).total == 1  # only the fixture's
+
+
+def test_erase_removes_the_test_sends_of_the_number(engine: Engine) -> None:
+    from campaigns.erasure import erase_contact
+
+    cid, test_id = _campaign_with_test(engine)
+    with engine.begin() as conn:
+        conn.execute(
+            tables.test_sends.update()
+            .where(tables.test_sends.c.id == test_id)
+            .values(target=people(1)[0]["phone"])
+        )
+    erased = erase_contact(engine, phone_e164=people(1)[0]["phone"])
+    assert erased.test_sends_removed == 1
+    assert test_sends.get_test_send(engine, cid, test_id) is None
