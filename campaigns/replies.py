@@ -76,7 +76,7 @@ def replies_page(
 
 
 def reply_senders(engine: Engine) -> list[str]:
-    """The sender instances that received incoming messages."""
+    """The sender instances gatecast knows (the inbox's sender filter)."""
     with engine.connect() as conn:
         return list(rq.reply_senders(conn))
 

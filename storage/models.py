@@ -370,6 +370,8 @@ class InboundMessage(SQLModel, table=True):
     """An incoming message (a reply); unique per gateway message id."""
 
     __tablename__ = "inbound_messages"
+    # the replies inbox, newest first (a page reads only its rows)
+    __table_args__ = (Index("ix_inbound_messages_received", "received_at", "id"),)
 
     id: int | None = Field(default=None, sa_type=BigId, primary_key=True)
     message_id: str = Field(unique=True, max_length=128)

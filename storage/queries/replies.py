@@ -72,9 +72,9 @@ def replies_page(
 
 
 def reply_senders(conn: Connection) -> Sequence[str]:
-    """The sender instances that received incoming messages (for the inbox's filter)."""
-    stmt = select(_i.c.instance_id).where(_i.c.instance_id.is_not(None)).distinct()
-    return sorted(str(v) for v in conn.execute(stmt).scalars())
+    """The sender instances gatecast knows (the inbox's sender filter), by id."""
+    stmt = select(tables.instances.c.instance_id).order_by(tables.instances.c.instance_id)
+    return [str(v) for v in conn.execute(stmt).scalars()]
 
 
 __all__ = ["link_inbound", "replies_page", "reply_senders"]

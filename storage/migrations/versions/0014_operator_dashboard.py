@@ -10,7 +10,8 @@ a campaign's counts, reports, daily caps and outbound webhooks never see it.
 ``campaigns.archived_at`` (hidden from the default list; reversible) and
 ``campaigns.deleted_at`` (a soft delete: the rows stay, reports still read them).
 ``inbound_messages.delivery_id``: the delivery the reply window matched an incoming
-message to, so the replies inbox filters by campaign (NULL for messages stored before).
+message to, so the replies inbox filters by campaign (NULL for messages stored before);
+``ix_inbound_messages_received`` (received_at, id): the inbox's newest-first pages.
 """
 from alembic import op
 import sqlalchemy as sa
@@ -57,9 +58,12 @@ def upgrade() -> None:
     op.add_column('inbound_messages', sa.Column('delivery_id', _ID, nullable=True))
     op.create_index('ix_inbound_messages_delivery_id', 'inbound_messages', ['delivery_id'],
                     unique=False)
+    op.create_index('ix_inbound_messages_received', 'inbound_messages', ['received_at', 'id'],
+                    unique=False)
 
 
 def downgrade() -> None:
+    op.drop_index('ix_inbound_messages_received', table_name='inbound_messages')
     op.drop_index('ix_inbound_messages_delivery_id', table_name='inbound_messages')
     with op.batch_alter_table('inbound_messages') as batch:
         batch.drop_column('delivery_id')
