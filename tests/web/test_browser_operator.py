@@ -211,6 +211,8 @@ def test_operator_screens(
             assert not page.evaluate(SIDEWAYS), f"{path} scrolls sideways at 390 px ({scheme})"
             if scheme == "dark":
                 assert page.evaluate(BACKGROUND) != light, path
+                slug = re.sub(r"[^a-z0-9]+", "-", path).strip("-")
+                shot(page, f"phone-dark-{slug}", full_page=False)  # artifacts only
     page.emulate_media(color_scheme="light")
     page.goto(f"{live.url}/campaigns/{later}")
     page.wait_for_load_state("networkidle")
