@@ -53,26 +53,7 @@ def replies_page(
             limit=limit,
             offset=offset,
         )
-    return Page(
-        [
-            Reply(
-                id=int(r["id"]),
-                received_at=r["received_at"],
-                text=r["text"],
-                is_opt_out=bool(r["is_opt_out"]),
-                phone=r["sender_phone"],
-                chat=r["chat"],
-                sender=r["sender"],
-                contact_id=r["contact_id"],
-                contact_name=r["contact_name"],
-                delivery_id=r["delivery_id"],
-                campaign_id=r["campaign_id"],
-                campaign_name=r["campaign_name"],
-            )
-            for r in rows
-        ],
-        total,
-    )
+    return Page([Reply(**r) for r in rows], total)
 
 
 def reply_senders(engine: Engine) -> list[str]:

@@ -22,7 +22,7 @@ The rules (docs/architecture.md, "Decision NEW: test sends"):
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -90,24 +90,8 @@ class TestSend:
 
 
 def _record(row: Any) -> TestSend:
-    return TestSend(
-        id=int(row["id"]),
-        campaign_id=int(row["campaign_id"]),
-        target=row["target"],
-        contact_id=row["contact_id"],
-        sender=row["sender"],
-        state=row["state"],
-        message_id=row["message_id"],
-        content=dict(row["content"] or {}),
-        error=row["error"],
-        reason=plain_reason(row["error"], row["error_code"]),
-        opt_out_overridden=bool(row["opt_out_overridden"]),
-        created_at=row["created_at"],
-        sent_at=row["sent_at"],
-        delivered_at=row["delivered_at"],
-        read_at=row["read_at"],
-        failed_at=row["failed_at"],
-    )
+    values = {f.name: row[f.name] for f in fields(TestSend) if f.name != "reason"}
+    return TestSend(**values, reason=plain_reason(row["error"], row["error_code"]))
 
 
 def _target(to: str, region: str) -> str:

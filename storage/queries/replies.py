@@ -49,7 +49,7 @@ def replies_page(
             _i.c.received_at,
             _i.c.text,
             _i.c.is_opt_out,
-            _i.c.sender_phone,
+            _i.c.sender_phone.label("phone"),
             _i.c.chat,
             _i.c.instance_id.label("sender"),
             _i.c.contact_id,

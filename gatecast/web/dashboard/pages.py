@@ -52,6 +52,11 @@ def render(request: Request, name: str, **context: Any) -> HTMLResponse:
     return templates.TemplateResponse(request, name, {"active": name.split(".")[0], **context})
 
 
+def _id_or_none(text: str) -> int | None:
+    """A filter's id from a query string ("" or anything not an id: no filter)."""
+    return int(text) if text.isdigit() and 0 < int(text) < 2**63 else None
+
+
 @router.get("/login")
 def login_form(request: Request, next: str = "/") -> HTMLResponse:
     """The sign-in page."""
@@ -142,7 +147,7 @@ def contacts_page(
     from gatecast.web.problems import Problem
 
     state = {"yes": True, "no": False}.get(opted_out)
-    chosen = int(list_id) if list_id.isdigit() and 0 < int(list_id) < 2**63 else None
+    chosen = _id_or_none(list_id)
     error = None
     try:
         found = search_contacts(
@@ -244,7 +249,7 @@ def replies_page(
     from campaigns.service import list_campaigns
     from gatecast.web.api.replies import list_replies
 
-    chosen = int(campaign_id) if campaign_id.isdigit() and 0 < int(campaign_id) < 2**63 else None
+    chosen = _id_or_none(campaign_id)
     found = list_replies(
         ctx,
         campaign_id=chosen,
