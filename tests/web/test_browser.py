@@ -44,6 +44,8 @@ ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts" / "screenshots"
 DOCS_SHOTS = ROOT / "docs" / "screenshots"
 SAMPLES = ROOT / "samples"
+#: true when the page scrolls sideways (at a phone's width it must not)
+SIDEWAYS = "() => document.scrollingElement.scrollWidth > window.innerWidth"
 
 
 def _require_chromium() -> None:

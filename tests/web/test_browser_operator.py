@@ -20,6 +20,7 @@ from sqlalchemy import Engine
 from campaigns.importer import ImportOptions, import_file
 from tests.web.conftest import API_KEY, LiveApp, gateway_factory_for
 from tests.web.test_browser import (  # noqa: F401  (the fixtures)
+    SIDEWAYS,
     browser_page,
     publish_shots,
     running_service,
@@ -38,7 +39,6 @@ UNLABELLED = """() => Array.from(document.querySelectorAll('input, select, texta
   .filter(el => !(el.labels && el.labels.length) && !el.getAttribute('aria-label')
                 && !el.getAttribute('aria-labelledby'))
   .map(el => el.id || el.name || el.outerHTML.slice(0, 80))"""
-SIDEWAYS = "() => document.scrollingElement.scrollWidth > window.innerWidth"
 BACKGROUND = "() => getComputedStyle(document.body).backgroundColor"
 SHOTS = (
     "10-campaign-test-send",

@@ -15,10 +15,9 @@ from sqlalchemy import Engine
 from campaigns.importer import ImportOptions, import_file
 from storage import tables
 from tests.web.conftest import LiveApp
-from tests.web.test_browser import browser_page, sign_in  # noqa: F401  (the fixture)
+from tests.web.test_browser import SIDEWAYS, browser_page, sign_in  # noqa: F401  (the fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
-SIDEWAYS = "() => document.documentElement.scrollWidth > document.documentElement.clientWidth"
 
 
 def _saved(engine: Engine) -> list[str]:
