@@ -11,6 +11,7 @@ What an erase does (docs/contacts-import.md, "Erasing a contact"):
 - status events of those rows, and any whose chat is the number, lose their chat;
 - inbound messages (replies, STOPs) from the number are kept as counted events with their
   chat replaced by ``erased:<id>`` and sender, contact and text removed;
+- test sends to the number, or rendered for the contact, are deleted (they count nowhere);
 - rejected import rows holding the number in any usual format (its digits with or
   without country code, spaces, dashes, brackets, a leading 0: :func:`holds_number`) are
   deleted, and so are stored API answers (idempotency records) holding it;
@@ -74,6 +75,8 @@ class Erased:
     outbound_messages_removed: int
     #: audit log entries whose detail or target held the number
     audit_entries_scrubbed: int = 0
+    #: test sends to the number or rendered for the contact
+    test_sends_removed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""
@@ -136,6 +139,7 @@ def erase_contact(
         chats = [f"{forms[0]}@", f"{forms[0]}:"]
         inbound = q.scrub_inbound(conn, contact_id, phone_e164, chats, ERASED_PREFIX)
         memberships = q.delete_memberships(conn, contact_id)
+        tests = q.delete_test_sends(conn, contact_id, phone_e164)
         rejects = q.delete_rejects(conn, _holding(q.reject_pages(conn), forms))
         keys = q.delete_stored_answers(conn, _holding(q.stored_answer_pages(conn), forms))
         # last: the statements above may have queued outbound messages about the contact
@@ -159,6 +163,7 @@ def erase_contact(
         idempotency_records_removed=keys,
         outbound_messages_removed=outbox,
         audit_entries_scrubbed=scrubbed,
+        test_sends_removed=tests,
     )
 
 

@@ -46,6 +46,8 @@ from gateway.events import (
 )
 from storage.queries import events as q
 from storage.queries import instances as iq
+from storage.queries import replies as rq
+from storage.queries import test_sends as tq
 from storage.queries.contacts import set_opt_out
 
 #: why an event is refused: it names an instance gatecast does not hold (or none)
@@ -158,7 +160,56 @@ def apply_pending(conn: Connection, message_ids: Sequence[str], *, now: datetime
     (:func:`settle_unknown`). Returns how many events were applied.
     """
     applied = q.apply_unapplied(conn, message_ids, dl.STATUS_RULES)
+    applied += apply_test_send_events(conn, message_ids)
     return applied + settle_unknown(conn, now=now).events
+
+
+#: the time column each state sets on a test send
+_TEST_SEND_TIMES = {
+    dl.SENT: "sent_at",
+    dl.DELIVERED: "delivered_at",
+    dl.READ: "read_at",
+    dl.FAILED: "failed_at",
+}
+
+
+def apply_test_send_events(conn: Connection, message_ids: Sequence[str]) -> int:
+    """Apply stored status events to the test sends carrying ``message_ids`` (never to a
+    delivery: a campaign's counts, reports and outbound webhooks do not see them).
+
+    The delivery rules: forward only (:data:`~campaigns.delivery_lifecycle.FORWARD_FROM`),
+    a failure only from :data:`~campaigns.delivery_lifecycle.FAILED_FROM`; each state's
+    time is its event's (the first one). One indexed probe when no test send matches.
+    Returns how many events were applied.
+    """
+    tests = {str(r["message_id"]): r for r in tq.with_message_ids(conn, message_ids)}
+    if not tests:
+        return 0
+    events = tq.unapplied_events(conn, list(tests))
+    changes: dict[int, dict[str, Any]] = {}
+    for ev in events:
+        test = tests[str(ev["message_id"])]
+        change = changes.setdefault(int(test["id"]), {"state": test["state"]})
+        state, status = change["state"], str(ev["status"])
+        moves = (
+            state in dl.FAILED_FROM
+            if status == dl.FAILED
+            else state in dl.FORWARD_FROM.get(status, ())
+        )
+        column = _TEST_SEND_TIMES.get(status)
+        if column is not None and test[column] is None and column not in change:
+            change[column] = ev["occurred_at"]
+        if moves:
+            change["state"] = status
+            if status == dl.FAILED:
+                change["error"] = dl.GATEWAY_FAILED_ERROR + (
+                    f" (code {ev['error_code']})" if ev["error_code"] else ""
+                )
+                change["error_code"] = ev["error_code"]
+    for test_id, values in changes.items():
+        tq.update_test_send(conn, test_id, values)
+    tq.mark_applied(conn, [int(ev["id"]) for ev in events])
+    return len(events)
 
 
 class Settled(NamedTuple):
@@ -319,14 +370,27 @@ def _record_inbound(
         sender: str | None = row["sender_phone"]
         if sender is None:
             continue
-        if _record_reply(conn, sender, row["text"], row["received_at"], received_at=now):
+        if _record_reply(
+            conn,
+            sender,
+            row["text"],
+            row["received_at"],
+            received_at=now,
+            message_id=row["message_id"],
+        ):
             stats.replies += 1
         if row["is_opt_out"] and set_opt_out(conn, sender, True, OPT_OUT_REASON, now):
             stats.opt_outs += 1
 
 
 def _record_reply(
-    conn: Connection, phone: str, text: str, at: datetime, *, received_at: datetime
+    conn: Connection,
+    phone: str,
+    text: str,
+    at: datetime,
+    *,
+    received_at: datetime,
+    message_id: str,
 ) -> bool:
     """Attach a reply to the newest delivery to ``phone`` that it can answer.
 
@@ -337,7 +401,8 @@ def _record_reply(
     clock running behind ours still matches), and rows in flight, in the most recent
     campaigns (:data:`~campaigns.delivery_lifecycle.REPLY_CAMPAIGN_WINDOW`); the time is
     :func:`~campaigns.delivery_lifecycle.reply_time`. False when no delivery matches or
-    it already has a reply.
+    it already has a reply. The incoming message ``message_id`` is linked to the delivery
+    either way (the replies inbox shows every message under its campaign).
     """
     target = q.reply_target(
         conn, phone, latest=at + dl.REPLY_CLOCK_SKEW, campaigns=dl.REPLY_CAMPAIGN_WINDOW
@@ -345,6 +410,7 @@ def _record_reply(
     if target is None:
         return False
     delivery_id, sent_at = target
+    rq.link_inbound(conn, message_id, delivery_id)
     return q.set_reply(conn, delivery_id, text, dl.reply_time(at, received_at, sent_at))
 
 
@@ -427,6 +493,7 @@ __all__ = [
     "apply_all_pending",
     "apply_pending",
     "apply_recent_pending",
+    "apply_test_send_events",
     "chat_target",
     "event_time",
     "fold_keyword",

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, func, insert, select
+from sqlalchemy import ColumnElement, Connection, Engine, Table, func, insert, select
 
 from campaigns import delivery_lifecycle, lifecycle
 from campaigns.campaign_file import CampaignSpec, start_missed, stored_spec
@@ -23,10 +23,17 @@ from campaigns.delivery_rows import (
     group_recipients,
     list_recipients,
 )
+from campaigns.failure_reasons import plain_reason
 from campaigns.gateway_events import settle_unknown
 from campaigns.paging import Page
 from campaigns.render import RenderError, RenderLimit, recipient_rng, render_message
-from campaigns.segments import AudienceCount, AudienceError, CampaignAudience, campaign_audience
+from campaigns.segments import (
+    AudienceCount,
+    AudienceError,
+    CampaignAudience,
+    campaign_audience,
+    fold_value,
+)
 from gateway.messages import message_to_dict
 from storage import states, tables
 from storage.queries import campaigns as q
@@ -58,6 +65,18 @@ class CampaignNotFound(LookupError):
     def __init__(self, campaign_id: int) -> None:
         self.campaign_id = campaign_id
         super().__init__(f"campaign {campaign_id} does not exist")
+
+
+class CampaignDeleted(ValueError):
+    """The campaign was deleted: its history is kept (reports), nothing acts on it."""
+
+    def __init__(self, campaign_id: int) -> None:
+        self.campaign_id = campaign_id
+        super().__init__(f"campaign {campaign_id} is deleted: only its reports remain")
+
+
+#: which campaigns a listing shows by their archive mark
+ARCHIVED_FILTERS = ("no", "only", "any")
 
 
 class CampaignSetupError(ValueError):
@@ -152,6 +171,9 @@ class CampaignSummary:
     counts: dict[str, int]
     #: the ``[audience]`` in force by names (a segment expanded), None for a list or groups
     audience: dict[str, Any] | None = None
+    #: when it was archived (hidden from the default list), None when it is not
+    archived_at: datetime | None = None
+    timezone: str = "UTC"
 
 
 @dataclass(frozen=True)
@@ -175,6 +197,9 @@ class CampaignDetail:
     counts: dict[str, int] = field(default_factory=dict)
     #: the ``[audience]`` in force by names (a segment expanded), None for a list or groups
     audience: dict[str, Any] | None = None
+    archived_at: datetime | None = None
+    #: when it was deleted (campaigns.archive.delete_campaign); its rows stay for reports
+    deleted_at: datetime | None = None
 
     @property
     def total(self) -> int:
@@ -495,13 +520,19 @@ def list_campaigns(
     *,
     state: str | None = None,
     name: str | None = None,
+    archived: str = "no",
     limit: int | None = None,
     offset: int = 0,
 ) -> Page[CampaignSummary]:
     """Campaigns newest first, with counts per delivery state: those in ``state`` whose
     name contains ``name`` (any case), ``limit`` of them from ``offset``, and how many
-    match in all."""
-    where = []
+    match in all. ``archived``: ``no`` (the default) leaves archived campaigns out,
+    ``only`` shows only them, ``any`` both; deleted campaigns are never listed."""
+    where: list[ColumnElement[bool]] = [_campaigns.c.deleted_at.is_(None)]
+    if archived == "no":
+        where.append(_campaigns.c.archived_at.is_(None))
+    elif archived == "only":
+        where.append(_campaigns.c.archived_at.is_not(None))
     if state is not None:
         where.append(_campaigns.c.state == state)
     if name:
@@ -535,6 +566,8 @@ def list_campaigns(
                 total=sum(c.values()),
                 counts=c,
                 audience=r.audience,
+                archived_at=r.archived_at,
+                timezone=r.timezone,
             )
         )
     return Page(out, matching)
@@ -562,6 +595,8 @@ def get_campaign(engine: Engine, campaign_id: int) -> CampaignDetail:
         spec=stored_spec(r.spec, int(r.id)),
         counts=counts,
         audience=r.audience,
+        archived_at=r.archived_at,
+        deleted_at=r.deleted_at,
     )
 
 
@@ -601,7 +636,11 @@ def reply_stats(engine: Engine, campaign_id: int) -> tuple[int, int]:
 
 
 def _state(conn: Connection, campaign_id: int) -> str:
-    return str(_row(conn, campaign_id).state)
+    """The state of a campaign an action may change (:class:`CampaignDeleted` if deleted)."""
+    row = _row(conn, campaign_id)
+    if row.deleted_at is not None:
+        raise CampaignDeleted(campaign_id)
+    return str(row.state)
 
 
 def pause_campaign(
@@ -619,7 +658,7 @@ def pause_campaign(
 def resume_campaign(engine: Engine, campaign_id: int, *, now: datetime | None = None) -> str:
     """Resume a paused campaign: running if it had started, else scheduled again."""
     with engine.begin() as conn:
-        _row(conn, campaign_id)
+        _state(conn, campaign_id)
         return lifecycle.resume(conn, campaign_id, now=now)
 
 
@@ -745,9 +784,15 @@ class DeliveryRecord:
     failed_at: datetime | None
     replied_at: datetime | None
     reply_text: str | None
+    #: the contact's name (None for a group or an unnamed contact)
+    name: str | None = None
+    #: the error in plain words (``campaigns.failure_reasons``)
+    reason: str | None = None
 
 
-_DELIVERY_COLUMNS = tuple(f.name for f in fields(DeliveryRecord))
+_DELIVERY_COLUMNS = tuple(
+    f.name for f in fields(DeliveryRecord) if f.name not in ("name", "reason")
+)
 
 
 #: one page of deliveries and how many match in all
@@ -760,11 +805,20 @@ def deliveries_page(
     campaign_id: int | None = None,
     in_states: Sequence[str] | None = None,
     target: str | None = None,
+    search: str | None = None,
+    replied: bool | None = None,
     limit: int,
     offset: int = 0,
 ) -> DeliveryPage:
     """Deliveries of one campaign (or all) in ``in_states`` whose target contains
-    ``target``, by id; :class:`CampaignNotFound` for an unknown ``campaign_id``."""
+    ``target``, by id, with the contact's name and the error in plain words. ``search``:
+    a name (folded as the contact search folds it) or a number's digits; ``replied``:
+    only rows with (True) or without (False) a reply. :class:`CampaignNotFound` for an
+    unknown ``campaign_id``."""
+    found = None
+    if search and search.strip():
+        digits = "".join(ch for ch in search if ch.isdigit())
+        found = (digits, fold_value(search))
     with engine.connect() as conn:
         if campaign_id is not None:
             _row(conn, campaign_id)
@@ -776,8 +830,21 @@ def deliveries_page(
             target=target,
             limit=limit,
             offset=offset,
+            search=found,
+            replied=replied,
         )
-    return DeliveryPage([DeliveryRecord(**r) for r in rows], total)
+        names = dq.contact_names(conn, [r["contact_id"] for r in rows if r["contact_id"]])
+    return DeliveryPage(
+        [
+            DeliveryRecord(
+                **r,
+                name=names.get(r["contact_id"]) if r["contact_id"] else None,
+                reason=plain_reason(r["error"], r["error_code"]),
+            )
+            for r in rows
+        ],
+        total,
+    )
 
 
 @dataclass(frozen=True)
@@ -834,10 +901,12 @@ def campaign_progress(engine: Engine, campaign_id: int, points: int = 30) -> Cam
 
 
 __all__ = [
+    "ARCHIVED_FILTERS",
     "CANCELLED_ERROR",
     "PREVIEW_SCAN",
     "PREVIEW_SEED",
     "PREVIEW_SIZE",
+    "CampaignDeleted",
     "CampaignDetail",
     "CampaignNotFound",
     "CampaignPreview",

@@ -13,6 +13,7 @@ import typer
 from gatecast.commands import (
     audit,
     campaign,
+    campaign_operator,
     contacts,
     db,
     demo,
@@ -39,6 +40,7 @@ for module in (
     contacts,
     segment,
     campaign,
+    campaign_operator,
     webhook_endpoints,
     users,
     audit,

@@ -15,7 +15,7 @@ from sqlmodel import Field, SQLModel
 from storage.types import BigId, JsonDoc, UTCDateTime, utcnow
 
 #: the Alembic revision these models describe (``storage/migrations/versions``)
-HEAD_REVISION = "0015"
+HEAD_REVISION = "0016"
 
 
 #: the predicate of the partial indexes over the queue (a query must say it literally,
@@ -255,6 +255,10 @@ class Campaign(SQLModel, table=True):
     updated_at: datetime = _created()
     started_at: datetime | None = _dt()
     finished_at: datetime | None = _dt()
+    # hidden from the default list, shown by its filter; reversible (campaigns.archive)
+    archived_at: datetime | None = _dt()
+    # deleted: hidden everywhere but its own page and reports, never sent again
+    deleted_at: datetime | None = _dt()
 
 
 class Delivery(SQLModel, table=True):
@@ -380,6 +384,8 @@ class InboundMessage(SQLModel, table=True):
     """An incoming message (a reply); unique per gateway message id."""
 
     __tablename__ = "inbound_messages"
+    # the replies inbox, newest first (a page reads only its rows)
+    __table_args__ = (Index("ix_inbound_messages_received", "received_at", "id"),)
 
     id: int | None = Field(default=None, sa_type=BigId, primary_key=True)
     message_id: str = Field(unique=True, max_length=128)
@@ -390,6 +396,37 @@ class InboundMessage(SQLModel, table=True):
     text: str = Field(default="", max_length=4000)
     is_opt_out: bool = False
     received_at: datetime = _created()
+    # the delivery the reply window matched it to (None: no campaign's message)
+    delivery_id: int | None = Field(default=None, sa_type=BigId, index=True)
+
+
+class TestSend(SQLModel, table=True):
+    """One test send: a campaign's message sent now to one number or group, outside the
+    campaign's rows, counts, reports, caps and outbound webhooks (campaigns.test_sends).
+
+    Its state moves with the gateway's status events for its message id, forward only.
+    """
+
+    __tablename__ = "test_sends"
+    __test__ = False  # not a pytest class
+
+    id: int | None = Field(default=None, sa_type=BigId, primary_key=True)
+    campaign_id: int = Field(sa_type=BigId, foreign_key="campaigns.id", index=True)
+    target: str = Field(max_length=64)
+    contact_id: int | None = Field(default=None, sa_type=BigId)
+    sender: str = Field(max_length=64)
+    # sending | sent | delivered | read | failed | unknown
+    state: str = Field(default="sending", max_length=16)
+    message_id: str | None = Field(default=None, max_length=128, index=True)
+    content: dict[str, Any] = _json(dict)
+    error: str | None = Field(default=None, max_length=1000)
+    error_code: str | None = Field(default=None, max_length=32)
+    opt_out_overridden: bool = False
+    created_at: datetime = _created()
+    sent_at: datetime | None = _dt()
+    delivered_at: datetime | None = _dt()
+    read_at: datetime | None = _dt()
+    failed_at: datetime | None = _dt()
 
 
 class Lease(SQLModel, table=True):

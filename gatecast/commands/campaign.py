@@ -342,14 +342,20 @@ def list_cmd(
         None, "--state", help="Only campaigns in this state (draft, scheduled, running, ...)."
     ),
     name: str | None = typer.Option(None, "--name", help="Only names containing this (any case)."),
+    archived: str = typer.Option(
+        "no", "--archived", help="no: leave archived campaigns out; only: only them; any: both."
+    ),
 ) -> None:
-    """List campaigns, newest first, with delivery counts."""
+    """List campaigns, newest first, with delivery counts (deleted ones never)."""
     from campaigns import lifecycle, service
 
     if state is not None and state not in lifecycle.STATES:
         fail(f"unknown campaign state {state!r}; one of: {', '.join(lifecycle.STATES)}")
+    if archived not in service.ARCHIVED_FILTERS:
+        fail(f"--archived must be one of: {', '.join(service.ARCHIVED_FILTERS)}")
     with _errors():
-        rows = service.list_campaigns(open_engine_or_fail(), state=state, name=name).items
+        engine = open_engine_or_fail()
+        rows = service.list_campaigns(engine, state=state, name=name, archived=archived).items
     if as_json:
         _print_json([asdict(r) for r in rows])
         return

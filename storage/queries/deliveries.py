@@ -29,6 +29,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    ColumnElement,
     Connection,
     RowMapping,
     bindparam,
@@ -36,6 +37,7 @@ from sqlalchemy import (
     false,
     func,
     literal_column,
+    or_,
     select,
     text,
     union_all,
@@ -754,9 +756,13 @@ def deliveries_page(
     target: str | None,
     limit: int,
     offset: int,
+    search: tuple[str, str] | None = None,
+    replied: bool | None = None,
 ) -> tuple[int, list[RowMapping]]:
     """``(total, rows)``: deliveries of one campaign (or all), in ``in_states``, whose
-    target contains ``target``; one page of ``columns``, by id."""
+    target contains ``target``, with a reply or without (``replied``); ``search`` is
+    ``(digits, folded text)``: the target contains the digits or the contact's folded
+    name contains the text; one page of ``columns``, by id."""
     conds: list[Any] = []
     if campaign_id is not None:
         conds.append(_d.c.campaign_id == campaign_id)
@@ -764,7 +770,27 @@ def deliveries_page(
         conds.append(_d.c.state.in_(list(in_states)))
     if target:
         conds.append(_d.c.target.contains(target, autoescape=True))
+    if replied is not None:
+        conds.append(_d.c.replied_at.is_not(None) if replied else _d.c.replied_at.is_(None))
+    if search is not None:
+        digits, text = search
+        named = select(tables.contacts.c.id).where(
+            tables.contacts.c.folded_name.contains(text, autoescape=True)
+        )
+        either: list[ColumnElement[bool]] = [_d.c.contact_id.in_(named)] if text else []
+        if digits:
+            either.append(_d.c.target.contains(digits, autoescape=True))
+        conds.append(or_(*either) if either else false())
     return paging.page(conn, _d, columns, conds, limit=limit, offset=offset)
+
+
+def contact_names(conn: Connection, contact_ids: Sequence[int]) -> dict[int, str]:
+    """``contact id -> name`` of the contacts given (those with a name)."""
+    if not contact_ids:
+        return {}
+    c = tables.contacts
+    rows = conn.execute(select(c.c.id, c.c.name).where(c.c.id.in_(sorted(set(contact_ids)))))
+    return {int(i): str(n) for i, n in rows if n}
 
 
 def sends_since_by_sender(

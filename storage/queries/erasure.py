@@ -177,6 +177,13 @@ def delete_memberships(conn: Connection, contact_id: int) -> int:
     return removed
 
 
+def delete_test_sends(conn: Connection, contact_id: int, phone: str) -> int:
+    """Delete the test sends to the number or rendered for the contact; how many."""
+    t = tables.test_sends
+    where = (t.c.contact_id == contact_id) | (t.c.target == phone)
+    return int(conn.execute(delete(t).where(where)).rowcount)
+
+
 def delete_contact(conn: Connection, contact_id: int) -> None:
     """Delete the contact row itself (after everything referring to it)."""
     conn.execute(delete(_c).where(_c.c.id == contact_id))

@@ -299,6 +299,29 @@ def link_sender_over_api(api: httpx.Client, label: str = "shop") -> str:
     return iid
 
 
+def ok(answer: httpx.Response, *codes: int) -> Any:
+    """The JSON of an API answer whose status is one of ``codes`` (default 200)."""
+    assert answer.status_code in (codes or (200,)), (answer.status_code, answer.text)
+    return answer.json()
+
+
+def import_over_api(api: httpx.Client, path: Path, list_name: str) -> dict[str, Any]:
+    """``POST /imports`` of the file ``path`` into ``list_name``; waits for the job to end
+    and returns it."""
+    with path.open("rb") as fh:
+        job = ok(
+            api.post(
+                "/api/v1/imports", files={"file": (path.name, fh)}, data={"list_name": list_name}
+            ),
+            202,
+        )
+    done: dict[str, Any] = wait_for(
+        lambda: (j := ok(api.get(f"/api/v1/imports/{job['id']}")))["status"] != "running" and j,
+        what="the import",
+    )
+    return done
+
+
 def table_value(output: str, label: str) -> str:
     """The value beside ``label`` in a table the CLI printed (``│ label │ value │``)."""
     found = re.search(rf"{re.escape(label)}\s*[│|]\s*([^│|\n]+?)\s*[│|]", output)

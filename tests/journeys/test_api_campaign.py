@@ -11,13 +11,13 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import openpyxl
 import pytest
 
 from tests.journeys.harness import SAMPLES, Process, Server, start_sandbox, wait_for, workspace
+from tests.journeys.harness import ok as _ok
 
 NOT_ON_APP = "12125550115"  # Noah Brown in samples/contacts.csv: "not on the app"
 
@@ -39,11 +39,6 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
 def server(tmp_path: Path, gateway: Process) -> Iterator[Server]:
     with workspace(tmp_path / "work", gateway.url) as ws:
         yield ws.serve()
-
-
-def _ok(answer: httpx.Response, *codes: int) -> Any:
-    assert answer.status_code in (codes or (200,)), (answer.status_code, answer.text)
-    return answer.json()
 
 
 def _accepted(gateway: Process) -> int:

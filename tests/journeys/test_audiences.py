@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 
 from tests.journeys.harness import Server, Workspace, assert_problem, table_value, wait_for
+from tests.journeys.harness import ok as _ok
 
 PEOPLE = """phone,name,city,plan,tags,timezone
 +14155550101,Ana,Berlin,gold,"vip, newsletter",Europe/Berlin
@@ -130,11 +131,6 @@ def test_cli_bad_audiences_are_refused_and_store_nothing(ws: Workspace) -> None:
         res = ws.run("campaign", "create", str(file), ok=False)
         assert res.code == 1 and words in res.output, (audience, res.output)
     assert ws.run("campaign", "list", "--json").json() == []
-
-
-def _ok(answer: httpx.Response, *codes: int) -> Any:
-    assert answer.status_code in (codes or (200,)), (answer.status_code, answer.text)
-    return answer.json()
 
 
 def _import(api: httpx.Client, name: str, text: str, list_name: str, **data: str) -> Any:

@@ -10,18 +10,13 @@ import csv
 import io
 from typing import Any
 
-import httpx
 import pytest
 from openpyxl import load_workbook
 
 from tests.journeys.harness import Server, Workspace, assert_problem, wait_for
+from tests.journeys.harness import ok as _ok
 from tests.journeys.test_web import _sign_in
 from tests.journeys.test_web import chromium as chromium  # the module's one browser
-
-
-def _ok(answer: httpx.Response, *codes: int) -> Any:
-    assert answer.status_code in (codes or (200,)), (answer.status_code, answer.text)
-    return answer.json()
 
 
 def test_cli_add_edit_tag_search_export(ws: Workspace) -> None:

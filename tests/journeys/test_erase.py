@@ -14,7 +14,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-from typing import Any
 
 import httpx
 import openpyxl
@@ -22,6 +21,7 @@ import pytest
 import sqlalchemy as sa
 
 from tests.journeys.harness import Workspace, link_sender_over_api, wait_for
+from tests.journeys.harness import ok as _ok
 
 E164 = "+447911123456"
 NAME = ("Zebulon", "Quarrington")
@@ -33,11 +33,6 @@ Ada Lovelace,+447911123457,Europe/London
 {NAME[0]} {NAME[1]} (work),07911 123456,Mars/Base
 """
 REPLY = f"Yes please! {NAME[0]} here, call me on 07911 123456"
-
-
-def _ok(answer: httpx.Response, *codes: int) -> Any:
-    assert answer.status_code in (codes or (200,)), (answer.status_code, answer.text)
-    return answer.json()
 
 
 def _leaks(text: str) -> list[str]:

@@ -21,6 +21,7 @@ from tests.journeys.harness import (
     start_sandbox,
     wait_for,
 )
+from tests.journeys.harness import ok as _ok
 from tests.webhook_receiver import Receiver
 
 RANK = {"delivery.sent": 1, "delivery.delivered": 2, "delivery.read": 3, "delivery.failed": 4}
@@ -47,11 +48,6 @@ def receiver() -> Iterator[Receiver]:
     r = Receiver()
     yield r
     r.stop()
-
-
-def _ok(answer: httpx.Response, *codes: int) -> Any:
-    assert answer.status_code in (codes or (200,)), (answer.status_code, answer.text)
-    return answer.json()
 
 
 def _setup(ws: Workspace, receiver: Receiver) -> tuple[Server, httpx.Client, int]:

@@ -44,6 +44,8 @@ ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts" / "screenshots"
 DOCS_SHOTS = ROOT / "docs" / "screenshots"
 SAMPLES = ROOT / "samples"
+#: true when the page scrolls sideways (at a phone's width it must not)
+SIDEWAYS = "() => document.scrollingElement.scrollWidth > window.innerWidth"
 
 
 def _require_chromium() -> None:
@@ -85,9 +87,48 @@ def running_service(sqlite_engine: Engine, sandbox: Any) -> Iterator[None]:
         yield
 
 
-def _shot(page: Any, name: str) -> None:
+def sign_in(page: Any, url: str, path: str) -> None:
+    """Open ``path`` signed out (the sign-in page comes first), sign in with the API key,
+    and land on ``path``."""
+    from playwright.sync_api import expect
+
+    page.goto(f"{url}{path}")
+    expect(page).to_have_url(re.compile(r"/login\?next="))
+    page.fill("#api_key", API_KEY)
+    page.click("#sign-in")
+    expect(page).to_have_url(f"{url}{path}")
+
+
+def shot(page: Any, name: str, *, full_page: bool = True) -> None:
+    """A screenshot (of the whole page, or the viewport) into
+    test-artifacts/screenshots/NAME.png."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=full_page)
+
+
+#: the screenshots this module's journey takes (docs/screenshots/ shows them)
+JOURNEY_SHOTS = (
+    "01-sign-in",
+    "02-instance-qr",
+    "03-instance-connected",
+    "04-contacts-preview",
+    "05-contacts-imported",
+    "06-campaign-preview",
+    "07-campaign-complete",
+    "08-campaigns",
+    "09-api-docs",
+)
+
+
+def publish_shots(*names: str) -> None:
+    """With GATECAST_UPDATE_SCREENSHOTS=1, copy the screenshots ``names`` (all when none
+    given) to docs/screenshots/."""
+    if os.environ.get("GATECAST_UPDATE_SCREENSHOTS") != "1":
+        return
+    DOCS_SHOTS.mkdir(parents=True, exist_ok=True)
+    for found in sorted(ARTIFACTS.glob("*.png")):
+        if not names or found.stem in names:
+            shutil.copy2(found, DOCS_SHOTS / found.name)
 
 
 def _decode_qr(data_uri: str) -> str:
@@ -120,7 +161,7 @@ def test_dashboard_journey(
     page.fill("#api_key", "not the key")
     page.click("#sign-in")
     expect(page.locator(".error")).to_contain_text("not right")
-    _shot(page, "01-sign-in")
+    shot(page, "01-sign-in")
     page.fill("#api_key", API_KEY)
     page.click("#sign-in")
     expect(page).to_have_url(f"{live.url}/instances")
@@ -131,7 +172,7 @@ def test_dashboard_journey(
     card = page.locator(".instance").first
     qr = card.locator("[data-role=qr-img]")
     expect(qr).to_have_attribute("src", re.compile(r"^data:image/png;base64,"))
-    _shot(page, "02-instance-qr")
+    shot(page, "02-instance-qr")
     iid = card.get_attribute("data-instance")
     assert iid
     for _ in range(4):  # a QR rotates (as a phone app's does): scan the new one if it did
@@ -147,7 +188,7 @@ def test_dashboard_journey(
     expect(card.locator("[data-role=qr]")).to_be_hidden()
     card.locator("button[data-op=webhook]").click()
     expect(card.locator("[data-role=msg]")).to_have_text("webhook registered")
-    _shot(page, "03-instance-connected")
+    shot(page, "03-instance-connected")
 
     # contacts: preview the mapping, import, read the rejected rows
     page.click("nav >> text=Contacts")
@@ -156,7 +197,7 @@ def test_dashboard_journey(
     page.click("#preview-btn")
     expect(page.locator("#phone_column")).to_have_value("Phone")
     expect(page.locator("#preview-table")).to_contain_text("+12025550143")
-    _shot(page, "04-contacts-preview")
+    shot(page, "04-contacts-preview")
     page.click("#import-btn")
     expect(page.locator("#upload-msg")).to_contain_text("Imported into list", timeout=60_000)
     rejects = page.locator("#rejects-table tbody tr")
@@ -167,7 +208,7 @@ def test_dashboard_journey(
     imported = int(page.locator("[data-count=New]").inner_text())
     rejected = int(page.locator("[data-count=Rejected]").inner_text())
     assert imported > 0 and rejected == rejects.count()
-    _shot(page, "05-contacts-imported")
+    shot(page, "05-contacts-imported")
 
     # campaign: form, preview, create (start now), watch it complete
     page.click("nav >> text=Campaigns")
@@ -182,7 +223,7 @@ def test_dashboard_journey(
     page.click("#form-preview")
     expect(page.locator("#preview-items")).to_contain_text("shop has a new offer")
     expect(page.locator("#campaign-msg")).to_contain_text("nothing was stored")
-    _shot(page, "06-campaign-preview")
+    shot(page, "06-campaign-preview")
     page.click("#form-create")
     page.wait_for_url(re.compile(r"/campaigns/\d+$"))
     cid = int(page.url.rsplit("/", 1)[1])
@@ -195,7 +236,7 @@ def test_dashboard_journey(
     assert sent_like == imported
     expect(page.locator("#chart polyline[data-series=sent]")).to_have_count(1)
     expect(page.locator("#deliveries tbody tr").first).to_be_visible()
-    _shot(page, "07-campaign-complete")
+    shot(page, "07-campaign-complete")
 
     # the report downloads
     with page.expect_download() as dl:
@@ -236,13 +277,10 @@ def test_dashboard_journey(
     page.click("nav >> text=Campaigns")
     expect(page.locator("#campaigns-table")).to_contain_text("Browser promo")
     expect(page.locator("#campaigns-table")).to_contain_text("Later promo")
-    _shot(page, "08-campaigns")
+    shot(page, "08-campaigns")
     page.goto(f"{live.url}/docs")
     expect(page.locator(".swagger-ui")).to_be_visible()
     expect(page.locator("body")).to_contain_text("/api/v1/campaigns")
-    _shot(page, "09-api-docs")
+    shot(page, "09-api-docs")
 
-    if os.environ.get("GATECAST_UPDATE_SCREENSHOTS") == "1":
-        DOCS_SHOTS.mkdir(parents=True, exist_ok=True)
-        for shot in sorted(ARTIFACTS.glob("*.png")):
-            shutil.copy2(shot, DOCS_SHOTS / shot.name)
+    publish_shots(*JOURNEY_SHOTS)

@@ -4,7 +4,6 @@ confirmation erases nothing; an accepted one erases the contact everywhere)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,8 +14,8 @@ from sqlalchemy import Engine
 
 from campaigns.importer import ImportOptions, import_file
 from storage import tables
-from tests.web.conftest import API_KEY, LiveApp
-from tests.web.test_browser import browser_page  # noqa: F401  (the fixture)
+from tests.web.conftest import LiveApp
+from tests.web.test_browser import browser_page, sign_in  # noqa: F401  (the fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
@@ -40,11 +39,7 @@ def test_erase_button_asks_then_erases(
     import_file(sqlite_engine, people, ImportOptions(list_name="customers"))
     live = make_live(sqlite_engine)
     page = browser_page
-    page.goto(f"{live.url}/contacts")
-    expect(page).to_have_url(re.compile(r"/login\?next="))
-    page.fill("#api_key", API_KEY)
-    page.click("#sign-in")
-    expect(page).to_have_url(re.compile(r"/contacts$"))
+    sign_in(page, live.url, "/contacts")
 
     row = page.locator("#contacts-table tr", has_text="Zed Quill")
     page.once("dialog", lambda dialog: dialog.dismiss())
@@ -82,10 +77,7 @@ def test_vcard_upload_and_opt_out_file(
 
     live = make_live(sqlite_engine)
     page = browser_page
-    page.goto(f"{live.url}/contacts")
-    page.fill("#api_key", API_KEY)
-    page.click("#sign-in")
-    expect(page).to_have_url(re.compile(r"/contacts$"))
+    sign_in(page, live.url, "/contacts")
 
     page.set_input_files("#file", str(SAMPLES / "contacts.vcf"))
     page.fill("#list_name", "phone")

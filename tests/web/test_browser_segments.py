@@ -4,7 +4,6 @@ delete one; and at a phone's width (390 px) nothing scrolls sideways."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,11 +14,10 @@ from sqlalchemy import Engine
 
 from campaigns.importer import ImportOptions, import_file
 from storage import tables
-from tests.web.conftest import API_KEY, LiveApp
-from tests.web.test_browser import browser_page  # noqa: F401  (the fixture)
+from tests.web.conftest import LiveApp
+from tests.web.test_browser import SIDEWAYS, browser_page, sign_in  # noqa: F401  (the fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
-SIDEWAYS = "() => document.documentElement.scrollWidth > document.documentElement.clientWidth"
 
 
 def _saved(engine: Engine) -> list[str]:
@@ -47,10 +45,7 @@ def test_save_count_and_delete_a_segment(
     import_file(sqlite_engine, people, ImportOptions(list_name="customers"))
     live = make_live(sqlite_engine)
     page = browser_page
-    page.goto(f"{live.url}/segments")
-    page.fill("#api_key", API_KEY)
-    page.click("#sign-in")
-    expect(page).to_have_url(re.compile(r"/segments$"))
+    sign_in(page, live.url, "/segments")
     expect(page.locator("#no-segments")).to_be_visible()
 
     # a condition on an attribute no contact has: refused, naming it; nothing stored

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from tests.web.conftest import API_KEY, LiveApp
-from tests.web.test_browser import browser_page  # noqa: F401  (the one browser of this module)
+from tests.web.conftest import LiveApp
+from tests.web.test_browser import browser_page, sign_in  # noqa: F401  (the fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -25,11 +25,7 @@ def test_webhooks_page(
 
     live = make_live(sqlite_engine)
     page = browser_page
-    page.goto(f"{live.url}/webhooks")
-    expect(page).to_have_url(re.compile(r"/login\?next="))
-    page.fill("#api_key", API_KEY)
-    page.click("#sign-in")
-    expect(page).to_have_url(f"{live.url}/webhooks")
+    sign_in(page, live.url, "/webhooks")
     expect(page.locator("#no-endpoints")).to_be_visible()
 
     page.fill("#wh-url", "ftp://crm.example.com/hooks")

@@ -8,6 +8,7 @@ from fastapi.routing import APIRoute
 
 from gatecast.web.api import (
     audit,
+    campaign_archive,
     campaigns,
     composer,
     contact_manage,
@@ -16,8 +17,10 @@ from gatecast.web.api import (
     imports,
     instances,
     lists,
+    replies,
     reports,
     segments,
+    test_sends,
     users,
     webhook_endpoints,
 )
@@ -30,6 +33,9 @@ router = APIRouter(
 for _module in (
     composer,
     campaigns,
+    campaign_archive,
+    test_sends,
+    replies,
     reports,
     deliveries,
     contact_manage,

@@ -145,13 +145,19 @@ class CampaignPublic(BaseModel):
     audience: dict[str, Any] | None = Field(
         None, description="The [audience] in force by names (a segment expanded); null: list"
     )
+    archived_at: datetime | None = Field(
+        None, description="When it was archived (left out of the default list); null: not"
+    )
+    timezone: str = Field("UTC", description="The campaign's timezone (IANA)")
 
 
 class CampaignDetailPublic(CampaignPublic):
     """One campaign: its validated file, times and counts."""
 
     state_reason: str | None
-    timezone: str
+    deleted_at: datetime | None = Field(
+        None, description="When it was deleted (its reports remain); null: not deleted"
+    )
     parent_id: int | None
     started_at: datetime | None
     finished_at: datetime | None
@@ -254,10 +260,21 @@ def get_campaigns(
     q: Annotated[
         str | None, Query(max_length=200, description="Only names containing this (any case)")
     ] = None,
+    archived: Annotated[
+        str,
+        Query(description="no: leave archived campaigns out (default); only: only them; any: both"),
+    ] = "no",
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> Page[CampaignPublic]:
-    """Campaigns newest first, with counts per delivery state; filtered and paged."""
+    """Campaigns newest first, with counts per delivery state; filtered and paged
+    (deleted campaigns are never listed)."""
+    if archived not in service.ARCHIVED_FILTERS:
+        raise field_error(
+            ("query", "archived"),
+            f"archived must be one of: {', '.join(service.ARCHIVED_FILTERS)}",
+            "enum",
+        )
     if state is not None and state not in lifecycle.STATES:
         raise field_error(
             ("query", "state"),
@@ -268,6 +285,7 @@ def get_campaigns(
         ctx.engine,
         state=state,
         name=q,
+        archived=archived,
         limit=limit,
         offset=offset,
     )

@@ -18,10 +18,21 @@ router = APIRouter(tags=["deliveries"])
 
 @pydantic_dataclass(frozen=True)
 class DeliveryPublic(service.DeliveryRecord):
-    """A delivery as the API shows it (no lease or rendered payload internals)."""
+    """A delivery as the API shows it (no lease or rendered payload internals), with the
+    contact's ``name`` and the error in plain words (``reason``: "not on WhatsApp")."""
 
 
 TargetFilter = Annotated[str | None, Query(description="Substring of the phone/group")]
+SearchFilter = Annotated[
+    str | None,
+    Query(
+        max_length=200,
+        description="A contact's name (any case, accents ignored) or digits of the number",
+    ),
+]
+RepliedFilter = Annotated[
+    bool | None, Query(description="true: only recipients who replied; false: only the others")
+]
 StateFilter = Annotated[
     list[str] | None,
     Query(description=f"Only these states (repeatable): {', '.join(states.ALL)}"),
@@ -54,6 +65,8 @@ def list_deliveries(
     target: str | None,
     limit: int,
     offset: int,
+    q: str | None = None,
+    replied: bool | None = None,
 ) -> Page[DeliveryPublic]:
     """Deliveries matching the filter, by id (one page)."""
     _check_states(state)
@@ -63,6 +76,8 @@ def list_deliveries(
             campaign_id=campaign_id,
             in_states=state,
             target=target,
+            search=q,
+            replied=replied,
             limit=limit,
             offset=offset,
         )
@@ -93,10 +108,20 @@ def get_campaign_deliveries(
     ctx: Annotated[AppContext, Depends(get_ctx)],
     state: StateFilter = None,
     target: TargetFilter = None,
+    q: SearchFilter = None,
+    replied: RepliedFilter = None,
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> Page[DeliveryPublic]:
-    """Deliveries of one campaign (404 for an unknown campaign)."""
+    """Deliveries of one campaign (404 for an unknown campaign), with each contact's
+    name and each error in plain words (``reason``); searched by name or number."""
     return list_deliveries(
-        ctx, campaign_id=campaign_id, state=state, target=target, limit=limit, offset=offset
+        ctx,
+        campaign_id=campaign_id,
+        state=state,
+        target=target,
+        q=q,
+        replied=replied,
+        limit=limit,
+        offset=offset,
     )

@@ -8,9 +8,15 @@ import re
 from fastapi import FastAPI, Request, status
 from fastapi.responses import Response
 
+from campaigns.archive import DeleteRefused
 from campaigns.campaign_file import CampaignFileError
 from campaigns.lifecycle import InvalidTransition
-from campaigns.service import CampaignNotFound, CampaignSetupError, UnrenderableRecipients
+from campaigns.service import (
+    CampaignDeleted,
+    CampaignNotFound,
+    CampaignSetupError,
+    UnrenderableRecipients,
+)
 from gatecast.web.problems import Problem, errors_detail, install_problem_handlers, web_terms
 
 _PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
@@ -68,6 +74,12 @@ def _refused(_: Request, exc: Exception) -> Response:
     ).response()
 
 
+def _deleted(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, CampaignDeleted | DeleteRefused)
+    code = "campaign_deleted" if isinstance(exc, CampaignDeleted) else "delete_refused"
+    return Problem(status.HTTP_409_CONFLICT, code, web_terms(str(exc))).response()
+
+
 def _setup(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, CampaignSetupError)
     text = web_terms(str(exc))
@@ -96,3 +108,5 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(CampaignNotFound, _not_found)
     app.add_exception_handler(InvalidTransition, _refused)
     app.add_exception_handler(CampaignSetupError, _setup)
+    app.add_exception_handler(CampaignDeleted, _deleted)
+    app.add_exception_handler(DeleteRefused, _deleted)

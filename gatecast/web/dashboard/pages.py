@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import secrets
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from fastapi import APIRouter, Depends, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -19,6 +21,26 @@ from gatecast.web.dashboard.session import require_session, safe_next
 from storage import states
 
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
+
+
+def local_time(value: datetime | None, zone: str = "UTC", with_zone: bool = True) -> str:
+    """``value`` in the IANA ``zone`` (a campaign's), the zone named: "2030-04-01 09:00
+    Europe/Berlin (CEST)"; "" for None."""
+    if value is None:
+        return ""
+    try:
+        tz = ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError):
+        tz, zone = ZoneInfo("UTC"), "UTC"
+    local = value.astimezone(tz)
+    if not with_zone:
+        return f"{local:%Y-%m-%d %H:%M}"
+    abbrev = local.tzname()
+    named = zone if abbrev in (None, zone) or zone == "UTC" else f"{zone} ({abbrev})"
+    return f"{local:%Y-%m-%d %H:%M} {named}"
+
+
+templates.env.filters["local_time"] = local_time
 
 router = APIRouter(include_in_schema=False)
 page = APIRouter(include_in_schema=False, dependencies=[Depends(require_session)])
@@ -42,6 +64,11 @@ def render(request: Request, name: str, **context: Any) -> HTMLResponse:
             **context,
         },
     )
+
+
+def _id_or_none(text: str) -> int | None:
+    """A filter's id from a query string ("" or anything not an id: no filter)."""
+    return int(text) if text.isdigit() and 0 < int(text) < 2**63 else None
 
 
 @router.get("/login")
@@ -144,7 +171,7 @@ def contacts_page(
     from gatecast.web.problems import Problem
 
     state = {"yes": True, "no": False}.get(opted_out)
-    chosen = int(list_id) if list_id.isdigit() and 0 < int(list_id) < 2**63 else None
+    chosen = _id_or_none(list_id)
     error = None
     try:
         found = search_contacts(
@@ -193,16 +220,24 @@ def contact_page(request: Request, contact_id: Id, ctx: Ctx) -> HTMLResponse:
 
 @page.get("/campaigns")
 def campaigns_page(
-    request: Request, ctx: Ctx, q: str = "", state: str = "", offset: Offset = 0
+    request: Request,
+    ctx: Ctx,
+    q: str = "",
+    state: str = "",
+    archived: str = "no",
+    offset: Offset = 0,
 ) -> HTMLResponse:
-    """Campaigns with their state and progress: searched by name, filtered by state, 50 a page."""
+    """Campaigns with their state and progress: searched by name, filtered by state and
+    archive mark (archived ones left out by default), 50 a page."""
     from campaigns.lifecycle import STATES
-    from campaigns.service import list_campaigns
+    from campaigns.service import ARCHIVED_FILTERS, list_campaigns
 
+    archived = archived if archived in ARCHIVED_FILTERS else "no"
     found = list_campaigns(
         ctx.engine,
         state=state if state in STATES else None,
         name=q.strip()[:200] or None,
+        archived=archived,
         limit=CAMPAIGNS_PER_PAGE,
         offset=offset,
     )
@@ -213,8 +248,51 @@ def campaigns_page(
         q=q,
         state=state if state in STATES else "",
         states=STATES,
+        archived=archived,
         offset=offset,
         per_page=CAMPAIGNS_PER_PAGE,
+    )
+
+
+#: replies the inbox shows per page
+REPLIES_PER_PAGE = 50
+
+
+@page.get("/replies")
+def replies_page(
+    request: Request,
+    ctx: Ctx,
+    campaign_id: str = "",
+    sender: str = "",
+    opt_out: str = "",
+    offset: Offset = 0,
+) -> HTMLResponse:
+    """The replies inbox: incoming messages across campaigns, newest first, filtered by
+    campaign, sender and opt-out, 50 a page."""
+    from campaigns.replies import reply_senders
+    from campaigns.service import list_campaigns
+    from gatecast.web.api.replies import list_replies
+
+    chosen = _id_or_none(campaign_id)
+    found = list_replies(
+        ctx,
+        campaign_id=chosen,
+        sender=sender[:64] or None,
+        opt_out={"yes": True, "no": False}.get(opt_out),
+        limit=REPLIES_PER_PAGE,
+        offset=offset,
+    )
+    return render(
+        request,
+        "replies.html",
+        replies=found,
+        campaigns=list_campaigns(ctx.engine, archived="any", limit=200).items,
+        senders=reply_senders(ctx.engine),
+        campaign_id=chosen,
+        sender=sender[:64],
+        opt_out=opt_out if opt_out in ("yes", "no") else "",
+        offset=offset,
+        per_page=REPLIES_PER_PAGE,
     )
 
 
@@ -282,7 +360,23 @@ def campaign_page(request: Request, campaign_id: Id, ctx: Ctx) -> HTMLResponse:
         response = render(request, "not_found.html", what=f"campaign {campaign_id}")
         response.status_code = 404
         return response
-    return render(request, "campaign.html", campaign=detail, delivery_states=states.ALL)
+    from campaigns.test_sends import STATES as TEST_STATES
+    from gatecast.web.api.instances import list_instance_rows
+
+    senders = [i for i in list_instance_rows(ctx)[0] if i.state == "connected"]
+    return render(
+        request,
+        "campaign.html",
+        campaign=detail,
+        delivery_states=states.ALL,
+        senders=senders,
+        test_states=TEST_STATES,
+        per_page=RECIPIENTS_PER_PAGE,
+    )
+
+
+#: recipients the campaign page shows per page
+RECIPIENTS_PER_PAGE = 50
 
 
 @page.get("/webhooks")

@@ -1,0 +1,117 @@
+"""Test sends: a campaign's message sent now to one number or group, outside the campaign
+(``campaigns.test_sends`` holds every rule). 404 unknown campaign or test, 409 refused
+(opted out, no usable sender, deleted campaign), 422 a bad number or an unrenderable
+message, 429 past the hourly limit."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, status
+from pydantic import BaseModel, Field
+from pydantic.dataclasses import dataclass as pydantic_dataclass
+
+from campaigns import test_sends as domain
+from gatecast.web.api.common import Id, Limit, Offset, Page, field_error, not_found
+from gatecast.web.context import AppContext, get_ctx
+from gatecast.web.problems import Problem
+
+router = APIRouter(tags=["test sends"])
+Ctx = Annotated[AppContext, Depends(get_ctx)]
+
+
+class TestSendRequest(BaseModel):
+    """Where and how to send the test."""
+
+    __test__ = False
+
+    to: str = Field(
+        min_length=1,
+        max_length=64,
+        description="A phone number (national numbers read in GATECAST_DEFAULT_REGION) or a "
+        "group id ending in @g.us",
+        examples=["+15550100"],
+    )
+    contact_id: Id | None = Field(
+        None,
+        description="Render the message for this contact (default: the contact with the "
+        "number `to`, else the campaign's first recipient)",
+    )
+    sender: str | None = Field(
+        None,
+        max_length=64,
+        description="The sender instance (default: the campaign's first usable one, else any)",
+    )
+    allow_opted_out: bool = Field(
+        False, description="Send even when `to` belongs to a contact who opted out"
+    )
+
+
+@pydantic_dataclass(frozen=True)
+class TestSendPublic(domain.TestSend):
+    """A test send and its delivery state (sending, sent, delivered, read, failed,
+    unknown); ``reason`` says a failure in plain words."""
+
+    __test__ = False
+
+
+_STATUS = {
+    "not_found": status.HTTP_404_NOT_FOUND,
+    "conflict": status.HTTP_409_CONFLICT,
+    "too_many": status.HTTP_429_TOO_MANY_REQUESTS,
+}
+
+
+def _refused(exc: domain.TestSendRefused) -> Problem:
+    if exc.kind == "invalid":
+        return field_error(("body", exc.field), str(exc))
+    return Problem(_STATUS[exc.kind], f"test_send_{exc.kind}", str(exc), field=exc.field)
+
+
+def send_test(ctx: AppContext, campaign_id: int, body: TestSendRequest) -> TestSendPublic:
+    """Make one test send (the dashboard's form calls this route)."""
+    with ctx.gateway() as client:
+        try:
+            made = domain.send_test(
+                ctx.engine,
+                client,
+                campaign_id,
+                to=body.to,
+                contact_id=body.contact_id,
+                sender=body.sender,
+                allow_opted_out=body.allow_opted_out,
+                region=ctx.settings.default_region,
+                now=ctx.clock(),
+            )
+        except domain.TestSendRefused as exc:
+            raise _refused(exc) from None
+    return TestSendPublic(**asdict(made))
+
+
+@router.post("/campaigns/{campaign_id}/test-sends", response_model=TestSendPublic, status_code=201)
+def post_test_send(campaign_id: Id, body: TestSendRequest, ctx: Ctx) -> TestSendPublic:
+    """Send the campaign's rendered message now to one number or group (a test).
+
+    Outside the campaign: no delivery row, no count, report, cap or outbound webhook.
+    Its state then moves with the gateway's events (read it with GET)."""
+    return send_test(ctx, campaign_id, body)
+
+
+@router.get("/campaigns/{campaign_id}/test-sends", response_model=Page[TestSendPublic])
+def get_test_sends(
+    campaign_id: Id, ctx: Ctx, limit: Limit = 20, offset: Offset = 0
+) -> Page[TestSendPublic]:
+    """The campaign's test sends, newest first."""
+    page = domain.test_sends_page(ctx.engine, campaign_id, limit=limit, offset=offset)
+    items = [TestSendPublic(**asdict(t)) for t in page.items]
+    return Page[TestSendPublic](items=items, total=page.total, limit=limit, offset=offset)
+
+
+@router.get("/campaigns/{campaign_id}/test-sends/{test_id}", response_model=TestSendPublic)
+def get_test_send(campaign_id: Id, test_id: Id, ctx: Ctx) -> TestSendPublic:
+    """One test send with its current delivery state."""
+    found = domain.get_test_send(ctx.engine, campaign_id, test_id)
+    if found is None:
+        raise not_found("test send", test_id)
+    return TestSendPublic(**asdict(found))

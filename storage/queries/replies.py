@@ -1,0 +1,80 @@
+"""SQL for the replies inbox: incoming messages, newest first, with the delivery (and so
+the campaign) the reply window matched each to."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection, RowMapping, func, select, update
+
+from storage import tables
+
+_i = tables.inbound_messages
+_d = tables.deliveries
+_c = tables.campaigns
+_ct = tables.contacts
+
+
+def link_inbound(conn: Connection, message_id: str, delivery_id: int) -> None:
+    """Note the delivery an incoming message answers (the reply window's match)."""
+    conn.execute(
+        update(_i).where(_i.c.message_id == message_id[:128]).values(delivery_id=delivery_id)
+    )
+
+
+def replies_page(
+    conn: Connection,
+    *,
+    campaign_id: int | None,
+    sender: str | None,
+    opt_out: bool | None,
+    limit: int,
+    offset: int,
+) -> tuple[int, list[RowMapping]]:
+    """``(total, rows)``: incoming messages, newest first, filtered by the campaign of the
+    delivery they answer, the sender instance that received them and opt-out."""
+    conds: list[Any] = []
+    if campaign_id is not None:
+        conds.append(_d.c.campaign_id == campaign_id)
+    if sender is not None:
+        conds.append(_i.c.instance_id == sender)
+    if opt_out is not None:
+        conds.append(_i.c.is_opt_out.is_(opt_out))
+    joined = _i.outerjoin(_d, _d.c.id == _i.c.delivery_id)
+    total = conn.execute(select(func.count()).select_from(joined).where(*conds)).scalar_one()
+    stmt = (
+        select(
+            _i.c.id,
+            _i.c.received_at,
+            _i.c.text,
+            _i.c.is_opt_out,
+            _i.c.sender_phone.label("phone"),
+            _i.c.chat,
+            _i.c.instance_id.label("sender"),
+            _i.c.contact_id,
+            _ct.c.name.label("contact_name"),
+            _i.c.delivery_id,
+            _d.c.campaign_id,
+            _c.c.name.label("campaign_name"),
+        )
+        .select_from(
+            joined.outerjoin(_c, _c.c.id == _d.c.campaign_id).outerjoin(
+                _ct, _ct.c.id == _i.c.contact_id
+            )
+        )
+        .where(*conds)
+        .order_by(_i.c.received_at.desc(), _i.c.id.desc())
+        .limit(limit)
+        .offset(offset)
+    )
+    return int(total), list(conn.execute(stmt).mappings())
+
+
+def reply_senders(conn: Connection) -> Sequence[str]:
+    """The sender instances gatecast knows (the inbox's sender filter), by id."""
+    stmt = select(tables.instances.c.instance_id).order_by(tables.instances.c.instance_id)
+    return [str(v) for v in conn.execute(stmt).scalars()]
+
+
+__all__ = ["link_inbound", "replies_page", "reply_senders"]
