@@ -196,10 +196,11 @@ def catch_up(conn: Connection, *, after: int = 0, limit: int = CATCH_UP_BATCH) -
         "SELECT contact_id FROM contact_search_pending WHERE contact_id > :after"
         " ORDER BY contact_id LIMIT :n"
     )
-    last = conn.execute(text(f"SELECT max(contact_id) FROM ({batch})"), params).scalar()
-    if last is None:
+    ids = conn.execute(text(batch), params).scalars().all()
+    if not ids:
         return 0, after
-    conn.execute(text(f"DELETE FROM contact_search WHERE rowid IN ({batch})"), params)
+    # FTS5 finds a row by ``rowid = ?`` only (``rowid IN (...)`` scans the whole table)
+    conn.execute(text("DELETE FROM contact_search WHERE rowid = :id"), [{"id": i} for i in ids])
     conn.execute(
         text(
             "INSERT INTO contact_search (rowid, name, phone, attrs) SELECT id, folded_name,"
@@ -211,7 +212,7 @@ def catch_up(conn: Connection, *, after: int = 0, limit: int = CATCH_UP_BATCH) -
     done = conn.execute(
         text(f"DELETE FROM contact_search_pending WHERE contact_id IN ({batch})"), params
     )
-    return int(done.rowcount or 0), int(last)
+    return int(done.rowcount or 0), int(ids[-1])
 
 
 def tidy_after_catch_up(engine: Engine) -> None:
