@@ -25,10 +25,11 @@ def catch_up_search(engine: Engine, *, stop: threading.Event | None = None) -> i
     done = after = 0
     while stop is None or not stop.is_set():
         with engine.begin() as conn:
-            n, after = cs.catch_up(conn, after=after)
+            batch = cs.catch_up_batch(conn)
+            n, after = cs.catch_up(conn, after=after, limit=batch)
         done += n
-        if n < cs.CATCH_UP_BATCH:
+        if n < batch:
             break
-    if done > cs.CATCH_UP_BATCH:
+    if done > 5_000:  # a big write: the queue's dead entries go now, not at autovacuum
         cs.tidy_after_catch_up(engine)
     return done

@@ -98,8 +98,10 @@ pending: Table = tables.contact_search_pending
 TRIGRAM = 3
 #: what joins a contact's attribute values in the search table
 SEPARATOR = "\x1f"
-#: contacts :func:`catch_up` fills into the search table per call
-CATCH_UP_BATCH = 5_000
+#: contacts :func:`catch_up` fills into the search table per call, by dialect: SQLite's
+#: FTS5 writes a segment per transaction, so bigger batches cost less a contact (measured:
+#: 200k contacts in 4.4 s by 5,000, 2.4 s by 50,000); PostgreSQL gains nothing from more
+CATCH_UP_BATCH = {"sqlite": 50_000, "postgresql": 5_000}
 
 
 def _values_contain(conn: Connection, folded: str) -> ColumnElement[bool]:
@@ -182,13 +184,18 @@ def _text_match(
     return [contacts.c.id.in_(either), or_(*exact)], contacts.c.id
 
 
-def catch_up(conn: Connection, *, after: int = 0, limit: int = CATCH_UP_BATCH) -> tuple[int, int]:
+def catch_up_batch(conn: Connection) -> int:
+    """How many contacts one :func:`catch_up` takes on this connection's database."""
+    return CATCH_UP_BATCH.get(conn.dialect.name, 5_000)
+
+
+def catch_up(conn: Connection, *, after: int = 0, limit: int | None = None) -> tuple[int, int]:
     """Fill the search rows of up to ``limit`` queued contacts with ids above ``after``
     and take them off the queue: ``(how many, the highest id taken)``; fewer than
     ``limit``: no more above ``after`` (on PostgreSQL, none that a concurrent call does
     not hold). One bulk statement a dialect; ``after`` spares PostgreSQL a walk over the
     queue entries earlier batches deleted and no vacuum has removed yet."""
-    params = {"after": after, "n": limit}
+    params = {"after": after, "n": limit or catch_up_batch(conn)}
     if conn.dialect.name == "postgresql":
         row = conn.execute(_PG_CATCH_UP, params).one()
         return int(row[0]), int(row[1] if row[1] is not None else after)
@@ -489,6 +496,7 @@ __all__ = [
     "ContactFilter",
     "add_member",
     "catch_up",
+    "catch_up_batch",
     "catching_up",
     "conditions",
     "contact_deliveries",
