@@ -12,6 +12,8 @@ from starlette.types import Receive, Scope, Send
 
 from gatecast.web import auth, metrics, sessions, webhook
 from gatecast.web.api import router as api_router
+from gatecast.web.api.campaign_body import add_typed_bodies
+from gatecast.web.api.common import problem_answers
 from gatecast.web.api.errors import install_error_handlers
 from gatecast.web.api.imports import MULTIPART_SLACK, too_large_detail
 from gatecast.web.context import AppContext
@@ -44,6 +46,12 @@ class GatecastAPI(FastAPI):
                 await self._too_large.response()(scope, receive, send)
                 return
         await self._front(scope, receive, send)
+
+    def openapi(self) -> dict[str, Any]:
+        """The OpenAPI document, with the typed campaign body (:mod:`.campaign_body`)."""
+        if self.openapi_schema is None:
+            problem_answers(add_typed_bodies(super().openapi()))
+        return self.openapi_schema or {}
 
 
 def create_app(ctx: AppContext) -> FastAPI:
