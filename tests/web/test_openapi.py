@@ -85,3 +85,10 @@ def test_every_route_has_a_typed_answer_and_declares_its_errors(live_sqlite: Liv
         item = paths[f"/api/v1/instances/{{instance_id}}/{op}"]
         answers = next(iter(item.values()))["responses"]
         assert {"404", "409", "502"} <= set(answers), op
+
+
+def test_component_names_are_plain(live_sqlite: LiveApp) -> None:
+    """Two models of one name get module-qualified components (``a__b__Name``), which
+    client generators cannot resolve: every public model's name is unique."""
+    names = _document(live_sqlite)["components"]["schemas"]
+    assert not [n for n in names if "__" in n]
