@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from pydantic import SecretStr
 
     from gatecast.settings import Settings
+    from scheduler.recording import SendObserved
     from storage.engine import Engine
 
 log = logging.getLogger("gatecast.serve")
@@ -101,7 +102,7 @@ def serve(
                 f"generated an API key for the dashboard and API in {api_key.path} "
                 "(read it from there; it is not printed)"
             )
-        on_outcome: Callable[[str], None] | None = None
+        on_outcome: Callable[[SendObserved], None] | None = None
         receiver: ReceiverProcess | None = None
         if in_process or sandbox:
             from gatecast.web.metrics import observe_send

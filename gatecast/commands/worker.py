@@ -30,6 +30,7 @@ from gatecast.commands.common import log_to_stderr
 
 if TYPE_CHECKING:
     from gatecast.settings import Settings
+    from scheduler.recording import SendObserved
     from scheduler.service import Service
     from storage.engine import Engine
 
@@ -43,7 +44,7 @@ def start_worker(
     engine: Engine,
     own_address: str,
     *,
-    on_outcome: Callable[[str], None] | None = None,
+    on_outcome: Callable[[SendObserved], None] | None = None,
 ) -> Service:
     """Confirm scans, register the webhook, and start the scheduler and dispatcher
     (stopped when ``stack`` closes). ``settings`` hold the webhook secret; ``own_address``

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from functools import partial
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request, status
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from gatecast.web import auth, metrics, sessions, webhook
 from gatecast.web.api import router as api_router
@@ -28,6 +29,22 @@ gatecast's REST API. Authenticate every call with `Authorization: Bearer <GATECA
 """
 
 
+def route_template(scope: Scope) -> str:
+    """The route a request matched, as its template (``/api/v1/campaigns/{campaign_id}``):
+    a metrics label of bounded cardinality (never a path with ids, nor the webhook's
+    secret segment); ``unmatched`` for a path no route has."""
+    route = scope.get("route")
+    template = getattr(route, "path_format", None) or getattr(route, "path", None)
+    if isinstance(template, str):
+        return template
+    path = str(scope.get("path", ""))
+    if path.startswith(webhook.PATH_PREFIX):
+        return webhook.PATH_PREFIX + "{secret}"
+    if path.startswith("/static/"):
+        return "/static/{path}"
+    return "unmatched"
+
+
 class GatecastAPI(FastAPI):
     """FastAPI with :class:`gatecast.web.webhook.WebhookFastPath` in front of its stack."""
 
@@ -40,12 +57,27 @@ class GatecastAPI(FastAPI):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Webhook POSTs to the fast path, everything else through FastAPI; a body declared
         larger than the limit is refused at once (a problem, not Starlette's plain text)."""
-        if scope["type"] == "http":
+        if scope["type"] != "http":
+            await self._front(scope, receive, send)
+            return
+        started = time.perf_counter()
+        answered = 500  # what the server sends when nothing answered
+
+        async def watch(message: Message) -> None:
+            nonlocal answered
+            if message["type"] == "http.response.start":
+                answered = int(message["status"])
+            await send(message)
+
+        try:
             declared = dict(scope["headers"]).get(b"content-length", b"")
             if declared.isdigit() and int(declared) > self._max_body:
-                await self._too_large.response()(scope, receive, send)
+                await self._too_large.response()(scope, receive, watch)
                 return
-        await self._front(scope, receive, send)
+            await self._front(scope, receive, watch)
+        finally:
+            seconds = time.perf_counter() - started
+            metrics.observe_http(route_template(scope), scope["method"], answered, seconds)
 
     def openapi(self) -> dict[str, Any]:
         """The OpenAPI document, with the typed campaign body (:mod:`.campaign_body`)."""

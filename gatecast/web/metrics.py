@@ -41,13 +41,20 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 from importlib.metadata import version
 
-from prometheus_client import CollectorRegistry, Counter, PlatformCollector, ProcessCollector
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+)
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from campaigns import stats
 from gatecast.web.context import AppContext
+from scheduler.recording import SendObserved
 from scheduler.sender_usage import sender_usage
 from storage import states
 from storage.engine import Engine
@@ -72,14 +79,79 @@ _REFUSED = Counter(
 )
 
 
+#: seconds: a gateway answers in tens of milliseconds; a slow one takes seconds
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+#: seconds: lags and times to delivered / read run from a second to days
+_LAG_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 86400)
+
+_SEND_SECONDS = Histogram(
+    "gatecast_gateway_send_seconds",
+    "How long the gateway took to answer a send, by outcome kind (this process's sends)",
+    ["outcome"],
+    buckets=_LATENCY_BUCKETS,
+    registry=_ATTEMPTS_REGISTRY,
+)
+_SENDS_BY_TYPE = Counter(
+    "gatecast_send_outcomes",
+    "Send attempts seen by this process, by outcome kind and message type",
+    ["outcome", "message_type"],
+    registry=_ATTEMPTS_REGISTRY,
+)
+_CLAIM_LATE = Histogram(
+    "gatecast_scheduler_claim_lateness_seconds",
+    "How long after it was due a delivery was claimed for sending (the scheduler's lag)",
+    buckets=_LAG_BUCKETS,
+    registry=_ATTEMPTS_REGISTRY,
+)
+_WEBHOOK_LAG = Histogram(
+    "gatecast_webhook_lag_seconds",
+    "From a gateway event's own time to its being stored and applied by this process, by kind",
+    ["kind"],
+    buckets=_LAG_BUCKETS,
+    registry=_ATTEMPTS_REGISTRY,
+)
+_HTTP_REQUESTS = Counter(
+    "gatecast_http_requests",
+    "HTTP requests answered by this process, by route template, method and status",
+    ["route", "method", "status"],
+    registry=_ATTEMPTS_REGISTRY,
+)
+_HTTP_SECONDS = Histogram(
+    "gatecast_http_request_seconds",
+    "How long this process took to answer HTTP requests, by route template and method",
+    ["route", "method"],
+    buckets=_LATENCY_BUCKETS,
+    registry=_ATTEMPTS_REGISTRY,
+)
+
+
+def observe_http(route: str, method: str, status: int, seconds: float) -> None:
+    """Count one answered HTTP request (``route``: its template, e.g.
+    ``/api/v1/campaigns/{campaign_id}``; unmatched paths are ``unmatched``)."""
+    _HTTP_REQUESTS.labels(route=route, method=method, status=str(status)).inc()
+    _HTTP_SECONDS.labels(route=route, method=method).observe(seconds)
+
+
+def observe_webhook_lag(kind: str, seconds: float) -> None:
+    """One gateway event of ``kind`` applied ``seconds`` after its own time."""
+    _WEBHOOK_LAG.labels(kind=kind).observe(max(0.0, seconds))
+
+
 def observe_refused(reason: str, count: int = 1) -> None:
     """Count ``count`` webhook events (or requests) refused for ``reason``."""
     _REFUSED.labels(reason=reason).inc(count)
 
 
-def observe_send(outcome_kind: str) -> None:
-    """Count one send attempt of ``outcome_kind`` (accepted, retryable, ambiguous, ...)."""
-    _SEND_ATTEMPTS.labels(outcome=str(outcome_kind)).inc()
+def observe_send(sent: SendObserved) -> None:
+    """One send attempt: its outcome kind (accepted, retryable, ambiguous, ...), the
+    gateway's answer time and how late the claim came (the dispatcher's hook)."""
+    outcome = str(sent.outcome)
+    _SEND_ATTEMPTS.labels(outcome=outcome).inc()
+    _SENDS_BY_TYPE.labels(outcome=outcome, message_type=sent.message_type).inc()
+    if sent.send_seconds is not None:
+        _SEND_SECONDS.labels(outcome=outcome).observe(sent.send_seconds)
+    if sent.claim_late_seconds is not None:
+        _CLAIM_LATE.observe(sent.claim_late_seconds)
 
 
 class DatabaseCollector(Collector):
@@ -202,4 +274,12 @@ def render(registry: CollectorRegistry, accept: str | None) -> tuple[bytes, str]
     return encoder(registry), content_type
 
 
-__all__ = ["DatabaseCollector", "build_registry", "observe_refused", "observe_send", "render"]
+__all__ = [
+    "DatabaseCollector",
+    "build_registry",
+    "observe_http",
+    "observe_refused",
+    "observe_send",
+    "observe_webhook_lag",
+    "render",
+]

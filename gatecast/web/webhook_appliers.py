@@ -4,14 +4,36 @@ the event loop over a held SQLite connection that never waits for a lock."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import TypeVar
 
-from campaigns.gateway_events import ApplyStats, apply_pending, record_events_in, store_events_in
+from campaigns.gateway_events import (
+    ApplyStats,
+    apply_pending,
+    event_time,
+    record_events_in,
+    store_events_in,
+)
 from gatecast.web.context import AppContext
+from gatecast.web.metrics import observe_webhook_lag
 from gatecast.web.webhook_batcher import WouldBlock
-from gateway.events import Event
+from gateway.events import Event, IncomingMessage, MessageStatus
 from storage.engine import Connection, is_sqlite_file
 from storage.event_store import Locked, NoWaitConnection
+
+
+def observe_lag(events: list[Event], received: datetime, committed: datetime) -> None:
+    """The webhook lag of each status event and incoming message of a committed batch:
+    from the event's own time (:func:`campaigns.gateway_events.event_time`) to the commit."""
+    for ev in events:
+        if isinstance(ev, MessageStatus):
+            kind = f"status_{ev.status.value}"
+        elif isinstance(ev, IncomingMessage):
+            kind = "message"
+        else:
+            continue
+        lag = (committed - event_time(ev.at, received)).total_seconds()
+        observe_webhook_lag(kind, lag)
 
 
 def make_applier(
@@ -24,10 +46,13 @@ def make_applier(
     record = store_events_in if store_only else record_events_in
 
     def apply(events: list[Event]) -> ApplyStats:
+        received = ctx.clock()
         with ctx.engine.begin() as conn:
-            return record(
-                conn, events, opt_out_keywords=ctx.settings.opt_out_keywords, now=ctx.clock()
+            stats = record(
+                conn, events, opt_out_keywords=ctx.settings.opt_out_keywords, now=received
             )
+        observe_lag(events, received, ctx.clock())
+        return stats
 
     return apply
 
@@ -66,9 +91,11 @@ class InlineApplier:
         """Record ``events`` in one transaction; :class:`WouldBlock` if the DB is locked."""
         keywords = self._ctx.settings.opt_out_keywords
         now = self._ctx.clock()
-        return self._transaction(
+        stats = self._transaction(
             lambda conn: self._record(conn, events, opt_out_keywords=keywords, now=now)
         )
+        observe_lag(events, now, self._ctx.clock())
+        return stats
 
     def apply_later(self, message_ids: list[str]) -> int:
         """The inbox pass on the loop; :class:`WouldBlock` if the DB is locked."""

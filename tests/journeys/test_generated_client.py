@@ -46,8 +46,11 @@ def _generate(document: dict[str, Any], where: Path) -> Any:
     spec = where / "openapi.json"
     spec.write_text(json.dumps(document))
     done = subprocess.run(
-        [str(UV), "tool", "run", "--from", GENERATOR, "openapi-python-client", "generate"]
-        + ["--path", str(spec), "--output-path", str(where / "gatecast_client"), "--meta", "none"],
+        [
+            *(str(UV), "tool", "run", "--from", GENERATOR, "openapi-python-client", "generate"),
+            *("--path", str(spec), "--output-path", str(where / "gatecast_client")),
+            *("--meta", "none"),
+        ],
         capture_output=True,
         text=True,
         timeout=300,
@@ -63,9 +66,7 @@ def _generate(document: dict[str, Any], where: Path) -> Any:
 
 
 @pytest.mark.slow
-def test_a_generated_client_creates_and_reads_a_campaign(
-    tmp_path: Path, gateway: Process
-) -> None:
+def test_a_generated_client_creates_and_reads_a_campaign(tmp_path: Path, gateway: Process) -> None:
     with workspace(tmp_path / "work", gateway.url) as ws:
         server = ws.serve()
         api = server.api()
@@ -100,7 +101,9 @@ def test_a_generated_client_creates_and_reads_a_campaign(
                 buttons=[
                     models.ButtonSpec(display_text="Yes", id="yes"),
                     models.ButtonSpec(
-                        kind=models.ButtonSpecKind.CTA_URL, display_text="Shop", url="https://x.test"
+                        kind=models.ButtonSpecKind.CTA_URL,
+                        display_text="Shop",
+                        url="https://x.test",
                     ),
                 ],
             ),

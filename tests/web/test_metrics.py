@@ -9,6 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import insert
 
 from gatecast.web.metrics import observe_send
+from scheduler.recording import SendObserved
 from storage import tables
 from storage.models import HEAD_REVISION
 from tests.web.conftest import LiveApp
@@ -96,7 +97,7 @@ def test_figures_come_from_the_database(live: LiveApp) -> None:
             insert(tables.inbound_messages),
             [{"message_id": "in1", "chat": "1@s.whatsapp.net", "text": "STOP", "received_at": now}],
         )
-    observe_send("accepted")
+    observe_send(SendObserved("accepted", "text", 0.02, 1.5))
 
     with live.client() as api:
         res = api.get("/metrics")

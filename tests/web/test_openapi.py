@@ -81,10 +81,10 @@ def test_every_route_has_a_typed_answer_and_declares_its_errors(live_sqlite: Liv
     paths = doc["paths"]
     assert "409" in paths["/api/v1/campaigns/{campaign_id}/pause"]["post"]["responses"]
     assert "409" in paths["/api/v1/segments"]["post"]["responses"]
-    for op in ("reboot", "reconnect", "logout", "reset", "qr", "webhook"):
-        item = paths[f"/api/v1/instances/{{instance_id}}/{op}"]
-        answers = next(iter(item.values()))["responses"]
-        assert {"404", "409", "502"} <= set(answers), op
+    for name in ("reboot", "reconnect", "logout", "reset", "qr", "webhook"):
+        item = paths[f"/api/v1/instances/{{instance_id}}/{name}"]
+        found = next(iter(item.values()))["responses"]
+        assert {"404", "409", "502"} <= set(found), name
 
 
 def test_component_names_are_plain(live_sqlite: LiveApp) -> None:

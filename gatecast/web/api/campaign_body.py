@@ -45,7 +45,7 @@ def _message_model(kind: str) -> type[BaseModel]:
     fields: dict[str, Any] = {"type": (Literal[kind], Field(description="The message kind"))}
     for name in sorted(FIELDS_OF[kind]):
         fields[name] = _copy(MessageSpec.model_fields[name])
-    model: type[BaseModel] = create_model(  # type: ignore[call-overload]
+    model: type[BaseModel] = create_model(
         f"{kind.capitalize()}Message",
         __config__=ConfigDict(extra="forbid"),
         __doc__=_KIND_DOCS.get(kind, f"A {kind} message."),
@@ -67,7 +67,7 @@ def _campaign_model() -> type[BaseModel]:
             fields[name] = (Message, Field(description="What to send; its fields depend on type"))
         else:
             fields[name] = _copy(info)
-    model: type[BaseModel] = create_model(  # type: ignore[call-overload]
+    model: type[BaseModel] = create_model(
         "CampaignSpecBody",
         __config__=ConfigDict(extra="forbid"),
         __doc__="A campaign file's fields as JSON (docs/campaign-file.md): the audience "

@@ -309,9 +309,7 @@ def post_instance(body: InstanceCreate, ctx: Ctx, request: Request) -> Response:
     )
 
 
-@router.get(
-    "/instances/{instance_id}/qr", response_model=QrCodePublic, responses=GATEWAY_ANSWERS
-)
+@router.get("/instances/{instance_id}/qr", response_model=QrCodePublic, responses=GATEWAY_ANSWERS)
 def get_qr(
     instance_id: str,
     ctx: Ctx,
