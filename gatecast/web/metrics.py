@@ -110,6 +110,16 @@ _WEBHOOK_LAG = Histogram(
     buckets=_LAG_BUCKETS,
     registry=_ATTEMPTS_REGISTRY,
 )
+_TIME_TO = {
+    status: Histogram(
+        f"gatecast_time_to_{status}_seconds",
+        f"From a delivery's sent_at to the gateway's {status} event, per event applied by "
+        "this process",
+        buckets=_LAG_BUCKETS,
+        registry=_ATTEMPTS_REGISTRY,
+    )
+    for status in ("delivered", "read")
+}
 _HTTP_REQUESTS = Counter(
     "gatecast_http_requests",
     "HTTP requests answered by this process, by route template, method and status",
@@ -135,6 +145,14 @@ def observe_http(route: str, method: str, status: int, seconds: float) -> None:
 def observe_webhook_lag(kind: str, seconds: float) -> None:
     """One gateway event of ``kind`` applied ``seconds`` after its own time."""
     _WEBHOOK_LAG.labels(kind=kind).observe(max(0.0, seconds))
+
+
+def observe_time_to(status: str, seconds: float) -> None:
+    """A delivery reached ``status`` (delivered, read) ``seconds`` after it was sent;
+    other statuses are not timed."""
+    histogram = _TIME_TO.get(status)
+    if histogram is not None:
+        histogram.observe(max(0.0, seconds))
 
 
 def observe_refused(reason: str, count: int = 1) -> None:
@@ -280,6 +298,7 @@ __all__ = [
     "observe_http",
     "observe_refused",
     "observe_send",
+    "observe_time_to",
     "observe_webhook_lag",
     "render",
 ]

@@ -9,22 +9,30 @@ from typing import TypeVar
 
 from campaigns.gateway_events import (
     ApplyStats,
+    Timing,
     apply_pending,
     event_time,
     record_events_in,
     store_events_in,
 )
 from gatecast.web.context import AppContext
-from gatecast.web.metrics import observe_webhook_lag
+from gatecast.web.metrics import observe_time_to, observe_webhook_lag
 from gatecast.web.webhook_batcher import WouldBlock
 from gateway.events import Event, IncomingMessage, MessageStatus
 from storage.engine import Connection, is_sqlite_file
 from storage.event_store import Locked, NoWaitConnection
 
 
+def observe_times(timings: list[Timing]) -> None:
+    """Time to delivered and to read of the status events a committed apply took."""
+    for status, occurred_at, sent_at in timings:
+        observe_time_to(status, (occurred_at - sent_at).total_seconds())
+
+
 def observe_lag(events: list[Event], received: datetime, committed: datetime) -> None:
     """The webhook lag of each status event and incoming message of a committed batch:
-    from the event's own time (:func:`campaigns.gateway_events.event_time`) to the commit."""
+    from the event's own time (:func:`campaigns.gateway_events.event_time`) to the commit
+    (status events the receiver stores for its inbox pass are applied a moment later)."""
     for ev in events:
         if isinstance(ev, MessageStatus):
             kind = f"status_{ev.status.value}"
@@ -52,6 +60,7 @@ def make_applier(
                 conn, events, opt_out_keywords=ctx.settings.opt_out_keywords, now=received
             )
         observe_lag(events, received, ctx.clock())
+        observe_times(stats.timings)
         return stats
 
     return apply
@@ -61,8 +70,11 @@ def make_later_applier(ctx: AppContext) -> Callable[[list[str]], int]:
     """The inbox pass in a worker thread: apply the stored events of some message ids."""
 
     def apply_later(message_ids: list[str]) -> int:
+        timings: list[Timing] = []
         with ctx.engine.begin() as conn:
-            return apply_pending(conn, message_ids, now=ctx.clock())
+            applied = apply_pending(conn, message_ids, now=ctx.clock(), timings=timings)
+        observe_times(timings)
+        return applied
 
     return apply_later
 
@@ -95,12 +107,18 @@ class InlineApplier:
             lambda conn: self._record(conn, events, opt_out_keywords=keywords, now=now)
         )
         observe_lag(events, now, self._ctx.clock())
+        observe_times(stats.timings)
         return stats
 
     def apply_later(self, message_ids: list[str]) -> int:
         """The inbox pass on the loop; :class:`WouldBlock` if the DB is locked."""
         now = self._ctx.clock()
-        return self._transaction(lambda conn: apply_pending(conn, message_ids, now=now))
+        timings: list[Timing] = []
+        applied = self._transaction(
+            lambda conn: apply_pending(conn, message_ids, now=now, timings=timings)
+        )
+        observe_times(timings)
+        return applied
 
     def _transaction(self, work: Callable[[Connection], _T]) -> _T:
         try:
@@ -118,4 +136,11 @@ def make_inline_applier(ctx: AppContext, *, store_only: bool = False) -> InlineA
     return InlineApplier(ctx, store_only=store_only) if is_sqlite_file(ctx.engine) else None
 
 
-__all__ = ["InlineApplier", "make_applier", "make_inline_applier", "make_later_applier"]
+__all__ = [
+    "InlineApplier",
+    "make_applier",
+    "make_inline_applier",
+    "make_later_applier",
+    "observe_lag",
+    "observe_times",
+]
