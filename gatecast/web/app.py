@@ -32,12 +32,19 @@ gatecast's REST API. Authenticate every call with `Authorization: Bearer <GATECA
 def route_template(scope: Scope) -> str:
     """The route a request matched, as its template (``/api/v1/campaigns/{campaign_id}``):
     a metrics label of bounded cardinality (never a path with ids, nor the webhook's
-    secret segment); ``unmatched`` for a path no route has."""
-    route = scope.get("route")
-    template = getattr(route, "path_format", None) or getattr(route, "path", None)
-    if isinstance(template, str):
-        return template
+    secret segment); ``unmatched`` for a path no route has.
+
+    A route included by a router knows its own path without the router's prefix; the
+    prefix is the request path's leading segments that the template does not cover."""
     path = str(scope.get("path", ""))
+    template = getattr(scope.get("route"), "path", None)
+    if isinstance(template, str) and template:
+        if ":path}" in template:  # a converter spanning segments: no prefix to find
+            return template
+        tail = template.strip("/").split("/")
+        given = path.strip("/").split("/")
+        prefix = given[: max(0, len(given) - len(tail))]
+        return "/" + "/".join(prefix + tail)
     if path.startswith(webhook.PATH_PREFIX):
         return webhook.PATH_PREFIX + "{secret}"
     if path.startswith("/static/"):

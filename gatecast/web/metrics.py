@@ -37,9 +37,13 @@ the allow-list).
 
 from __future__ import annotations
 
+import functools
+import os
+import shutil
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from importlib.metadata import version
+from pathlib import Path
 
 from prometheus_client import (
     CollectorRegistry,
@@ -47,9 +51,11 @@ from prometheus_client import (
     Histogram,
     PlatformCollector,
     ProcessCollector,
+    values,
 )
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from campaigns import stats
@@ -97,12 +103,21 @@ _SENDS_BY_TYPE = Counter(
     ["outcome", "message_type"],
     registry=_ATTEMPTS_REGISTRY,
 )
-_CLAIM_LATE = Histogram(
-    "gatecast_scheduler_claim_lateness_seconds",
-    "How long after it was due a delivery was claimed for sending (the scheduler's lag)",
-    buckets=_LAG_BUCKETS,
-    registry=_ATTEMPTS_REGISTRY,
-)
+
+
+@functools.cache
+def _claim_late() -> Histogram:
+    # made at first use, not at import: an unlabelled series takes its storage when made,
+    # and :func:`share_in` must choose that storage first (every labelled one waits for
+    # its first ``labels()``)
+    return Histogram(
+        "gatecast_scheduler_claim_lateness_seconds",
+        "How long after it was due a delivery was claimed for sending (the scheduler's lag)",
+        buckets=_LAG_BUCKETS,
+        registry=_ATTEMPTS_REGISTRY,
+    )
+
+
 _WEBHOOK_LAG = Histogram(
     "gatecast_webhook_lag_seconds",
     "From a gateway event's own time to its being stored and applied by this process, by kind",
@@ -110,16 +125,15 @@ _WEBHOOK_LAG = Histogram(
     buckets=_LAG_BUCKETS,
     registry=_ATTEMPTS_REGISTRY,
 )
-_TIME_TO = {
-    status: Histogram(
-        f"gatecast_time_to_{status}_seconds",
-        f"From a delivery's sent_at to the gateway's {status} event, per event applied by "
-        "this process",
-        buckets=_LAG_BUCKETS,
-        registry=_ATTEMPTS_REGISTRY,
-    )
-    for status in ("delivered", "read")
-}
+_TIMED_STATUSES = ("delivered", "read")
+_TIME_TO = Histogram(
+    "gatecast_time_to_status_seconds",
+    "From a delivery's sent_at to the gateway's delivered or read event, by status "
+    "(per event applied by this process)",
+    ["status"],
+    buckets=_LAG_BUCKETS,
+    registry=_ATTEMPTS_REGISTRY,
+)
 _HTTP_REQUESTS = Counter(
     "gatecast_http_requests",
     "HTTP requests answered by this process, by route template, method and status",
@@ -133,6 +147,34 @@ _HTTP_SECONDS = Histogram(
     buckets=_LATENCY_BUCKETS,
     registry=_ATTEMPTS_REGISTRY,
 )
+
+
+#: prometheus_client's variable naming the folder the processes share their series in
+MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
+#: the folder's name in the state folder
+FOLDER_NAME = "metrics"
+
+
+def share_in(state_folder: Path, *, fresh: bool = False) -> Path:
+    """Keep this process's in-process series (send latency, scheduler lag, webhook lag,
+    HTTP requests, ...) in files under ``state_folder`` that every gatecast process of
+    the deployment on this machine shares (prometheus_client's multiprocess mode), so the
+    receiver's ``/metrics`` shows the sum over ``serve``, its workers and its receiver.
+    The variable is inherited by the processes this one starts. ``fresh``: empty the
+    folder first (``serve`` does, starting the whole set: the counters then restart from
+    0, which Prometheus reads as a reset). Call it before any series is observed."""
+    folder = state_folder / FOLDER_NAME
+    if fresh and folder.is_dir():
+        shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    os.environ[MULTIPROCESS_ENV] = str(folder)
+    values.ValueClass = values.get_value_class()  # type: ignore[no-untyped-call]
+    return folder
+
+
+def _shared_folder() -> str | None:
+    folder = os.environ.get(MULTIPROCESS_ENV)
+    return folder if folder and Path(folder).is_dir() else None
 
 
 def observe_http(route: str, method: str, status: int, seconds: float) -> None:
@@ -150,9 +192,8 @@ def observe_webhook_lag(kind: str, seconds: float) -> None:
 def observe_time_to(status: str, seconds: float) -> None:
     """A delivery reached ``status`` (delivered, read) ``seconds`` after it was sent;
     other statuses are not timed."""
-    histogram = _TIME_TO.get(status)
-    if histogram is not None:
-        histogram.observe(max(0.0, seconds))
+    if status in _TIMED_STATUSES:
+        _TIME_TO.labels(status=status).observe(max(0.0, seconds))
 
 
 def observe_refused(reason: str, count: int = 1) -> None:
@@ -169,7 +210,7 @@ def observe_send(sent: SendObserved) -> None:
     if sent.send_seconds is not None:
         _SEND_SECONDS.labels(outcome=outcome).observe(sent.send_seconds)
     if sent.claim_late_seconds is not None:
-        _CLAIM_LATE.observe(sent.claim_late_seconds)
+        _claim_late().observe(sent.claim_late_seconds)
 
 
 class DatabaseCollector(Collector):
@@ -273,7 +314,8 @@ class DatabaseCollector(Collector):
         build.add_metric([_VERSION, HEAD_REVISION], 1)
         yield build
 
-        yield from _ATTEMPTS_REGISTRY.collect()
+        if _shared_folder() is None:  # else the MultiProcessCollector reads the files
+            yield from _ATTEMPTS_REGISTRY.collect()
 
 
 def build_registry(ctx: AppContext) -> CollectorRegistry:
@@ -281,6 +323,9 @@ def build_registry(ctx: AppContext) -> CollectorRegistry:
     own figures (``process_*``: CPU, memory, open files; ``python_info``)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(DatabaseCollector(ctx))
+    shared = _shared_folder()
+    if shared is not None:  # every process's series, from the files they share
+        MultiProcessCollector(registry, path=shared)  # type: ignore[no-untyped-call]
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
     return registry
@@ -301,4 +346,5 @@ __all__ = [
     "observe_time_to",
     "observe_webhook_lag",
     "render",
+    "share_in",
 ]
