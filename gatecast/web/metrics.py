@@ -23,16 +23,19 @@ when history retention prunes events); the other families are gauges. The famili
 - ``gatecast_build_info{version,schema}`` (always 1), and this process's ``process_*`` and
   ``python_info``.
 
-``observe_send`` is an in-process hook for callers that want an exact per-attempt count
-(``gatecast_send_attempts_total{outcome}``); scheduler/ must not import this module, so
-the application layer passes it to the dispatcher as a plain callback. It counts only
-where the dispatcher runs in the process serving ``/metrics`` (``serve --in-process``
-or ``--sandbox``); the default ``serve`` sends from a worker without HTTP, so its receiver shows
-no attempts and ``gatecast_sends_total`` (from the database) is the figure to read.
-``observe_refused`` counts the webhook's refusals in this process
-(``gatecast_webhook_events_refused_total{reason}``: ``unknown_instance``, events of an
-instance gatecast does not hold; ``source_not_allowed``, requests from an address outside
-the allow-list).
+The in-process series are observed where the event happens, never by a scan at scrape
+time: ``observe_send`` (the dispatcher's ``on_outcome`` hook, a
+:class:`scheduler.recording.SendObserved`; scheduler/ must not import this module, so
+the application layer passes it as a callback) feeds ``gatecast_send_attempts_total``,
+``gatecast_send_outcomes_total``, ``gatecast_gateway_send_seconds`` and
+``gatecast_scheduler_claim_lateness_seconds``; the webhook appliers feed
+``gatecast_webhook_lag_seconds`` and ``gatecast_time_to_status_seconds``; the app's
+outermost layer ``gatecast_http_requests_total`` and ``gatecast_http_request_seconds``;
+the webhook guard ``gatecast_webhook_events_refused_total``. ``serve``, ``worker`` and
+``receive`` call :func:`share_in` first, so these live in files of the state folder that
+every process on the machine shares, and the receiver's ``/metrics`` sums them
+(prometheus_client's multiprocess mode); without it (tests, an app in a thread) they are
+this process's own.
 """
 
 from __future__ import annotations

@@ -291,6 +291,23 @@ def link_sender_over_api(api: httpx.Client, label: str = "shop") -> str:
     return iid
 
 
+def import_over_api(api: httpx.Client, path: Path, list_name: str) -> dict[str, Any]:
+    """An integrator imports a spreadsheet: ``POST /imports``, then polls the job until
+    it ends; returns the job as ``GET /imports/{id}`` last answered."""
+    with path.open("rb") as fh:
+        started = api.post(
+            "/api/v1/imports", files={"file": (path.name, fh)}, data={"list_name": list_name}
+        )
+    if started.status_code != 202:
+        raise JourneyError(f"POST /imports answered {started.status_code}: {started.text}")
+    job_id = started.json()["id"]
+    done: dict[str, Any] = wait_for(
+        lambda: (job := api.get(f"/api/v1/imports/{job_id}").json())["status"] != "running" and job,
+        what="the import",
+    )
+    return done
+
+
 def table_value(output: str, label: str) -> str:
     """The value beside ``label`` in a table the CLI printed (``│ label │ value │``)."""
     found = re.search(rf"{re.escape(label)}\s*[│|]\s*([^│|\n]+?)\s*[│|]", output)

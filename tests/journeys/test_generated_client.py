@@ -13,7 +13,6 @@ import importlib
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,22 +21,14 @@ import pytest
 from tests.journeys.harness import (
     API_KEY,
     SAMPLES,
-    Process,
+    Workspace,
+    import_over_api,
     link_sender_over_api,
-    start_sandbox,
     wait_for,
-    workspace,
 )
 
 GENERATOR = "openapi-python-client==0.29.1"
 UV = Path(sys.executable).with_name("uv")
-
-
-@pytest.fixture
-def gateway(tmp_path: Path) -> Iterator[Process]:
-    proc = start_sandbox(tmp_path / "gw", "--status-delays", "0.05,0.1,0.2")
-    yield proc
-    proc.stop()
 
 
 def _generate(document: dict[str, Any], where: Path) -> Any:
@@ -66,70 +57,60 @@ def _generate(document: dict[str, Any], where: Path) -> Any:
 
 
 @pytest.mark.slow
-def test_a_generated_client_creates_and_reads_a_campaign(tmp_path: Path, gateway: Process) -> None:
-    with workspace(tmp_path / "work", gateway.url) as ws:
-        server = ws.serve()
-        api = server.api()
-        sender = link_sender_over_api(api)
-        with (SAMPLES / "contacts.csv").open("rb") as fh:
-            job = api.post(
-                "/api/v1/imports",
-                files={"file": ("contacts.csv", fh, "text/csv")},
-                data={"list_name": "customers"},
-            ).json()
-        wait_for(
-            lambda: api.get(f"/api/v1/imports/{job['id']}").json()["status"] != "running",
-            what="the import",
-        )
-        client_pkg = _generate(api.get("/openapi.json").json(), tmp_path / "gen")
+def test_a_generated_client_creates_and_reads_a_campaign(tmp_path: Path, ws: Workspace) -> None:
+    server = ws.serve()
+    api = server.api()
+    sender = link_sender_over_api(api)
+    import_over_api(api, SAMPLES / "contacts.csv", "customers")
+    client_pkg = _generate(api.get("/openapi.json").json(), tmp_path / "gen")
 
-        models = importlib.import_module("gatecast_client.models")
-        create = importlib.import_module(
-            "gatecast_client.api.campaigns.post_campaign_api_v1_campaigns_post"
-        )
-        read = importlib.import_module(
-            "gatecast_client.api.campaigns.get_one_api_v1_campaigns_campaign_id_get"
-        )
-        client = client_pkg.AuthenticatedClient(base_url=server.url, token=API_KEY)
-        body = models.CampaignSpecBody(
-            name="Generated",
-            list_="customers",
-            instances=[sender],
-            message=models.InteractiveMessage(
-                type_="interactive",
-                text="Hi {{ name }}, pick one",
-                buttons=[
-                    models.ButtonSpec(display_text="Yes", id="yes"),
-                    models.ButtonSpec(
-                        kind=models.ButtonSpecKind.CTA_URL,
-                        display_text="Shop",
-                        url="https://x.test",
-                    ),
-                ],
-            ),
-            pace=models.PaceSpec(per_minute=0, delay_seconds=[0, 0]),
-        )
-        created = create.sync(client=client, body=body, idempotency_key="gen-1")
-        assert isinstance(created, models.CampaignCreated), created
-        assert created.recipients == 44
+    models = importlib.import_module("gatecast_client.models")
+    create = importlib.import_module(
+        "gatecast_client.api.campaigns.post_campaign_api_v1_campaigns_post"
+    )
+    read = importlib.import_module(
+        "gatecast_client.api.campaigns.get_one_api_v1_campaigns_campaign_id_get"
+    )
+    client = client_pkg.AuthenticatedClient(base_url=server.url, token=API_KEY)
+    body = models.CampaignSpecBody(
+        name="Generated",
+        list_="customers",
+        instances=[sender],
+        message=models.InteractiveMessage(
+            type_="interactive",
+            text="Hi {{ name }}, pick one",
+            buttons=[
+                models.ButtonSpec(display_text="Yes", id="yes"),
+                models.ButtonSpec(
+                    kind=models.ButtonSpecKind.CTA_URL,
+                    display_text="Shop",
+                    url="https://x.test",
+                ),
+            ],
+        ),
+        pace=models.PaceSpec(per_minute=0, delay_seconds=[0, 0]),
+    )
+    created = create.sync(client=client, body=body, idempotency_key="gen-1")
+    assert isinstance(created, models.CampaignCreated), created
+    assert created.recipients == 44
 
-        def finished() -> Any:
-            got = read.sync(client=client, campaign_id=created.id)
-            return got if got.state == "completed" else None
+    def finished() -> Any:
+        got = read.sync(client=client, campaign_id=created.id)
+        return got if got.state == "completed" else None
 
-        got = wait_for(finished, what="the campaign to complete")
-        assert isinstance(got, models.CampaignDetailPublic)
-        assert (got.name, got.message_type, got.total) == ("Generated", "interactive", 44)
-        spec = got.spec.to_dict()
-        assert [b["display_text"] for b in spec["message"]["buttons"]] == ["Yes", "Shop"]
+    got = wait_for(finished, what="the campaign to complete")
+    assert isinstance(got, models.CampaignDetailPublic)
+    assert (got.name, got.message_type, got.total) == ("Generated", "interactive", 44)
+    spec = got.spec.to_dict()
+    assert [b["display_text"] for b in spec["message"]["buttons"]] == ["Yes", "Shop"]
 
-        # a typed body the campaign file refuses: the field-named problem comes back typed
-        bad = models.CampaignSpecBody(
-            name="Bad", list_="customers", message=models.TextMessage(type_="text", text="")
-        )
-        refused = create.sync_detailed(client=client, body=bad)
-        assert refused.status_code == 422
-        problem = refused.parsed
-        assert isinstance(problem, models.ProblemPublic), problem
-        assert problem.code == "invalid_campaign"
-        assert [e.loc for e in problem.errors] == [["body", "message", "text"]]
+    # a typed body the campaign file refuses: the field-named problem comes back typed
+    bad = models.CampaignSpecBody(
+        name="Bad", list_="customers", message=models.TextMessage(type_="text", text="")
+    )
+    refused = create.sync_detailed(client=client, body=bad)
+    assert refused.status_code == 422
+    problem = refused.parsed
+    assert isinstance(problem, models.ProblemPublic), problem
+    assert problem.code == "invalid_campaign"
+    assert [e.loc for e in problem.errors] == [["body", "message", "text"]]

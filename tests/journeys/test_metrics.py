@@ -4,30 +4,19 @@ both processes show in the one scrape and move as the campaign does."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.journeys.harness import (
     SAMPLES,
-    Process,
+    Workspace,
+    import_over_api,
     link_sender_over_api,
-    start_sandbox,
     wait_for,
-    workspace,
 )
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-@pytest.fixture
-def gateway(tmp_path: Path) -> Iterator[Process]:
-    proc = start_sandbox(tmp_path / "gw", "--status-delays", "0.05,0.1,0.2")
-    yield proc
-    proc.stop()
 
 
 def _scrape(api: httpx.Client) -> tuple[Samples, dict[str, str]]:
@@ -53,49 +42,39 @@ def _sum(samples: Samples, name: str, **labels: str) -> float:
 
 
 @pytest.mark.slow
-def test_metrics_follow_a_campaign_across_processes(tmp_path: Path, gateway: Process) -> None:
-    with workspace(tmp_path / "work", gateway.url) as ws:
-        server = ws.serve()
-        api = server.api()
-        sender = link_sender_over_api(api)
-        with (SAMPLES / "contacts.csv").open("rb") as fh:
-            job = api.post(
-                "/api/v1/imports",
-                files={"file": ("contacts.csv", fh, "text/csv")},
-                data={"list_name": "customers"},
-            ).json()
-        wait_for(
-            lambda: api.get(f"/api/v1/imports/{job['id']}").json()["status"] != "running",
-            what="the import",
-        )
-        before, _ = _scrape(api)
+def test_metrics_follow_a_campaign_across_processes(ws: Workspace) -> None:
+    server = ws.serve()
+    api = server.api()
+    sender = link_sender_over_api(api)
+    import_over_api(api, SAMPLES / "contacts.csv", "customers")
+    before, _ = _scrape(api)
 
-        body = {
-            "name": "Metrics",
-            "list": "customers",
-            "instances": [sender],
-            "message": {"type": "text", "text": "Hi {{ name }}"},
-            "pace": {"per_minute": 0, "delay_seconds": [0, 0]},
-        }
-        created = api.post("/api/v1/campaigns", json=body)
-        assert created.status_code == 201, created.text
-        cid = created.json()["id"]
-        assert api.get("/api/v1/campaigns/999999").status_code == 404
+    body = {
+        "name": "Metrics",
+        "list": "customers",
+        "instances": [sender],
+        "message": {"type": "text", "text": "Hi {{ name }}"},
+        "pace": {"per_minute": 0, "delay_seconds": [0, 0]},
+    }
+    created = api.post("/api/v1/campaigns", json=body)
+    assert created.status_code == 201, created.text
+    cid = created.json()["id"]
+    assert api.get("/api/v1/campaigns/999999").status_code == 404
 
-        def read_all() -> bool:
-            counts = api.get(f"/api/v1/campaigns/{cid}/progress").json()["counts"]
-            return bool(counts.get("read", 0) >= 30 and counts.get("sent", 0) == 0)
+    def read_all() -> bool:
+        counts = api.get(f"/api/v1/campaigns/{cid}/progress").json()["counts"]
+        return bool(counts.get("read", 0) >= 30 and counts.get("sent", 0) == 0)
 
-        wait_for(read_all, what="the campaign's messages to be read")
-        after = wait_for(
-            lambda: (
-                (s := _scrape(api)[0])
-                and _sum(s, "gatecast_time_to_status_seconds_count", status="read") >= 30
-                and s
-            ),
-            what="the read events in the metrics",
-        )
-        _, types = _scrape(api)
+    wait_for(read_all, what="the campaign's messages to be read")
+    after = wait_for(
+        lambda: (
+            (s := _scrape(api)[0])
+            and _sum(s, "gatecast_time_to_status_seconds_count", status="read") >= 30
+            and s
+        ),
+        what="the read events in the metrics",
+    )
+    _, types = _scrape(api)
 
     # every *_total is a counter (never a gauge that could go down); latencies histograms
     totals = [n for n, t in types.items() if t != "counter" and n.endswith("_total")]
