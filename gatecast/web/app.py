@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import Depends, FastAPI, Request, status
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.routing import APIRoute
 from starlette.types import Message, Receive, Scope, Send
 
 from gatecast.web import auth, metrics, sessions, webhook
@@ -50,6 +51,13 @@ def route_template(scope: Scope) -> str:
     if path.startswith("/static/"):
         return "/static/{path}"
     return "unmatched"
+
+
+def operation_id(route: APIRoute) -> str:
+    """An operation's id in the OpenAPI document: its tag and its function's name
+    (``campaigns_post_campaign``), what a generated client names the call after."""
+    tag = str(route.tags[0]) if route.tags else "gatecast"
+    return f"{tag.replace('-', '_')}_{route.name}"
 
 
 class GatecastAPI(FastAPI):
@@ -114,6 +122,7 @@ def create_app(ctx: AppContext) -> FastAPI:
         docs_url=None,
         redoc_url=None,
         openapi_url=None,
+        generate_unique_id_function=operation_id,
     )
     app.state.ctx = ctx
     app.state.api_key = key

@@ -180,6 +180,11 @@ def _shared_folder() -> str | None:
     return folder if folder and Path(folder).is_dir() else None
 
 
+def process_value(name: str, **labels: str) -> float:
+    """This process's value of one sample of an in-process series (0 when not yet seen)."""
+    return _ATTEMPTS_REGISTRY.get_sample_value(name, labels) or 0.0
+
+
 def observe_http(route: str, method: str, status: int, seconds: float) -> None:
     """Count one answered HTTP request (``route``: its template, e.g.
     ``/api/v1/campaigns/{campaign_id}``; unmatched paths are ``unmatched``)."""
@@ -348,6 +353,7 @@ __all__ = [
     "observe_send",
     "observe_time_to",
     "observe_webhook_lag",
+    "process_value",
     "render",
     "share_in",
 ]

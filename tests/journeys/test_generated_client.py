@@ -65,12 +65,8 @@ def test_a_generated_client_creates_and_reads_a_campaign(tmp_path: Path, ws: Wor
     client_pkg = _generate(api.get("/openapi.json").json(), tmp_path / "gen")
 
     models = importlib.import_module("gatecast_client.models")
-    create = importlib.import_module(
-        "gatecast_client.api.campaigns.post_campaign_api_v1_campaigns_post"
-    )
-    read = importlib.import_module(
-        "gatecast_client.api.campaigns.get_one_api_v1_campaigns_campaign_id_get"
-    )
+    create = importlib.import_module("gatecast_client.api.campaigns.campaigns_post_campaign")
+    read = importlib.import_module("gatecast_client.api.campaigns.campaigns_get_one")
     client = client_pkg.AuthenticatedClient(base_url=server.url, token=API_KEY)
     body = models.CampaignSpecBody(
         name="Generated",

@@ -92,3 +92,11 @@ def test_component_names_are_plain(live_sqlite: LiveApp) -> None:
     client generators cannot resolve: every public model's name is unique."""
     names = _document(live_sqlite)["components"]["schemas"]
     assert not [n for n in names if "__" in n]
+
+
+def test_operation_ids_are_tag_and_name(live_sqlite: LiveApp) -> None:
+    doc = _document(live_sqlite)
+    ids = [op["operationId"] for _, _, op in _operations(doc)]
+    assert len(ids) == len(set(ids))
+    create = doc["paths"]["/api/v1/campaigns"]["post"]["operationId"]
+    assert create == "campaigns_post_campaign"
