@@ -155,7 +155,7 @@ _HTTP_SECONDS = Histogram(
 #: prometheus_client's variable naming the folder the processes share their series in
 MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 #: the folder's name in the state folder
-FOLDER_NAME = "metrics"
+FOLDER_NAME = "gatecast-metrics"
 
 
 def share_in(state_folder: Path, *, fresh: bool = False) -> Path:
