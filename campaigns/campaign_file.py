@@ -174,7 +174,7 @@ class SectionSpec(_Model):
 
 
 #: fields each message type uses (besides ``type``)
-_FIELDS_OF: dict[str, frozenset[str]] = {
+FIELDS_OF: dict[str, frozenset[str]] = {
     "text": frozenset({"text"}),
     "media": frozenset({"media_url", "caption", "text", "filename"}),
     "interactive": frozenset({"text", "title", "subtitle", "footer", "buttons"}),
@@ -211,7 +211,7 @@ class MessageSpec(_Model):
     @model_validator(mode="after")
     def _rules_for_type(self) -> MessageSpec:
         errors: list[tuple[str, str]] = []
-        used = _FIELDS_OF[self.type]
+        used = FIELDS_OF[self.type]
         for name in sorted(set(type(self).model_fields) - used - {"type"}):
             if getattr(self, name) not in (None, "", []):
                 errors.append((name, f"not used by a {self.type} message"))
@@ -791,6 +791,7 @@ def parse_toml(raw: bytes, source: str = "<campaign>") -> CampaignSpec:
 
 
 __all__ = [
+    "FIELDS_OF",
     "GROUP_MESSAGE_TYPES",
     "MAX_AUDIENCE_NAME",
     "AudienceSpec",

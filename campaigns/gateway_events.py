@@ -54,6 +54,10 @@ from storage.queries.contacts import set_opt_out
 REFUSED_UNKNOWN_INSTANCE = "unknown_instance"
 
 
+#: (status, event time, the delivery's sent_at) of a status event applied
+Timing = q.Timing
+
+
 @dataclass
 class ApplyStats:
     """What one batch did."""
@@ -69,6 +73,9 @@ class ApplyStats:
     #: message ids whose status events were stored but left for :func:`apply_pending`
     #: (:func:`store_events_in`); empty when the batch was applied
     pending: list[str] = field(default_factory=list)
+    #: (status, event time, the delivery's sent_at) of each status event applied, for
+    #: the faces' metrics (time to delivered, to read)
+    timings: list[Timing] = field(default_factory=list)
 
     def add(self, other: ApplyStats) -> None:
         """Accumulate ``other`` into this one (``pending`` lists are concatenated)."""
@@ -152,14 +159,21 @@ def _e164(digits: str | None) -> str | None:
     return f"+{clean}" if clean else None
 
 
-def apply_pending(conn: Connection, message_ids: Sequence[str], *, now: datetime) -> int:
+def apply_pending(
+    conn: Connection,
+    message_ids: Sequence[str],
+    *,
+    now: datetime,
+    timings: list[Timing] | None = None,
+) -> int:
     """Apply stored, unapplied status events of ``message_ids`` to their deliveries.
 
     Runs in the caller's transaction (see :func:`storage.queries.events.apply_unapplied`:
     set-based, forward only); then settles ``unknown`` rows from the evidence stored
-    (:func:`settle_unknown`). Returns how many events were applied.
+    (:func:`settle_unknown`). Returns how many events were applied; ``timings`` gets
+    each applied event's times (:data:`storage.queries.events.Timing`).
     """
-    applied = q.apply_unapplied(conn, message_ids, dl.STATUS_RULES)
+    applied = q.apply_unapplied(conn, message_ids, dl.STATUS_RULES, timings)
     applied += apply_test_send_events(conn, message_ids)
     return applied + settle_unknown(conn, now=now).events
 
@@ -296,7 +310,7 @@ def _record_statuses(
     q.insert_status_events(conn, unique)
     message_ids = list({r["message_id"]: None for r in unique})
     if apply:
-        stats.applied += apply_pending(conn, message_ids, now=now)
+        stats.applied += apply_pending(conn, message_ids, now=now, timings=stats.timings)
     else:
         stats.pending.extend(message_ids)
 
@@ -490,6 +504,7 @@ __all__ = [
     "REFUSED_UNKNOWN_INSTANCE",
     "ApplyStats",
     "Settled",
+    "Timing",
     "apply_all_pending",
     "apply_pending",
     "apply_recent_pending",

@@ -58,6 +58,8 @@ class Job:
     outcome: SendOutcome | None = None
     #: when the gateway's answer to this row's send came back (its ``sent_at`` if accepted)
     answered_at: datetime | None = None
+    #: how long the gateway took to answer the send (seconds, this process's clock)
+    send_seconds: float | None = None
 
 
 @dataclass(eq=False)

@@ -62,7 +62,13 @@ from sqlalchemy import Engine
 from scheduler.claiming import Claimer, Job, RunningCampaign
 from scheduler.clock import Clock, SystemClock
 from scheduler.defaults import DEFAULT_SENDER_GRACE_SECONDS
-from scheduler.recording import ApplyPending, Recorded, Recorder, default_apply_pending
+from scheduler.recording import (
+    ApplyPending,
+    Recorded,
+    Recorder,
+    SendObserved,
+    default_apply_pending,
+)
 from scheduler.sender_leases import SenderLeases
 from scheduler.sending import SendPool, Submitted, SupportsSend
 from scheduler.sweeping import Sweeper, refresh_pauses
@@ -110,7 +116,7 @@ class Dispatcher:
         rng: random.Random | None = None,
         apply_pending: ApplyPending | None = None,
         pipeline: bool = True,
-        on_outcome: Callable[[str], None] | None = None,
+        on_outcome: Callable[[SendObserved], None] | None = None,
         sender_grace_seconds: float = DEFAULT_SENDER_GRACE_SECONDS,
         send_concurrency: int = 0,
         leases: SenderLeases | None = None,

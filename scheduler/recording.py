@@ -53,6 +53,30 @@ class Recorded:
             setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
 
+@dataclass(frozen=True)
+class SendObserved:
+    """One send's figures for the layer above's metrics (the ``on_outcome`` hook).
+
+    ``outcome``: the gateway outcome's kind; ``message_type``: text, media, ...;
+    ``send_seconds``: how long the gateway took to answer; ``claim_late_seconds``: how
+    long after the row was due the claim took it (the scheduler's lag)."""
+
+    outcome: str
+    message_type: str
+    send_seconds: float | None
+    claim_late_seconds: float | None
+
+
+def observed(job: Job, outcome_kind: str) -> SendObserved:
+    """The figures of ``job``'s send."""
+    row = job.row
+    late = None
+    if row.due_at is not None and row.attempted_at is not None:
+        late = max(0.0, (row.attempted_at - row.due_at).total_seconds())
+    kind = str(row.content.get("type", "")) or "unknown"
+    return SendObserved(outcome_kind, kind, job.send_seconds, late)
+
+
 @dataclass(eq=False)
 class Recorder:
     """Records outcomes; keeps each sender's streak of permanent failures."""
@@ -62,7 +86,7 @@ class Recorder:
     rng: random.Random
     failure_burst: int
     apply_pending: ApplyPending
-    on_outcome: Callable[[str], None] | None  # e.g. a metrics counter of the layer above
+    on_outcome: Callable[[SendObserved], None] | None  # e.g. the metrics of the layer above
     note_pause: Callable[[str, str], None]
     check_safety: Callable[[Iterable[int], datetime], None]
     _streaks: dict[str, int] = field(default_factory=dict, init=False)
@@ -87,7 +111,7 @@ class Recorder:
                 (skipped if bucket is Bucket.SKIPPED else failed).append((row.id, error, code))
                 continue
             if self.on_outcome is not None:
-                self.on_outcome(outcome.kind.value)
+                self.on_outcome(observed(job, outcome.kind.value))
             if bucket is Bucket.SENT:
                 assert outcome.message_id is not None
                 # sent_at: the gateway's acceptance of this send, not this batch's recording
@@ -138,4 +162,11 @@ class Recorder:
         return Recorded(len(sent), len(requeue), len(failed), len(unknown), len(skipped))
 
 
-__all__ = ["ApplyPending", "Recorded", "Recorder", "default_apply_pending"]
+__all__ = [
+    "ApplyPending",
+    "Recorded",
+    "Recorder",
+    "SendObserved",
+    "default_apply_pending",
+    "observed",
+]

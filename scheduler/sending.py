@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -118,6 +119,7 @@ class SendPool:
     def send_one(self, job: Job) -> SendOutcome:
         """Send one row; ``job.answered_at`` becomes the moment its answer came back."""
         assert job.message is not None and job.row.sender is not None
+        started = time.monotonic()
         try:
             return self._client().send(job.row.sender, job.row.target, job.message)
         except ValueError as exc:  # the client refused the input before any I/O
@@ -127,6 +129,7 @@ class SendPool:
             return SendOutcome(OutcomeKind.AMBIGUOUS, reason=f"send raised {type(exc).__name__}")
         finally:
             job.answered_at = self.clock.now()
+            job.send_seconds = time.monotonic() - started
 
     def _cooled(self, conn: Connection, jobs: list[Job]) -> set[int]:
         """The ids of the rows among ``jobs`` whose contact is in its campaign's cooldown

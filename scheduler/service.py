@@ -39,6 +39,7 @@ from scheduler.dispatcher import Dispatcher, SupportsSend
 from scheduler.jobs import CampaignJobs
 from scheduler.outbound import OutboundPolicy, OutboundSender
 from scheduler.reconnect import DEFAULT_BACKOFF, Reconnector
+from scheduler.recording import SendObserved
 from scheduler.retention import EventPruner
 from scheduler.sender_leases import SenderLeases
 from scheduler.webhook_keeper import WebhookKeeper
@@ -92,7 +93,7 @@ class Service:
         clock: Clock | None = None,
         holder: str | None = None,
         campaign_ids: Sequence[int] | None = None,
-        on_outcome: Callable[[str], None] | None = None,
+        on_outcome: Callable[[SendObserved], None] | None = None,
         instance_client: Callable[[], GatewayClient] | None = None,
         webhook_url: str | None = None,
     ) -> None:

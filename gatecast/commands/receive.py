@@ -55,6 +55,7 @@ def receive(
     from gatecast.web import auth
     from gatecast.web.app import create_app
     from gatecast.web.context import AppContext
+    from gatecast.web.metrics import share_in
     from gatecast.web.webhook import install_log_redaction
     from storage.types import utcnow
 
@@ -69,8 +70,9 @@ def receive(
     engine = open_engine(settings)
     mark_interrupted_imports(engine, now=utcnow())  # imports killed with a past receiver
     install_log_redaction()
-    app = create_app(AppContext(settings=settings, engine=engine, api_key=api_key.value))
     folder = state_folder(settings, engine)
+    share_in(folder)  # /metrics sums the series of every process sharing the folder
+    app = create_app(AppContext(settings=settings, engine=engine, api_key=api_key.value))
     try:
         with ReceiverSlot(folder) as slot:
             listener, old = slot.listener(host, port)

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from pydantic import SecretStr
 
     from gatecast.settings import Settings
+    from scheduler.recording import SendObserved
     from storage.engine import Engine
 
 log = logging.getLogger("gatecast.serve")
@@ -101,13 +102,16 @@ def serve(
                 f"generated an API key for the dashboard and API in {api_key.path} "
                 "(read it from there; it is not printed)"
             )
-        on_outcome: Callable[[str], None] | None = None
+        from gatecast.runtime.receiver_control import state_folder
+        from gatecast.web.metrics import observe_send, share_in
+
+        # every process started here keeps its in-process series in the state folder,
+        # where the receiver's /metrics reads them (emptied: a new set of processes)
+        share_in(state_folder(settings, engine), fresh=True)
+        on_outcome: Callable[[SendObserved], None] = observe_send
         receiver: ReceiverProcess | None = None
         if in_process or sandbox:
-            from gatecast.web.metrics import observe_send
-
             url = _serve_http_here(stack, settings, engine, api_key.value, host, port)
-            on_outcome = observe_send  # /metrics is served here: count every attempt
         else:
             receiver = stack.enter_context(ReceiverProcess(settings, engine, host, port))
             url = receiver.start()

@@ -30,6 +30,7 @@ from gatecast.commands.common import log_to_stderr
 
 if TYPE_CHECKING:
     from gatecast.settings import Settings
+    from scheduler.recording import SendObserved
     from scheduler.service import Service
     from storage.engine import Engine
 
@@ -43,7 +44,7 @@ def start_worker(
     engine: Engine,
     own_address: str,
     *,
-    on_outcome: Callable[[str], None] | None = None,
+    on_outcome: Callable[[SendObserved], None] | None = None,
 ) -> Service:
     """Confirm scans, register the webhook, and start the scheduler and dispatcher
     (stopped when ``stack`` closes). ``settings`` hold the webhook secret; ``own_address``
@@ -127,11 +128,15 @@ def work(
     if isinstance(prepared, int):
         return prepared
     settings, engine = prepared
-    receiver = running_receiver(state_folder(settings, engine))
+    from gatecast.web.metrics import observe_send, share_in
+
+    folder = state_folder(settings, engine)
+    share_in(folder)  # the receiver's /metrics shows this worker's sends too
+    receiver = running_receiver(folder)
     shown = f"[{settings.host}]" if ":" in settings.host else settings.host
     own_address = receiver.url if receiver else f"http://{shown}:{settings.port}"
     with contextlib.ExitStack() as stack:
-        start_worker(stack, settings, engine, own_address)
+        start_worker(stack, settings, engine, own_address, on_outcome=observe_send)
         console.print("gatecast worker running (scheduler and dispatcher; no HTTP)")
         while not stop.wait(1.0):
             if parent_pid is not None and os.getppid() != parent_pid:

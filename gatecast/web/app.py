@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import time
 from functools import partial
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request, status
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from starlette.types import Receive, Scope, Send
+from fastapi.routing import APIRoute
+from starlette.types import Message, Receive, Scope, Send
 
 from gatecast.web import auth, metrics, sessions, webhook
 from gatecast.web.api import router as api_router
+from gatecast.web.api.campaign_body import add_typed_bodies
+from gatecast.web.api.common import problem_answers
 from gatecast.web.api.errors import install_error_handlers
 from gatecast.web.api.imports import MULTIPART_SLACK, too_large_detail
 from gatecast.web.audit import AuditTrail
@@ -30,6 +34,36 @@ the operator role; users, keys, the audit log, webhook endpoints and erasure nee
 """
 
 
+def route_template(scope: Scope) -> str:
+    """The route a request matched, as its template (``/api/v1/campaigns/{campaign_id}``):
+    a metrics label of bounded cardinality (never a path with ids, nor the webhook's
+    secret segment); ``unmatched`` for a path no route has.
+
+    A route included by a router knows its own path without the router's prefix; the
+    prefix is the request path's leading segments that the template does not cover."""
+    path = str(scope.get("path", ""))
+    template = getattr(scope.get("route"), "path", None)
+    if isinstance(template, str) and template:
+        if ":path}" in template:  # a converter spanning segments: no prefix to find
+            return template
+        tail = template.strip("/").split("/")
+        given = path.strip("/").split("/")
+        prefix = given[: max(0, len(given) - len(tail))]
+        return "/" + "/".join(prefix + tail)
+    if path.startswith(webhook.PATH_PREFIX):
+        return webhook.PATH_PREFIX + "{secret}"
+    if path.startswith("/static/"):
+        return "/static/{path}"
+    return "unmatched"
+
+
+def operation_id(route: APIRoute) -> str:
+    """An operation's id in the OpenAPI document: its tag and its function's name
+    (``campaigns_post_campaign``), what a generated client names the call after."""
+    tag = str(route.tags[0]) if route.tags else "gatecast"
+    return f"{tag.replace('-', '_')}_{route.name}"
+
+
 class GatecastAPI(FastAPI):
     """FastAPI with :class:`gatecast.web.webhook.WebhookFastPath` in front of its stack."""
 
@@ -42,12 +76,33 @@ class GatecastAPI(FastAPI):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Webhook POSTs to the fast path, everything else through FastAPI; a body declared
         larger than the limit is refused at once (a problem, not Starlette's plain text)."""
-        if scope["type"] == "http":
+        if scope["type"] != "http":
+            await self._front(scope, receive, send)
+            return
+        started = time.perf_counter()
+        answered = 500  # what the server sends when nothing answered
+
+        async def watch(message: Message) -> None:
+            nonlocal answered
+            if message["type"] == "http.response.start":
+                answered = int(message["status"])
+            await send(message)
+
+        try:
             declared = dict(scope["headers"]).get(b"content-length", b"")
             if declared.isdigit() and int(declared) > self._max_body:
-                await self._too_large.response()(scope, receive, send)
+                await self._too_large.response()(scope, receive, watch)
                 return
-        await self._front(scope, receive, send)
+            await self._front(scope, receive, watch)
+        finally:
+            seconds = time.perf_counter() - started
+            metrics.observe_http(route_template(scope), scope["method"], answered, seconds)
+
+    def openapi(self) -> dict[str, Any]:
+        """The OpenAPI document, with the typed campaign body (:mod:`.campaign_body`)."""
+        if self.openapi_schema is None:
+            problem_answers(add_typed_bodies(super().openapi()))
+        return self.openapi_schema or {}
 
 
 def create_app(ctx: AppContext) -> FastAPI:
@@ -71,6 +126,7 @@ def create_app(ctx: AppContext) -> FastAPI:
         docs_url=None,
         redoc_url=None,
         openapi_url=None,
+        generate_unique_id_function=operation_id,
     )
     app.state.ctx = ctx
     app.state.api_key = key

@@ -23,31 +23,47 @@ when history retention prunes events); the other families are gauges. The famili
 - ``gatecast_build_info{version,schema}`` (always 1), and this process's ``process_*`` and
   ``python_info``.
 
-``observe_send`` is an in-process hook for callers that want an exact per-attempt count
-(``gatecast_send_attempts_total{outcome}``); scheduler/ must not import this module, so
-the application layer passes it to the dispatcher as a plain callback. It counts only
-where the dispatcher runs in the process serving ``/metrics`` (``serve --in-process``
-or ``--sandbox``); the default ``serve`` sends from a worker without HTTP, so its receiver shows
-no attempts and ``gatecast_sends_total`` (from the database) is the figure to read.
-``observe_refused`` counts the webhook's refusals in this process
-(``gatecast_webhook_events_refused_total{reason}``: ``unknown_instance``, events of an
-instance gatecast does not hold; ``source_not_allowed``, requests from an address outside
-the allow-list).
+The in-process series are observed where the event happens, never by a scan at scrape
+time: ``observe_send`` (the dispatcher's ``on_outcome`` hook, a
+:class:`scheduler.recording.SendObserved`; scheduler/ must not import this module, so
+the application layer passes it as a callback) feeds ``gatecast_send_attempts_total``,
+``gatecast_send_outcomes_total``, ``gatecast_gateway_send_seconds`` and
+``gatecast_scheduler_claim_lateness_seconds``; the webhook appliers feed
+``gatecast_webhook_lag_seconds`` and ``gatecast_time_to_status_seconds``; the app's
+outermost layer ``gatecast_http_requests_total`` and ``gatecast_http_request_seconds``;
+the webhook guard ``gatecast_webhook_events_refused_total``. ``serve``, ``worker`` and
+``receive`` call :func:`share_in` first, so these live in files of the state folder that
+every process on the machine shares, and the receiver's ``/metrics`` sums them
+(prometheus_client's multiprocess mode); without it (tests, an app in a thread) they are
+this process's own.
 """
 
 from __future__ import annotations
 
+import functools
+import os
+import shutil
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from importlib.metadata import version
+from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Counter, PlatformCollector, ProcessCollector
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    values,
+)
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from campaigns import stats
 from gatecast.web.context import AppContext
+from scheduler.recording import SendObserved
 from scheduler.sender_usage import sender_usage
 from storage import states
 from storage.engine import Engine
@@ -72,14 +88,137 @@ _REFUSED = Counter(
 )
 
 
+#: seconds: a gateway answers in tens of milliseconds; a slow one takes seconds
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+#: seconds: lags and times to delivered / read run from a second to days
+_LAG_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 86400)
+
+_SEND_SECONDS = Histogram(
+    "gatecast_gateway_send_seconds",
+    "How long the gateway took to answer a send, by outcome kind (this process's sends)",
+    ["outcome"],
+    buckets=_LATENCY_BUCKETS,
+    registry=_ATTEMPTS_REGISTRY,
+)
+_SENDS_BY_TYPE = Counter(
+    "gatecast_send_outcomes",
+    "Send attempts seen by this process, by outcome kind and message type",
+    ["outcome", "message_type"],
+    registry=_ATTEMPTS_REGISTRY,
+)
+
+
+@functools.cache
+def _claim_late() -> Histogram:
+    # made at first use, not at import: an unlabelled series takes its storage when made,
+    # and :func:`share_in` must choose that storage first (every labelled one waits for
+    # its first ``labels()``)
+    return Histogram(
+        "gatecast_scheduler_claim_lateness_seconds",
+        "How long after it was due a delivery was claimed for sending (the scheduler's lag)",
+        buckets=_LAG_BUCKETS,
+        registry=_ATTEMPTS_REGISTRY,
+    )
+
+
+_WEBHOOK_LAG = Histogram(
+    "gatecast_webhook_lag_seconds",
+    "From a gateway event's own time to its being stored and applied by this process, by kind",
+    ["kind"],
+    buckets=_LAG_BUCKETS,
+    registry=_ATTEMPTS_REGISTRY,
+)
+_TIMED_STATUSES = ("delivered", "read")
+_TIME_TO = Histogram(
+    "gatecast_time_to_status_seconds",
+    "From a delivery's sent_at to the gateway's delivered or read event, by status "
+    "(per event applied by this process)",
+    ["status"],
+    buckets=_LAG_BUCKETS,
+    registry=_ATTEMPTS_REGISTRY,
+)
+_HTTP_REQUESTS = Counter(
+    "gatecast_http_requests",
+    "HTTP requests answered by this process, by route template, method and status",
+    ["route", "method", "status"],
+    registry=_ATTEMPTS_REGISTRY,
+)
+_HTTP_SECONDS = Histogram(
+    "gatecast_http_request_seconds",
+    "How long this process took to answer HTTP requests, by route template and method",
+    ["route", "method"],
+    buckets=_LATENCY_BUCKETS,
+    registry=_ATTEMPTS_REGISTRY,
+)
+
+
+#: prometheus_client's variable naming the folder the processes share their series in
+MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
+#: the folder's name in the state folder
+FOLDER_NAME = "gatecast-metrics"
+
+
+def share_in(state_folder: Path, *, fresh: bool = False) -> Path:
+    """Keep this process's in-process series (send latency, scheduler lag, webhook lag,
+    HTTP requests, ...) in files under ``state_folder`` that every gatecast process of
+    the deployment on this machine shares (prometheus_client's multiprocess mode), so the
+    receiver's ``/metrics`` shows the sum over ``serve``, its workers and its receiver.
+    The variable is inherited by the processes this one starts. ``fresh``: empty the
+    folder first (``serve`` does, starting the whole set: the counters then restart from
+    0, which Prometheus reads as a reset). Call it before any series is observed."""
+    folder = state_folder / FOLDER_NAME
+    if fresh and folder.is_dir():
+        shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    os.environ[MULTIPROCESS_ENV] = str(folder)
+    values.ValueClass = values.get_value_class()  # type: ignore[no-untyped-call]
+    return folder
+
+
+def _shared_folder() -> str | None:
+    folder = os.environ.get(MULTIPROCESS_ENV)
+    return folder if folder and Path(folder).is_dir() else None
+
+
+def process_value(name: str, **labels: str) -> float:
+    """This process's value of one sample of an in-process series (0 when not yet seen)."""
+    return _ATTEMPTS_REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def observe_http(route: str, method: str, status: int, seconds: float) -> None:
+    """Count one answered HTTP request (``route``: its template, e.g.
+    ``/api/v1/campaigns/{campaign_id}``; unmatched paths are ``unmatched``)."""
+    _HTTP_REQUESTS.labels(route=route, method=method, status=str(status)).inc()
+    _HTTP_SECONDS.labels(route=route, method=method).observe(seconds)
+
+
+def observe_webhook_lag(kind: str, seconds: float) -> None:
+    """One gateway event of ``kind`` applied ``seconds`` after its own time."""
+    _WEBHOOK_LAG.labels(kind=kind).observe(max(0.0, seconds))
+
+
+def observe_time_to(status: str, seconds: float) -> None:
+    """A delivery reached ``status`` (delivered, read) ``seconds`` after it was sent;
+    other statuses are not timed."""
+    if status in _TIMED_STATUSES:
+        _TIME_TO.labels(status=status).observe(max(0.0, seconds))
+
+
 def observe_refused(reason: str, count: int = 1) -> None:
     """Count ``count`` webhook events (or requests) refused for ``reason``."""
     _REFUSED.labels(reason=reason).inc(count)
 
 
-def observe_send(outcome_kind: str) -> None:
-    """Count one send attempt of ``outcome_kind`` (accepted, retryable, ambiguous, ...)."""
-    _SEND_ATTEMPTS.labels(outcome=str(outcome_kind)).inc()
+def observe_send(sent: SendObserved) -> None:
+    """One send attempt: its outcome kind (accepted, retryable, ambiguous, ...), the
+    gateway's answer time and how late the claim came (the dispatcher's hook)."""
+    outcome = str(sent.outcome)
+    _SEND_ATTEMPTS.labels(outcome=outcome).inc()
+    _SENDS_BY_TYPE.labels(outcome=outcome, message_type=sent.message_type).inc()
+    if sent.send_seconds is not None:
+        _SEND_SECONDS.labels(outcome=outcome).observe(sent.send_seconds)
+    if sent.claim_late_seconds is not None:
+        _claim_late().observe(sent.claim_late_seconds)
 
 
 class DatabaseCollector(Collector):
@@ -183,7 +322,8 @@ class DatabaseCollector(Collector):
         build.add_metric([_VERSION, HEAD_REVISION], 1)
         yield build
 
-        yield from _ATTEMPTS_REGISTRY.collect()
+        if _shared_folder() is None:  # else the MultiProcessCollector reads the files
+            yield from _ATTEMPTS_REGISTRY.collect()
 
 
 def build_registry(ctx: AppContext) -> CollectorRegistry:
@@ -191,6 +331,9 @@ def build_registry(ctx: AppContext) -> CollectorRegistry:
     own figures (``process_*``: CPU, memory, open files; ``python_info``)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(DatabaseCollector(ctx))
+    shared = _shared_folder()
+    if shared is not None:  # every process's series, from the files they share
+        MultiProcessCollector(registry, path=shared)  # type: ignore[no-untyped-call]
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
     return registry
@@ -202,4 +345,15 @@ def render(registry: CollectorRegistry, accept: str | None) -> tuple[bytes, str]
     return encoder(registry), content_type
 
 
-__all__ = ["DatabaseCollector", "build_registry", "observe_refused", "observe_send", "render"]
+__all__ = [
+    "DatabaseCollector",
+    "build_registry",
+    "observe_http",
+    "observe_refused",
+    "observe_send",
+    "observe_time_to",
+    "observe_webhook_lag",
+    "process_value",
+    "render",
+    "share_in",
+]

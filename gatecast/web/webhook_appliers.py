@@ -4,14 +4,44 @@ the event loop over a held SQLite connection that never waits for a lock."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import TypeVar
 
-from campaigns.gateway_events import ApplyStats, apply_pending, record_events_in, store_events_in
+from campaigns.gateway_events import (
+    ApplyStats,
+    Timing,
+    apply_pending,
+    event_time,
+    record_events_in,
+    store_events_in,
+)
 from gatecast.web.context import AppContext
+from gatecast.web.metrics import observe_time_to, observe_webhook_lag
 from gatecast.web.webhook_batcher import WouldBlock
-from gateway.events import Event
+from gateway.events import Event, IncomingMessage, MessageStatus
 from storage.engine import Connection, is_sqlite_file
 from storage.event_store import Locked, NoWaitConnection
+
+
+def observe_times(timings: list[Timing]) -> None:
+    """Time to delivered and to read of the status events a committed apply took."""
+    for status, occurred_at, sent_at in timings:
+        observe_time_to(status, (occurred_at - sent_at).total_seconds())
+
+
+def observe_lag(events: list[Event], received: datetime, committed: datetime) -> None:
+    """The webhook lag of each status event and incoming message of a committed batch:
+    from the event's own time (:func:`campaigns.gateway_events.event_time`) to the commit
+    (status events the receiver stores for its inbox pass are applied a moment later)."""
+    for ev in events:
+        if isinstance(ev, MessageStatus):
+            kind = f"status_{ev.status.value}"
+        elif isinstance(ev, IncomingMessage):
+            kind = "message"
+        else:
+            continue
+        lag = (committed - event_time(ev.at, received)).total_seconds()
+        observe_webhook_lag(kind, lag)
 
 
 def make_applier(
@@ -24,10 +54,14 @@ def make_applier(
     record = store_events_in if store_only else record_events_in
 
     def apply(events: list[Event]) -> ApplyStats:
+        received = ctx.clock()
         with ctx.engine.begin() as conn:
-            return record(
-                conn, events, opt_out_keywords=ctx.settings.opt_out_keywords, now=ctx.clock()
+            stats = record(
+                conn, events, opt_out_keywords=ctx.settings.opt_out_keywords, now=received
             )
+        observe_lag(events, received, ctx.clock())
+        observe_times(stats.timings)
+        return stats
 
     return apply
 
@@ -36,8 +70,11 @@ def make_later_applier(ctx: AppContext) -> Callable[[list[str]], int]:
     """The inbox pass in a worker thread: apply the stored events of some message ids."""
 
     def apply_later(message_ids: list[str]) -> int:
+        timings: list[Timing] = []
         with ctx.engine.begin() as conn:
-            return apply_pending(conn, message_ids, now=ctx.clock())
+            applied = apply_pending(conn, message_ids, now=ctx.clock(), timings=timings)
+        observe_times(timings)
+        return applied
 
     return apply_later
 
@@ -66,14 +103,22 @@ class InlineApplier:
         """Record ``events`` in one transaction; :class:`WouldBlock` if the DB is locked."""
         keywords = self._ctx.settings.opt_out_keywords
         now = self._ctx.clock()
-        return self._transaction(
+        stats = self._transaction(
             lambda conn: self._record(conn, events, opt_out_keywords=keywords, now=now)
         )
+        observe_lag(events, now, self._ctx.clock())
+        observe_times(stats.timings)
+        return stats
 
     def apply_later(self, message_ids: list[str]) -> int:
         """The inbox pass on the loop; :class:`WouldBlock` if the DB is locked."""
         now = self._ctx.clock()
-        return self._transaction(lambda conn: apply_pending(conn, message_ids, now=now))
+        timings: list[Timing] = []
+        applied = self._transaction(
+            lambda conn: apply_pending(conn, message_ids, now=now, timings=timings)
+        )
+        observe_times(timings)
+        return applied
 
     def _transaction(self, work: Callable[[Connection], _T]) -> _T:
         try:
@@ -91,4 +136,11 @@ def make_inline_applier(ctx: AppContext, *, store_only: bool = False) -> InlineA
     return InlineApplier(ctx, store_only=store_only) if is_sqlite_file(ctx.engine) else None
 
 
-__all__ = ["InlineApplier", "make_applier", "make_inline_applier", "make_later_applier"]
+__all__ = [
+    "InlineApplier",
+    "make_applier",
+    "make_inline_applier",
+    "make_later_applier",
+    "observe_lag",
+    "observe_times",
+]

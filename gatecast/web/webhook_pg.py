@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from campaigns.gateway_events import ApplyStats, status_event_rows
 from gatecast.web.context import AppContext
+from gatecast.web.webhook_appliers import observe_lag
 from gateway.events import Event, MessageStatus
 from storage.engine import is_postgres
 from storage.event_store import AsyncStatusInserter
@@ -30,10 +31,12 @@ class PgStatusStore:
         if len(statuses) != len(events):
             return None
         stats = ApplyStats()
-        rows = status_event_rows(statuses, self._ctx.clock(), stats)
+        received = self._ctx.clock()
+        rows = status_event_rows(statuses, received, stats)
         if rows:
             await self.inserter.insert(rows)
             stats.pending.extend({r["message_id"]: None for r in rows})
+        observe_lag(list(events), received, self._ctx.clock())
         return stats
 
     async def close(self) -> None:

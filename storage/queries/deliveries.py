@@ -81,6 +81,9 @@ class ClaimedRow:
     sender: str | None
     attempts: int
     content: dict[str, Any]
+    #: when the row was due and when this claim took it (how late the claim came)
+    due_at: datetime | None = None
+    attempted_at: datetime | None = None
 
 
 #: what a claim returns of each row it takes (:class:`ClaimedRow`'s fields)
@@ -93,6 +96,8 @@ _CLAIMED_COLUMNS = (
     _d.c.sender,
     _d.c.attempts,
     _d.c.content,
+    _d.c.due_at,
+    _d.c.attempted_at,
 )
 
 
@@ -108,6 +113,8 @@ def _claimed_rows(result: Any) -> list[ClaimedRow]:
             sender=r.sender,
             attempts=r.attempts,
             content=dict(r.content or {}),
+            due_at=r.due_at,
+            attempted_at=r.attempted_at,
         )
         for r in result
     ]

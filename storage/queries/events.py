@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     Connection,
@@ -286,14 +286,23 @@ def _statements(rules: StatusRules) -> tuple[dict[str, Any], Any]:
 #: never match a delivery and stay unapplied for good)
 _IS_UNAPPLIED = _e.c.applied == literal_column("false")
 _UNAPPLIED = (
-    select(_e.c.id, _e.c.status, _d.c.id)
+    select(_e.c.id, _e.c.status, _d.c.id, _e.c.occurred_at, _d.c.sent_at)
     .join(_d, _d.c.message_id == _e.c.message_id)
     .where(_e.c.message_id.in_(bindparam("mids", expanding=True)), _IS_UNAPPLIED)
 )
 _MARK_APPLIED = update(_e).where(_e.c.id.in_(_ids)).values(applied=True)
 
 
-def apply_unapplied(conn: Connection, message_ids: Sequence[str], rules: StatusRules) -> int:
+#: (status, the event's time, the delivery's sent_at) of each event an apply took
+Timing = tuple[str, datetime, datetime]
+
+
+def apply_unapplied(
+    conn: Connection,
+    message_ids: Sequence[str],
+    rules: StatusRules,
+    timings: list[Timing] | None = None,
+) -> int:
     """Apply the stored, unapplied status events of ``message_ids`` to their deliveries.
 
     Set-based: per chunk of ids one ``SELECT`` of the events that match a delivery, then one
@@ -301,10 +310,12 @@ def apply_unapplied(conn: Connection, message_ids: Sequence[str], rules: StatusR
     delivered or read event beats a failed one), then those events (by id: never one that
     committed meanwhile) are flagged applied. Forward only and idempotent. Returns how
     many events were applied; the transaction is the caller's. On SQLite the same
-    statements run on the driver (:func:`_apply_unapplied_sqlite`).
+    statements run on the driver (:func:`_apply_unapplied_sqlite`). ``timings``: a list
+    that gets a :data:`Timing` for each event taken whose delivery has a ``sent_at`` (the
+    same rows the ``SELECT`` reads anyway).
     """
     if conn.dialect.name == "sqlite":
-        return _apply_unapplied_sqlite(conn, message_ids, rules)
+        return _apply_unapplied_sqlite(conn, message_ids, rules, timings)
     progress, failed = _statements(rules)
     applied = 0
     for chunk in _chunks(sorted(set(message_ids)), APPLY_BATCH):
@@ -312,7 +323,9 @@ def apply_unapplied(conn: Connection, message_ids: Sequence[str], rules: StatusR
         if not found:
             continue
         by_status: dict[str, dict[str, list[int]]] = {}
-        for event_id, status, delivery_id in found:
+        for event_id, status, delivery_id, occurred_at, sent_at in found:
+            if timings is not None and sent_at is not None:
+                timings.append((status, occurred_at, sent_at))
             params = by_status.setdefault(status, {"ids": [], "dids": []})
             params["ids"].append(int(event_id))
             params["dids"].append(int(delivery_id))
@@ -363,7 +376,7 @@ def _sqlite_statements(rules: StatusRules) -> tuple[dict[str, str], str]:
 
 
 _SQLITE_UNAPPLIED = _sqlite_sql(
-    select(_e.c.id, _e.c.status)
+    select(_e.c.id, _e.c.status, _e.c.occurred_at, _d.c.sent_at)
     .join(_d, _d.c.message_id == _e.c.message_id)
     # SQLite would take ``applied = false`` through ix_status_events_applied_received
     # (every unapplied event): ``coalesce`` keeps it on uq_status_event, as before 0013
@@ -439,10 +452,15 @@ def _in_list(sql: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
 
 
 def _apply_unapplied_sqlite(
-    conn: Connection, message_ids: Sequence[str], rules: StatusRules
+    conn: Connection,
+    message_ids: Sequence[str],
+    rules: StatusRules,
+    timings: list[Timing] | None = None,
 ) -> int:
     """:func:`apply_unapplied` on SQLite: the same statements, executed by the driver."""
     progress, failed = _sqlite_statements(rules)
+    stamp = _e.c.occurred_at.type.dialect_impl(conn.dialect)
+    as_time = stamp.result_processor(conn.dialect, None) or (lambda v: v)
     applied = 0
     with _sqlite_cursor(conn, "apply status events") as cur:
         for chunk in _chunks(sorted(set(message_ids)), APPLY_BATCH):
@@ -450,8 +468,10 @@ def _apply_unapplied_sqlite(
             if not found:
                 continue
             by_status: dict[str, list[int]] = {}
-            for event_id, status in found:
+            for event_id, status, occurred_at, sent_at in found:
                 by_status.setdefault(status, []).append(int(event_id))
+                if timings is not None and sent_at is not None:
+                    timings.append(cast(Timing, (status, as_time(occurred_at), as_time(sent_at))))
             for status, sql in progress.items():  # rank order
                 if status in by_status:
                     cur.execute(*_in_list(sql, by_status[status]))
@@ -639,6 +659,7 @@ def set_instance_state(
 __all__ = [
     "APPLY_BATCH",
     "StatusRules",
+    "Timing",
     "apply_unapplied",
     "contact_ids_by_phone",
     "existing_inbound",

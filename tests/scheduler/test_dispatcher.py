@@ -14,6 +14,7 @@ from gateway.client import GatewayClient
 from gateway.sandbox import Sandbox, SandboxConfig, run_sandbox_in_thread
 from scheduler.clock import FakeClock
 from scheduler.dispatcher import Dispatcher
+from scheduler.recording import SendObserved
 from storage import tables
 from tests.scheduler.helpers import add_instances, add_running_campaign, spec, states_of
 
@@ -141,14 +142,20 @@ def test_on_outcome_hook_sees_every_classified_send(sqlite_engine: Engine) -> No
         clock = FakeClock(T0)
         add_instances(sqlite_engine, [iid], T0)
         add_running_campaign(sqlite_engine, spec(), recipients=5, senders=[iid], now=T0)
-        seen: list[str] = []
+        observed: list[SendObserved] = []
         with dispatcher(
-            sqlite_engine, sb, clock, batch_size=1, workers=1, on_outcome=seen.append
+            sqlite_engine, sb, clock, batch_size=1, workers=1, on_outcome=observed.append
         ) as d:
             for _ in range(6):
                 d.tick()
+        seen = [o.outcome for o in observed]
         assert seen[:3] == ["accepted"] * 3
         assert "instance" in seen[3:]
+        # the hook also gets the gateway's answer time, the message type and the claim's lag
+        first = observed[0]
+        assert first.message_type == "text"
+        assert first.send_seconds is not None and first.send_seconds > 0
+        assert first.claim_late_seconds is not None and first.claim_late_seconds >= 0
 
 
 def test_paused_senders_follow_the_database_after_a_resume(sqlite_engine: Engine) -> None:

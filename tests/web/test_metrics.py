@@ -8,7 +8,8 @@ from importlib.metadata import version
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import insert
 
-from gatecast.web.metrics import observe_send
+from gatecast.web.metrics import observe_send, process_value
+from scheduler.recording import SendObserved
 from storage import tables
 from storage.models import HEAD_REVISION
 from tests.web.conftest import LiveApp
@@ -96,7 +97,7 @@ def test_figures_come_from_the_database(live: LiveApp) -> None:
             insert(tables.inbound_messages),
             [{"message_id": "in1", "chat": "1@s.whatsapp.net", "text": "STOP", "received_at": now}],
         )
-    observe_send("accepted")
+    observe_send(SendObserved("accepted", "text", 0.02, 1.5))
 
     with live.client() as api:
         res = api.get("/metrics")
@@ -124,3 +125,28 @@ def test_figures_come_from_the_database(live: LiveApp) -> None:
     assert build == [{"version": version("gatecast"), "schema": HEAD_REVISION}]
     assert m[("process_cpu_seconds_total", ())] > 0  # this process's own figures
     assert m[("gatecast_send_attempts_total", (("outcome", "accepted"),))] >= 1
+
+
+def test_http_answers_are_counted_by_route_template(live_sqlite: LiveApp) -> None:
+    def count(route: str, method: str, status: str) -> float:
+        return process_value(
+            "gatecast_http_requests_total", route=route, method=method, status=status
+        )
+
+    one = "/api/v1/campaigns/{campaign_id}"
+    before = (count(one, "GET", "404"), count("unmatched", "GET", "404"))
+    hook = "/webhooks/gateway/{secret}"
+    hooks_before = count(hook, "POST", "404")
+    with live_sqlite.client() as api:
+        assert api.get("/api/v1/campaigns/424242").status_code == 404
+        assert api.get("/api/v1/campaigns/424243").status_code == 404
+        assert api.get("/no/such/page").status_code == 404
+        assert api.post("/webhooks/gateway/not-the-secret", json={}).status_code == 404
+        text = api.get("/metrics").text
+    assert (count(one, "GET", "404"), count("unmatched", "GET", "404")) == (
+        before[0] + 2,
+        before[1] + 1,
+    )
+    assert count(hook, "POST", "404") == hooks_before + 1
+    assert "424242" not in text and "not-the-secret" not in text
+    assert process_value("gatecast_http_request_seconds_count", route=one, method="GET") >= 2

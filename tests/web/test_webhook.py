@@ -24,6 +24,7 @@ from campaigns.delivery_rows import materialise
 from gatecast.settings import Settings
 from gatecast.web import webhook, webhook_batcher
 from gatecast.web.context import AppContext
+from gatecast.web.metrics import process_value
 from storage import tables
 from storage.queries import instances as iq
 from tests.campaigns.campaign_fixtures import NOW, make_list, people, phone, spec
@@ -119,6 +120,28 @@ def test_status_events_applied_both_dialects(engine: Engine) -> None:
             conn.execute(select(deliveries.c.target, deliveries.c.state)).all()
         )
     assert states == {phone(0): "read", phone(1): "read", phone(2): "sent"}
+
+
+def test_webhook_lag_and_times_to_delivered_and_read_are_observed(engine: Engine) -> None:
+    """Both dialects (PostgreSQL stores status batches and applies them in the inbox pass):
+    each status event's lag, and each delivered or read event's time since sent_at."""
+
+    def seen() -> dict[str, float]:
+        return {
+            "lag_delivered": process_value(
+                "gatecast_webhook_lag_seconds_count", kind="status_delivered"
+            ),
+            "lag_read": process_value("gatecast_webhook_lag_seconds_count", kind="status_read"),
+            "delivered": process_value("gatecast_time_to_status_seconds_count", status="delivered"),
+            "read": process_value("gatecast_time_to_status_seconds_count", status="read"),
+        }
+
+    _campaign(engine, 3)
+    before = seen()
+    bodies = [_status(0, "delivered"), _status(1, "read"), _status(0, "read")]
+    assert asyncio.run(_post_all(_app(engine), bodies)) == [200, 200, 200]
+    moved = {k: v - before[k] for k, v in seen().items()}
+    assert moved == {"lag_delivered": 1, "lag_read": 2, "delivered": 1, "read": 2}
 
 
 def test_wrong_or_unset_secret_is_404_and_changes_nothing(sqlite_engine: Engine) -> None:

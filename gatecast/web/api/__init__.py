@@ -24,8 +24,9 @@ from gatecast.web.api import (
     users,
     webhook_endpoints,
 )
-from gatecast.web.api.common import ERROR_RESPONSES
+from gatecast.web.api.common import ERROR_RESPONSES, IN_PROGRESS, NOT_FOUND
 from gatecast.web.auth import require_api_key
+from gatecast.web.idempotency import IDEMPOTENT
 
 router = APIRouter(
     prefix="/api/v1", dependencies=[Depends(require_api_key)], responses=ERROR_RESPONSES
@@ -52,6 +53,13 @@ for _module in (
         # the OpenAPI summary of each operation: the first line of its docstring
         if isinstance(_route, APIRoute) and _route.summary is None and _route.description:
             _route.summary = _route.description.strip().splitlines()[0].rstrip(".")
+        if isinstance(_route, APIRoute):
+            # the errors a route can answer besides ERROR_RESPONSES: an id it may not find,
+            # a repeat of an idempotency key still running
+            if "{" in _route.path:
+                _route.responses = {**NOT_FOUND, **_route.responses}
+            if IDEMPOTENT in _route.dependencies:
+                _route.responses = {**IN_PROGRESS, **_route.responses}
     router.include_router(_module.router)
 
 __all__ = ["router"]

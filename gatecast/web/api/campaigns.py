@@ -40,7 +40,14 @@ from campaigns.service import (
     resume_campaign,
     retry_campaign,
 )
-from gatecast.web.api.common import Id, Limit, Offset, Page, field_error
+from gatecast.web.api.common import (
+    REFUSED_TRANSITION,
+    Id,
+    Limit,
+    Offset,
+    Page,
+    field_error,
+)
 from gatecast.web.api.segments import AudienceCountPublic
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.idempotency import IDEMPOTENT, run_once
@@ -383,21 +390,27 @@ def get_progress(
     return campaign_progress(ctx, campaign_id, points)
 
 
-@router.post("/campaigns/{campaign_id}/pause", response_model=ActionResult)
+@router.post(
+    "/campaigns/{campaign_id}/pause", response_model=ActionResult, responses=REFUSED_TRANSITION
+)
 def post_pause(campaign_id: Id, ctx: Ctx) -> ActionResult:
     """Pause a scheduled or running campaign (409 otherwise)."""
     new = pause_campaign(ctx.engine, campaign_id, now=ctx.clock())
     return ActionResult(id=campaign_id, state=new, detail="paused")
 
 
-@router.post("/campaigns/{campaign_id}/resume", response_model=ActionResult)
+@router.post(
+    "/campaigns/{campaign_id}/resume", response_model=ActionResult, responses=REFUSED_TRANSITION
+)
 def post_resume(campaign_id: Id, ctx: Ctx) -> ActionResult:
     """Resume a paused campaign (409 otherwise)."""
     new = resume_campaign(ctx.engine, campaign_id, now=ctx.clock())
     return ActionResult(id=campaign_id, state=new, detail="resumed")
 
 
-@router.post("/campaigns/{campaign_id}/cancel", response_model=ActionResult)
+@router.post(
+    "/campaigns/{campaign_id}/cancel", response_model=ActionResult, responses=REFUSED_TRANSITION
+)
 def post_cancel(campaign_id: Id, ctx: Ctx) -> ActionResult:
     """Cancel a campaign; its queued recipients are skipped (409 when already final)."""
     skipped = cancel_campaign(ctx.engine, campaign_id, now=ctx.clock())
@@ -406,7 +419,9 @@ def post_cancel(campaign_id: Id, ctx: Ctx) -> ActionResult:
     )
 
 
-@router.post("/campaigns/{campaign_id}/retry", response_model=RetryResult)
+@router.post(
+    "/campaigns/{campaign_id}/retry", response_model=RetryResult, responses=REFUSED_TRANSITION
+)
 def post_retry(campaign_id: Id, ctx: Ctx, body: RetryRequest | None = None) -> RetryResult:
     """Send failed recipients again (and 'unknown' ones without evidence when asked)."""
     done = retry_campaign(

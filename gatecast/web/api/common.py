@@ -60,6 +60,7 @@ def field_error(loc: tuple[str | int, ...], msg: str, kind: str = "value_error")
 
 
 _PROBLEM = {"model": ProblemPublic, "content": {"application/problem+json": {}}}
+_PROBLEM_REF = {"$ref": "#/components/schemas/ProblemPublic"}
 
 #: answers every API route may give, for the OpenAPI document
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -69,3 +70,52 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     422: {**_PROBLEM, "description": "A field, query or file that is not valid"},
     500: {**_PROBLEM, "description": "An unexpected error (logged with a reference)"},
 }
+
+#: a route that may find no such id (added to every route with a path parameter)
+NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {**_PROBLEM, "description": "No such id (code not_found)"}
+}
+#: a lifecycle action the campaign's state does not allow
+REFUSED_TRANSITION: dict[int | str, dict[str, Any]] = {
+    409: {
+        **_PROBLEM,
+        "description": "The campaign's state does not allow this (code invalid_transition)",
+    }
+}
+#: a creating route: a repeat of an ``Idempotency-Key`` whose first request still runs
+IN_PROGRESS: dict[int | str, dict[str, Any]] = {
+    409: {
+        **_PROBLEM,
+        "description": "The first request with this Idempotency-Key is still running "
+        "(code idempotency_key_in_progress)",
+    }
+}
+#: an operation at the gateway: refused because of the instance's state, or the gateway
+#: failed
+GATEWAY_ANSWERS: dict[int | str, dict[str, Any]] = {
+    409: {
+        **_PROBLEM,
+        "description": "The instance no longer exists at the gateway (instance_gone) or is "
+        "reconnecting (instance_reconnecting)",
+    },
+    502: {
+        **_PROBLEM,
+        "description": "The gateway refused or could not be reached (code gateway_error)",
+    },
+}
+
+
+def problem_answers(document: dict[str, Any]) -> dict[str, Any]:
+    """Every error answer of ``document`` (an OpenAPI document, changed in place) as
+    ``application/problem+json`` with the :class:`ProblemPublic` schema: what the server
+    sends (FastAPI files a response model under ``application/json``, and its own 422
+    under its validation schema)."""
+    for item in document.get("paths", {}).values():
+        for operation in item.values():
+            for code, answer in operation.get("responses", {}).items():
+                if code[:1] in ("4", "5"):
+                    answer["content"] = {"application/problem+json": {"schema": _PROBLEM_REF}}
+    schemas = document.get("components", {}).get("schemas", {})
+    for unused in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(unused, None)
+    return document

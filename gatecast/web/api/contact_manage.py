@@ -30,7 +30,7 @@ Tag = Annotated[str, Field(min_length=1, max_length=100)]
 
 
 @pydantic_dataclass(frozen=True)
-class DeliveryPublic(contacts.DeliveryLine):
+class ContactDeliveryPublic(contacts.DeliveryLine):
     """A message the contact got: its campaign, state (and in plain words), times."""
 
 
@@ -46,7 +46,7 @@ class ContactDetailPublic(ContactRecord):
 
     lists: list[str]
     tags: list[str]
-    deliveries: list[DeliveryPublic]
+    deliveries: list[ContactDeliveryPublic]
     replies: list[ReplyPublic]
 
 

@@ -11,7 +11,14 @@ from pydantic import BaseModel, Field
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from campaigns import instances as domain
-from gatecast.web.api.common import Limit, Offset, Page, field_error, not_found
+from gatecast.web.api.common import (
+    GATEWAY_ANSWERS,
+    Limit,
+    Offset,
+    Page,
+    field_error,
+    not_found,
+)
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.idempotency import IDEMPOTENT, run_once
 from gatecast.web.problems import Problem, web_terms
@@ -281,7 +288,11 @@ def resume_sender(ctx: AppContext, instance_id: str) -> OperationResult:
 
 
 @router.post(
-    "/instances", response_model=InstancePublic, status_code=201, dependencies=[IDEMPOTENT]
+    "/instances",
+    response_model=InstancePublic,
+    status_code=201,
+    dependencies=[IDEMPOTENT],
+    responses=GATEWAY_ANSWERS,
 )
 def post_instance(body: InstanceCreate, ctx: Ctx, request: Request) -> Response:
     """Create an instance at the gateway (then fetch its QR code and scan it).
@@ -298,7 +309,7 @@ def post_instance(body: InstanceCreate, ctx: Ctx, request: Request) -> Response:
     )
 
 
-@router.get("/instances/{instance_id}/qr", response_model=QrCodePublic)
+@router.get("/instances/{instance_id}/qr", response_model=QrCodePublic, responses=GATEWAY_ANSWERS)
 def get_qr(
     instance_id: str,
     ctx: Ctx,
@@ -316,7 +327,9 @@ def get_qr(
     return fetch_qr(ctx, instance_id, str(request.base_url), relink=relink)
 
 
-@router.post("/instances/{instance_id}/webhook", response_model=OperationResult)
+@router.post(
+    "/instances/{instance_id}/webhook", response_model=OperationResult, responses=GATEWAY_ANSWERS
+)
 def post_webhook(
     instance_id: str, ctx: Ctx, request: Request, body: WebhookRequest | None = None
 ) -> OperationResult:
@@ -343,6 +356,7 @@ def _operation_route(operation: str, doc: str) -> None:
         handler,
         methods=["POST"],
         response_model=OperationResult,
+        responses=GATEWAY_ANSWERS,
         name=f"instance_{operation}",
     )
 

@@ -94,7 +94,10 @@ def get_summary(campaign_id: Id, ctx: Ctx) -> SummaryPublic:
     response_class=FileResponse,
     responses={
         200: {
-            "content": {media: {} for media in MEDIA_TYPES.values()},
+            "content": {
+                media: {"schema": {"type": "string", "format": "binary"}}
+                for media in MEDIA_TYPES.values()
+            },
             "description": "The per-recipient report as a download",
         }
     },
