@@ -76,6 +76,7 @@ from campaigns.spreadsheets import (
 )
 from campaigns.vcards import is_vcard, read_vcards
 from storage import tables
+from storage.engine import take_write_lock
 from storage.queries import audiences as aq
 from storage.queries import contacts as q
 from storage.types import utcnow
@@ -807,6 +808,7 @@ def _run(
 
     # 4. one transaction: stage the contacts, then set-based upsert and membership
     with engine.begin() as conn:
+        take_write_lock(conn)  # it reads before it writes (the opt-out path first of all)
         if not opts.opt_out:
             report.list_id, _ = q.ensure_list(conn, list_name, now)
         q.create_stage(conn)

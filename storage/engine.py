@@ -55,6 +55,16 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
     return create_engine(url, **kwargs)
 
 
+def take_write_lock(conn: Connection) -> None:
+    """SQLite: take the database's write lock now, as this transaction's first statement
+    (``BEGIN IMMEDIATE``, waiting up to the busy timeout). A transaction that reads before
+    it writes otherwise starts on a snapshot, and if another connection commits before
+    its first write, that write fails at once with "database is locked" (no busy wait
+    helps a stale snapshot). PostgreSQL: nothing to do."""
+    if conn.dialect.name == "sqlite" and not conn.connection.dbapi_connection.in_transaction:  # type: ignore[union-attr]
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
 def is_sqlite_file(engine: Engine) -> bool:
     """True when ``engine`` is SQLite on a file (not an in-memory database)."""
     database = engine.url.database

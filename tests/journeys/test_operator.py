@@ -74,7 +74,12 @@ def test_operator_over_the_api(ws: Workspace) -> None:
     scheduled = _campaign(api, "Berlin launch", schedule=FUTURE)
 
     # a test send to one's own number, followed to read; the campaign sees nothing
-    test = ok(api.post(f"/api/v1/campaigns/{scheduled}/test-sends", json={"to": OWN_NUMBER}), 201)
+    once = {"Idempotency-Key": "test-send-1"}  # a double click sends one test
+    path = f"/api/v1/campaigns/{scheduled}/test-sends"
+    test = ok(api.post(path, json={"to": OWN_NUMBER}, headers=once), 201)
+    again = api.post(path, json={"to": OWN_NUMBER}, headers=once)
+    assert again.headers.get("Idempotent-Replayed") == "true", again.headers
+    assert ok(again, 201)["id"] == test["id"]
     assert (test["target"], test["sender"], test["state"]) == (OWN_NUMBER, iid, "sent"), test
     assert test["content"]["text"] == "Hi Olivia Johnson from Washington DC", test
     url = f"/api/v1/campaigns/{scheduled}/test-sends/{test['id']}"

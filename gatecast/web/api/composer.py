@@ -14,7 +14,7 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Query
+from fastapi import APIRouter, Body, Depends, Query, Request, Response, status
 from pydantic import BaseModel, Field
 
 from campaigns import editing
@@ -34,6 +34,7 @@ from gatecast.web.api.campaigns import (
 )
 from gatecast.web.api.common import Id, field_error
 from gatecast.web.context import AppContext, get_ctx
+from gatecast.web.idempotency import IDEMPOTENT, run_once
 
 router = APIRouter(tags=["campaigns"])
 Ctx = Annotated[AppContext, Depends(get_ctx)]
@@ -204,27 +205,37 @@ def get_occurrences(
     )
 
 
-@router.post("/campaigns/{campaign_id}/clone", response_model=CampaignCreated, status_code=201)
+@router.post(
+    "/campaigns/{campaign_id}/clone",
+    response_model=CampaignCreated,
+    status_code=201,
+    dependencies=[IDEMPOTENT],
+)
 def post_clone(
     campaign_id: Id,
     ctx: Ctx,
+    request: Request,
     body: Annotated[
         dict[str, Any] | None,
         Body(examples=[{"name": "Spring sale again", "schedule": {"start": "2030-05-01T09:00"}}]),
     ] = None,
-) -> CampaignCreated:
+) -> Response:
     """Create a copy of a campaign (any state): its file, named "<name> (copy)", with
     the top-level fields given here replaced (``null`` removes one: ``"schedule": null``
     sends now). The rules of a create apply (a start already past: 422 naming
-    ``schedule.start``)."""
-    created = editing.clone_campaign(
-        ctx.engine,
-        campaign_id,
-        body or {},
-        now=ctx.clock(),
-        default_cooldown_hours=ctx.settings.contact_cooldown_hours,
-    )
-    return created_public(created)
+    ``schedule.start``). ``Idempotency-Key`` honoured (a repeat replays the first answer)."""
+
+    def create() -> CampaignCreated:
+        created = editing.clone_campaign(
+            ctx.engine,
+            campaign_id,
+            body or {},
+            now=ctx.clock(),
+            default_cooldown_hours=ctx.settings.contact_cooldown_hours,
+        )
+        return created_public(created)
+
+    return run_once(request, ctx, body or {}, create, status.HTTP_201_CREATED)
 
 
 @router.put("/campaigns/{campaign_id}", response_model=CampaignEdited)

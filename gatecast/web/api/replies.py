@@ -16,7 +16,7 @@ router = APIRouter(tags=["replies"])
 
 
 @pydantic_dataclass(frozen=True)
-class ReplyPublic(domain.Reply):
+class InboxReplyPublic(domain.Reply):
     """An incoming message, with the campaign whose message it answers (null: none)."""
 
 
@@ -28,7 +28,7 @@ def list_replies(
     opt_out: bool | None,
     limit: int,
     offset: int,
-) -> Page[ReplyPublic]:
+) -> Page[InboxReplyPublic]:
     """One page of the inbox (the dashboard's page reads it too)."""
     page = domain.replies_page(
         ctx.engine,
@@ -38,11 +38,11 @@ def list_replies(
         limit=limit,
         offset=offset,
     )
-    items = [ReplyPublic(**asdict(r)) for r in page.items]
-    return Page[ReplyPublic](items=items, total=page.total, limit=limit, offset=offset)
+    items = [InboxReplyPublic(**asdict(r)) for r in page.items]
+    return Page[InboxReplyPublic](items=items, total=page.total, limit=limit, offset=offset)
 
 
-@router.get("/replies", response_model=Page[ReplyPublic])
+@router.get("/replies", response_model=Page[InboxReplyPublic])
 def get_replies(
     ctx: Annotated[AppContext, Depends(get_ctx)],
     campaign_id: Annotated[
@@ -56,7 +56,7 @@ def get_replies(
     ] = None,
     limit: Limit = 50,
     offset: Offset = 0,
-) -> Page[ReplyPublic]:
+) -> Page[InboxReplyPublic]:
     """Incoming messages across campaigns, newest first; filtered and paged."""
     return list_replies(
         ctx, campaign_id=campaign_id, sender=sender, opt_out=opt_out, limit=limit, offset=offset

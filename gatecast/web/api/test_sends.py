@@ -8,13 +8,14 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, status
+from fastapi import APIRouter, Depends, Request, Response, status
 from pydantic import BaseModel, Field
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from campaigns import test_sends as domain
 from gatecast.web.api.common import Id, Limit, Offset, Page, field_error, not_found
 from gatecast.web.context import AppContext, get_ctx
+from gatecast.web.idempotency import IDEMPOTENT, run_once
 from gatecast.web.problems import Problem
 
 router = APIRouter(tags=["test sends"])
@@ -89,13 +90,21 @@ def send_test(ctx: AppContext, campaign_id: int, body: TestSendRequest) -> TestS
     return TestSendPublic(**asdict(made))
 
 
-@router.post("/campaigns/{campaign_id}/test-sends", response_model=TestSendPublic, status_code=201)
-def post_test_send(campaign_id: Id, body: TestSendRequest, ctx: Ctx) -> TestSendPublic:
+@router.post(
+    "/campaigns/{campaign_id}/test-sends",
+    response_model=TestSendPublic,
+    status_code=201,
+    dependencies=[IDEMPOTENT],
+)
+def post_test_send(campaign_id: Id, body: TestSendRequest, ctx: Ctx, request: Request) -> Response:
     """Send the campaign's rendered message now to one number or group (a test).
 
     Outside the campaign: no delivery row, no count, report, cap or outbound webhook.
-    Its state then moves with the gateway's events (read it with GET)."""
-    return send_test(ctx, campaign_id, body)
+    Its state then moves with the gateway's events (read it with GET).
+    ``Idempotency-Key`` honoured: a repeat replays the first answer and sends nothing."""
+    return run_once(
+        request, ctx, body, lambda: send_test(ctx, campaign_id, body), status.HTTP_201_CREATED
+    )
 
 
 @router.get("/campaigns/{campaign_id}/test-sends", response_model=Page[TestSendPublic])

@@ -7,13 +7,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Path, Response, status
+from fastapi import APIRouter, Depends, Path, Request, Response, status
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from campaigns import users
 from gatecast.web.api.common import Id, Limit, Offset, Page, field_error, not_found
 from gatecast.web.auth import hashing
 from gatecast.web.context import AppContext, get_ctx
+from gatecast.web.idempotency import IDEMPOTENT, run_once
 
 router = APIRouter(tags=["users"])
 Ctx = Annotated[AppContext, Depends(get_ctx)]
@@ -123,17 +124,21 @@ def get_users(ctx: Ctx, limit: Limit = 100, offset: Offset = 0) -> Page[UserPubl
     )
 
 
-@router.post("/users", response_model=UserPublic, status_code=201)
-def post_user(body: UserCreate, ctx: Ctx) -> UserPublic:
+@router.post("/users", response_model=UserPublic, status_code=201, dependencies=[IDEMPOTENT])
+def post_user(body: UserCreate, ctx: Ctx, request: Request) -> Response:
     """Add a user; 422 naming the field for a taken or malformed name or a short
-    password."""
-    try:
-        created = users.create_user(
-            ctx.engine, body.name, body.role, body.password, hashing(ctx.settings), ctx.clock()
-        )
-    except users.UserError as exc:
-        raise _refused(exc) from None
-    return _user(created)
+    password. ``Idempotency-Key`` honoured (a repeat replays the first answer)."""
+
+    def create() -> UserPublic:
+        try:
+            created = users.create_user(
+                ctx.engine, body.name, body.role, body.password, hashing(ctx.settings), ctx.clock()
+            )
+        except users.UserError as exc:
+            raise _refused(exc) from None
+        return _user(created)
+
+    return run_once(request, ctx, body, create, status.HTTP_201_CREATED)
 
 
 @router.get("/users/{name}", response_model=UserPublic)
@@ -172,7 +177,9 @@ def get_keys(name: UserName, ctx: Ctx, limit: Limit = 100, offset: Offset = 0) -
 @router.post("/users/{name}/keys", response_model=KeyCreated, status_code=201)
 def post_key(name: UserName, body: KeyCreate, ctx: Ctx) -> KeyCreated:
     """Create an API key for the user; the answer holds the key, shown this once. 422
-    for a role above the user's or an expiry in the past."""
+    for a role above the user's or an expiry in the past. No ``Idempotency-Key``: a
+    replay would keep the key readable in the stored answers; a repeated call makes a
+    second key, which can be revoked."""
     _found(ctx, name)
     now = ctx.clock()
     try:

@@ -26,6 +26,8 @@ class Case:
     listing: str
     request: dict[str, Any] = field(default_factory=dict)
     count: Callable[[Any], int] = lambda body: int(body["total"])
+    #: the path to call, when the route's has parameters
+    path: str = ""
 
 
 CASES: dict[str, Case] = {
@@ -51,6 +53,20 @@ CASES: dict[str, Case] = {
         {"json": {"url": "https://example.com/hook", "events": ["delivery.sent"]}},
     ),
     "/api/v1/instances": Case("/api/v1/instances", {"json": {"label": "shop"}}),
+    "/api/v1/users": Case(
+        "/api/v1/users",
+        {"json": {"name": "olivia", "role": "viewer", "password": "a long enough password"}},
+    ),
+    "/api/v1/campaigns/{campaign_id}/clone": Case(
+        "/api/v1/campaigns", {"json": {"name": "again"}}, path="/api/v1/campaigns/1/clone"
+    ),
+}
+#: creating routes without a case here, and why
+NOT_HERE = {
+    # a replay would keep the new key readable in the stored answers: not idempotent
+    "/api/v1/users/{name}/keys": "answers a secret shown once; a repeat makes a second key",
+    # needs a linked sender: replayed in tests/journeys/test_operator.py
+    "/api/v1/campaigns/{campaign_id}/test-sends": "needs a linked sender",
 }
 
 
@@ -70,8 +86,10 @@ def test_every_creating_post_replays_a_repeated_key(
     live = make_live(sqlite_engine, gateway_factory=gateway_factory_for(sandbox))
     with live.client() as api:
         routes = _creating_routes(api)
-        assert set(routes) == set(CASES), "a creating route without a case here"
+        assert set(routes) == set(CASES) | set(NOT_HERE), "a creating route without a case"
         for path, operation in routes.items():
+            if path == "/api/v1/users/{name}/keys":
+                continue
             headers = {p["name"] for p in operation["parameters"] if p["in"] == "header"}
             assert HEADER in headers, f"{path} does not declare {HEADER}"
         setup = api.post("/api/v1/contacts", json={"phone": "+12025550100", "list_name": "people"})
@@ -81,6 +99,7 @@ def test_every_creating_post_replays_a_repeated_key(
 
 
 def _created_once(api: httpx.Client, path: str, case: Case) -> None:
+    path = case.path or path
     before = case.count(api.get(case.listing).json())
     key = {HEADER: str(uuid.uuid4())}
     first = api.post(path, headers=key, **case.request)
