@@ -58,6 +58,10 @@ MAX_BACKOFF_SECONDS = 86_400
 MAX_MIN_SAMPLE = 10_000_000
 MAX_GRACE_MINUTES = 366 * 24 * 60
 MAX_COOLDOWN_HOURS = 366 * 24
+#: retries over days (``[retry] until``, ``every``)
+MAX_RETRY_HORIZON = timedelta(days=30)
+MIN_RETRY_EVERY = timedelta(minutes=1)
+DEFAULT_RETRY_EVERY = timedelta(hours=6)
 _HOUR_MINUTE = re.compile(r"^([0-9]{1,2}):([0-9]{2})(?::([0-9]{2}))?$")
 _GROUP_ID = re.compile(r"^[0-9A-Za-z\-]+@g\.us$")
 _PHONE_PLUS = re.compile(r"^\+[0-9]{6,15}$")
@@ -417,11 +421,68 @@ class PaceSpec(_Model):
         return value
 
 
+_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([smhd])\s*$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
+
+
+def parse_duration(text: str) -> timedelta:
+    """``"3d"``, ``"6h"``, ``"30m"``, ``"90s"`` as a timedelta; ValueError when not one."""
+    m = _DURATION.match(text)
+    if m is None:
+        raise ValueError(f"{text!r} is not a duration: a number and a unit, like 6h or 3d")
+    return timedelta(seconds=float(m.group(1)) * _UNIT_SECONDS[m.group(2)])
+
+
 class RetrySpec(_Model):
-    """Durable retries of sends refused before sending."""
+    """Durable retries of sends refused before sending; with ``until``, retries over days
+    (``scheduler.retry_horizon``)."""
 
     max_attempts: int = Field(4, ge=1, le=MAX_ATTEMPTS)
     backoff_seconds: float = Field(30, gt=0, le=MAX_BACKOFF_SECONDS)
+    #: keep re-queueing retryable failures until this long after the row was made
+    until: str | None = None
+    #: the spacing of those re-tries (default 6h)
+    every: str | None = None
+
+    @model_validator(mode="after")
+    def _horizon(self) -> RetrySpec:
+        errors: list[tuple[str, str]] = []
+        spans: dict[str, timedelta] = {}
+        for name in ("until", "every"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            try:
+                spans[name] = parse_duration(value)
+            except ValueError as exc:
+                errors.append((name, str(exc)))
+                continue
+            if spans[name] <= timedelta(0):
+                errors.append((name, "must be greater than 0"))
+            elif spans[name] > MAX_RETRY_HORIZON:
+                errors.append((name, f"must be at most {MAX_RETRY_HORIZON.days} days"))
+        if self.every is not None and self.until is None:
+            errors.append(("every", 'needs until (how long to keep retrying), like until = "3d"'))
+        until, every = spans.get("until"), spans.get("every")
+        if not errors and until is not None and every is not None:
+            if every < MIN_RETRY_EVERY:
+                errors.append(("every", "must be at least 1m"))
+            elif every > until:
+                errors.append(("every", f"{self.every} is longer than until ({self.until})"))
+        if errors:
+            raise _RuleErrors(errors)
+        return self
+
+    @property
+    def horizon(self) -> timedelta | None:
+        """How long after a row was made its retryable failures are re-queued (None: no
+        horizon, the row fails after ``max_attempts``)."""
+        return None if self.until is None else parse_duration(self.until)
+
+    @property
+    def spacing(self) -> timedelta:
+        """The time between two re-tries within the horizon."""
+        return parse_duration(self.every) if self.every else DEFAULT_RETRY_EVERY
 
 
 class SafetySpec(_Model):
@@ -798,6 +859,7 @@ __all__ = [
     "audience_problems",
     "load_campaign_file",
     "parse_campaign",
+    "parse_duration",
     "parse_toml",
     "start_missed",
     "stored_spec",

@@ -61,6 +61,7 @@ class CampaignPolicy:
 def policy_of(spec: CampaignSpec) -> CampaignPolicy:
     """The scheduler's view of a validated campaign spec."""
     schedule, pace = spec.schedule, spec.pace
+    horizon = spec.retry.horizon
     return CampaignPolicy(
         timezone=schedule.zone,
         window=schedule.window,
@@ -73,6 +74,8 @@ def policy_of(spec: CampaignSpec) -> CampaignPolicy:
         retry=RetryPolicy(
             max_attempts=spec.retry.max_attempts,
             backoff_seconds=float(spec.retry.backoff_seconds),
+            horizon_seconds=horizon.total_seconds() if horizon else 0.0,
+            every_seconds=spec.retry.spacing.total_seconds(),
         ),
         safety=Safety(
             max_failure_rate=spec.safety.max_failure_rate,

@@ -25,6 +25,7 @@ from gateway.outcomes import InstanceProblem
 from scheduler.claiming import RunningCampaign
 from scheduler.clock import Clock
 from scheduler.recording import ApplyPending
+from scheduler.retry_horizon import resume_quota_pauses
 from storage.queries import campaigns as cq
 from storage.queries import deliveries as dq
 from storage.queries import instances as iq
@@ -92,6 +93,8 @@ class Sweeper:
             if ids:
                 applied = self.apply_pending(conn, ids, now)
             applied += settle_unknown(conn, now=now).events
+            horizons = [(c.policy.retry, c.senders) for c in self.campaigns.values()]
+            resume_quota_pauses(conn, horizons, now)  # the paused list reads it next
         return applied
 
     def hand_over(self, camp: RunningCampaign, now: datetime) -> None:

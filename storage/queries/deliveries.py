@@ -79,6 +79,8 @@ class ClaimedRow:
     sender: str | None
     attempts: int
     content: dict[str, Any]
+    #: when the row was made (the retry horizon counts from it)
+    queued_at: datetime | None = None
 
 
 #: what a claim returns of each row it takes (:class:`ClaimedRow`'s fields)
@@ -91,6 +93,7 @@ _CLAIMED_COLUMNS = (
     _d.c.sender,
     _d.c.attempts,
     _d.c.content,
+    _d.c.queued_at,
 )
 
 
@@ -106,6 +109,7 @@ def _claimed_rows(result: Any) -> list[ClaimedRow]:
             sender=r.sender,
             attempts=r.attempts,
             content=dict(r.content or {}),
+            queued_at=r.queued_at,
         )
         for r in result
     ]
