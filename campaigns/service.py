@@ -14,8 +14,14 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, Table, func, insert, select
 
-from campaigns import delivery_lifecycle, lifecycle
-from campaigns.campaign_file import CampaignSpec, start_missed, stored_spec
+from campaigns import delivery_lifecycle, lifecycle, variants
+from campaigns.campaign_file import (
+    DEFAULT_MAX_IDENTICAL_IN_ROW,
+    CampaignSpec,
+    MessageSpec,
+    start_missed,
+    stored_spec,
+)
 from campaigns.cooldown import count_cooled
 from campaigns.delivery_rows import (
     Recipient,
@@ -27,6 +33,7 @@ from campaigns.gateway_events import settle_unknown
 from campaigns.paging import Page
 from campaigns.render import RenderError, RenderLimit, recipient_rng, render_message
 from campaigns.segments import AudienceCount, AudienceError, CampaignAudience, campaign_audience
+from campaigns.variety import Variety, VarietyCount
 from gateway.messages import message_to_dict
 from storage import states, tables
 from storage.queries import campaigns as q
@@ -91,6 +98,8 @@ class PreviewItem:
     target: str
     name: str
     content: dict[str, Any]
+    #: the variant it shows (``[[message.variants]]``), else None
+    variant: str | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +118,8 @@ class CreatedCampaign:
     audience: AudienceCount | None = None
     #: recipients messaged within the contact cooldown now (they would be skipped)
     cooldown_excluded: int = 0
+    #: distinct rendered messages over a sample, and the warning when they are few
+    variety: Variety | None = None
 
 
 @dataclass(frozen=True)
@@ -134,6 +145,8 @@ class CampaignPreview:
     audience: AudienceCount | None = None
     #: recipients checked that were messaged within the contact cooldown (would be skipped)
     cooldown_excluded: int = 0
+    #: distinct rendered messages over a sample, and the warning when they are few
+    variety: Variety | None = None
 
 
 @dataclass(frozen=True)
@@ -175,6 +188,8 @@ class CampaignDetail:
     counts: dict[str, int] = field(default_factory=dict)
     #: the ``[audience]`` in force by names (a segment expanded), None for a list or groups
     audience: dict[str, Any] | None = None
+    #: the A/B variants compared, the test and its pick (``campaigns.variants``); {} without
+    variants: dict[str, Any] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -222,6 +237,7 @@ class _Scan:
     unrenderable: list[tuple[str, str]] = field(default_factory=list)
     first: list[Recipient] = field(default_factory=list)
     spintax_varies: bool = False
+    variety: VarietyCount = field(default_factory=VarietyCount)
 
     def audience_count(self) -> AudienceCount | None:
         """The audience's count, with the recipients the cooldown excludes."""
@@ -272,7 +288,13 @@ def _scan(
                 out.opted_out += 1
                 continue
             try:
-                render_message(spec.message, rcp.contact, watch)
+                for message in _messages(spec):  # each one a recipient may get renders
+                    rendered = render_message(message, rcp.contact, watch)
+                if out.variety.sampled < out.variety.limit:
+                    mine = variants.message_for(spec, 0, rcp.target)
+                    if mine is not spec.message:  # variants: the recipient's own
+                        rendered = render_message(mine, rcp.contact, watch)
+                    out.variety.add(message_to_dict(rendered))
             except RenderLimit as exc:  # the template's fault, not this recipient's: stop
                 raise CampaignSetupError(
                     f"the message cannot be rendered: {exc.reason}", "message"
@@ -288,14 +310,25 @@ def _scan(
     return out
 
 
+def _messages(spec: CampaignSpec) -> list[MessageSpec]:
+    """The messages a recipient may get: every variant (an A/B test's rest may get any
+    winner), or the one message."""
+    return list(spec.message.variants) or [spec.message]
+
+
 def _preview_items(spec: CampaignSpec, seed: int, recipients: list[Recipient]) -> list[PreviewItem]:
     return [
         PreviewItem(
             rcp.target,
             rcp.contact.name,
             message_to_dict(
-                render_message(spec.message, rcp.contact, recipient_rng(seed, rcp.target))
+                render_message(
+                    variants.message_for(spec, seed, rcp.target),
+                    rcp.contact,
+                    recipient_rng(seed, rcp.target),
+                )
             ),
+            variants.variant_for(spec, seed, rcp.target),
         )
         for rcp in recipients
     ]
@@ -308,6 +341,7 @@ def preview_campaign(
     limit: int = PREVIEW_SIZE,
     default_cooldown_hours: float = 0.0,
     now: datetime | None = None,
+    default_max_identical: int = DEFAULT_MAX_IDENTICAL_IN_ROW,
 ) -> CampaignPreview:
     """Render the first ``limit`` recipients' messages without storing anything.
 
@@ -318,6 +352,7 @@ def preview_campaign(
     ``campaign create`` shows the ones that will be sent.
     """
     spec = spec.with_cooldown_default(default_cooldown_hours)
+    spec = spec.with_identical_default(default_max_identical)
     with engine.connect() as conn:
         scan = _scan(conn, spec, first=limit, now=now or utcnow(), at_most=PREVIEW_SCAN)
     return CampaignPreview(
@@ -334,6 +369,7 @@ def preview_campaign(
         spintax_varies=scan.spintax_varies,
         audience=scan.audience_count(),
         cooldown_excluded=scan.cooled,
+        variety=scan.variety.result(spec.max_identical_in_row),
     )
 
 
@@ -379,6 +415,7 @@ def create_campaign(
     strict: bool = False,
     now: datetime | None = None,
     default_cooldown_hours: float = 0.0,
+    default_max_identical: int = DEFAULT_MAX_IDENTICAL_IN_ROW,
 ) -> CreatedCampaign:
     """Store a campaign in state ``scheduled`` (start: the file's, else ``now``).
 
@@ -392,11 +429,15 @@ def create_campaign(
     skipped with the reason); with ``strict`` any such recipient refuses the campaign and
     nothing is stored. The preview shows the first messages exactly as they will be sent.
     An omitted ``safety.contact_cooldown_hours`` is stored as ``default_cooldown_hours``
-    (the ``GATECAST_CONTACT_COOLDOWN_HOURS`` setting the faces pass).
+    (the ``GATECAST_CONTACT_COOLDOWN_HOURS`` setting the faces pass), an omitted
+    ``safety.max_identical_in_row`` as ``default_max_identical``
+    (``GATECAST_MAX_IDENTICAL_IN_ROW``). ``variety`` counts the distinct messages of
+    the first recipients and warns when they are few (``campaigns.variety``).
     The render pass only reads, so a big list never holds the database's write lock.
     """
     now = now or utcnow()
     spec = spec.with_cooldown_default(default_cooldown_hours)
+    spec = spec.with_identical_default(default_max_identical)
     start_at = spec.start_at_utc() or now
     _check_start(spec, now)
     with engine.connect() as conn:
@@ -436,6 +477,7 @@ def create_campaign(
         opted_out=scan.opted_out,
         audience=scan.audience_count(),
         cooldown_excluded=scan.cooled,
+        variety=scan.variety.result(spec.max_identical_in_row),
     )
 
 
@@ -505,6 +547,8 @@ def get_campaign(engine: Engine, campaign_id: int) -> CampaignDetail:
     with engine.connect() as conn:
         r = _row(conn, campaign_id)
         counts = tallies.delivery_counts(conn, campaign_id)
+        spec = stored_spec(r.spec, int(r.id))
+        compared = variants.campaign_comparison(conn, campaign_id, spec)
     return CampaignDetail(
         id=int(r.id),
         name=r.name,
@@ -519,9 +563,10 @@ def get_campaign(engine: Engine, campaign_id: int) -> CampaignDetail:
         created_at=r.created_at,
         started_at=r.started_at,
         finished_at=r.finished_at,
-        spec=stored_spec(r.spec, int(r.id)),
+        spec=spec,
         counts=counts,
         audience=r.audience,
+        variants=compared,
     )
 
 

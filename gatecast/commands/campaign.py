@@ -150,9 +150,13 @@ def create_cmd(
         from gatecast.settings import get_settings
 
         spec = load_campaign_file(file)
-        cooldown = get_settings().contact_cooldown_hours
+        settings = get_settings()
         created = service.create_campaign(
-            open_engine_or_fail(), spec, strict=strict, default_cooldown_hours=cooldown
+            open_engine_or_fail(),
+            spec,
+            strict=strict,
+            default_cooldown_hours=settings.contact_cooldown_hours,
+            default_max_identical=settings.max_identical_in_row,
         )
     if as_json:
         out = asdict(created)
@@ -174,14 +178,23 @@ def create_cmd(
     )
     if created.recipients == 0:
         err.print("[yellow]warning:[/] the campaign has no recipients yet (the list is empty)")
+    if created.variety is not None and created.variety.warning:
+        err.print(f"[yellow]warning:[/] {escape(created.variety.warning)}")
     if created.preview:
         table = Table(title="Preview (first messages, exactly as they will be sent)")
         table.add_column("to")
         table.add_column("name")
+        with_variants = any(item.variant for item in created.preview)
+        if with_variants:
+            table.add_column("variant")
         table.add_column("message", overflow="fold")
         for item in created.preview:
+            variant = (escape(item.variant or ""),) if with_variants else ()
             table.add_row(
-                escape(item.target), escape(item.name), escape(_preview_text(item.content))
+                escape(item.target),
+                escape(item.name),
+                *variant,
+                escape(_preview_text(item.content)),
             )
         console.print(table)
     if created.unrenderable_count:
@@ -248,6 +261,7 @@ def show_cmd(
 ) -> None:
     """Show one campaign: state, schedule, pace and delivery counts."""
     from campaigns import service
+    from gatecast.commands.variants_view import ab_text, variants_table
 
     with _errors():
         d = service.get_campaign(open_engine_or_fail(), campaign_id)
@@ -283,10 +297,14 @@ def show_cmd(
         ("recipients", f"{d.total:,}"),
     ):
         table.add_row(label, escape(str(value)))
+    if (ab := ab_text(d.variants)) is not None:
+        table.add_row("A/B test", escape(ab))
     for state in _delivery_states():
         if d.counts.get(state):
             table.add_row(f"  {state}", f"{d.counts[state]:,}")
     console.print(table)
+    if (compared := variants_table(d.variants)) is not None:
+        console.print(compared)
 
 
 def _simple(name: str, action: str, describe: Callable[[int, Any], str]) -> None:
