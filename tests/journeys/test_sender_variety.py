@@ -71,6 +71,17 @@ def _import(ws: Workspace, list_name: str, rows: list[tuple[str, str]]) -> None:
     ws.run("contacts", "import", str(path), "--list", list_name)
 
 
+def _serve_until_completed(ws: Workspace, at: datetime, campaign_id: int) -> Server:
+    """``gatecast serve`` with its clock at ``at`` until the campaign completed."""
+    ws.clock_start = at
+    server = ws.serve()
+    wait_for(
+        lambda: _campaign(server, campaign_id)["state"] == "completed",
+        what=f"campaign {campaign_id} completed (clock from {at:%Y-%m-%d %H:%M})",
+    )
+    return server
+
+
 def _stop(server: Server) -> None:
     server.stop()
     log = server.process.output()
@@ -114,12 +125,7 @@ def test_a_retry_horizon_sends_a_quota_failure_the_next_day(
     # a new month for the sandbox's quota; gatecast's clock the next morning
     renewed = httpx.post(f"{quota_gateway.url}/sandbox/instances/{sender}/renew-quota", timeout=10)
     assert renewed.status_code == 200, renewed.text
-    ws.clock_start = DAY_ONE + timedelta(days=1)
-    server = ws.serve()
-    wait_for(
-        lambda: _campaign(server, campaign_id)["state"] == "completed",
-        what="the campaign completed on day two",
-    )
+    server = _serve_until_completed(ws, DAY_ONE + timedelta(days=1), campaign_id)
     again = _report(server, campaign_id)[waiting["target"]]
     assert again["state"] in SENT_STATES, again
     assert again["attempts"] == "2", again
@@ -202,12 +208,7 @@ def test_an_ab_campaign_splits_by_weight_and_the_winner_gets_the_rest(
     _stop(server)
 
     # four hours later: the pick, and the rest sent with A
-    ws.clock_start = DAY_ONE + timedelta(hours=4, minutes=1)
-    server = ws.serve()
-    wait_for(
-        lambda: _campaign(server, campaign_id)["state"] == "completed",
-        what="the rest sent and the campaign completed",
-    )
+    server = _serve_until_completed(ws, DAY_ONE + timedelta(hours=4, minutes=1), campaign_id)
     rows = _report(server, campaign_id)
     for row in rest:
         assert rows[row["target"]]["variant"] == "A", rows[row["target"]]
@@ -267,12 +268,7 @@ def test_the_identical_content_guard_holds_a_run_and_the_create_warns(ws: Worksp
     assert _campaign(server, campaign_id)["state"] == "running"
     _stop(server)
 
-    ws.clock_start = DAY_ONE + timedelta(minutes=11)
-    server = ws.serve()
-    wait_for(
-        lambda: _campaign(server, campaign_id)["state"] == "completed",
-        what="the held rows sent after the hold",
-    )
+    server = _serve_until_completed(ws, DAY_ONE + timedelta(minutes=11), campaign_id)
     rows = _report(server, campaign_id)
     for row in held:
         after = rows[row["target"]]

@@ -352,22 +352,26 @@ def post_campaign_toml(
     return run_once(request, ctx, upload, create, status.HTTP_201_CREATED)
 
 
+def _preview(ctx: AppContext, spec: CampaignSpec) -> CampaignPreview:
+    """Preview ``spec`` (omitted safety defaults take the settings' values)."""
+    return preview_public(
+        service.preview_campaign(
+            ctx.engine,
+            spec,
+            default_cooldown_hours=ctx.settings.contact_cooldown_hours,
+            now=ctx.clock(),
+            default_max_identical=ctx.settings.max_identical_in_row,
+        )
+    )
+
+
 @router.post("/campaigns/preview", response_model=CampaignPreview)
 def post_preview(
     ctx: Ctx, body: Annotated[dict[str, Any], Body(examples=[CAMPAIGN_EXAMPLE])]
 ) -> CampaignPreview:
     """Validate and render a campaign for its first recipients, storing nothing."""
     spec = parse_campaign(body, "request body")
-    cooldown = ctx.settings.contact_cooldown_hours
-    return preview_public(
-        service.preview_campaign(
-            ctx.engine,
-            spec,
-            default_cooldown_hours=cooldown,
-            now=ctx.clock(),
-            default_max_identical=ctx.settings.max_identical_in_row,
-        )
-    )
+    return _preview(ctx, spec)
 
 
 @router.post("/campaigns/preview/toml", response_model=CampaignPreview)
@@ -376,16 +380,7 @@ def post_preview_toml(
 ) -> CampaignPreview:
     """Validate and render an uploaded TOML campaign file, storing nothing."""
     spec = parse_toml_upload(file.file.read(MAX_TOML_BYTES + 1), file.filename or "")
-    cooldown = ctx.settings.contact_cooldown_hours
-    return preview_public(
-        service.preview_campaign(
-            ctx.engine,
-            spec,
-            default_cooldown_hours=cooldown,
-            now=ctx.clock(),
-            default_max_identical=ctx.settings.max_identical_in_row,
-        )
-    )
+    return _preview(ctx, spec)
 
 
 @router.get("/campaigns/{campaign_id}", response_model=CampaignDetailPublic)
