@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from campaigns import variants
-from campaigns.campaign_file import CampaignFileError, parse_campaign
+from campaigns.campaign_file import CampaignFileError, CampaignSpec, parse_campaign
 from campaigns.variety import VarietyCount, body_digest
 from scheduler.retry import RetryPolicy
 from scheduler.retry_horizon import next_try
@@ -17,7 +17,7 @@ from scheduler.retry_horizon import next_try
 BASE = {"name": "x", "list": "l"}
 
 
-def _spec(weights: tuple[float, ...] = (1, 3)) -> object:
+def _spec(weights: tuple[float, ...] = (1, 3)) -> CampaignSpec:
     message = {
         "type": "text",
         "variants": [{"text": f"text {i}", "weight": w} for i, w in enumerate(weights)],
@@ -27,7 +27,7 @@ def _spec(weights: tuple[float, ...] = (1, 3)) -> object:
 
 def test_assignment_is_stable_and_follows_the_weights() -> None:
     spec = _spec((1, 3))
-    message = spec.message  # type: ignore[attr-defined]
+    message = spec.message
     targets = [f"+4915100{i:05d}" for i in range(4000)]
     first = [variants.assign(7, t, message)[0] for t in targets]
     assert first == [variants.assign(7, t, message)[0] for t in targets]
@@ -94,7 +94,7 @@ def test_the_z_test_matches_a_worked_example() -> None:
 
 
 def test_the_note_says_not_significant_at_small_n_and_significant_when_it_is() -> None:
-    message = _spec((1, 1)).message  # type: ignore[attr-defined]
+    message = _spec((1, 1)).message
     small = {"A": {"rows": 10, "sent": 10, "read": 9}, "B": {"rows": 10, "sent": 10, "read": 2}}
     compared = variants.compare(message, small, "read_rate")
     assert compared.best == "A" and compared.tests["B"] is None

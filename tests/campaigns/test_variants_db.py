@@ -3,7 +3,8 @@ the pick and the release of the rest; a sender's run of identical bodies held.""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import Engine, select, update
 
@@ -28,7 +29,7 @@ AB = {
 }
 
 
-def _rows(engine: Engine, cid: int) -> list[dict[str, object]]:
+def _rows(engine: Engine, cid: int) -> list[dict[str, Any]]:
     with engine.connect() as conn:
         return [
             dict(r._mapping)
@@ -98,7 +99,7 @@ def test_the_guard_holds_the_fourth_identical_body_of_a_sender(engine: Engine) -
         claimed = dq.claim(
             conn, campaign_id=cid, sender="S", now=NOW, lease_until=NOW + HOLD, limit=6
         )
-        wakes: list = []
+        wakes: list[datetime] = []
         kept = hold_runs(conn, claimed, 3, NOW, wakes)
     assert len(kept) == 3 and wakes == [NOW + HOLD] * 3
     states = {r["state"] for r in _rows(engine, cid) if r["id"] not in {k.id for k in kept}}
