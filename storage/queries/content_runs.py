@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from sqlalchemy import Connection, bindparam, select, update
+from sqlalchemy import Connection, bindparam, select, text, update
 
 from storage import tables
 
@@ -32,8 +32,27 @@ def body_runs(conn: Connection, instance_ids: Sequence[str]) -> dict[str, BodyRu
 
 
 def set_body_runs(conn: Connection, runs: Mapping[str, BodyRun]) -> None:
-    """Store each sender's new ``(digest, run, at)``."""
+    """Store each sender's new ``(digest, run, at)``: one statement over arrays on
+    PostgreSQL (an executemany there runs a statement per sender), an executemany on
+    SQLite."""
     if not runs:
+        return
+    items = sorted(runs.items())
+    if conn.dialect.name == "postgresql":
+        conn.execute(
+            text(
+                f"UPDATE {_i.name} AS i SET body_digest = v.digest, body_run = v.run, "
+                "body_at = v.at FROM unnest(CAST(:ids AS text[]), CAST(:digests AS text[]), "
+                "CAST(:runs AS integer[]), CAST(:ats AS timestamptz[])) "
+                "AS v(id, digest, run, at) WHERE i.instance_id = v.id"
+            ),
+            {
+                "ids": [k for k, _ in items],
+                "digests": [d for _, (d, _n, _at) in items],
+                "runs": [n for _, (_d, n, _at) in items],
+                "ats": [at for _, (_d, _n, at) in items],
+            },
+        )
         return
     stmt = (
         update(_i)
@@ -46,10 +65,7 @@ def set_body_runs(conn: Connection, runs: Mapping[str, BodyRun]) -> None:
     )
     conn.execute(
         stmt,
-        [
-            {"b_id": k, "b_digest": d, "b_run": n, "b_at": at}
-            for k, (d, n, at) in sorted(runs.items())
-        ],
+        [{"b_id": k, "b_digest": d, "b_run": n, "b_at": at} for k, (d, n, at) in items],
     )
 
 
