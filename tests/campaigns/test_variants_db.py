@@ -3,13 +3,17 @@ the pick and the release of the rest; a sender's run of identical bodies held.""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+import openpyxl
 from sqlalchemy import Engine, select, update
 
 from campaigns import lifecycle, service, variants
 from campaigns.delivery_rows import materialise, materialise_committed
+from campaigns.reports import write_report
 from scheduler.content_guard import HOLD, hold_runs
 from storage import tables
 from storage.queries import deliveries as dq
@@ -46,7 +50,9 @@ def _rows(engine: Engine, cid: int) -> list[dict[str, Any]]:
         ]
 
 
-def test_an_ab_start_holds_the_rest_and_the_pick_releases_it(engine: Engine) -> None:
+def test_an_ab_start_holds_the_rest_and_the_pick_releases_it(
+    engine: Engine, tmp_path: Path
+) -> None:
     make_list(engine, "customers", people(60))
     cid = service.create_campaign(engine, spec(**AB), now=NOW).id
     with engine.begin() as conn:
@@ -86,6 +92,17 @@ def test_an_ab_start_holds_the_rest_and_the_pick_releases_it(engine: Engine) -> 
     detail = service.get_campaign(engine, cid)
     assert detail.variants["ab"]["pick"]["winner"] == "B"
     assert detail.variants["best"] == "B"
+    # the reports: the variant column, the comparison in the JSON and XLSX summaries
+    report = json.loads(write_report(engine, cid, tmp_path / "r.json").read_text())
+    assert report["summary"]["variants"]["ab"]["pick"]["winner"] == "B"
+    assert {row["variant"] for row in report["deliveries"]} == {"A", "B"}
+    book = openpyxl.load_workbook(write_report(engine, cid, tmp_path / "r.xlsx"))
+    cells = [
+        [c for c in row if c is not None] for row in book["Summary"].iter_rows(values_only=True)
+    ]
+    header = next(r for r in cells if r[:1] == ["Variant"])
+    assert header[:4] == ["Variant", "Weight", "Recipients", "Sent"], header
+    assert any(r[:2] == ["A/B winner", "B"] for r in cells), cells
 
 
 def test_the_guard_holds_the_fourth_identical_body_of_a_sender(engine: Engine) -> None:
