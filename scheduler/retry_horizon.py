@@ -9,7 +9,10 @@ attempts made and the last reason. A sender paused for its quota
 (``quota_exhausted``) is resumed ``every`` after its pause while a running campaign with a
 horizon has it among its senders, so its rows are tried again rather than waiting for a
 person. The campaign stays running while such rows are queued (a queued row is pending
-work), so it is not completed before its last retry.
+work), so it is not completed before its last retry. Rows that wait on a sender paused
+for another reason (error 463, logged out) and cannot be handed to a healthy sender fail
+once their horizon has passed, with the pause's reason (:func:`fail_stranded`, about once
+a minute), so the campaign ends.
 
 This is apart from the operator's ``campaign retry``, which stays manual: it re-queues
 failed rows at once, whatever their horizon.
@@ -25,6 +28,7 @@ from sqlalchemy import Connection
 
 from gateway.outcomes import InstanceProblem
 from scheduler.retry import RetryPolicy
+from storage.queries import horizon as hq
 from storage.queries import instances as iq
 
 log = logging.getLogger("gatecast.dispatch")
@@ -53,6 +57,38 @@ def gave_up(reason: str | None, attempts: int, policy: RetryPolicy) -> str:
     return f"gave up after {attempts} attempts over {hours:g} h: {reason or 'refused'}"
 
 
+def fail_stranded(
+    conn: Connection,
+    horizons: Iterable[tuple[int, RetryPolicy, Iterable[str]]],
+    now: datetime,
+) -> int:
+    """End the horizon of rows whose sender stayed paused: in each running campaign with a
+    horizon (``horizons``: id, retry policy, senders), the queued rows of a paused sender
+    made longer than ``until`` ago fail with the pause's reason (rows that can go to a
+    healthy sender were handed over after the sender grace). Returns how many."""
+    failed = 0
+    for campaign_id, policy, senders in horizons:
+        if policy.horizon_seconds <= 0:
+            continue
+        paused = {s: r for s, r in iq.pause_state(conn, sorted(set(senders))).items() if r}
+        cutoff = now - timedelta(seconds=policy.horizon_seconds)
+        for sender, reason in sorted(paused.items()):
+            hours = policy.horizon_seconds / 3600
+            error = f"gave up after {hours:g} h: its sender stayed paused ({reason})"
+            n = hq.fail_waiting_since(
+                conn, campaign_id, sender, made_before=cutoff, error=error, now=now
+            )
+            if n:
+                log.warning(
+                    "campaign %s: %d recipient(s) of paused sender %s failed past the horizon",
+                    campaign_id,
+                    n,
+                    sender,
+                )
+            failed += n
+    return failed
+
+
 def resume_quota_pauses(
     conn: Connection, horizons: Iterable[tuple[RetryPolicy, Iterable[str]]], now: datetime
 ) -> list[str]:
@@ -78,4 +114,11 @@ def resume_quota_pauses(
     return resumed
 
 
-__all__ = ["QUOTA_PAUSE", "gave_up", "next_try", "resume_quota_pauses", "retry_note"]
+__all__ = [
+    "QUOTA_PAUSE",
+    "fail_stranded",
+    "gave_up",
+    "next_try",
+    "resume_quota_pauses",
+    "retry_note",
+]

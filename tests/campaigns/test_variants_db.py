@@ -15,8 +15,11 @@ from campaigns import lifecycle, service, variants
 from campaigns.delivery_rows import materialise, materialise_committed
 from campaigns.reports import write_report
 from scheduler.content_guard import HOLD, hold_runs
+from scheduler.policy import policy_of
+from scheduler.retry_horizon import fail_stranded
 from storage import tables
 from storage.queries import deliveries as dq
+from storage.queries import instances as iq
 from tests.campaigns.campaign_fixtures import NOW, make_list, people, spec
 
 deliveries = tables.deliveries
@@ -133,3 +136,27 @@ def test_the_guard_holds_the_fourth_identical_body_of_a_sender(engine: Engine) -
     with engine.begin() as conn:
         off = dq.claim(conn, campaign_id=cid, sender="S", now=after, lease_until=after, limit=6)
         assert off == [] or hold_runs(conn, off, 0, after, []) == off
+
+
+def test_rows_stranded_on_a_paused_sender_fail_at_their_horizon(engine: Engine) -> None:
+    make_list(engine, "customers", people(3))
+    horizon = spec(retry={"until": "1h", "every": "10m"})
+    cid = service.create_campaign(engine, horizon, now=NOW).id
+    with engine.begin() as conn:
+        lifecycle.transition(conn, cid, lifecycle.RUNNING, now=NOW)
+        materialise(conn, cid, now=NOW, instances=["S"])
+        iq.ensure(conn, ["S"], now=NOW)
+        iq.pause(conn, "S", "restricted: error 463", now=NOW)
+    policy = policy_of(horizon)
+    with engine.begin() as conn:
+        assert fail_stranded(conn, [(cid, policy.retry, ["S"])], NOW + timedelta(minutes=59)) == 0
+        assert fail_stranded(conn, [(cid, policy.retry, ["S"])], NOW + timedelta(hours=2)) == 3
+    rows = _rows(engine, cid)
+    assert {r["state"] for r in rows} == {"failed"}
+    with engine.connect() as conn:
+        errors = set(
+            conn.execute(
+                select(deliveries.c.error).where(deliveries.c.campaign_id == cid)
+            ).scalars()
+        )
+    assert errors == {"gave up after 1 h: its sender stayed paused (restricted: error 463)"}
