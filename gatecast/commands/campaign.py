@@ -293,6 +293,15 @@ def show_cmd(
             f"{pace.delay_seconds[0]:g}-{pace.delay_seconds[1]:g} s apart, "
             f"cap {pace.daily_cap or 'none'}/day",
         ),
+        (
+            "retry",
+            f"{d.spec.retry.max_attempts} attempt(s)"
+            + (
+                f", then every {d.spec.retry.every or '6h'} until {d.spec.retry.until}"
+                if d.spec.retry.until
+                else ""
+            ),
+        ),
         ("started / finished", f"{_when(d.started_at)} / {_when(d.finished_at)}"),
         ("recipients", f"{d.total:,}"),
     ):

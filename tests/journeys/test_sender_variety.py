@@ -105,6 +105,8 @@ def test_a_retry_horizon_sends_a_quota_failure_the_next_day(
         f'{FAST_PACE}\n[retry]\nuntil = "3d"\nevery = "12h"\n',
     )
     campaign_id = int(ws.run("campaign", "create", str(path), "--json").json()["id"])
+    shown = " ".join(ws.run("campaign", "show", str(campaign_id)).output.split())
+    assert "4 attempt(s), then every 12h until 3d" in shown, shown
 
     server = ws.serve()
     rows = wait_for(
