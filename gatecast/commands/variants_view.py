@@ -47,7 +47,11 @@ def ab_text(compared: dict[str, Any]) -> str | None:
     text = f"{ab['test_share']:.0%} first, winner by {ab['pick_by']} after {ab['after']}"
     pick = ab.get("pick")
     if pick:
-        text += f"; picked {pick['winner']} at {pick['at']} ({pick['note']})"
+        by = pick["pick_by"]
+        seen = "; ".join(
+            f"{name}: {_pct(r.get(by))} of {r['sent']} sent" for name, r in pick["rates"].items()
+        )
+        text += f"; picked {pick['winner']} at {pick['at']} on {seen} ({pick['note']})"
     else:
         text += "; not picked yet"
     return text

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from campaigns import variants
+from tests.campaigns.campaign_fixtures import NOW
 from tests.web.api.test_campaigns import CAMPAIGN, _with_contacts
 from tests.web.conftest import LiveApp
 from tests.web.test_dashboard import _signed_in
@@ -38,6 +40,12 @@ def test_the_campaign_page_compares_variants(live_sqlite: LiveApp) -> None:
         page = browser.get(f"/campaigns/{cid}").text
         assert 'id="variants-table"' in page and 'data-variant="long"' in page, page
         assert "winner by reply rate after 2h" in page and "Not picked yet." in page
+        # the pick as the dispatcher makes it (nothing of the test sent: the first variant)
+        pick = variants.pick_and_release(live_sqlite.ctx.engine, cid, now=NOW)
+        assert pick is not None and pick["winner"] == "short", pick
+        page = browser.get(f"/campaigns/{cid}").text
+        assert 'id="ab-pick">Picked short</b>' in page, page
+        assert "Based on short: - of 0 sent; long: - of 0 sent." in page, page
 
 
 def test_a_bad_ab_section_is_refused_naming_each_field(live_sqlite: LiveApp) -> None:
