@@ -88,6 +88,7 @@ def _stop(server: Server) -> None:
     assert "Traceback" not in log and "ERROR" not in log, log
 
 
+@pytest.mark.slow  # two serve runs on two simulated days: about 20 s
 def test_a_retry_horizon_sends_a_quota_failure_the_next_day(
     quota_ws: Workspace, quota_gateway: Process
 ) -> None:
@@ -153,6 +154,7 @@ def _phones(n: int) -> list[tuple[str, str]]:
     return [(f"Person {i}", f"+49151234{i:05d}") for i in range(n)]
 
 
+@pytest.mark.slow  # two serve runs on two simulated days: about 20 s
 def test_an_ab_campaign_splits_by_weight_and_the_winner_gets_the_rest(
     ws: Workspace, sandbox_process: Process
 ) -> None:
@@ -232,6 +234,7 @@ def test_an_ab_campaign_splits_by_weight_and_the_winner_gets_the_rest(
     assert "picked A" in shown_text and "not significant" in shown_text, shown_text
 
 
+@pytest.mark.slow  # two serve runs on two simulated days: about 20 s
 def test_the_identical_content_guard_holds_a_run_and_the_create_warns(ws: Workspace) -> None:
     """``GATECAST_MAX_IDENTICAL_IN_ROW=3`` and one static text for six recipients: the
     create warns of low variety; a sender sends three, holds the other three (their report
