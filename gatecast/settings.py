@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from campaigns.campaign_file import DEFAULT_MAX_IDENTICAL_IN_ROW
 from scheduler.defaults import (
     DEFAULT_EVENT_RETENTION_DAYS,
     DEFAULT_SEND_CONCURRENCY,
@@ -153,6 +154,13 @@ class Settings(BaseSettings):
         le=366 * 24,
         description="Campaigns that do not set safety.contact_cooldown_hours skip a contact "
         "messaged by any campaign in the last this many hours (0: off)",
+    )
+    max_identical_in_row: int = Field(
+        DEFAULT_MAX_IDENTICAL_IN_ROW,
+        ge=0,
+        le=1_000_000,
+        description="Campaigns that do not set safety.max_identical_in_row send at most "
+        "this many identical messages in a row per sender before holding the next (0: off)",
     )
     log_level: str = "INFO"
     # dashboard sessions (issue 13): which reverse proxies are believed

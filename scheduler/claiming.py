@@ -21,6 +21,7 @@ from sqlalchemy import Connection, Engine, select
 from campaigns import lifecycle
 from gateway.messages import Message, message_from_dict
 from gateway.outcomes import SendOutcome
+from scheduler.content_guard import hold_runs
 from scheduler.pacing import cap_remaining, next_send_at, slots_per_claim
 from scheduler.policy import CampaignPolicy, policy_from_spec
 from scheduler.sender_leases import SenderLeases
@@ -222,6 +223,8 @@ class Claimer:
         iq.set_next_sends(conn, slots)
         wakes.extend(at for _, at in slots)
         claimed = {row.sender for row in rows}
+        # a held row costs its sender this slot; the next slot takes the next row
+        rows = hold_runs(conn, rows, policy.max_identical, now, wakes)
         due = dq.next_due_at(conn, camp.id, [s for s in taken if s not in claimed], zones)
         if due is not None:
             wakes.append(max(due, now))
@@ -309,7 +312,7 @@ class Claimer:
             nxt = next_send_at(nxt, pace, self.rng)
         iq.set_next_send(conn, sender, nxt)
         wakes.append(nxt)
-        return rows
+        return hold_runs(conn, rows, camp.policy.max_identical, now, wakes)
 
 
 def _jobs(rows: list[dq.ClaimedRow], policy: CampaignPolicy) -> list[Job]:

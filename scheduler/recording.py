@@ -21,6 +21,7 @@ from campaigns.delivery_lifecycle import Bucket
 from gateway.outcomes import InstanceProblem, OutcomeKind
 from scheduler.claiming import Job
 from scheduler.clock import Clock
+from scheduler.retry_horizon import gave_up, next_try, retry_note
 from storage.queries import deliveries as dq
 from storage.queries import instances as iq
 
@@ -126,7 +127,12 @@ class Recorder:
                 pauses.setdefault(sender, reason)
                 if outcome.problem is InstanceProblem.INVALID_INSTANCE:
                     gone.add(sender)
-                refund.append((row.id, now, error))
+                if outcome.problem is not InstanceProblem.QUOTA_EXHAUSTED or (
+                    job.policy.retry.horizon_seconds <= 0
+                ):
+                    refund.append((row.id, now, error))
+                elif self._within_horizon(job, now, reason, requeue) is None:
+                    failed.append((row.id, gave_up(reason, row.attempts, job.policy.retry), code))
                 log.warning(
                     "sender %s cannot send (%s): %s; its rows wait",
                     sender,
@@ -134,6 +140,11 @@ class Recorder:
                     outcome.reason,
                 )
             elif bucket is Bucket.FAILED:
+                if outcome.kind is OutcomeKind.RETRYABLE:
+                    if self._within_horizon(job, now, outcome.reason, requeue) is not None:
+                        continue
+                    if job.policy.retry.horizon_seconds > 0:
+                        error = gave_up(outcome.reason, row.attempts, job.policy.retry)
                 failed.append((row.id, error, code))
                 if outcome.kind is OutcomeKind.PERMANENT:
                     self._streaks[sender] = self._streaks.get(sender, 0) + 1
@@ -160,6 +171,20 @@ class Recorder:
         if failed or unknown:
             self.check_safety({j.row.campaign_id for j in jobs}, now)
         return Recorded(len(sent), len(requeue), len(failed), len(unknown), len(skipped))
+
+    @staticmethod
+    def _within_horizon(
+        job: Job,
+        now: datetime,
+        reason: str | None,
+        requeue: list[tuple[int, datetime, str | None]],
+    ) -> datetime | None:
+        """Re-queue ``job``'s row at its next try within the campaign's retry horizon
+        (``scheduler.retry_horizon``); None when there is no horizon or it has passed."""
+        at = next_try(job.policy.retry, job.row.queued_at, now)
+        if at is not None:
+            requeue.append((job.row.id, at, retry_note(reason, job.row.attempts, at)))
+        return at
 
 
 __all__ = [

@@ -25,6 +25,7 @@ from gateway.outcomes import InstanceProblem
 from scheduler.claiming import RunningCampaign
 from scheduler.clock import Clock
 from scheduler.recording import ApplyPending
+from scheduler.retry_horizon import fail_stranded, resume_quota_pauses
 from storage.queries import campaigns as cq
 from storage.queries import deliveries as dq
 from storage.queries import instances as iq
@@ -36,6 +37,8 @@ log = logging.getLogger("gatecast.dispatch")
 #: delivery now carries (the race it closes lasts a transaction; older events are applied
 #: at the next start, ``campaigns.gateway_events.apply_all_pending``)
 RACE_LOOKBACK = timedelta(hours=1)
+#: how often rows stranded on a paused sender past their retry horizon are looked for
+STRANDED_EVERY = timedelta(minutes=1)
 
 
 @dataclass(eq=False)
@@ -49,6 +52,7 @@ class Sweeper:
     campaigns: dict[int, RunningCampaign]  # the claimer's running campaigns (read only)
     sender_grace: timedelta
     _last_sweep: datetime | None = field(default=None, init=False)
+    _last_stranded: datetime | None = field(default=None, init=False)
     _last_hand_over: dict[int, datetime] = field(default_factory=dict, init=False)
     #: running campaigns no sender can send for: campaign id -> why (senders, reasons)
     stalled: dict[int, str] = field(default_factory=dict, init=False)
@@ -92,6 +96,12 @@ class Sweeper:
             if ids:
                 applied = self.apply_pending(conn, ids, now)
             applied += settle_unknown(conn, now=now).events
+            horizons = [(c.policy.retry, c.senders) for c in self.campaigns.values()]
+            resume_quota_pauses(conn, horizons, now)  # the paused list reads it next
+            if self._last_stranded is None or now - self._last_stranded >= STRANDED_EVERY:
+                self._last_stranded = now
+                running = [(c.id, c.policy.retry, c.senders) for c in self.campaigns.values()]
+                fail_stranded(conn, running, now)
         return applied
 
     def hand_over(self, camp: RunningCampaign, now: datetime) -> None:

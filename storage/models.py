@@ -9,13 +9,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Column, Index, Text, UniqueConstraint, text
+from sqlalchemy import Column, Index, Integer, Text, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 from storage.types import BigId, JsonDoc, UTCDateTime, utcnow
 
 #: the Alembic revision these models describe (``storage/migrations/versions``)
-HEAD_REVISION = "0016"
+HEAD_REVISION = "0017"
 
 
 #: the predicate of the partial indexes over the queue (a query must say it literally,
@@ -66,6 +66,11 @@ class Instance(SQLModel, table=True):
     phone: str | None = Field(default=None, max_length=32)
     # pacing state that must survive restarts
     next_send_at: datetime | None = _dt()
+    # the identical-content guard (``scheduler/content_guard.py``): the digest of the last
+    # body claimed for this sender, how many identical ones in a row, and when
+    body_digest: str | None = Field(default=None, max_length=32)
+    body_run: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
+    body_at: datetime | None = _dt()
     created_at: datetime = _created()
     updated_at: datetime = _created()
 
@@ -259,6 +264,8 @@ class Campaign(SQLModel, table=True):
     archived_at: datetime | None = _dt()
     # deleted: hidden everywhere but its own page and reports, never sent again
     deleted_at: datetime | None = _dt()
+    # the A/B test's pick (``campaigns/variants.py``): winner, rate, rates, when; None before
+    ab_pick: dict[str, Any] | None = Field(default=None, sa_column=Column(JsonDoc, nullable=True))
 
 
 class Delivery(SQLModel, table=True):
@@ -333,6 +340,8 @@ class Delivery(SQLModel, table=True):
     reply_text: str | None = Field(default=None, max_length=4000)
     # the recipient's IANA zone when the campaign sends in recipient time (else None)
     recipient_tz: str | None = Field(default=None, max_length=64)
+    # the message variant this recipient got (``[[message.variants]]``), else None
+    variant: str | None = Field(default=None, max_length=40)
 
 
 class StatusEvent(SQLModel, table=True):

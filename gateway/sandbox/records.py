@@ -36,6 +36,8 @@ class Instance:
     webhook_url: str | None = None
     webhook_enabled: bool = False
     sends: int = 0
+    #: ``sends`` when the quota was last renewed (``POST /sandbox/instances/{id}/renew-quota``)
+    quota_from: int = 0
     sends_since_connect: int = 0
     created_at: float = 0.0
 

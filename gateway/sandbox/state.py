@@ -357,7 +357,16 @@ class SandboxState:
     def check_quota(self, inst: Instance) -> bool:
         """True when the instance has used up its monthly quota (the trap's condition)."""
         quota = self.config.monthly_quota
-        return quota is not None and inst.sends >= quota
+        return quota is not None and inst.sends - inst.quota_from >= quota
+
+    def renew_quota(self, instance_id: str) -> Instance:
+        """A new month for the instance's quota (sandbox-only): its sends count from 0."""
+        with self.lock:
+            inst = self.instances.get(instance_id)
+            if inst is None:
+                raise KeyError(f"no instance {instance_id!r}")
+            inst.quota_from = inst.sends
+            return inst
 
     def inject_incoming(self, instance_id: str, sender: str, text: str) -> str:
         """Simulate someone writing to the instance (sandbox-only); returns the message id."""

@@ -228,6 +228,20 @@ def pause_state(conn: Connection, instance_ids: Sequence[str]) -> dict[str, str 
     return {str(r[0]): r[1] for r in rows}
 
 
+def paused_with(
+    conn: Connection, instance_ids: Sequence[str], reason: str
+) -> dict[str, datetime | None]:
+    """``instance_id -> paused_at`` of the given ids paused with exactly ``reason``."""
+    if not instance_ids:
+        return {}
+    rows = conn.execute(
+        select(_i.c.instance_id, _i.c.paused_at).where(
+            _i.c.instance_id.in_(list(instance_ids)), _i.c.paused_reason == reason
+        )
+    )
+    return {str(r[0]): r[1] for r in rows}
+
+
 def next_send_times(conn: Connection, instance_ids: Sequence[str]) -> dict[str, datetime | None]:
     """``instance_id -> next_send_at`` (the persisted pace state)."""
     if not instance_ids:
@@ -395,6 +409,7 @@ __all__ = [
     "pause",
     "pause_on_restriction_events",
     "pause_state",
+    "paused_with",
     "queued_targets",
     "reassign_queued",
     "reserve_slot",
