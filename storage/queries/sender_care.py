@@ -15,13 +15,13 @@ from typing import Any
 
 from sqlalchemy import (
     Connection,
+    and_,
     bindparam,
     case,
     exists,
     func,
     insert,
     select,
-    tuple_,
     update,
 )
 
@@ -158,12 +158,18 @@ def chats_of(conn: Connection, pairs: Sequence[tuple[str, str]]) -> dict[tuple[s
     (absent: never); one primary-key probe per pair."""
     if not pairs:
         return {}
-    rows = conn.execute(
-        select(_c.c.instance_id, _c.c.target, _c.c.known_at).where(
-            tuple_(_c.c.instance_id, _c.c.target).in_(list(dict.fromkeys(pairs)))
+    by_sender: dict[str, list[str]] = {}
+    for sender, target in dict.fromkeys(pairs):
+        by_sender.setdefault(sender, []).append(target)
+    out: dict[tuple[str, str], bool] = {}
+    for sender, targets in by_sender.items():  # one range of the primary key per sender
+        rows = conn.execute(
+            select(_c.c.target, _c.c.known_at).where(
+                _c.c.instance_id == sender, _c.c.target.in_(targets)
+            )
         )
-    )
-    return {(str(r[0]), str(r[1])): r[2] is not None for r in rows}
+        out.update({(sender, str(r[0])): r[1] is not None for r in rows})
+    return out
 
 
 def remember_sent(conn: Connection, pairs: Sequence[tuple[str, str]], *, now: datetime) -> None:
@@ -319,22 +325,37 @@ def coded_events_since(
 ) -> dict[str, list[tuple[str, str, datetime]]]:
     """Per sender: its status events with an error code received after it last looked
     (``signals_seen_at``, not before ``floor``): ``(error code, message id, received)``.
-    A range of ``ix_status_events_instance_code`` per sender: the new events only."""
-    seen = {str(r[0]): r[1] for r in conn.execute(select(_i.c.instance_id, _i.c.signals_seen_at))}
+    One statement finds the senders with new events (a probe of
+    ``ix_status_events_instance_code`` per sender), then one range of it per such sender:
+    a cost in senders and new events, never in history."""
+
+    def newer(since: Any) -> Any:
+        return and_(
+            _e.c.instance_id == _i.c.instance_id,
+            _e.c.error_code.is_not(None),
+            _e.c.received_at > since,
+        )
+
+    since = func.coalesce(_i.c.signals_seen_at, floor)
+    fresh = conn.execute(
+        select(_i.c.instance_id, _i.c.signals_seen_at).where(
+            exists().where(newer(since), _e.c.received_at > floor)
+        )
+    ).all()
     out: dict[str, list[tuple[str, str, datetime]]] = {}
-    for instance_id, at in seen.items():
-        since = floor if at is None or at < floor else at
+    for instance_id, seen in fresh:
+        start = floor if seen is None or seen < floor else seen
         rows = conn.execute(
             select(_e.c.error_code, _e.c.message_id, _e.c.received_at)
             .where(
                 _e.c.instance_id == instance_id,
                 _e.c.error_code.is_not(None),
-                _e.c.received_at > since,
+                _e.c.received_at > start,
             )
             .order_by(_e.c.received_at)
         ).all()
         if rows:
-            out[instance_id] = [(str(r[0]), str(r[1]), r[2]) for r in rows]
+            out[str(instance_id)] = [(str(r[0]), str(r[1]), r[2]) for r in rows]
     return out
 
 

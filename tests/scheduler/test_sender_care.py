@@ -85,8 +85,8 @@ def test_a_claim_stops_at_the_allowance_and_known_contacts_weigh_half(engine: En
     """Ramp 4: four new contacts, or seven known ones (0.5 each: a claim needs a whole
     unit left, as its row may be a new contact), then the sender waits for the next day."""
     add_instances(engine, ["A", "B"], T0)
-    for sender in ("A", "B"):
-        domain.set_warmup(engine, sender, domain.WarmupChange(ramp="4"), now=T0)
+    for name in ("A", "B"):
+        domain.set_warmup(engine, name, domain.WarmupChange(ramp="4"), now=T0)
     cid = add_running_campaign(engine, spec(pace=PACED), recipients=20, senders=["A", "B"], now=T0)
     d_t = tables.deliveries
     with engine.begin() as conn:
@@ -95,13 +95,15 @@ def test_a_claim_stops_at_the_allowance_and_known_contacts_weigh_half(engine: En
         ).scalars()
         sc.mark_known(conn, [("B", t) for t in targets], now=T0)
     clock = FakeClock(T0)
-    sender = RecordingSender(clock)
-    with quiet_dispatcher(engine, sender, clock, workers=1) as d:
+    gateway = RecordingSender(clock)
+    with quiet_dispatcher(engine, gateway, clock, workers=1) as d:
         for _ in range(40):
             d.tick()
             clock.advance(0.5)
-    by_sender = {s: sum(1 for i, _, at in sender.sent if i == s and at < T0 + timedelta(hours=1))
-                 for s in ("A", "B")}
+    by_sender = {
+        name: sum(1 for i, _, at in gateway.sent if i == name and at < T0 + timedelta(hours=1))
+        for name in ("A", "B")
+    }
     assert by_sender == {"A": 4, "B": 7}, by_sender
     assert _row(engine, "A").warmup_used == 4.0
     assert _row(engine, "B").warmup_used == 3.5
