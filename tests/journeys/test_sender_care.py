@@ -9,37 +9,19 @@ process clock (``GATECAST_CLOCK_START``) from one ``serve`` to the next.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import re
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from tests.journeys.harness import (
-    Process,
-    Server,
-    Workspace,
-    start_sandbox,
-    table_value,
-    wait_for,
-    workspace,
-)
+from tests.journeys.harness import Server, Workspace, table_value, wait_for, workspace
+from tests.journeys.test_senders import _own_sandbox
 
 DAY1 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 AREAS = ("212", "312", "415", "646", "718")
-
-
-@contextlib.contextmanager
-def _sandbox(where: Path, *args: str) -> Iterator[Process]:
-    proc = start_sandbox(where, "--status-delays", "0.05,0.1,0.2", *args)
-    try:
-        yield proc
-    finally:
-        proc.stop()
 
 
 def _people(ws: Workspace, name: str, phones: list[str], new: int | None = None) -> None:
@@ -97,7 +79,7 @@ def test_a_new_sender_ramps_up_day_by_day(tmp_path: Path) -> None:
     """Day 1 about 15 new contacts, then about double each day (within the documented
     +/-20 %), each day's allowance used up and shown by ``instance status`` and the API."""
     with (
-        _sandbox(tmp_path / "sandbox") as sandbox,
+        _own_sandbox(tmp_path / "sandbox") as sandbox,
         workspace(tmp_path / "work", sandbox.url, GATECAST_WARMUP_ENABLED="true") as ws,
     ):
         ws.clock_start = DAY1
@@ -152,7 +134,7 @@ def test_a_burst_of_signals_slows_then_pauses_then_resumes_the_sender(tmp_path: 
         "GATECAST_HEALTH_COOLDOWN_SECONDS": "15",
     }
     with (
-        _sandbox(tmp_path / "sandbox", "--not-on-app-rate", "1") as sandbox,
+        _own_sandbox(tmp_path / "sandbox", "--not-on-app-rate", "1") as sandbox,
         workspace(tmp_path / "work", sandbox.url, **settings) as ws,
     ):
         instance_id = ws.link_sender()
@@ -214,7 +196,7 @@ def test_under_a_463_known_chats_and_groups_go_on_and_cold_contacts_wait(
     for a few seconds). gatecast keeps sending to known chats and to a group, parks the
     cold contacts until the lock's end and sends them then; the sender is never paused."""
     with (
-        _sandbox(
+        _own_sandbox(
             tmp_path / "sandbox", "--cold-lock-after", "3", "--cold-lock-seconds", "3"
         ) as sandbox,
         workspace(tmp_path / "work", sandbox.url, GATECAST_TIMELOCK_SECONDS="6") as ws,
