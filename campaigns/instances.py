@@ -491,8 +491,9 @@ def set_warmup(engine: Engine, instance_id: str, change: WarmupChange, *, now: d
 
 
 def resume(engine: Engine, instance_id: str, *, now: datetime) -> ResumeOutcome:
-    """Let a paused sender send again, whatever paused it (quota, error 463, a failure
-    burst, relogin). :class:`UnknownInstance` when gatecast has no such instance."""
+    """Let a paused sender send again, whatever paused it (quota, a failure burst, its
+    health score, relogin); its health score starts again from 0.
+    :class:`UnknownInstance` when gatecast has no such instance."""
     with engine.begin() as conn:
         record = get(conn, instance_id)
         if record is None:

@@ -317,8 +317,9 @@ def reset_cmd(instance_id: InstanceArg) -> None:
 
 @instance_app.command("resume")
 def resume_cmd(instance_id: InstanceArg) -> None:
-    """Let a paused sender send again (paused for quota, error 463, a failure burst or
-    relogin). Fix the cause first: the dispatcher pauses it again if it persists."""
+    """Let a paused sender send again (paused for quota, a failure burst, its health
+    score or relogin; its health score starts again from 0). Fix the cause first: the
+    dispatcher pauses it again if it persists."""
     from campaigns import instances as domain
     from gatecast.settings import get_settings
     from storage.types import utcnow

@@ -426,8 +426,9 @@ def delete_instance(instance_id: str, ctx: Ctx) -> ForgetResult:
 
 @router.post("/instances/{instance_id}/resume", response_model=OperationResult)
 def post_resume(instance_id: str, ctx: Ctx) -> OperationResult:
-    """Let a paused sender send again (paused for quota, error 463, a failure burst or
-    relogin); ``resumed_reason`` is the pause it lifted (null: it was not paused)."""
+    """Let a paused sender send again (paused for quota, a failure burst, its health
+    score or relogin; its health score starts again from 0); ``resumed_reason`` is the
+    pause it lifted (null: it was not paused)."""
     return resume_sender(ctx, instance_id)
 
 
