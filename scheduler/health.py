@@ -150,7 +150,7 @@ def add_signals(
     going up logs, pauses (high, critical) or slows (medium) the sender."""
     care = current()
     if row is None:
-        row = sc.care_rows(conn, [instance_id]).get(instance_id)
+        row = sc.care_rows(conn, [instance_id], lock=True).get(instance_id)
         if row is None:
             return
     delta = sum(WEIGHTS[k] * n for k, n in signals.items() if n)

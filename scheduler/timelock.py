@@ -124,7 +124,6 @@ def read_signals(conn: Connection, now: datetime) -> dict[str, dict[str, int]]:
         for code, _, _ in events:
             kind = _SIGNALS.get(code, "failed")
             counts[kind] = counts.get(kind, 0) + 1
-        sc.set_signals_seen(conn, sender, max(at for _, _, at in events))
     return out
 
 

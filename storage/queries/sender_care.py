@@ -95,12 +95,18 @@ def _care(row: Any) -> CareRow:
     )
 
 
-def care_rows(conn: Connection, instance_ids: Sequence[str]) -> dict[str, CareRow]:
-    """``instance_id -> CareRow`` of the given ids (unknown ids absent); one read."""
+def care_rows(
+    conn: Connection, instance_ids: Sequence[str], *, lock: bool = False
+) -> dict[str, CareRow]:
+    """``instance_id -> CareRow`` of the given ids (unknown ids absent); one read.
+    ``lock``: the rows stay locked to this transaction (PostgreSQL ``FOR UPDATE``; SQLite's
+    writers take turns anyway), so a read-modify-write of the score loses no signal."""
     if not instance_ids:
         return {}
-    rows = conn.execute(select(*_CARE_COLUMNS).where(_i.c.instance_id.in_(list(instance_ids))))
-    return {str(r[0]): _care(r) for r in rows}
+    stmt = select(*_CARE_COLUMNS).where(_i.c.instance_id.in_(list(instance_ids)))
+    if lock:
+        stmt = stmt.with_for_update()
+    return {str(r[0]): _care(r) for r in conn.execute(stmt)}
 
 
 def care_rows_where_level_or_lock(conn: Connection) -> list[CareRow]:
@@ -311,12 +317,16 @@ def take_signals(conn: Connection) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     for row in rows:
         counts = {kind: int(row[n + 1]) for n, kind in enumerate(_COUNTERS)}
-        out[str(row[0])] = counts
-        conn.execute(
+        taken = conn.execute(  # taken once: another worker's sweep finds them gone
             update(_i)
-            .where(_i.c.instance_id == row[0])
+            .where(
+                _i.c.instance_id == row[0],
+                *(_COUNTERS[k] >= v for k, v in counts.items()),
+            )
             .values({_COUNTERS[k]: _COUNTERS[k] - v for k, v in counts.items()})
         )
+        if taken.rowcount == 1:
+            out[str(row[0])] = counts
     return out
 
 
@@ -324,7 +334,8 @@ def coded_events_since(
     conn: Connection, *, floor: datetime
 ) -> dict[str, list[tuple[str, str, datetime]]]:
     """Per sender: its status events with an error code received after it last looked
-    (``signals_seen_at``, not before ``floor``): ``(error code, message id, received)``.
+    (``signals_seen_at``, not before ``floor``): ``(error code, message id, received)``;
+    the mark moves past them (each event is read by one sweep).
     One statement finds the senders with new events (a probe of
     ``ix_status_events_instance_code`` per sender), then one range of it per such sender:
     a cost in senders and new events, never in history."""
@@ -354,14 +365,19 @@ def coded_events_since(
             )
             .order_by(_e.c.received_at)
         ).all()
-        if rows:
+        if not rows:
+            continue
+        # read once: the mark moves only from where this read began (another worker's
+        # sweep that read the same events finds it moved and counts nothing)
+        same = _i.c.signals_seen_at.is_(None) if seen is None else _i.c.signals_seen_at == seen
+        moved = conn.execute(
+            update(_i)
+            .where(_i.c.instance_id == instance_id, same)
+            .values(signals_seen_at=max(r[2] for r in rows))
+        )
+        if moved.rowcount == 1:
             out[str(instance_id)] = [(str(r[0]), str(r[1]), r[2]) for r in rows]
     return out
-
-
-def set_signals_seen(conn: Connection, instance_id: str, at: datetime) -> None:
-    """Coded status events of the sender are read up to ``at``."""
-    conn.execute(update(_i).where(_i.c.instance_id == instance_id).values(signals_seen_at=at))
 
 
 # -- the 463 timelock --------------------------------------------------------------------
@@ -468,7 +484,6 @@ __all__ = [
     "reset_health",
     "set_health",
     "set_lock",
-    "set_signals_seen",
     "set_warmup",
     "take_signals",
 ]
