@@ -447,6 +447,14 @@ def registered_webhook_digests(
         return iq.webhook_digests(conn, instance_ids)
 
 
+class WarmupRefused(ValueError):
+    """A warm-up override value is refused; ``field`` names it (``day`` or ``ramp``)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 def parse_ramp(text: str) -> list[int]:
     """A warm-up ramp ``"15,30,60"`` as the allowances of day 1, 2, 3; ValueError naming
     what is wrong."""
@@ -472,16 +480,19 @@ class WarmupChange:
 
 def set_warmup(engine: Engine, instance_id: str, change: WarmupChange, *, now: datetime) -> None:
     """Store a sender's warm-up override (:class:`UnknownInstance` when there is no such
-    instance; ValueError naming the field when a value is refused). Without ``day`` the
+    instance; :class:`WarmupRefused` naming the field when a value is refused). Without ``day`` the
     sender's day 1 stays its first day in gatecast; ``off`` turns its warm-up off, and
     nothing (no ``off``, ``day`` or ``ramp``) brings back the default ramp."""
     if change.day is not None and not 1 <= change.day <= 366:
-        raise ValueError(f"day must be between 1 and 366, not {change.day}")
+        raise WarmupRefused("day", f"day must be between 1 and 366, not {change.day}")
     ramp = None
     if change.ramp is not None:
-        ramp = ",".join(str(v) for v in parse_ramp(change.ramp))
+        try:
+            ramp = ",".join(str(v) for v in parse_ramp(change.ramp))
+        except ValueError as exc:
+            raise WarmupRefused("ramp", str(exc)) from None
         if len(ramp) > 200:
-            raise ValueError("ramp is too long: at most 200 characters")
+            raise WarmupRefused("ramp", "ramp is too long: at most 200 characters")
     start = None if change.day is None else now - timedelta(days=change.day - 1)
     with engine.begin() as conn:
         if not sender_care.set_warmup(
@@ -519,6 +530,7 @@ __all__ = [
     "ResumeOutcome",
     "UnknownInstance",
     "WarmupChange",
+    "WarmupRefused",
     "confirm_scans",
     "connected_ids",
     "create",

@@ -374,8 +374,8 @@ def warmup_cmd(
         )
     except domain.UnknownInstance:
         fail(f"gatecast knows no instance {instance_id!r}")
-    except ValueError as exc:
-        fail(f"--{'day' if 'day' in str(exc) else 'ramp'}: {exc}")
+    except domain.WarmupRefused as exc:
+        fail(f"--{exc.field}: {exc}")
     what = (
         "off"
         if off

@@ -73,10 +73,12 @@ def test_an_override_sets_the_day_a_ramp_or_turns_it_off(engine: Engine, warm: N
     assert warmup.allowance(row, T0 + timedelta(days=2), UTC_ZONE) is None
     domain.set_warmup(engine, "A", domain.WarmupChange(off=True), now=T0)
     assert warmup.allowance(_row(engine, "A"), T0, UTC_ZONE) is None
-    with pytest.raises(ValueError, match="ramp"):
+    with pytest.raises(domain.WarmupRefused, match="ramp") as refused:
         domain.set_warmup(engine, "A", domain.WarmupChange(ramp="5,0"), now=T0)
-    with pytest.raises(ValueError, match="day"):
+    assert refused.value.field == "ramp"
+    with pytest.raises(domain.WarmupRefused, match="day") as refused:
         domain.set_warmup(engine, "A", domain.WarmupChange(day=0), now=T0)
+    assert refused.value.field == "day"
     with pytest.raises(domain.UnknownInstance):
         domain.set_warmup(engine, "Z", domain.WarmupChange(off=True), now=T0)
 

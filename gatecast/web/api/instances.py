@@ -455,6 +455,6 @@ def put_warmup(instance_id: str, body: WarmupBody, ctx: Ctx) -> InstancePublic:
         domain.set_warmup(ctx.engine, instance_id, change, now=ctx.clock())
     except domain.UnknownInstance:
         raise not_found("instance", instance_id) from None
-    except ValueError as exc:
-        raise field_error(("body", "day" if "day" in str(exc) else "ramp"), str(exc)) from None
+    except domain.WarmupRefused as exc:
+        raise field_error(("body", exc.field), str(exc)) from None
     return get_instance_row(ctx, instance_id)

@@ -416,6 +416,7 @@ def test_sender_care_in_the_api_and_on_the_card(
         assert res.json()["warmup_day"] == 2
         for body, field in (
             ({"ramp": "7,x"}, "ramp"),
+            ({"ramp": "5,0"}, "ramp"),
             ({"day": 0}, "day"),
             ({"off": True, "day": 3}, "off"),
         ):
