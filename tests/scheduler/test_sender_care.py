@@ -170,3 +170,14 @@ def test_a_health_pause_never_replaces_another_reason(engine: Engine) -> None:
         iq.pause(conn, "A", "quota_exhausted", now=T0)
         health.add_signals(conn, "A", {"logout": 1}, T0)
     assert _row(engine, "A").paused_reason == "quota_exhausted"
+
+
+def test_the_settings_make_the_care_settings_and_refuse_levels_out_of_order() -> None:
+    from pydantic import ValidationError
+
+    from gatecast.settings import Settings
+
+    care = Settings(health_high=50, timelock_seconds=90).care()
+    assert (care.health_high, care.timelock_seconds, care.warmup_first_day) == (50, 90, 15)
+    with pytest.raises(ValidationError, match="GATECAST_HEALTH_MEDIUM < GATECAST_HEALTH_HIGH"):
+        Settings(health_medium=50, health_high=40)
