@@ -1,10 +1,12 @@
 """Sweeping: the dispatcher's housekeeping around claims and sends.
 
-Expired leases (rows left ``sending`` by a dead process become ``unknown``), senders
-paused for error-463 status events, stored status events whose message id a delivery
-now carries, ``unknown`` rows settled from the evidence stored, sticky senders that
-cannot send handing their queued rows over (see :meth:`Sweeper.hand_over`), the
-failure-rate safety check, and campaigns with nothing left to send completed.
+Expired leases (rows left ``sending`` by a dead process become ``unknown``), sender
+care signals (error-463 timelocks, coded status events and the webhook's counted
+signals into the health score, its decay and cool-downs), stored status events whose
+message id a delivery now carries, ``unknown`` rows settled from the evidence stored,
+sticky senders that cannot send handing their queued rows over (see
+:meth:`Sweeper.hand_over`), the failure-rate safety check, and campaigns with nothing
+left to send completed.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from campaigns import lifecycle
 from campaigns.delivery_rows import pick_sender
 from campaigns.gateway_events import settle_unknown
 from gateway.outcomes import InstanceProblem
+from scheduler import health, timelock
 from scheduler.claiming import RunningCampaign
 from scheduler.clock import Clock
 from scheduler.recording import ApplyPending
@@ -61,11 +64,13 @@ class Sweeper:
         """Expire leases and pause senders that received error-463 status events;
         returns how many rows became ``unknown``."""
         expired = dq.expire_leases(conn, now=now, error=dl.LEASE_EXPIRED_ERROR)
-        reason = dl.RESTRICTION_PAUSE_REASON
-        for instance_id in iq.pause_on_restriction_events(
-            conn, now=now, code=dl.RESTRICTION_CODE, reason=reason
-        ):
-            self.note_pause(instance_id, reason)
+        # sender care: coded status events (463 locks cold contacts, scheduler/timelock.py)
+        # and the webhook's counted signals feed the health score (scheduler/health.py)
+        for sender, counts in timelock.read_signals(conn, now).items():
+            health.add_signals(conn, sender, counts, now, note_pause=self.note_pause)
+        health.fold_counted(conn, now, self.note_pause)
+        health.sweep(conn, now, self.note_pause)
+        timelock.lift_expired(conn, now)
         return expired
 
     def forget(self, campaign_ids: Iterable[int]) -> None:

@@ -40,6 +40,11 @@ class Instance:
     quota_from: int = 0
     sends_since_connect: int = 0
     created_at: float = 0.0
+    # the cold-contact timelock mode (``SandboxConfig.cold_lock_after``)
+    known_chats: set[str] = field(default_factory=set)
+    cold_sent: int = 0
+    locked_until: float = 0.0
+    lock_used: bool = False
 
     def public(self) -> dict[str, Any]:
         """The inspection view (no token)."""
