@@ -12,7 +12,11 @@ of repeated calls of what a dispatcher runs per tick or per claim:
   next due row, "anything pending", sends today under the cap (``at_most``) and uncounted
   (the faces), the campaign's state counts (progress bar, ``campaign show``; kept by the
   triggers of migration 0007) and, as their reference, the same counts by ``COUNT(*)``
-  of the rows (the read before 0007), the ban-signal (463) check;
+  of the rows (the read before 0007), the sender-care sweep (ban signals: 463 locks, the
+  health score's decay and cool-downs; migration 0014);
+- the same claims with the sender-care hooks (``scheduler/claim_care.py``: the care
+  rows, a known-chat probe of ``sender_chats`` per claimed row, seeded with a chat for
+  every row sent, the warm-up use);
 - a whole dispatcher tick (``scheduler.dispatcher.Dispatcher.tick``) claiming one row per
   sender, sending it to an in-process gateway stand-in that accepts at once (so the
   figure is gatecast's own cost, not the network's), recording it.
@@ -35,6 +39,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from sqlalchemy import Connection, Engine, func, insert, select, update
 
@@ -42,6 +47,7 @@ from bench.common import BenchError, Figures, report
 from bench.dispatch import PG_ADMIN, SEED_CHUNK, TEXT, database, open_db, phone
 from storage import tables
 
+UTC_ZONE = ZoneInfo("UTC")
 #: a cap that does not bite (counted: the cap's query runs on every claim)
 DAILY_CAP = 10_000
 BATCH = 256
@@ -108,6 +114,7 @@ def grow(engine: Engine, cid: int, senders: list[str], lo: int, hi: int) -> None
     senders, the claiming ones among them (so a claiming sender's sends today grow with
     the size but stay under the cap, as a deployment's many senders share its volume)."""
     from storage.queries import deliveries as dq
+    from storage.queries import sender_care as sc
     from storage.types import utcnow
 
     now = utcnow()
@@ -187,12 +194,15 @@ def grow(engine: Engine, cid: int, senders: list[str], lo: int, hi: int) -> None
                 )
             else:
                 conn.exec_driver_sql(sql, sent_rows)
+            # their chats, as recording and the statuses keep them (the probe's table)
+            sc.mark_known(conn, [(str(r[3]), str(r[1])) for r in sent_rows], now=now)
         dq.refresh_statistics(conn)  # what a start does after materialising
     if engine.dialect.name == "postgresql":
         # what autovacuum does within a minute of a bulk insert: without it, every index
         # entry read sends the first readers to the heap (visibility map and hint bits)
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.exec_driver_sql("VACUUM (ANALYZE) deliveries")
+            conn.exec_driver_sql("VACUUM (ANALYZE) sender_chats")
 
 
 def median_ms(fn: Callable[[], object], repeat: int) -> float:
@@ -219,21 +229,22 @@ def counted_states(conn: Connection, cid: int) -> dict[str, int]:
 def measure_size(engine: Engine, cid: int, senders: list[str], repeat: int) -> dict[str, float]:
     """Every figure at the queue's current size, in ms."""
     from campaigns import delivery_lifecycle as dl
+    from scheduler import claim_care, health, timelock
     from scheduler.dispatcher import Dispatcher
     from storage.queries import deliveries as dq
-    from storage.queries import instances as iq
     from storage.queries import tallies
     from storage.types import utcnow
 
     out: dict[str, float] = {}
     turn = [0]
 
-    def claim(limit: int) -> Callable[[], object]:
+    def claim(limit: int, care: bool = False) -> Callable[[], object]:
         def run() -> object:
             turn[0] += 1
             sender = senders[turn[0] % len(senders)]
             now = utcnow()
             with engine.begin() as conn:
+                rows_care = claim_care.before_claim(conn, [sender], now) if care else {}
                 rows = dq.claim(
                     conn,
                     campaign_id=cid,
@@ -242,6 +253,8 @@ def measure_size(engine: Engine, cid: int, senders: list[str], repeat: int) -> d
                     lease_until=now + timedelta(minutes=2),
                     limit=limit,
                 )
+                if care:  # the known-chat probes, the warm-up use, the new-contact signal
+                    rows = claim_care.after_claim(conn, rows, rows_care, now, UTC_ZONE)
             if not rows:
                 raise BenchError("a claim found no queued row")
             return rows
@@ -259,6 +272,10 @@ def measure_size(engine: Engine, cid: int, senders: list[str], repeat: int) -> d
     midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
     out["claim 1 row"] = median_ms(claim(1), repeat)
     out[f"claim {BATCH} rows"] = median_ms(claim(BATCH), max(5, repeat // 10))
+    out["claim 1 row with the sender-care hooks"] = median_ms(claim(1, care=True), repeat)
+    out[f"claim {BATCH} rows with the sender-care hooks"] = median_ms(
+        claim(BATCH, care=True), max(5, repeat // 10)
+    )
     with engine.begin() as conn:  # recorded sent, as a dispatcher's claims are
         conn.execute(
             update(tables.deliveries)
@@ -281,13 +298,16 @@ def measure_size(engine: Engine, cid: int, senders: list[str], repeat: int) -> d
         read(lambda c: counted_states(c, cid)), max(5, repeat // 10)
     )
 
-    def ban_check() -> object:
-        with engine.begin() as conn:
-            return iq.pause_on_restriction_events(
-                conn, now=utcnow(), code=dl.RESTRICTION_CODE, reason="bench"
-            )
+    def care_sweep() -> object:
+        with engine.begin() as conn:  # the ban signals (463 locks) and the health sweep
+            now = utcnow()
+            signals = timelock.read_signals(conn, now)
+            health.fold_counted(conn, now)
+            health.sweep(conn, now)
+            timelock.lift_expired(conn, now)
+            return signals
 
-    out["ban-signal check"] = median_ms(ban_check, repeat)
+    out["sender-care sweep (ban signals, health)"] = median_ms(care_sweep, repeat)
     with Dispatcher(
         engine,
         Accepting,

@@ -15,6 +15,22 @@ from typing import Any
 import psutil
 
 
+def _no_warmup() -> None:
+    """Benchmarks measure gatecast's own cost on senders they just created: the sender
+    warm-up (a new number's first days, docs/scheduling-and-pacing.md) would cap them at
+    15 messages. Off in this process and in the ``gatecast`` commands it starts."""
+    import os
+    from dataclasses import replace
+
+    from scheduler.care import DEFAULTS, configure
+
+    os.environ["GATECAST_WARMUP_ENABLED"] = "false"
+    configure(replace(DEFAULTS, warmup_enabled=False))
+
+
+_no_warmup()
+
+
 class BenchError(RuntimeError):
     """The benchmark could not measure what it claims (wrong counts, a dead helper)."""
 

@@ -58,6 +58,13 @@ MAX_BACKOFF_SECONDS = 86_400
 MAX_MIN_SAMPLE = 10_000_000
 MAX_GRACE_MINUTES = 366 * 24 * 60
 MAX_COOLDOWN_HOURS = 366 * 24
+#: retries over days (``[retry] until``, ``every``)
+MAX_RETRY_HORIZON = timedelta(days=30)
+MIN_RETRY_EVERY = timedelta(minutes=1)
+DEFAULT_RETRY_EVERY = timedelta(hours=6)
+MAX_IDENTICAL_IN_ROW = 1_000_000
+#: the default of ``[safety] max_identical_in_row`` (``GATECAST_MAX_IDENTICAL_IN_ROW``)
+DEFAULT_MAX_IDENTICAL_IN_ROW = 20
 _HOUR_MINUTE = re.compile(r"^([0-9]{1,2}):([0-9]{2})(?::([0-9]{2}))?$")
 _GROUP_ID = re.compile(r"^[0-9A-Za-z\-]+@g\.us$")
 _PHONE_PLUS = re.compile(r"^\+[0-9]{6,15}$")
@@ -184,11 +191,20 @@ FIELDS_OF: dict[str, frozenset[str]] = {
 _TEMPLATED = ("text", "caption", "title", "subtitle", "footer", "button_text")
 
 
+#: the most variants a message may have, and the longest variant name
+MAX_VARIANTS = 26
+MAX_VARIANT_NAME = 40
+#: the fields of a message that are not its content
+_NOT_CONTENT = frozenset({"type", "variants", "name", "weight"})
+
+
 class MessageSpec(_Model):
     """The message of a campaign; which fields apply depends on ``type``.
 
     Text fields are Jinja2 templates over the contact's variables, with spintax.
-    For media, ``caption`` (or ``text``) is the caption.
+    For media, ``caption`` (or ``text``) is the caption. With ``variants`` (A/B), each
+    variant is a full message: the fields given in ``[message]`` are its defaults, and
+    each recipient gets one variant (``campaigns.variants``).
     """
 
     type: MessageType
@@ -202,6 +218,17 @@ class MessageSpec(_Model):
     button_text: str = ""
     buttons: builtins.list[ButtonSpec] = Field(default_factory=builtins.list)
     sections: builtins.list[SectionSpec] = Field(default_factory=builtins.list)
+    variants: builtins.list[VariantSpec] = Field(default_factory=builtins.list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _inherit(cls, data: Any) -> Any:
+        """Each variant starts from the fields given in ``[message]`` (its defaults)."""
+        if not isinstance(data, Mapping) or not isinstance(data.get("variants"), builtins.list):
+            return data
+        base = {k: v for k, v in data.items() if k != "variants"}
+        variants = [{**base, **v} if isinstance(v, Mapping) else v for v in data["variants"]]
+        return {**data, "variants": variants}
 
     @property
     def media_caption(self) -> str:
@@ -210,9 +237,11 @@ class MessageSpec(_Model):
 
     @model_validator(mode="after")
     def _rules_for_type(self) -> MessageSpec:
+        if self.variants:
+            return self._variant_rules()
         errors: list[tuple[str, str]] = []
         used = FIELDS_OF[self.type]
-        for name in sorted(set(type(self).model_fields) - used - {"type"}):
+        for name in sorted(set(type(self).model_fields) - used - _NOT_CONTENT):
             if getattr(self, name) not in (None, "", []):
                 errors.append((name, f"not used by a {self.type} message"))
         if self.type == "media":
@@ -260,6 +289,26 @@ class MessageSpec(_Model):
             raise _RuleErrors(errors)
         return self
 
+    def _variant_rules(self) -> MessageSpec:
+        """Two or more variants, with names unique; each checked as a message itself."""
+        errors: list[tuple[str, str]] = []
+        if len(self.variants) < 2:
+            errors.append(("variants", "give at least two variants (or none)"))
+        elif len(self.variants) > MAX_VARIANTS:
+            errors.append(("variants", f"at most {MAX_VARIANTS} variants"))
+        seen: set[str] = set()
+        for i, name in enumerate(self.variant_names()):
+            if name in seen:
+                errors.append((f"variants[{i}].name", f"duplicate variant name {name!r}"))
+            seen.add(name)
+        if errors:
+            raise _RuleErrors(errors)
+        return self
+
+    def variant_names(self) -> builtins.list[str]:
+        """Each variant's name: its ``name``, else A, B, C ... by position."""
+        return [v.name.strip() or chr(ord("A") + i) for i, v in enumerate(self.variants)]
+
     def _templates(self) -> builtins.list[tuple[str, str]]:
         out = [(n, getattr(self, n)) for n in _TEMPLATED if getattr(self, n)]
         out += [(f"buttons[{i}].display_text", b.display_text) for i, b in enumerate(self.buttons)]
@@ -269,6 +318,23 @@ class MessageSpec(_Model):
                 out.append((f"sections[{i}].rows[{j}].title", r.title))
                 out.append((f"sections[{i}].rows[{j}].description", r.description))
         return out
+
+
+class VariantSpec(MessageSpec):
+    """One variant of an A/B message: a full message, with a ``weight`` (its share of the
+    recipients, relative to the others') and a ``name`` (default A, B, C ...)."""
+
+    name: str = Field("", max_length=MAX_VARIANT_NAME)
+    weight: float = Field(1, gt=0, le=1_000_000)
+
+    @model_validator(mode="after")
+    def _no_nesting(self) -> VariantSpec:
+        if self.variants:
+            raise _RuleErrors([("variants", "a variant cannot have variants")])
+        return self
+
+
+MessageSpec.model_rebuild()
 
 
 def timezone_problem(name: str) -> str | None:
@@ -417,11 +483,68 @@ class PaceSpec(_Model):
         return value
 
 
+_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([smhd])\s*$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
+
+
+def parse_duration(text: str) -> timedelta:
+    """``"3d"``, ``"6h"``, ``"30m"``, ``"90s"`` as a timedelta; ValueError when not one."""
+    m = _DURATION.match(text)
+    if m is None:
+        raise ValueError(f"{text!r} is not a duration: a number and a unit, like 6h or 3d")
+    return timedelta(seconds=float(m.group(1)) * _UNIT_SECONDS[m.group(2)])
+
+
 class RetrySpec(_Model):
-    """Durable retries of sends refused before sending."""
+    """Durable retries of sends refused before sending; with ``until``, retries over days
+    (``scheduler.retry_horizon``)."""
 
     max_attempts: int = Field(4, ge=1, le=MAX_ATTEMPTS)
     backoff_seconds: float = Field(30, gt=0, le=MAX_BACKOFF_SECONDS)
+    #: keep re-queueing retryable failures until this long after the row was made
+    until: str | None = None
+    #: the spacing of those re-tries (default 6h)
+    every: str | None = None
+
+    @model_validator(mode="after")
+    def _horizon(self) -> RetrySpec:
+        errors: list[tuple[str, str]] = []
+        spans: dict[str, timedelta] = {}
+        for name in ("until", "every"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            try:
+                spans[name] = parse_duration(value)
+            except ValueError as exc:
+                errors.append((name, str(exc)))
+                continue
+            if spans[name] <= timedelta(0):
+                errors.append((name, "must be greater than 0"))
+            elif spans[name] > MAX_RETRY_HORIZON:
+                errors.append((name, f"must be at most {MAX_RETRY_HORIZON.days} days"))
+        if self.every is not None and self.until is None:
+            errors.append(("every", 'needs until (how long to keep retrying), like until = "3d"'))
+        until, every = spans.get("until"), spans.get("every")
+        if not errors and until is not None and every is not None:
+            if every < MIN_RETRY_EVERY:
+                errors.append(("every", "must be at least 1m"))
+            elif every > until:
+                errors.append(("every", f"{self.every} is longer than until ({self.until})"))
+        if errors:
+            raise _RuleErrors(errors)
+        return self
+
+    @property
+    def horizon(self) -> timedelta | None:
+        """How long after a row was made its retryable failures are re-queued (None: no
+        horizon, the row fails after ``max_attempts``)."""
+        return None if self.until is None else parse_duration(self.until)
+
+    @property
+    def spacing(self) -> timedelta:
+        """The time between two re-tries within the horizon."""
+        return parse_duration(self.every) if self.every else DEFAULT_RETRY_EVERY
 
 
 class SafetySpec(_Model):
@@ -429,6 +552,9 @@ class SafetySpec(_Model):
 
     max_failure_rate: float = Field(0.5, gt=0, le=1)
     min_sample: int = Field(20, ge=1, le=MAX_MIN_SAMPLE)
+    #: at most this many identical bodies in a row per sender (0: no limit; omitted:
+    #: ``GATECAST_MAX_IDENTICAL_IN_ROW`` of the worker, ``scheduler.content_guard``)
+    max_identical_in_row: int | None = Field(None, ge=0, le=MAX_IDENTICAL_IN_ROW)
     #: skip a contact messaged by any campaign in the last N hours (0: off; omitted:
     #: ``GATECAST_CONTACT_COOLDOWN_HOURS``, filled in when the campaign is created)
     contact_cooldown_hours: float | None = None
@@ -441,6 +567,34 @@ class SafetySpec(_Model):
         if value is not None and value > MAX_COOLDOWN_HOURS:
             raise ValueError(f"must be at most {MAX_COOLDOWN_HOURS:,} (a year)")
         return value
+
+
+#: what an A/B test may pick its winner by (``campaigns.variants.RATES``)
+PickBy = Literal["delivered_rate", "read_rate", "reply_rate", "opt_out_rate"]
+
+
+class ABSpec(_Model):
+    """An A/B test (``[ab]``): ``test_share`` of the recipients get the variants first;
+    ``after`` the start, the variant with the best ``pick_by`` rate is sent to the rest."""
+
+    test_share: float = Field(0.2, gt=0, lt=1)
+    pick_by: PickBy = "read_rate"
+    after: str = "4h"
+
+    @field_validator("after")
+    @classmethod
+    def _after(cls, value: str) -> str:
+        span = parse_duration(value)
+        if span <= timedelta(0):
+            raise ValueError("must be greater than 0")
+        if span > MAX_RETRY_HORIZON:
+            raise ValueError(f"must be at most {MAX_RETRY_HORIZON.days} days")
+        return value
+
+    @property
+    def wait(self) -> timedelta:
+        """How long after the start the winner is picked."""
+        return parse_duration(self.after)
 
 
 #: the longest list, tag, segment or attribute name and ``where`` value an audience takes
@@ -598,6 +752,7 @@ class CampaignSpec(_Model):
     pace: PaceSpec = Field(default_factory=PaceSpec)
     retry: RetrySpec = Field(default_factory=RetrySpec)
     safety: SafetySpec = Field(default_factory=SafetySpec)
+    ab: ABSpec | None = None
 
     @model_validator(mode="after")
     def _rules(self) -> CampaignSpec:
@@ -622,6 +777,22 @@ class CampaignSpec(_Model):
         if self.safety.contact_cooldown_hours is not None or hours <= 0:
             return self
         safety = self.safety.model_copy(update={"contact_cooldown_hours": float(hours)})
+        return self.model_copy(update={"safety": safety})
+
+    @property
+    def max_identical_in_row(self) -> int:
+        """The identical-content guard's limit in force (0: off); an omitted one (a
+        campaign stored before the field existed) is :data:`DEFAULT_MAX_IDENTICAL_IN_ROW`."""
+        n = self.safety.max_identical_in_row
+        return DEFAULT_MAX_IDENTICAL_IN_ROW if n is None else n
+
+    def with_identical_default(self, n: int) -> CampaignSpec:
+        """This spec with ``safety.max_identical_in_row`` set to ``n`` if omitted (the
+        setting's value when the campaign is created); left omitted when ``n`` is the
+        default, which an omitted one means."""
+        if self.safety.max_identical_in_row is not None or n == DEFAULT_MAX_IDENTICAL_IN_ROW:
+            return self
+        safety = self.safety.model_copy(update={"max_identical_in_row": int(n)})
         return self.model_copy(update={"safety": safety})
 
     @property
@@ -670,6 +841,12 @@ def _cross_errors(data: Mapping[str, Any]) -> builtins.list[FieldError]:
             errors.append(
                 FieldError("message.type", f"groups receive only text or media, not {mtype}")
             )
+    message = data.get("message")
+    variants = message.get("variants") if isinstance(message, Mapping) else None
+    if data.get("ab") is not None and not variants:
+        errors.append(
+            FieldError("ab", "an A/B test needs [[message.variants]] (two or more messages)")
+        )
     instances = data.get("instances") or []
     if isinstance(instances, builtins.list):
         for i, inst in enumerate(instances):
@@ -791,9 +968,11 @@ def parse_toml(raw: bytes, source: str = "<campaign>") -> CampaignSpec:
 
 
 __all__ = [
+    "DEFAULT_MAX_IDENTICAL_IN_ROW",
     "FIELDS_OF",
     "GROUP_MESSAGE_TYPES",
     "MAX_AUDIENCE_NAME",
+    "ABSpec",
     "AudienceSpec",
     "ButtonSpec",
     "CampaignFileError",
@@ -806,9 +985,11 @@ __all__ = [
     "SafetySpec",
     "ScheduleSpec",
     "SectionSpec",
+    "VariantSpec",
     "audience_problems",
     "load_campaign_file",
     "parse_campaign",
+    "parse_duration",
     "parse_schedule",
     "parse_toml",
     "start_missed",

@@ -96,11 +96,9 @@ OPT_OUT_REASON = "replied with an opt-out keyword"
 CONNECTION_PAUSE_REASONS = ("relogin_required", "not_activated", "disconnected")
 
 #: The gateway's error code for "this account may not reach new contacts for a while"
-#: (an early ban sign): a failed status with it pauses the sender.
+#: (an early ban sign): a failed status with it starts a timelock for cold contacts
+#: (``scheduler/timelock.py``).
 RESTRICTION_CODE = "463"
-RESTRICTION_PAUSE_REASON = (
-    f"error {RESTRICTION_CODE} reported by the gateway (may not reach new contacts)"
-)
 
 #: replies are matched against the deliveries of this many most recent campaigns
 REPLY_CAMPAIGN_WINDOW = 50
@@ -230,7 +228,6 @@ __all__ = [
     "REPLY_CAMPAIGN_WINDOW",
     "REPLY_CLOCK_SKEW",
     "RESTRICTION_CODE",
-    "RESTRICTION_PAUSE_REASON",
     "SENDING",
     "SENT",
     "SKIPPED",

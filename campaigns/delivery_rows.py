@@ -21,7 +21,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, Select, Table, func, select
 
-from campaigns import cooldown
+from campaigns import cooldown, variants
 from campaigns.campaign_file import CampaignSpec, MessageSpec
 from campaigns.delivery_lifecycle import OPTED_OUT_ERROR
 from campaigns.recipient_time import FirstDue, recipient_zone
@@ -302,9 +302,12 @@ class _RowBuilder:
         if spec.schedule.recipient_timezone:
             self.first_due = FirstDue(start or now, spec.schedule.zone, now)
         self.static: Any = None
-        if is_static(spec.message):
+        self.choice = VariantChoice(spec, campaign_id, self.content)
+        if not self.choice.active and is_static(spec.message):
             rendered = render_message(spec.message, ContactData(), _LazyRng(campaign_id, ""))
             self.static = self.content(message_to_dict(rendered))
+        #: the insert's columns: with variants, each row's variant name too
+        self.columns = dq.NEW_DELIVERY_COLUMNS + (("variant",) if self.choice.active else ())
 
     def senders(self, conn: Connection, todo: Sequence[_Input]) -> dict[str, str | None]:
         """The sender of each target: sticky (the last one it got a message from, if in
@@ -347,26 +350,61 @@ class _RowBuilder:
         out: list[tuple[Any, ...]] = []
         append = out.append
         queued = 0
+        choice = self.choice
+        tail: tuple[Any, ...] = ()
         for target, kind, contact_id, data, opted_out in todo:
             sender = single or senders.get(target)
+            spec: MessageSpec | None = self.message
+            body = static
+            if choice.active:
+                name, spec, body = choice.of(target)
+                tail = (name,)
             if opted_out:
-                append((cid, target, kind, contact_id, sender, *self.skipped(OPTED_OUT_ERROR)))
+                skipped = self.skipped(OPTED_OUT_ERROR)
+                append((cid, target, kind, contact_id, sender, *skipped, *tail))
                 continue
-            if static is not None:
-                body = static
-            else:
+            if body is None and spec is not None:
                 try:
-                    message = render_message(self.message, data, _LazyRng(cid, target))
+                    message = render_message(spec, data, _LazyRng(cid, target))
                 except RenderError as exc:
                     skipped = self.skipped(exc.reason[:1000])
-                    append((cid, target, kind, contact_id, sender, *skipped))
+                    append((cid, target, kind, contact_id, sender, *skipped, *tail))
                     continue
                 body = content(message_to_dict(message))
             zone, due = self.zone_and_due(target, data)
+            if spec is None:  # an A/B test's rest: no content and no due time until the pick
+                body, due = self.empty, None
             queued_row = (states.QUEUED, 0, due, body, None, now, zone)
-            append((cid, target, kind, contact_id, sender, *queued_row))
+            append((cid, target, kind, contact_id, sender, *queued_row, *tail))
             queued += 1
         return out, queued
+
+
+class VariantChoice:
+    """Which variant each recipient of a campaign with ``[[message.variants]]`` gets
+    (``campaigns.variants.assign``), and whether it waits for an A/B test's pick: a
+    recipient outside the test gets no variant (None) until the winner is known."""
+
+    def __init__(self, spec: CampaignSpec, campaign_id: int, convert: Any) -> None:
+        self.campaign_id = campaign_id
+        self.message = spec.message
+        self.active = bool(spec.message.variants)
+        self.test_share = spec.ab.test_share if spec.ab is not None else None
+        #: each variant's content when it renders the same for everyone (converted once)
+        self.static: dict[str, Any] = {}
+        for name, variant in zip(spec.message.variant_names(), spec.message.variants, strict=True):
+            if is_static(variant):
+                rendered = render_message(variant, ContactData(), _LazyRng(campaign_id, ""))
+                self.static[name] = convert(message_to_dict(rendered))
+
+    def of(self, target: str) -> tuple[str | None, MessageSpec | None, Any]:
+        """``target``'s variant name, its message and its static content (None when it
+        must be rendered); (None, None, None) for a recipient waiting for the pick."""
+        cid = self.campaign_id
+        if self.test_share is not None and not variants.in_test(cid, target, self.test_share):
+            return None, None, None
+        name, message = variants.assign(cid, target, self.message)
+        return name, message, self.static.get(name)
 
 
 #: where a campaign's recipients are read: a list's members (``list_members``, by list
@@ -513,7 +551,7 @@ def materialise(
     queued = total = 0
     for todo in _pages(conn, spec, campaign_id, source, CHUNK):
         rows, n = builder.rows(todo, builder.senders(conn, todo))
-        dq.insert_new_deliveries(conn, rows)
+        dq.insert_new_deliveries(conn, rows, builder.columns)
         queued += n
         total += len(rows)
     cooled = cooldown.skip_cooled(conn, campaign_id, spec.cooldown_hours, now=now)
@@ -559,7 +597,7 @@ def materialise_committed(
             senders = builder.senders(read, page)
         rows, n = builder.rows(page, senders)
         with engine.begin() as conn:
-            dq.insert_new_deliveries(conn, rows)
+            dq.insert_new_deliveries(conn, rows, builder.columns)
             if after == 0 and len(page) == chunk:
                 dq.refresh_statistics(conn)  # a long list: statistics for the next pages' plans
         queued += n

@@ -47,8 +47,14 @@ from gateway.events import (
 from storage.queries import events as q
 from storage.queries import instances as iq
 from storage.queries import replies as rq
+from storage.queries import sender_care as care
 from storage.queries import test_sends as tq
 from storage.queries.contacts import set_opt_out
+
+#: delivery states that prove a message reached its chat (a known chat)
+_REACHED = (dl.DELIVERED, dl.READ)
+#: connection states counted as health signals (``scheduler/health.py``)
+_CONNECTION_SIGNALS = {"disconnected": "disconnect", "logged_out": "logout"}
 
 #: why an event is refused: it names an instance gatecast does not hold (or none)
 REFUSED_UNKNOWN_INSTANCE = "unknown_instance"
@@ -308,6 +314,16 @@ def _record_statuses(
 ) -> None:
     unique = status_event_rows(events, now, stats)
     q.insert_status_events(conn, unique)
+    # a message of this sender reached the chat: a known chat (463-aware routing)
+    care.mark_known(
+        conn,
+        [
+            (r["instance_id"], r["chat"])
+            for r in unique
+            if r["instance_id"] and r["chat"] and r["status"] in _REACHED
+        ],
+        now=now,
+    )
     message_ids = list({r["message_id"]: None for r in unique})
     if apply:
         stats.applied += apply_pending(conn, message_ids, now=now, timings=stats.timings)
@@ -380,6 +396,12 @@ def _record_inbound(
         )
     q.insert_inbound(conn, rows)
     stats.inbound += len(rows)
+    # they wrote to the sender: a known chat, and a reply (a health score credit)
+    heard = [(r["instance_id"], r["sender_phone"]) for r in rows if r["instance_id"]]
+    care.mark_known(conn, [(i, p) for i, p in heard if p], now=now)
+    for instance_id, phone in heard:
+        if phone:
+            care.count_signal(conn, instance_id, "reply")
     for row in sorted(rows, key=lambda r: r["received_at"]):
         sender: str | None = row["sender_phone"]
         if sender is None:
@@ -488,6 +510,9 @@ def _record_in(
     if incoming:
         _record_inbound(conn, incoming, opt_out_keywords, now, stats)
     for ev in connections:
+        signal = _CONNECTION_SIGNALS.get(ev.state)
+        if ev.instance_id and signal:  # the health score's disconnect or logout
+            care.count_signal(conn, ev.instance_id, signal)
         if ev.instance_id and q.set_instance_state(
             conn,
             ev.instance_id,

@@ -38,7 +38,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -49,6 +49,7 @@ from gateway.client import GatewayClient
 from gateway.errors import GatewayError
 from storage import tables
 from storage.queries import instances as iq
+from storage.queries import sender_care
 
 _i = tables.instances
 _c = tables.campaigns
@@ -446,14 +447,71 @@ def registered_webhook_digests(
         return iq.webhook_digests(conn, instance_ids)
 
 
+class WarmupRefused(ValueError):
+    """A warm-up override value is refused; ``field`` names it (``day`` or ``ramp``)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def parse_ramp(text: str) -> list[int]:
+    """A warm-up ramp ``"15,30,60"`` as the allowances of day 1, 2, 3; ValueError naming
+    what is wrong."""
+    try:
+        values = [int(v) for v in text.replace(" ", "").split(",") if v]
+    except ValueError:
+        raise ValueError(
+            f"ramp must be whole numbers separated by commas, e.g. 15,30,60, not {text!r}"
+        ) from None
+    if not values or any(v < 1 for v in values):
+        raise ValueError(f"ramp needs at least one day and every day at least 1, not {text!r}")
+    return values
+
+
+@dataclass(frozen=True)
+class WarmupChange:
+    """A sender's warm-up override, as ``instance warmup`` and the API set it."""
+
+    off: bool = False
+    day: int | None = None  # today is this warm-up day
+    ramp: str | None = None  # "15,30,60": allowances of day 1, 2, 3 (then no limit)
+
+
+def set_warmup(engine: Engine, instance_id: str, change: WarmupChange, *, now: datetime) -> None:
+    """Store a sender's warm-up override (:class:`UnknownInstance` when there is no such
+    instance; :class:`WarmupRefused` naming the field when a value is refused). Without ``day`` the
+    sender's day 1 stays its first day in gatecast; ``off`` turns its warm-up off, and
+    nothing (no ``off``, ``day`` or ``ramp``) brings back the default ramp."""
+    if change.day is not None and not 1 <= change.day <= 366:
+        raise WarmupRefused("day", f"day must be between 1 and 366, not {change.day}")
+    ramp = None
+    if change.ramp is not None:
+        try:
+            ramp = ",".join(str(v) for v in parse_ramp(change.ramp))
+        except ValueError as exc:
+            raise WarmupRefused("ramp", str(exc)) from None
+        if len(ramp) > 200:
+            raise WarmupRefused("ramp", "ramp is too long: at most 200 characters")
+    start = None if change.day is None else now - timedelta(days=change.day - 1)
+    with engine.begin() as conn:
+        if not sender_care.set_warmup(
+            conn, instance_id, off=change.off, start_at=start, ramp=ramp, now=now
+        ):
+            raise UnknownInstance(instance_id)
+
+
 def resume(engine: Engine, instance_id: str, *, now: datetime) -> ResumeOutcome:
-    """Let a paused sender send again, whatever paused it (quota, error 463, a failure
-    burst, relogin). :class:`UnknownInstance` when gatecast has no such instance."""
+    """Let a paused sender send again, whatever paused it (quota, a failure burst, its
+    health score, relogin); its health score starts again from 0.
+    :class:`UnknownInstance` when gatecast has no such instance."""
     with engine.begin() as conn:
         record = get(conn, instance_id)
         if record is None:
             raise UnknownInstance(instance_id)
         cleared = record.paused_reason if iq.resume(conn, instance_id, now=now) else None
+        # a person judged the account safe: its health score starts again from 0
+        sender_care.reset_health(conn, instance_id, now=now, reason="resumed by a person")
     return ResumeOutcome(instance_id=instance_id, cleared_reason=cleared)
 
 
@@ -471,6 +529,8 @@ __all__ = [
     "ResetOutcome",
     "ResumeOutcome",
     "UnknownInstance",
+    "WarmupChange",
+    "WarmupRefused",
     "confirm_scans",
     "connected_ids",
     "create",
@@ -481,9 +541,11 @@ __all__ = [
     "mark_connected",
     "mark_gone",
     "operate",
+    "parse_ramp",
     "registered_webhook_digests",
     "reset",
     "resume",
+    "set_warmup",
     "set_webhook",
     "webhook_address",
     "webhook_digest",

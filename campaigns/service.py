@@ -14,8 +14,14 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, Engine, Table, func, insert, select
 
-from campaigns import delivery_lifecycle, lifecycle
-from campaigns.campaign_file import CampaignSpec, start_missed, stored_spec
+from campaigns import delivery_lifecycle, lifecycle, variants
+from campaigns.campaign_file import (
+    DEFAULT_MAX_IDENTICAL_IN_ROW,
+    CampaignSpec,
+    MessageSpec,
+    start_missed,
+    stored_spec,
+)
 from campaigns.cooldown import count_cooled
 from campaigns.delivery_rows import (
     Recipient,
@@ -34,6 +40,7 @@ from campaigns.segments import (
     campaign_audience,
     fold_value,
 )
+from campaigns.variety import Variety, VarietyCount
 from gateway.messages import message_to_dict
 from storage import states, tables
 from storage.queries import campaigns as q
@@ -110,6 +117,8 @@ class PreviewItem:
     target: str
     name: str
     content: dict[str, Any]
+    #: the variant it shows (``[[message.variants]]``), else None
+    variant: str | None = None
 
 
 @dataclass(frozen=True)
@@ -128,6 +137,8 @@ class CreatedCampaign:
     audience: AudienceCount | None = None
     #: recipients messaged within the contact cooldown now (they would be skipped)
     cooldown_excluded: int = 0
+    #: distinct rendered messages over a sample, and the warning when they are few
+    variety: Variety | None = None
 
 
 @dataclass(frozen=True)
@@ -153,6 +164,8 @@ class CampaignPreview:
     audience: AudienceCount | None = None
     #: recipients checked that were messaged within the contact cooldown (would be skipped)
     cooldown_excluded: int = 0
+    #: distinct rendered messages over a sample, and the warning when they are few
+    variety: Variety | None = None
 
 
 @dataclass(frozen=True)
@@ -200,6 +213,8 @@ class CampaignDetail:
     archived_at: datetime | None = None
     #: when it was deleted (campaigns.archive.delete_campaign); its rows stay for reports
     deleted_at: datetime | None = None
+    #: the A/B variants compared, the test and its pick (``campaigns.variants``); {} without
+    variants: dict[str, Any] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -247,6 +262,7 @@ class _Scan:
     unrenderable: list[tuple[str, str]] = field(default_factory=list)
     first: list[Recipient] = field(default_factory=list)
     spintax_varies: bool = False
+    variety: VarietyCount = field(default_factory=VarietyCount)
 
     def audience_count(self) -> AudienceCount | None:
         """The audience's count, with the recipients the cooldown excludes."""
@@ -297,7 +313,13 @@ def _scan(
                 out.opted_out += 1
                 continue
             try:
-                render_message(spec.message, rcp.contact, watch)
+                for message in _messages(spec):  # each one a recipient may get renders
+                    rendered = render_message(message, rcp.contact, watch)
+                if out.variety.sampled < out.variety.limit:
+                    mine = variants.message_for(spec, 0, rcp.target)
+                    if mine is not spec.message:  # variants: the recipient's own
+                        rendered = render_message(mine, rcp.contact, watch)
+                    out.variety.add(message_to_dict(rendered))
             except RenderLimit as exc:  # the template's fault, not this recipient's: stop
                 raise CampaignSetupError(
                     f"the message cannot be rendered: {exc.reason}", "message"
@@ -313,14 +335,25 @@ def _scan(
     return out
 
 
+def _messages(spec: CampaignSpec) -> list[MessageSpec]:
+    """The messages a recipient may get: every variant (an A/B test's rest may get any
+    winner), or the one message."""
+    return list(spec.message.variants) or [spec.message]
+
+
 def _preview_items(spec: CampaignSpec, seed: int, recipients: list[Recipient]) -> list[PreviewItem]:
     return [
         PreviewItem(
             rcp.target,
             rcp.contact.name,
             message_to_dict(
-                render_message(spec.message, rcp.contact, recipient_rng(seed, rcp.target))
+                render_message(
+                    variants.message_for(spec, seed, rcp.target),
+                    rcp.contact,
+                    recipient_rng(seed, rcp.target),
+                )
             ),
+            variants.variant_for(spec, seed, rcp.target),
         )
         for rcp in recipients
     ]
@@ -333,6 +366,7 @@ def preview_campaign(
     limit: int = PREVIEW_SIZE,
     default_cooldown_hours: float = 0.0,
     now: datetime | None = None,
+    default_max_identical: int = DEFAULT_MAX_IDENTICAL_IN_ROW,
 ) -> CampaignPreview:
     """Render the first ``limit`` recipients' messages without storing anything.
 
@@ -343,6 +377,7 @@ def preview_campaign(
     ``campaign create`` shows the ones that will be sent.
     """
     spec = spec.with_cooldown_default(default_cooldown_hours)
+    spec = spec.with_identical_default(default_max_identical)
     with engine.connect() as conn:
         scan = _scan(conn, spec, first=limit, now=now or utcnow(), at_most=PREVIEW_SCAN)
     return CampaignPreview(
@@ -359,6 +394,7 @@ def preview_campaign(
         spintax_varies=scan.spintax_varies,
         audience=scan.audience_count(),
         cooldown_excluded=scan.cooled,
+        variety=scan.variety.result(spec.max_identical_in_row),
     )
 
 
@@ -444,6 +480,7 @@ def create_campaign(
     strict: bool = False,
     now: datetime | None = None,
     default_cooldown_hours: float = 0.0,
+    default_max_identical: int = DEFAULT_MAX_IDENTICAL_IN_ROW,
 ) -> CreatedCampaign:
     """Store a campaign in state ``scheduled`` (start: the file's, else ``now``).
 
@@ -457,11 +494,15 @@ def create_campaign(
     skipped with the reason); with ``strict`` any such recipient refuses the campaign and
     nothing is stored. The preview shows the first messages exactly as they will be sent.
     An omitted ``safety.contact_cooldown_hours`` is stored as ``default_cooldown_hours``
-    (the ``GATECAST_CONTACT_COOLDOWN_HOURS`` setting the faces pass).
+    (the ``GATECAST_CONTACT_COOLDOWN_HOURS`` setting the faces pass), an omitted
+    ``safety.max_identical_in_row`` as ``default_max_identical``
+    (``GATECAST_MAX_IDENTICAL_IN_ROW``). ``variety`` counts the distinct messages of
+    the first recipients and warns when they are few (``campaigns.variety``).
     The render pass only reads, so a big list never holds the database's write lock.
     """
     now = now or utcnow()
     spec = spec.with_cooldown_default(default_cooldown_hours)
+    spec = spec.with_identical_default(default_max_identical)
     start_at = spec.start_at_utc() or now
     _check_start(spec, now)
     with engine.connect() as conn:
@@ -501,6 +542,7 @@ def create_campaign(
         opted_out=scan.opted_out,
         audience=scan.audience_count(),
         cooldown_excluded=scan.cooled,
+        variety=scan.variety.result(spec.max_identical_in_row),
     )
 
 
@@ -578,6 +620,8 @@ def get_campaign(engine: Engine, campaign_id: int) -> CampaignDetail:
     with engine.connect() as conn:
         r = _row(conn, campaign_id)
         counts = tallies.delivery_counts(conn, campaign_id)
+        spec = stored_spec(r.spec, int(r.id))
+        compared = variants.campaign_comparison(conn, campaign_id, spec)
     return CampaignDetail(
         id=int(r.id),
         name=r.name,
@@ -592,11 +636,12 @@ def get_campaign(engine: Engine, campaign_id: int) -> CampaignDetail:
         created_at=r.created_at,
         started_at=r.started_at,
         finished_at=r.finished_at,
-        spec=stored_spec(r.spec, int(r.id)),
+        spec=spec,
         counts=counts,
         audience=r.audience,
         archived_at=r.archived_at,
         deleted_at=r.deleted_at,
+        variants=compared,
     )
 
 

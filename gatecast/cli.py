@@ -95,6 +95,9 @@ def _root(
             else:  # a rule between settings: its message names them
                 typer.echo(f"error: {error['msg'].removeprefix('Value error, ')}", err=True)
         raise typer.Exit(2) from None
+    from scheduler.care import configure
+
+    configure(settings.care())  # sender care settings of this process (GATECAST_*)
     start = settings.clock_start
     if start is not None:
         from scheduler.clock import install_process_clock

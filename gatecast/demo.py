@@ -22,7 +22,7 @@ from rich.table import Table
 
 from campaigns.campaign_file import PaceSpec, load_campaign_file
 from campaigns.importer import ImportOptions, import_file
-from campaigns.instances import mark_connected, mark_gone
+from campaigns.instances import WarmupChange, mark_connected, mark_gone, set_warmup
 from campaigns.reports import write_report
 from campaigns.service import create_campaign, reply_stats
 from gatecast.runtime import embedded_sandbox, open_engine
@@ -151,6 +151,8 @@ def run_demo(settings: Settings, options: DemoOptions, console: Console) -> int:
                 "scanned (sandbox)"
             )
             mark_connected(engine, iid, now=utcnow())
+            # the embedded sandbox is a gateway we own: its number needs no warm-up
+            set_warmup(engine, iid, WarmupChange(off=True), now=utcnow())
             register_webhooks(engine, gw, demo_webhook, [iid], out=console)
         # the embedded sandbox (and the instance in it) ends with the demo: record that, so
         # later campaigns never pick it or wait for it

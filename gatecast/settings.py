@@ -8,6 +8,7 @@ only where the value goes on the wire.
 from __future__ import annotations
 
 import ipaddress
+from dataclasses import fields
 from datetime import datetime
 from functools import lru_cache
 from typing import Literal
@@ -15,6 +16,9 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from campaigns.campaign_file import DEFAULT_MAX_IDENTICAL_IN_ROW
+from scheduler.care import DEFAULTS as CARE
+from scheduler.care import CareSettings
 from scheduler.defaults import (
     DEFAULT_EVENT_RETENTION_DAYS,
     DEFAULT_SEND_CONCURRENCY,
@@ -154,6 +158,69 @@ class Settings(BaseSettings):
         description="Campaigns that do not set safety.contact_cooldown_hours skip a contact "
         "messaged by any campaign in the last this many hours (0: off)",
     )
+    max_identical_in_row: int = Field(
+        DEFAULT_MAX_IDENTICAL_IN_ROW,
+        ge=0,
+        le=1_000_000,
+        description="Campaigns that do not set safety.max_identical_in_row send at most "
+        "this many identical messages in a row per sender before holding the next (0: off)",
+    )
+    # sender care (issue 16; scheduler/care.py, docs/scheduling-and-pacing.md "Sender care")
+    warmup_enabled: bool = Field(
+        CARE.warmup_enabled,
+        description="New senders warm up: a daily allowance of new-contact messages that "
+        "grows with the sender's age in gatecast",
+    )
+    warmup_first_day: int = Field(
+        CARE.warmup_first_day, ge=1, description="Warm-up: new-contact messages on day 1"
+    )
+    warmup_days: int = Field(
+        CARE.warmup_days,
+        ge=1,
+        le=60,
+        description="Warm-up: days the allowance doubles (then only the daily cap applies)",
+    )
+    warmup_spread: float = Field(
+        CARE.warmup_spread,
+        ge=0,
+        lt=1,
+        description="Warm-up: each day's allowance is drawn within +/- this share",
+    )
+    warmup_known_weight: float = Field(
+        CARE.warmup_known_weight,
+        ge=0,
+        le=1,
+        description="Warm-up: the share of the allowance a message to a known contact uses",
+    )
+    health_half_life_seconds: float = Field(
+        CARE.health_half_life_seconds,
+        gt=0,
+        description="The health score halves in this many seconds without new signals",
+    )
+    health_medium: float = Field(
+        CARE.health_medium, gt=0, description="Health score from which the pace is halved"
+    )
+    health_high: float = Field(
+        CARE.health_high,
+        gt=0,
+        description="Health score from which the sender pauses for the cool-down",
+    )
+    health_critical: float = Field(
+        CARE.health_critical,
+        gt=0,
+        description="Health score from which the sender stays paused until resumed by hand",
+    )
+    health_cooldown_seconds: float = Field(
+        CARE.health_cooldown_seconds,
+        ge=0,
+        description="A sender paused at high health resumes by itself after this long",
+    )
+    timelock_seconds: float = Field(
+        CARE.timelock_seconds,
+        gt=0,
+        le=7 * 24 * 3600,
+        description="How long a 463 timelock lasts when the gateway does not say",
+    )
     log_level: str = "INFO"
     # dashboard sessions (issue 13): which reverse proxies are believed
     trusted_proxies: str = Field(
@@ -164,6 +231,21 @@ class Settings(BaseSettings):
     clock_start: datetime | None = Field(
         None, description="Rehearsals and tests: the process clock starts here (ISO, with offset)"
     )
+
+    @model_validator(mode="after")
+    def _health_levels_in_order(self) -> Settings:
+        """The health thresholds must rise: medium < high < critical."""
+        if not self.health_medium < self.health_high < self.health_critical:
+            raise ValueError(
+                "GATECAST_HEALTH_MEDIUM < GATECAST_HEALTH_HIGH < GATECAST_HEALTH_CRITICAL "
+                f"is required, not {self.health_medium:g}, {self.health_high:g}, "
+                f"{self.health_critical:g}"
+            )
+        return self
+
+    def care(self) -> CareSettings:
+        """The sender care settings of the scheduler (scheduler/care.py)."""
+        return CareSettings(**{f.name: getattr(self, f.name) for f in fields(CareSettings)})
 
     @model_validator(mode="after")
     def _lease_outlasts_a_send(self) -> Settings:

@@ -21,10 +21,13 @@ from sqlalchemy import Connection, Engine, select
 from campaigns import lifecycle
 from gateway.messages import Message, message_from_dict
 from gateway.outcomes import SendOutcome
-from scheduler.pacing import cap_remaining, next_send_at, slots_per_claim
+from scheduler import claim_care
+from scheduler.content_guard import hold_runs
+from scheduler.pacing import next_send_at, slots_per_claim
 from scheduler.policy import CampaignPolicy, policy_from_spec
 from scheduler.sender_leases import SenderLeases
 from scheduler.sender_usage import sends_today, sends_today_by_sender
+from scheduler.warmup import allowance_left
 from scheduler.windows import next_local_day_start
 from storage import tables
 from storage.queries import deliveries as dq
@@ -204,9 +207,15 @@ class Claimer:
         policy = camp.policy
         pace = policy.pace
         taken = iq.reserve_slots(conn, senders, now=now)
-        if pace.daily_cap is not None and taken:
-            counts = sends_today_by_sender(conn, taken, now, policy.timezone)
-            open_ = [s for s in taken if cap_remaining(pace, counts[s]) != 0]
+        care = claim_care.before_claim(conn, taken, now)
+        if taken:
+            tz = policy.timezone
+            counts = (
+                sends_today_by_sender(conn, taken, now, tz) if pace.daily_cap is not None else {}
+            )
+            open_ = [
+                s for s in taken if allowance_left(pace, counts.get(s), care.get(s), now, tz) != 0
+            ]
             if len(open_) < len(taken):
                 wakes.append(next_local_day_start(now, policy.timezone))
             taken = open_
@@ -218,10 +227,21 @@ class Claimer:
             lease_until=now + self.lease,
             zones=zones,
         )
-        slots = [(str(row.sender), next_send_at(now, pace, self.rng)) for row in rows]
+        rows = claim_care.after_claim(conn, rows, care, now, policy.timezone)
+        slots = [
+            (
+                str(row.sender),
+                claim_care.slowed(
+                    now, next_send_at(now, pace, self.rng), care.get(row.sender or "")
+                ),
+            )
+            for row in rows
+        ]
         iq.set_next_sends(conn, slots)
         wakes.extend(at for _, at in slots)
         claimed = {row.sender for row in rows}
+        # a held row costs its sender this slot; the next slot takes the next row
+        rows = hold_runs(conn, rows, policy.max_identical, now, wakes)
         due = dq.next_due_at(conn, camp.id, [s for s in taken if s not in claimed], zones)
         if due is not None:
             wakes.append(max(due, now))
@@ -276,9 +296,14 @@ class Claimer:
         that claims nothing (capped, or nothing due) keeps a due slot (``now``).
         """
         pace = camp.policy.pace
+        tz = camp.policy.timezone
+        care = claim_care.before_claim(conn, [sender], now)
         capped = pace.daily_cap is not None
+        # the warm-up limits like a cap (the same lock makes its count atomic)
+        warm = None if pace.unpaced else care.get(sender)  # unpaced: a gateway you own
+        limited = capped or allowance_left(pace, None, warm, now, tz) is not None
         if pace.unpaced:
-            if capped and not iq.lock_unpaused(conn, sender):
+            if limited and not iq.lock_unpaused(conn, sender):
                 return "taken"
             limit = per_sender
         else:
@@ -286,9 +311,9 @@ class Claimer:
             if not iq.reserve_slot(conn, sender, now=now, next_at=now):
                 return "taken"
             limit = slots_per_claim(pace, per_sender)
-        if capped:
-            sent = sends_today(conn, sender, now, camp.policy.timezone, at_most=pace.daily_cap)
-            remaining = cap_remaining(pace, sent)
+        if limited:
+            sent = sends_today(conn, sender, now, tz, at_most=pace.daily_cap) if capped else None
+            remaining = allowance_left(pace, sent, warm, now, tz)
             if remaining is not None:
                 if remaining == 0:
                     return "capped"
@@ -302,14 +327,15 @@ class Claimer:
             limit=limit,
             zones=zones,
         )
+        rows = claim_care.after_claim(conn, rows, care, now, tz, unpaced=pace.unpaced)
         if pace.unpaced or not rows:
             return rows
         nxt = now
         for _ in rows:
-            nxt = next_send_at(nxt, pace, self.rng)
+            nxt = claim_care.slowed(nxt, next_send_at(nxt, pace, self.rng), care.get(sender))
         iq.set_next_send(conn, sender, nxt)
         wakes.append(nxt)
-        return rows
+        return hold_runs(conn, rows, camp.policy.max_identical, now, wakes)
 
 
 def _jobs(rows: list[dq.ClaimedRow], policy: CampaignPolicy) -> list[Job]:

@@ -59,6 +59,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Engine
 
+from scheduler.ab_pick import ABPicks
 from scheduler.claiming import Claimer, Job, RunningCampaign
 from scheduler.clock import Clock, SystemClock
 from scheduler.defaults import DEFAULT_SENDER_GRACE_SECONDS
@@ -148,6 +149,7 @@ class Dispatcher:
             workers=max(1, workers),
             concurrency=max(0, send_concurrency),
         )
+        self._ab = ABPicks(engine)
         self._sweeper = Sweeper(
             engine,
             clock=self.clock,
@@ -210,6 +212,7 @@ class Dispatcher:
                 result.expired = self._sweeper.expire_and_pause(conn, now)
             running, gone = self._claimer.running(conn, now)
             self._sweeper.forget(gone)
+            self._ab.forget(gone)
             if housekeeping:
                 self.paused_senders = refresh_pauses(conn, running, self.paused_senders)
         if self._leases is not None:
@@ -223,6 +226,7 @@ class Dispatcher:
         jobs: list[Job] = []
         wakes: list[datetime] = []
         for camp in running:
+            self._ab.before_claim(camp, now, wakes)  # an A/B test's rest, once its time comes
             policy = camp.policy
             if policy.recipient_timezone and policy.window is not None:
                 # each recipient's own window: claim only rows of the zones open now

@@ -56,11 +56,17 @@ class CampaignPolicy:
     recipient_timezone: bool = False
     #: skip contacts messaged by any campaign in the last this many hours (0: off)
     cooldown_hours: float = 0.0
+    #: at most this many identical bodies in a row per sender (0: off;
+    #: ``scheduler.content_guard``)
+    max_identical: int = 0
+    #: an A/B test: its winner is picked this long after the start (0: no test)
+    ab_after_seconds: float = 0.0
 
 
 def policy_of(spec: CampaignSpec) -> CampaignPolicy:
     """The scheduler's view of a validated campaign spec."""
     schedule, pace = spec.schedule, spec.pace
+    horizon = spec.retry.horizon
     return CampaignPolicy(
         timezone=schedule.zone,
         window=schedule.window,
@@ -73,6 +79,8 @@ def policy_of(spec: CampaignSpec) -> CampaignPolicy:
         retry=RetryPolicy(
             max_attempts=spec.retry.max_attempts,
             backoff_seconds=float(spec.retry.backoff_seconds),
+            horizon_seconds=horizon.total_seconds() if horizon else 0.0,
+            every_seconds=spec.retry.spacing.total_seconds(),
         ),
         safety=Safety(
             max_failure_rate=spec.safety.max_failure_rate,
@@ -83,6 +91,8 @@ def policy_of(spec: CampaignSpec) -> CampaignPolicy:
         cron=schedule.cron or None,
         recipient_timezone=schedule.recipient_timezone,
         cooldown_hours=spec.cooldown_hours,
+        max_identical=spec.max_identical_in_row,
+        ab_after_seconds=spec.ab.wait.total_seconds() if spec.ab is not None else 0.0,
     )
 
 

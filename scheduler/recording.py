@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
@@ -19,12 +20,18 @@ from sqlalchemy import Connection, Engine
 from campaigns import delivery_lifecycle as dl
 from campaigns.delivery_lifecycle import Bucket
 from gateway.outcomes import InstanceProblem, OutcomeKind
+from scheduler import health
 from scheduler.claiming import Job
 from scheduler.clock import Clock
+from scheduler.retry_horizon import gave_up, next_try, retry_note
 from storage.queries import deliveries as dq
 from storage.queries import instances as iq
+from storage.queries import sender_care as sc
 
 log = logging.getLogger("gatecast.dispatch")
+
+#: instance problems that are a logout signal of the health score (401-like)
+_LOGOUTS = (InstanceProblem.RELOGIN_REQUIRED, InstanceProblem.NOT_ACTIVATED)
 
 #: applies stored status events of these message ids (``campaigns.gateway_events.apply_pending``)
 ApplyPending = Callable[[Connection, Sequence[str], datetime], int]
@@ -103,6 +110,8 @@ class Recorder:
         pauses: dict[str, str] = {}
         gone: set[str] = set()
         linked: set[str] = set()
+        chats: list[tuple[str, str]] = []  # (sender, target) messaged
+        signals: dict[str, Counter[str]] = {}  # sender -> health signals
         for job in jobs:
             row, outcome = job.row, job.outcome
             sender = row.sender or ""
@@ -118,6 +127,7 @@ class Recorder:
                 sent.append((row.id, outcome.message_id, job.answered_at or now))
                 self._streaks[sender] = 0
                 linked.add(sender)
+                chats.append((sender, row.target))
             elif bucket is Bucket.REQUEUE:
                 delay = job.policy.retry.delay(row.attempts, self.rng, outcome.retry_after)
                 requeue.append((row.id, now + timedelta(seconds=delay), error))
@@ -126,7 +136,14 @@ class Recorder:
                 pauses.setdefault(sender, reason)
                 if outcome.problem is InstanceProblem.INVALID_INSTANCE:
                     gone.add(sender)
-                refund.append((row.id, now, error))
+                if outcome.problem in _LOGOUTS:
+                    signals.setdefault(sender, Counter())["logout"] = 1
+                if outcome.problem is not InstanceProblem.QUOTA_EXHAUSTED or (
+                    job.policy.retry.horizon_seconds <= 0
+                ):
+                    refund.append((row.id, now, error))
+                elif self._within_horizon(job, now, reason, requeue) is None:
+                    failed.append((row.id, gave_up(reason, row.attempts, job.policy.retry), code))
                 log.warning(
                     "sender %s cannot send (%s): %s; its rows wait",
                     sender,
@@ -134,8 +151,14 @@ class Recorder:
                     outcome.reason,
                 )
             elif bucket is Bucket.FAILED:
+                if outcome.kind is OutcomeKind.RETRYABLE:
+                    if self._within_horizon(job, now, outcome.reason, requeue) is not None:
+                        continue
+                    if job.policy.retry.horizon_seconds > 0:
+                        error = gave_up(outcome.reason, row.attempts, job.policy.retry)
                 failed.append((row.id, error, code))
                 if outcome.kind is OutcomeKind.PERMANENT:
+                    signals.setdefault(sender, Counter())["failed"] += 1
                     self._streaks[sender] = self._streaks.get(sender, 0) + 1
                     if self.failure_burst and self._streaks[sender] >= self.failure_burst:
                         pauses.setdefault(sender, dl.burst_pause_reason(self._streaks[sender]))
@@ -155,11 +178,28 @@ class Recorder:
             for sender in gone:  # the gateway no longer knows this id
                 iq.mark_state(conn, sender, iq.GONE, now=now)
             iq.mark_linked_by_send(conn, sorted(linked - set(pauses)), now=now)
+            sc.remember_sent(conn, chats, now=now)
+            for sender, counts in sorted(signals.items()):
+                health.add_signals(conn, sender, counts, now, note_pause=self.note_pause)
             if sent:
                 self.apply_pending(conn, [m for _, m, _ in sent], now)
         if failed or unknown:
             self.check_safety({j.row.campaign_id for j in jobs}, now)
         return Recorded(len(sent), len(requeue), len(failed), len(unknown), len(skipped))
+
+    @staticmethod
+    def _within_horizon(
+        job: Job,
+        now: datetime,
+        reason: str | None,
+        requeue: list[tuple[int, datetime, str | None]],
+    ) -> datetime | None:
+        """Re-queue ``job``'s row at its next try within the campaign's retry horizon
+        (``scheduler.retry_horizon``); None when there is no horizon or it has passed."""
+        at = next_try(job.policy.retry, job.row.queued_at, now)
+        if at is not None:
+            requeue.append((job.row.id, at, retry_note(reason, job.row.attempts, at)))
+        return at
 
 
 __all__ = [

@@ -18,6 +18,9 @@ class RetryPolicy:
     max_attempts: int = 4
     backoff_seconds: float = 30.0
     max_backoff_seconds: float = 3600.0
+    #: retries over days (``scheduler.retry_horizon``): 0 is no horizon
+    horizon_seconds: float = 0.0
+    every_seconds: float = 6 * 3600.0
 
     def should_retry(self, attempts: int) -> bool:
         """True when a row that has made ``attempts`` attempts may try again."""

@@ -26,6 +26,8 @@ from scheduler.windows import local_day_start
 from storage.queries import campaigns as cq
 from storage.queries import deliveries as dq
 
+_UTC = ZoneInfo("UTC")
+
 #: campaign states whose daily caps are in force
 ACTIVE = (lifecycle.SCHEDULED, lifecycle.RUNNING)
 
@@ -37,6 +39,8 @@ class SenderUsage:
     sends_today: int
     daily_cap: int | None
     day_start: datetime
+    #: the zone of that day (the capping campaign's; UTC when none caps)
+    timezone: ZoneInfo = _UTC
 
 
 def sends_today(
@@ -56,10 +60,12 @@ def sends_today_by_sender(
     return {s: counts.get(s, 0) for s in senders}
 
 
-def _caps(conn: Connection, ids: Sequence[str], now: datetime) -> dict[str, tuple[int, datetime]]:
-    """Per sender of ``ids``: ``(cap, day start)`` of the smallest cap in force (of equal
-    caps, the one whose day began first)."""
-    caps: dict[str, tuple[int, datetime]] = {}
+def _caps(
+    conn: Connection, ids: Sequence[str], now: datetime
+) -> dict[str, tuple[int, datetime, str]]:
+    """Per sender of ``ids``: ``(cap, day start, zone)`` of the smallest cap in force (of
+    equal caps, the one whose day began first)."""
+    caps: dict[str, tuple[int, datetime, str]] = {}
     for _, spec in cq.specs_in_states(conn, ACTIVE):
         try:
             policy = policy_from_spec(spec or {})
@@ -68,7 +74,7 @@ def _caps(conn: Connection, ids: Sequence[str], now: datetime) -> dict[str, tupl
         cap = policy.pace.daily_cap
         if cap is None:
             continue
-        found = (cap, local_day_start(now, policy.timezone))
+        found = (cap, local_day_start(now, policy.timezone), policy.timezone.key)
         for sender in policy.instances or ids:
             if sender in ids:
                 caps[sender] = min(found, caps.get(sender, found))
@@ -95,6 +101,7 @@ def sender_usage(
             sends_today=counts.get(s, 0),
             daily_cap=caps[s][0] if s in caps else None,
             day_start=starts[s],
+            timezone=ZoneInfo(caps[s][2]) if s in caps else ZoneInfo("UTC"),
         )
         for s in ids
     }

@@ -1,10 +1,12 @@
 """Sweeping: the dispatcher's housekeeping around claims and sends.
 
-Expired leases (rows left ``sending`` by a dead process become ``unknown``), senders
-paused for error-463 status events, stored status events whose message id a delivery
-now carries, ``unknown`` rows settled from the evidence stored, sticky senders that
-cannot send handing their queued rows over (see :meth:`Sweeper.hand_over`), the
-failure-rate safety check, and campaigns with nothing left to send completed.
+Expired leases (rows left ``sending`` by a dead process become ``unknown``), sender
+care signals (error-463 timelocks, coded status events and the webhook's counted
+signals into the health score, its decay and cool-downs), stored status events whose
+message id a delivery now carries, ``unknown`` rows settled from the evidence stored,
+sticky senders that cannot send handing their queued rows over (see
+:meth:`Sweeper.hand_over`), the failure-rate safety check, and campaigns with nothing
+left to send completed.
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ from campaigns import lifecycle
 from campaigns.delivery_rows import pick_sender
 from campaigns.gateway_events import settle_unknown
 from gateway.outcomes import InstanceProblem
+from scheduler import health, timelock
 from scheduler.claiming import RunningCampaign
 from scheduler.clock import Clock
 from scheduler.recording import ApplyPending
+from scheduler.retry_horizon import fail_stranded, resume_quota_pauses
 from storage.queries import campaigns as cq
 from storage.queries import deliveries as dq
 from storage.queries import instances as iq
@@ -36,6 +40,8 @@ log = logging.getLogger("gatecast.dispatch")
 #: delivery now carries (the race it closes lasts a transaction; older events are applied
 #: at the next start, ``campaigns.gateway_events.apply_all_pending``)
 RACE_LOOKBACK = timedelta(hours=1)
+#: how often rows stranded on a paused sender past their retry horizon are looked for
+STRANDED_EVERY = timedelta(minutes=1)
 
 
 @dataclass(eq=False)
@@ -49,6 +55,7 @@ class Sweeper:
     campaigns: dict[int, RunningCampaign]  # the claimer's running campaigns (read only)
     sender_grace: timedelta
     _last_sweep: datetime | None = field(default=None, init=False)
+    _last_stranded: datetime | None = field(default=None, init=False)
     _last_hand_over: dict[int, datetime] = field(default_factory=dict, init=False)
     #: running campaigns no sender can send for: campaign id -> why (senders, reasons)
     stalled: dict[int, str] = field(default_factory=dict, init=False)
@@ -57,11 +64,13 @@ class Sweeper:
         """Expire leases and pause senders that received error-463 status events;
         returns how many rows became ``unknown``."""
         expired = dq.expire_leases(conn, now=now, error=dl.LEASE_EXPIRED_ERROR)
-        reason = dl.RESTRICTION_PAUSE_REASON
-        for instance_id in iq.pause_on_restriction_events(
-            conn, now=now, code=dl.RESTRICTION_CODE, reason=reason
-        ):
-            self.note_pause(instance_id, reason)
+        # sender care: coded status events (463 locks cold contacts, scheduler/timelock.py)
+        # and the webhook's counted signals feed the health score (scheduler/health.py)
+        for sender, counts in timelock.read_signals(conn, now).items():
+            health.add_signals(conn, sender, counts, now, note_pause=self.note_pause)
+        health.fold_counted(conn, now, self.note_pause)
+        health.sweep(conn, now, self.note_pause)
+        timelock.lift_expired(conn, now)
         return expired
 
     def forget(self, campaign_ids: Iterable[int]) -> None:
@@ -92,6 +101,12 @@ class Sweeper:
             if ids:
                 applied = self.apply_pending(conn, ids, now)
             applied += settle_unknown(conn, now=now).events
+            horizons = [(c.policy.retry, c.senders) for c in self.campaigns.values()]
+            resume_quota_pauses(conn, horizons, now)  # the paused list reads it next
+            if self._last_stranded is None or now - self._last_stranded >= STRANDED_EVERY:
+                self._last_stranded = now
+                running = [(c.id, c.policy.retry, c.senders) for c in self.campaigns.values()]
+                fail_stranded(conn, running, now)
         return applied
 
     def hand_over(self, camp: RunningCampaign, now: datetime) -> None:

@@ -9,13 +9,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Column, Index, Text, UniqueConstraint, text
+from sqlalchemy import Column, Index, Integer, Text, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 from storage.types import BigId, JsonDoc, UTCDateTime, utcnow
 
 #: the Alembic revision these models describe (``storage/migrations/versions``)
-HEAD_REVISION = "0016"
+HEAD_REVISION = "0018"
 
 
 #: the predicate of the partial indexes over the queue (a query must say it literally,
@@ -66,8 +66,63 @@ class Instance(SQLModel, table=True):
     phone: str | None = Field(default=None, max_length=32)
     # pacing state that must survive restarts
     next_send_at: datetime | None = _dt()
+    # the identical-content guard (``scheduler/content_guard.py``): the digest of the last
+    # body claimed for this sender, how many identical ones in a row, and when
+    body_digest: str | None = Field(default=None, max_length=32)
+    body_run: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
+    body_at: datetime | None = _dt()
     created_at: datetime = _created()
     updated_at: datetime = _created()
+    # sender care (migration 0014, scheduler/warmup.py, scheduler/health.py,
+    # scheduler/timelock.py): the warm-up override and today's weighted use
+    warmup_off: bool = Field(default=False, sa_column_kwargs={"server_default": "0"})
+    warmup_start_at: datetime | None = _dt()  # None: created_at (day 1 = its first day)
+    warmup_ramp: str | None = Field(default=None, max_length=200)  # e.g. "15,30,60"
+    warmup_day_key: str | None = Field(default=None, max_length=10)  # local day of the use
+    warmup_used: float = Field(default=0.0, sa_column_kwargs={"server_default": "0"})
+    # the health score as of health_at (it decays from there), its level and cool-down end
+    health_score: float = Field(default=0.0, sa_column_kwargs={"server_default": "0"})
+    health_at: datetime | None = _dt()
+    health_level: str = Field(
+        default="low", max_length=16, sa_column_kwargs={"server_default": "low"}
+    )
+    health_resume_at: datetime | None = _dt()
+    # signals the webhook counted, not yet folded into the score by the dispatcher
+    signal_disconnects: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    signal_logouts: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    signal_replies: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    # status events with an error code are read up to here (receipt time)
+    signals_seen_at: datetime | None = _dt()
+    # a 463 reach-out timelock: cold contacts wait until lock_until; parked once per lock
+    lock_until: datetime | None = _dt()
+    lock_parked: bool = Field(default=False, sa_column_kwargs={"server_default": "0"})
+
+
+class SenderChat(SQLModel, table=True):
+    """A (sender, target) pair the sender has messaged, and whether it is a known chat:
+    the target received a message of this sender (delivered or read) or wrote to it.
+    The primary key is the "known chat" test of a claim (one probe, whatever history)."""
+
+    __tablename__ = "sender_chats"
+
+    instance_id: str = Field(primary_key=True, max_length=64)
+    target: str = Field(primary_key=True, max_length=128)
+    first_sent_at: datetime | None = _dt()
+    known_at: datetime | None = _dt()
+
+
+class SenderHealthChange(SQLModel, table=True):
+    """A change of a sender's health level (scheduler/health.py): the log and the metric."""
+
+    __tablename__ = "sender_health_changes"
+
+    id: int | None = Field(default=None, sa_type=BigId, primary_key=True)
+    instance_id: str = Field(index=True, max_length=64)
+    at: datetime = _created()
+    level_from: str = Field(max_length=16)
+    level_to: str = Field(max_length=16)
+    score: float = 0.0
+    reason: str = Field(default="", max_length=500)
 
 
 class Contact(SQLModel, table=True):
@@ -259,6 +314,8 @@ class Campaign(SQLModel, table=True):
     archived_at: datetime | None = _dt()
     # deleted: hidden everywhere but its own page and reports, never sent again
     deleted_at: datetime | None = _dt()
+    # the A/B test's pick (``campaigns/variants.py``): winner, rate, rates, when; None before
+    ab_pick: dict[str, Any] | None = Field(default=None, sa_column=Column(JsonDoc, nullable=True))
 
 
 class Delivery(SQLModel, table=True):
@@ -333,6 +390,8 @@ class Delivery(SQLModel, table=True):
     reply_text: str | None = Field(default=None, max_length=4000)
     # the recipient's IANA zone when the campaign sends in recipient time (else None)
     recipient_tz: str | None = Field(default=None, max_length=64)
+    # the message variant this recipient got (``[[message.variants]]``), else None
+    variant: str | None = Field(default=None, max_length=40)
 
 
 class StatusEvent(SQLModel, table=True):
@@ -352,6 +411,14 @@ class StatusEvent(SQLModel, table=True):
         Index(
             "ix_status_events_code",
             "error_code",
+            "instance_id",
+            "received_at",
+            sqlite_where=text(WITH_ERROR_CODE),
+            postgresql_where=text(WITH_ERROR_CODE),
+        ),
+        # sender health (migration 0014): a sender's new events with an error code
+        Index(
+            "ix_status_events_instance_code",
             "instance_id",
             "received_at",
             sqlite_where=text(WITH_ERROR_CODE),
@@ -711,6 +778,8 @@ __all__ = [
     "Lease",
     "ListMember",
     "Segment",
+    "SenderChat",
+    "SenderHealthChange",
     "SenderLease",
     "StatusEvent",
     "Tag",

@@ -23,6 +23,21 @@ PG_ADMIN_URL = os.environ.get(
 )
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _no_default_warmup() -> Iterator[None]:
+    """Tests that are not about the warm-up send as before it existed: the default
+    ramp is off in this process and in the ``gatecast`` commands it starts (warm-up tests
+    turn it on, or give a sender its own ramp)."""
+    from dataclasses import replace
+
+    from scheduler.care import DEFAULTS, configure
+
+    os.environ["GATECAST_WARMUP_ENABLED"] = "false"
+    configure(replace(DEFAULTS, warmup_enabled=False))
+    yield
+    configure(DEFAULTS)
+
+
 def _pg_unavailable_reason() -> str | None:
     try:
         eng = sa.create_engine(PG_ADMIN_URL, connect_args={"connect_timeout": 3})

@@ -51,6 +51,7 @@ REPORT_COLUMNS: tuple[Column, ...] = (
     *(Column(t, f"d.{t}", "time") for t in _TIMES),
     Column("reply", "d.reply_text", "text"),
     Column("opted_out", "c.opted_out", "yesno"),
+    Column("variant", "d.variant", "text"),
 )
 #: the header: the columns' names
 COLUMNS = tuple(c.name for c in REPORT_COLUMNS)

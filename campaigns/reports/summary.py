@@ -4,11 +4,13 @@ with its funnel chart."""
 from __future__ import annotations
 
 from array import array
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Table, func, select
 
+from campaigns import variants
+from campaigns.campaign_file import stored_spec
 from campaigns.reports.columns import XLSX_DATE_FORMAT, neutralise
 from storage import reports as report_store
 from storage import states, tables
@@ -48,6 +50,8 @@ class ReportSummary:
     read_rate: float | None  # read / sent
     median_seconds_to_delivery: float | None  # of delivered_at - sent_at
     median_seconds_to_read: float | None  # of read_at - sent_at
+    #: A/B variants compared (``campaigns.variants.campaign_comparison``); {} without
+    variants: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -105,6 +109,9 @@ def read_summary(conn: Connection, campaign_id: int) -> ReportSummary:
     to_delivery = report_store.micros_since_sent(conn, campaign_id, to="delivered")
     to_read = report_store.micros_since_sent(conn, campaign_id, to="read")
     sent, delivered, read, replied = (int(x) for x in agg)
+    raw = conn.execute(select(_campaigns.c.spec).where(_campaigns.c.id == campaign_id)).scalar()
+    spec = stored_spec(raw or {}, campaign_id) if raw else None
+    compared = variants.campaign_comparison(conn, campaign_id, spec) if spec else {}
     return ReportSummary(
         campaign_id=int(camp.id),
         name=str(camp.name),
@@ -121,6 +128,7 @@ def read_summary(conn: Connection, campaign_id: int) -> ReportSummary:
         read_rate=_rate(read, sent),
         median_seconds_to_delivery=_median_or_none(to_delivery),
         median_seconds_to_read=_median_or_none(to_read),
+        variants=compared,
     )
 
 
@@ -129,6 +137,44 @@ def report_summary(engine: Engine, campaign_id: int) -> ReportSummary:
     and to read)."""
     with engine.connect() as conn:
         return read_summary(conn, campaign_id)
+
+
+#: the variants' table in the summary sheet: header and the figure each column shows
+_VARIANT_COLUMNS = (
+    ("Variant", "name"),
+    ("Weight", "weight"),
+    ("Recipients", "recipients"),
+    ("Sent", "sent"),
+    ("Delivered rate", "delivered_rate"),
+    ("Read rate", "read_rate"),
+    ("Reply rate", "reply_rate"),
+    ("Opt-out rate", "opt_out_rate"),
+)
+
+
+def _variant_rows(ws: Any, compared: dict[str, Any], rate: Any) -> None:
+    """The A/B variants side by side, the significance note and the A/B pick (if any)."""
+    if not compared:
+        return
+    ws.append([])
+    ws.append([header for header, _key in _VARIANT_COLUMNS])
+    for v in compared["variants"]:
+        ws.append(
+            [
+                rate(v[key])
+                if key.endswith("_rate")
+                else neutralise(str(v[key]))
+                if key == "name"
+                else v[key]
+                for _header, key in _VARIANT_COLUMNS
+            ]
+        )
+    ws.append(["Compared by", compared["compared_by"]])
+    ws.append(["Significance", neutralise(compared["note"])])
+    pick = (compared.get("ab") or {}).get("pick")
+    if pick:
+        ws.append(["A/B winner", neutralise(str(pick["winner"])), str(pick["at"])])
+        ws.append(["Picked on", neutralise(str(pick["note"]))])
 
 
 def summary_workbook(summary: ReportSummary) -> Any:
@@ -178,6 +224,7 @@ def summary_workbook(summary: ReportSummary) -> Any:
     ws.append(["State", "Recipients"])
     for state, n in summary.counts.items():
         ws.append([state, n])
+    _variant_rows(ws, summary.variants, rate)
     chart = BarChart()
     chart.type = "bar"  # horizontal bars, top to bottom: a funnel
     chart.title = "Funnel"

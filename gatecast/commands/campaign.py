@@ -158,12 +158,16 @@ def create_cmd(
         from gatecast.settings import get_settings
 
         spec = load_campaign_file(file)
-        cooldown = get_settings().contact_cooldown_hours
+        settings = get_settings()
         if dry_run:
-            _print_check(spec, cooldown, as_json)
+            _print_check(spec, settings.contact_cooldown_hours, as_json)
             return
         created = service.create_campaign(
-            open_engine_or_fail(), spec, strict=strict, default_cooldown_hours=cooldown
+            open_engine_or_fail(),
+            spec,
+            strict=strict,
+            default_cooldown_hours=settings.contact_cooldown_hours,
+            default_max_identical=settings.max_identical_in_row,
         )
     _print_created(created, spec, as_json)
 
@@ -204,6 +208,8 @@ def _print_created(created: CreatedCampaign, spec: CampaignSpec, as_json: bool) 
     )
     if created.recipients == 0:
         err.print("[yellow]warning:[/] the campaign has no recipients yet (the list is empty)")
+    if created.variety is not None and created.variety.warning:
+        err.print(f"[yellow]warning:[/] {escape(created.variety.warning)}")
     _print_preview(created.preview, created.unrenderable, created.unrenderable_count)
 
 
@@ -214,10 +220,17 @@ def _print_preview(
         table = Table(title="Preview (first messages, exactly as they will be sent)")
         table.add_column("to")
         table.add_column("name")
+        with_variants = any(item.variant for item in preview)
+        if with_variants:
+            table.add_column("variant")
         table.add_column("message", overflow="fold")
         for item in preview:
+            variant = (escape(item.variant or ""),) if with_variants else ()
             table.add_row(
-                escape(item.target), escape(item.name), escape(_preview_text(item.content))
+                escape(item.target),
+                escape(item.name),
+                *variant,
+                escape(_preview_text(item.content)),
             )
         console.print(table)
     if unrenderable_count:
@@ -391,6 +404,7 @@ def show_cmd(
 ) -> None:
     """Show one campaign: state, schedule, pace and delivery counts."""
     from campaigns import service
+    from gatecast.commands.variants_view import ab_text, variants_table
 
     with _errors():
         d = service.get_campaign(open_engine_or_fail(), campaign_id)
@@ -422,14 +436,27 @@ def show_cmd(
             f"{pace.delay_seconds[0]:g}-{pace.delay_seconds[1]:g} s apart, "
             f"cap {pace.daily_cap or 'none'}/day",
         ),
+        (
+            "retry",
+            f"{d.spec.retry.max_attempts} attempt(s)"
+            + (
+                f", then every {d.spec.retry.every or '6h'} until {d.spec.retry.until}"
+                if d.spec.retry.until
+                else ""
+            ),
+        ),
         ("started / finished", f"{_when(d.started_at)} / {_when(d.finished_at)}"),
         ("recipients", f"{d.total:,}"),
     ):
         table.add_row(label, escape(str(value)))
+    if (ab := ab_text(d.variants)) is not None:
+        table.add_row("A/B test", escape(ab))
     for state in _delivery_states():
         if d.counts.get(state):
             table.add_row(f"  {state}", f"{d.counts[state]:,}")
     console.print(table)
+    if (compared := variants_table(d.variants)) is not None:
+        console.print(compared)
 
 
 def _simple(name: str, action: str, describe: Callable[[int, Any], str]) -> None:

@@ -183,8 +183,15 @@ def status_cmd(
 
     settings = get_settings()
     engine = open_engine_or_fail(settings)
+    from scheduler.care_view import describe, sender_care
+    from scheduler.sender_usage import sender_usage
+    from storage.types import utcnow
+
+    now = utcnow()
     with engine.connect() as conn:
         records = domain.list_all(conn, instance_id)
+        ids = [r.instance_id for r in records]
+        care = sender_care(conn, ids, now, sender_usage(conn, ids, now))
     if not records:
         if instance_id:
             fail(f"gatecast knows no instance {instance_id!r}")
@@ -213,6 +220,10 @@ def status_cmd(
             r.updated_at.strftime("%Y-%m-%d %H:%M"),
         )
     console.print(table)
+    for r in records:  # sender care: warm-up, allowance today, health, 463 timelock
+        if r.instance_id in care and r.state != "gone":
+            line = describe(care[r.instance_id])
+            console.print(f"care {escape(r.instance_id)}: {escape(line)}", highlight=False)
     gone = [r for r in records if r.state == "gone"]
     paused = [r for r in records if r.paused_reason and r.state != "gone"]
     if gone:
@@ -306,8 +317,9 @@ def reset_cmd(instance_id: InstanceArg) -> None:
 
 @instance_app.command("resume")
 def resume_cmd(instance_id: InstanceArg) -> None:
-    """Let a paused sender send again (paused for quota, error 463, a failure burst or
-    relogin). Fix the cause first: the dispatcher pauses it again if it persists."""
+    """Let a paused sender send again (paused for quota, a failure burst, its health
+    score or relogin; its health score starts again from 0). Fix the cause first: the
+    dispatcher pauses it again if it persists."""
     from campaigns import instances as domain
     from gatecast.settings import get_settings
     from storage.types import utcnow
@@ -326,6 +338,55 @@ def resume_cmd(instance_id: InstanceArg) -> None:
             f"(it was paused: {escape(result.cleared_reason)})",
             highlight=False,
         )
+
+
+@instance_app.command("warmup")
+def warmup_cmd(
+    instance_id: InstanceArg,
+    off: Annotated[
+        bool, typer.Option("--off", help="No warm-up for this sender (only the daily cap).")
+    ] = False,
+    day: Annotated[
+        int | None,
+        typer.Option("--day", help="Today is this warm-up day (e.g. an older number: 5)."),
+    ] = None,
+    ramp: Annotated[
+        str | None,
+        typer.Option(
+            "--ramp",
+            help="This sender's own allowances of day 1, 2, ... (e.g. 15,30,60; after the "
+            "last day: no warm-up limit).",
+        ),
+    ] = None,
+) -> None:
+    """Set a sender's warm-up: --off, --day N, --ramp 15,30,60 (none of them: back to the
+    default ramp from its first day). Shown by `gatecast instance status`."""
+    from campaigns import instances as domain
+    from gatecast.settings import get_settings
+    from storage.types import utcnow
+
+    if off and (day is not None or ramp is not None):
+        fail("--off turns the warm-up off: give it alone, without --day or --ramp")
+    engine = open_engine_or_fail(get_settings())
+    try:
+        domain.set_warmup(
+            engine, instance_id, domain.WarmupChange(off=off, day=day, ramp=ramp), now=utcnow()
+        )
+    except domain.UnknownInstance:
+        fail(f"gatecast knows no instance {instance_id!r}")
+    except domain.WarmupRefused as exc:
+        fail(f"--{exc.field}: {exc}")
+    what = (
+        "off"
+        if off
+        else ", ".join(
+            filter(None, [f"day {day} today" if day else "", f"ramp {ramp}" if ramp else ""])
+        )
+        or "the default ramp from its first day"
+    )
+    console.print(
+        f"instance [bold]{escape(instance_id)}[/] warm-up: {escape(what)}", highlight=False
+    )
 
 
 @instance_app.command("forget")

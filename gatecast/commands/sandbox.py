@@ -66,6 +66,16 @@ def sandbox(
     error_463_rate: Annotated[
         float, typer.Option(help="Share of messages failing with code 463 (ban signal).")
     ] = 0.0,
+    cold_lock_after: Annotated[
+        int | None,
+        typer.Option(
+            help="Timelock mode: after this many cold contacts, the next one starts a 463 "
+            "timelock (messages to cold contacts fail with 463; known chats and groups pass)."
+        ),
+    ] = None,
+    cold_lock_seconds: Annotated[
+        float, typer.Option(help="How long the timelock of --cold-lock-after lasts.")
+    ] = 60.0,
     reply_rate: Annotated[float, typer.Option(help="Share of recipients who reply.")] = 0.0,
     stop_rate: Annotated[float, typer.Option(help="Share of recipients who reply STOP.")] = 0.0,
     read_rate: Annotated[float, typer.Option(help="Share of delivered messages read.")] = 1.0,
@@ -147,6 +157,8 @@ def sandbox(
             no_key_rate=no_key_rate,
             backend_down_rate=backend_down_rate,
             error_463_rate=error_463_rate,
+            cold_lock_after=cold_lock_after,
+            cold_lock_seconds=cold_lock_seconds,
             id_under_data=id_under_data,
             number_from_json=number_from_json,
             max_instances_per_token=max_instances,

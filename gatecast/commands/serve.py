@@ -69,7 +69,7 @@ def serve(
     from pydantic import SecretStr
     from rich.markup import escape
 
-    from campaigns.instances import mark_connected
+    from campaigns.instances import WarmupChange, mark_connected, set_warmup
     from gatecast.commands.worker import prepare_worker, start_worker
     from gatecast.runtime import embedded_sandbox
     from gatecast.runtime.stopping import stop_on_signals
@@ -97,6 +97,8 @@ def serve(
         settings, engine = prepared
         if sandbox:
             mark_connected(engine, iid, now=utcnow())
+            # the embedded sandbox is a gateway we own: its number needs no warm-up
+            set_warmup(engine, iid, WarmupChange(off=True), now=utcnow())
         if api_key.created:
             console.print(
                 f"generated an API key for the dashboard and API in {api_key.path} "

@@ -19,6 +19,10 @@ when history retention prunes events); the other families are gauges. The famili
   being sent) today as its daily cap counts them (:mod:`scheduler.sender_usage`);
   ``gatecast_instance_paused{instance}`` (1 when gatecast paused it);
   ``gatecast_instance_state{instance,state}`` (1 for its connection state);
+- ``gatecast_sender_health_changes_total{level}`` (counter): changes of a sender's health
+  level, by the level it went to (``sender_health_changes``); and
+  ``gatecast_instance_health_score{instance,level}``: each sender's score now
+  (:mod:`scheduler.health`);
 - ``gatecast_campaigns{state}``;
 - ``gatecast_build_info{version,schema}`` (always 1), and this process's ``process_*`` and
   ``python_info``.
@@ -63,6 +67,8 @@ from prometheus_client.registry import Collector
 
 from campaigns import stats
 from gatecast.web.context import AppContext
+from scheduler.care_view import health_figures
+from scheduler.health import LEVELS
 from scheduler.recording import SendObserved
 from scheduler.sender_usage import sender_usage
 from storage import states
@@ -236,6 +242,7 @@ class DatabaseCollector(Collector):
         with self._engine.connect() as conn:
             snap = stats.snapshot(conn, now)
             usage = sender_usage(conn, [i for i, _ in snap.instances], now)
+            care = health_figures(conn, [i for i, _ in snap.instances], now)
         by_state = snap.deliveries_by_state
 
         depth = GaugeMetricFamily("gatecast_queue_depth", "Deliveries waiting to be sent")
@@ -306,6 +313,22 @@ class DatabaseCollector(Collector):
         for instance_id, state in sorted(snap.instance_states.items()):
             connection.add_metric([instance_id, state], 1)
         yield connection
+        changes = CounterMetricFamily(
+            "gatecast_sender_health_changes",
+            "Changes of a sender's health level, by the level it went to",
+            labels=["level"],
+        )
+        for level in LEVELS:
+            changes.add_metric([level], care.changes.get(level, 0))
+        yield changes
+        score = GaugeMetricFamily(
+            "gatecast_instance_health_score",
+            "Each sender's health score now (0-100, decaying; levels by threshold)",
+            labels=["instance", "level"],
+        )
+        for instance_id, (value, level) in sorted(care.scores.items()):
+            score.add_metric([instance_id, level], round(value, 2))
+        yield score
 
         by_campaign_state = GaugeMetricFamily(
             "gatecast_campaigns", "Campaigns by state", labels=["state"]

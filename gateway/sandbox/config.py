@@ -33,6 +33,12 @@ class SandboxConfig:
     not_on_app: frozenset[str] = frozenset()  # digits
     not_on_app_rate: float = 0.0
     error_463_rate: float = 0.0  # share of messages that fail with code 463 (a ban signal)
+    # a reach-out timelock: after this many cold contacts (never messaged by the
+    # instance, never heard from), the next cold one starts a lock of cold_lock_seconds
+    # during which every message to a cold contact fails with code 463; known chats and
+    # groups go through (one lock per instance)
+    cold_lock_after: int | None = None
+    cold_lock_seconds: float = 60.0
     reply_rate: float = 0.0
     stop_rate: float = 0.0
     # webhook events
@@ -117,5 +123,9 @@ class SandboxConfig:
             raise ValueError(f"not_on_app holds non-digit numbers: {', '.join(bad[:5])}")
         if self.monthly_quota is not None and self.monthly_quota < 0:
             raise ValueError("monthly_quota must not be negative")
+        if self.cold_lock_after is not None and self.cold_lock_after < 0:
+            raise ValueError("cold_lock_after must not be negative")
+        if self.cold_lock_seconds <= 0:
+            raise ValueError("cold_lock_seconds must be positive")
         if self.disconnect_after_sends is not None and self.disconnect_after_sends < 1:
             raise ValueError("disconnect_after_sends must be at least 1")

@@ -72,6 +72,8 @@ class Inspection:
                 state = {"disconnect": DISCONNECTED, "logout": LOGGED_OUT, "connect": CONNECTED}
                 inst = self.state.set_state(iid, state[action], f"sandbox {action}")
                 return json_response(inst.public())
+            if action == "renew-quota":
+                return json_response(self.state.renew_quota(iid).public())
             if action == "incoming":
                 sender, text = params.get("from", ""), params.get("text", "")
                 mid = self.state.inject_incoming(iid, sender, text)

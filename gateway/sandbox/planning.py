@@ -29,9 +29,10 @@ def incoming_id(rng: random.Random) -> str:
 
 
 def plan_message_events(
-    cfg: SandboxConfig, rng: random.Random, msg: SentMessage
+    cfg: SandboxConfig, rng: random.Random, msg: SentMessage, *, refused: str | None = None
 ) -> list[tuple[float, EventJob]]:
-    """The ``(delay in seconds, event)`` list that follows the accepted send ``msg``."""
+    """The ``(delay in seconds, event)`` list that follows the accepted send ``msg``
+    (``refused``: the error code of a failed status instead, e.g. a timelock's 463)."""
     dialect = cfg.dialect
     iid = msg.instance_id
     now = int(msg.at)
@@ -55,7 +56,9 @@ def plan_message_events(
             )
         )
 
-    if not_on_app:
+    if refused is not None:
+        status(d_sent, "failed", refused)
+    elif not_on_app:
         status(d_sent, "failed", "404")
     elif cfg.error_463_rate > 0 and rng.random() < cfg.error_463_rate:
         status(d_sent, "failed", "463")

@@ -36,8 +36,15 @@ class Instance:
     webhook_url: str | None = None
     webhook_enabled: bool = False
     sends: int = 0
+    #: ``sends`` when the quota was last renewed (``POST /sandbox/instances/{id}/renew-quota``)
+    quota_from: int = 0
     sends_since_connect: int = 0
     created_at: float = 0.0
+    # the cold-contact timelock mode (``SandboxConfig.cold_lock_after``)
+    known_chats: set[str] = field(default_factory=set)
+    cold_sent: int = 0
+    locked_until: float = 0.0
+    lock_used: bool = False
 
     def public(self) -> dict[str, Any]:
         """The inspection view (no token)."""

@@ -336,7 +336,7 @@ class SandboxState:
         inst.sends_since_connect += 1
         self.stats.accepted += 1
         self.stats.per_recipient[to] += 1
-        plan = plan_message_events(self.config, self.rng, msg)
+        plan = plan_message_events(self.config, self.rng, msg, refused=self._timelock(inst, msg))
         if self.emitter is not None:
             self.emitter.schedule_many(plan)
         self.by_recipient.setdefault(to, []).append(mid)
@@ -354,10 +354,37 @@ class SandboxState:
             return {"status": "success", "message": "Success", "data": detail}
         return {"status": "success", "message": detail}
 
+    def _timelock(self, inst: Instance, msg: SentMessage) -> str | None:
+        """``"463"`` when the cold-contact timelock refuses ``msg`` (the mode
+        ``cold_lock_after``); a message that goes through makes its chat known."""
+        cfg = self.config
+        is_group = msg.chat.endswith("@g.us")
+        if is_group or msg.to in inst.known_chats:
+            return None
+        if cfg.cold_lock_after is not None:
+            if msg.at < inst.locked_until:
+                return "463"
+            if inst.cold_sent >= cfg.cold_lock_after and not inst.lock_used:
+                inst.lock_used = True
+                inst.locked_until = msg.at + cfg.cold_lock_seconds
+                return "463"
+            inst.cold_sent += 1
+        inst.known_chats.add(msg.to)
+        return None
+
     def check_quota(self, inst: Instance) -> bool:
         """True when the instance has used up its monthly quota (the trap's condition)."""
         quota = self.config.monthly_quota
-        return quota is not None and inst.sends >= quota
+        return quota is not None and inst.sends - inst.quota_from >= quota
+
+    def renew_quota(self, instance_id: str) -> Instance:
+        """A new month for the instance's quota (sandbox-only): its sends count from 0."""
+        with self.lock:
+            inst = self.instances.get(instance_id)
+            if inst is None:
+                raise KeyError(f"no instance {instance_id!r}")
+            inst.quota_from = inst.sends
+            return inst
 
     def inject_incoming(self, instance_id: str, sender: str, text: str) -> str:
         """Simulate someone writing to the instance (sandbox-only); returns the message id."""
@@ -367,6 +394,7 @@ class SandboxState:
             if not sender.isdigit():
                 raise ValueError(f"sender must be digits only, not {sender!r}")
             mid = incoming_id(self.rng)
+            self.instances[instance_id].known_chats.add(sender)  # they wrote: a known chat
             body = ev.incoming_body(
                 self.config.dialect,
                 instance_id,

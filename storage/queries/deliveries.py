@@ -84,6 +84,8 @@ class ClaimedRow:
     #: when the row was due and when this claim took it (how late the claim came)
     due_at: datetime | None = None
     attempted_at: datetime | None = None
+    #: when the row was made (the retry horizon counts from it)
+    queued_at: datetime | None = None
 
 
 #: what a claim returns of each row it takes (:class:`ClaimedRow`'s fields)
@@ -98,6 +100,7 @@ _CLAIMED_COLUMNS = (
     _d.c.content,
     _d.c.due_at,
     _d.c.attempted_at,
+    _d.c.queued_at,
 )
 
 
@@ -115,6 +118,7 @@ def _claimed_rows(result: Any) -> list[ClaimedRow]:
             content=dict(r.content or {}),
             due_at=r.due_at,
             attempted_at=r.attempted_at,
+            queued_at=r.queued_at,
         )
         for r in result
     ]

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from sqlalchemy import (
     Connection,
     and_,
     bindparam,
     delete,
-    func,
     insert,
     literal_column,
     or_,
@@ -228,6 +227,20 @@ def pause_state(conn: Connection, instance_ids: Sequence[str]) -> dict[str, str 
     return {str(r[0]): r[1] for r in rows}
 
 
+def paused_with(
+    conn: Connection, instance_ids: Sequence[str], reason: str
+) -> dict[str, datetime | None]:
+    """``instance_id -> paused_at`` of the given ids paused with exactly ``reason``."""
+    if not instance_ids:
+        return {}
+    rows = conn.execute(
+        select(_i.c.instance_id, _i.c.paused_at).where(
+            _i.c.instance_id.in_(list(instance_ids)), _i.c.paused_reason == reason
+        )
+    )
+    return {str(r[0]): r[1] for r in rows}
+
+
 def next_send_times(conn: Connection, instance_ids: Sequence[str]) -> dict[str, datetime | None]:
     """``instance_id -> next_send_at`` (the persisted pace state)."""
     if not instance_ids:
@@ -343,39 +356,6 @@ def resume(conn: Connection, instance_id: str, *, now: datetime) -> bool:
     return bool(result.rowcount == 1)
 
 
-#: before any pause: an instance never paused counts every event with the code
-_NEVER = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def pause_on_restriction_events(
-    conn: Connection, *, now: datetime, code: str, reason: str
-) -> list[str]:
-    """Pause, with ``reason``, every unpaused instance that got a failed status with the
-    error ``code`` since its last pause. Returns the instance ids paused now.
-
-    One probe of ``ix_status_events_code`` (error code, instance, receipt; partial on
-    events with a code) per unpaused instance: the events received after its last pause,
-    so the cost follows the number of senders, never the history of status events.
-    """
-    fresh = (
-        select(_events.c.id)
-        .where(
-            _events.c.error_code == code,
-            _events.c.instance_id == _i.c.instance_id,
-            _events.c.received_at > func.coalesce(_i.c.paused_at, _NEVER),
-        )
-        .exists()
-    )
-    due = conn.execute(
-        select(_i.c.instance_id).where(_i.c.paused_reason.is_(None), fresh).order_by(_i.c.id)
-    ).scalars()
-    paused: list[str] = []
-    for instance_id in list(due):
-        if pause(conn, str(instance_id), reason, now=now):
-            paused.append(str(instance_id))
-    return paused
-
-
 __all__ = [
     "GONE",
     "UNABLE_STATES",
@@ -393,8 +373,8 @@ __all__ = [
     "move_waiting_deliveries",
     "next_send_times",
     "pause",
-    "pause_on_restriction_events",
     "pause_state",
+    "paused_with",
     "queued_targets",
     "reassign_queued",
     "reserve_slot",

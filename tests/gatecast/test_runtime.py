@@ -49,6 +49,7 @@ def test_campaign_run_with_webhook_sends_and_learns_statuses(tmp_path: Path) -> 
             "GATECAST_GATEWAY_URL": sb.url,
             "GATECAST_ACCESS_TOKEN": sb.access_token,
             "GATECAST_API_KEY": "b" * 32,
+            "GATECAST_WARMUP_ENABLED": "false",  # a new sender, not a warm-up test
         }
         gatecast = Path(sys.executable).with_name("gatecast")
         done = subprocess.run(

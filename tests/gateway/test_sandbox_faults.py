@@ -109,6 +109,43 @@ def test_key_under_data_and_error_463(webhook_sink: WebhookSink) -> None:
         )
 
 
+def test_cold_lock_mode_refuses_cold_contacts_with_463_while_it_holds(
+    webhook_sink: WebhookSink,
+) -> None:
+    """``cold_lock_after=1``: one cold contact goes through, the next starts the lock; under
+    it cold contacts fail with 463 while a known chat, a number that wrote in and a group
+    pass; after the lock cold contacts pass again."""
+    clock = [1000.0]
+    cfg = SandboxConfig(cold_lock_after=1, cold_lock_seconds=30, status_delays=(0.0, 0.0, 0.0))
+    with run_sandbox_in_thread(cfg) as sb:
+        sb.state.clock = lambda: clock[0]
+        iid = sb.create_linked_instance()
+        sb.state.instances[iid].webhook_url = webhook_sink.url
+        sb.state.instances[iid].webhook_enabled = True
+        sb.state.inject_incoming(iid, "15551230009", "hi")  # wrote in: a known chat
+        with httpx.Client() as client:
+            sent = {
+                to: _send(client, sb, iid, to).json()["message"]["key"]["id"]
+                for to in ("15551230001", "15551230002", "15551230003", "15551230009")
+            }
+            sent["again"] = _send(client, sb, iid, "15551230001").json()["message"]["key"]["id"]
+            clock[0] += 31  # the lock is over
+            sent["after"] = _send(client, sb, iid, "15551230004").json()["message"]["key"]["id"]
+        assert sb.wait_idle(15)
+        events = [e for b in webhook_sink.bodies for e in parse_webhook(b)]
+        failed = {
+            e.message_id
+            for e in events
+            if isinstance(e, MessageStatus) and e.status is DeliveryStatus.FAILED
+        }
+        assert all(
+            e.error_code == "463"
+            for e in events
+            if isinstance(e, MessageStatus) and e.message_id in failed
+        )
+        assert failed == {sent["15551230002"], sent["15551230003"]}
+
+
 def test_cli_runs_a_sandbox_and_writes_the_ready_file(tmp_path: Path) -> None:
     ready = tmp_path / "ready"
     proc = subprocess.Popen(

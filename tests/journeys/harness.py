@@ -149,6 +149,8 @@ class Workspace:
         env = _base_env()
         env["GATECAST_DATABASE_URL"] = self.database_url
         env["GATECAST_API_KEY"] = API_KEY
+        # journeys not about the warm-up send as before it (they set it "true" to test it)
+        env["GATECAST_WARMUP_ENABLED"] = "false"
         if self.gateway_url:
             env["GATECAST_GATEWAY_URL"] = self.gateway_url
             env["GATECAST_ACCESS_TOKEN"] = SANDBOX_TOKEN

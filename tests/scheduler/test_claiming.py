@@ -182,13 +182,24 @@ def test_two_dispatchers_on_one_campaign_never_double_send(engine: Engine) -> No
         assert set(conn.execute(select(d_t.c.attempts)).scalars()) == {1}
 
 
-def test_an_error_463_status_event_pauses_the_sender(engine: Engine) -> None:
+def test_an_error_463_holds_cold_contacts_until_the_lock_ends(engine: Engine) -> None:
+    """A 463 no longer pauses the sender: its known chats go on, its cold contacts wait
+    for the lock's end (60 s when the gateway does not say) and then go out."""
     from sqlalchemy import insert
+
+    from storage.queries import sender_care as sc
 
     clock = FakeClock(T0)
     add_instances(engine, ["A", "B"], T0)
     cid = add_running_campaign(engine, spec(), recipients=6, senders=["A", "B"], now=T0)
+    d_t = tables.deliveries
     with engine.begin() as conn:
+        a_targets = sorted(
+            conn.execute(
+                select(d_t.c.target).where(d_t.c.campaign_id == cid, d_t.c.sender == "A")
+            ).scalars()
+        )
+        sc.mark_known(conn, [("A", a_targets[0])], now=T0)  # one known chat
         conn.execute(
             insert(tables.status_events).values(
                 message_id="X1",
@@ -202,16 +213,14 @@ def test_an_error_463_status_event_pauses_the_sender(engine: Engine) -> None:
         )
     sender = RecordingSender(clock)
     with quiet_dispatcher(engine, sender, clock, workers=1) as d:
-        d.run(until_done=True, max_ticks=5)
-        assert "A" in d.paused_senders
-    assert {i for i, _, _ in sender.sent} == {"B"}
-    got = Counter(states_of(engine, cid).values())
-    assert got == {"sent": 3, "queued": 3}
-    with engine.connect() as conn:
-        reason = conn.execute(
-            select(tables.instances.c.paused_reason).where(tables.instances.c.instance_id == "A")
-        ).scalar_one()
-    assert "463" in reason
+        d.run(until_done=True, max_ticks=400)
+        assert "A" not in d.paused_senders
+    sent_by_a = {to: at for i, to, at in sender.sent if i == "A"}
+    assert set(sent_by_a) == set(a_targets)
+    assert sent_by_a[a_targets[0]] < T0 + timedelta(seconds=60)  # the known chat went on
+    for cold in a_targets[1:]:
+        assert sent_by_a[cold] >= T0 + timedelta(seconds=60), (cold, sent_by_a)
+    assert Counter(states_of(engine, cid).values()) == {"sent": 6}
 
 
 class _SlowSender(RecordingSender):

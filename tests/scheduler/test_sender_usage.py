@@ -75,7 +75,9 @@ def test_the_smallest_active_cap_and_its_local_day(engine: Engine) -> None:
     brisbane_midnight = datetime(2026, 3, 10, 14, 0, tzinfo=UTC)
     utc_midnight = datetime(2026, 3, 10, 0, 0, tzinfo=UTC)
     assert usage == {
-        "AAA": SenderUsage(sends_today=2, daily_cap=50, day_start=brisbane_midnight),
+        "AAA": SenderUsage(
+            sends_today=2, daily_cap=50, day_start=brisbane_midnight, timezone=BRISBANE
+        ),
         "BBB": SenderUsage(sends_today=1, daily_cap=80, day_start=utc_midnight),
         "DDD": SenderUsage(sends_today=0, daily_cap=80, day_start=utc_midnight),
     }

@@ -72,6 +72,18 @@ class PreviewMessage(BaseModel):
     target: str
     name: str
     content: dict[str, Any]
+    variant: str | None = Field(None, description="The A/B variant it shows (null: none)")
+
+
+class VarietyPublic(BaseModel):
+    """Distinct rendered messages over the first recipients, and a warning when few."""
+
+    sampled: int
+    distinct: int
+    warning: str | None = Field(
+        description="Low variety: the identical-content guard will hold runs of the same "
+        "message per sender; vary it with spintax or variables (null: enough variety)"
+    )
 
 
 class Unrenderable(BaseModel):
@@ -107,6 +119,7 @@ class CampaignCreated(BaseModel):
     cooldown_excluded: int = Field(
         0, description="Recipients messaged within the contact cooldown now (would be skipped)"
     )
+    variety: VarietyPublic | None = None
 
 
 class CampaignPreview(BaseModel):
@@ -134,6 +147,7 @@ class CampaignPreview(BaseModel):
     cooldown_excluded: int = Field(
         0, description="Recipients checked that were messaged within the contact cooldown"
     )
+    variety: VarietyPublic | None = None
 
 
 class CampaignPublic(BaseModel):
@@ -169,6 +183,12 @@ class CampaignDetailPublic(CampaignPublic):
     started_at: datetime | None
     finished_at: datetime | None
     spec: dict[str, Any]
+    variants: dict[str, Any] = Field(
+        default_factory=dict,
+        description="[[message.variants]] compared: each variant's recipients, sent and "
+        "delivered, read, reply and opt-out rates, the two-proportion z-tests against the "
+        "best, a significance note, and the [ab] test with its pick ({} without variants)",
+    )
 
     @field_validator("spec", mode="before")
     @classmethod
@@ -304,7 +324,12 @@ def _create(ctx: AppContext, spec: CampaignSpec, strict: bool) -> CampaignCreate
     """Create ``spec`` (an omitted contact cooldown takes the setting's default)."""
     cooldown = ctx.settings.contact_cooldown_hours
     created = create_campaign(
-        ctx.engine, spec, strict=strict, now=ctx.clock(), default_cooldown_hours=cooldown
+        ctx.engine,
+        spec,
+        strict=strict,
+        now=ctx.clock(),
+        default_cooldown_hours=cooldown,
+        default_max_identical=ctx.settings.max_identical_in_row,
     )
     return created_public(created)
 
@@ -352,16 +377,26 @@ def post_campaign_toml(
     return run_once(request, ctx, upload, create, status.HTTP_201_CREATED)
 
 
+def _preview(ctx: AppContext, spec: CampaignSpec) -> CampaignPreview:
+    """Preview ``spec`` (omitted safety defaults take the settings' values)."""
+    return preview_public(
+        service.preview_campaign(
+            ctx.engine,
+            spec,
+            default_cooldown_hours=ctx.settings.contact_cooldown_hours,
+            now=ctx.clock(),
+            default_max_identical=ctx.settings.max_identical_in_row,
+        )
+    )
+
+
 @router.post("/campaigns/preview", response_model=CampaignPreview)
 def post_preview(
     ctx: Ctx, body: Annotated[dict[str, Any], Body(examples=[CAMPAIGN_EXAMPLE])]
 ) -> CampaignPreview:
     """Validate and render a campaign for its first recipients, storing nothing."""
     spec = parse_campaign(body, "request body")
-    cooldown = ctx.settings.contact_cooldown_hours
-    return preview_public(
-        service.preview_campaign(ctx.engine, spec, default_cooldown_hours=cooldown, now=ctx.clock())
-    )
+    return _preview(ctx, spec)
 
 
 @router.post("/campaigns/preview/toml", response_model=CampaignPreview)
@@ -370,10 +405,7 @@ def post_preview_toml(
 ) -> CampaignPreview:
     """Validate and render an uploaded TOML campaign file, storing nothing."""
     spec = parse_toml_upload(file.file.read(MAX_TOML_BYTES + 1), file.filename or "")
-    cooldown = ctx.settings.contact_cooldown_hours
-    return preview_public(
-        service.preview_campaign(ctx.engine, spec, default_cooldown_hours=cooldown, now=ctx.clock())
-    )
+    return _preview(ctx, spec)
 
 
 @router.get("/campaigns/{campaign_id}", response_model=CampaignDetailPublic)

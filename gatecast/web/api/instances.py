@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict
+from datetime import datetime
 from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Depends, Query, Request, Response, status
 from pydantic import BaseModel, Field
 from pydantic.dataclasses import dataclass as pydantic_dataclass
+from sqlalchemy import Connection
 
 from campaigns import instances as domain
 from gatecast.web.api.common import (
@@ -24,6 +26,7 @@ from gatecast.web.idempotency import IDEMPOTENT, run_once
 from gatecast.web.problems import Problem, web_terms
 from gateway.errors import GatewayError
 from gateway.errors import RequestValidationError as GatewayRequestError
+from scheduler.care_view import SenderCare, describe, sender_care
 from scheduler.sender_usage import SenderUsage, sender_usage
 
 router = APIRouter(tags=["instances"])
@@ -43,19 +46,65 @@ class InstancePublic(domain.InstanceRecord):
     daily_cap: int | None = Field(
         None, description="Smallest daily cap of the active campaigns sending through it"
     )
+    # sender care (docs/scheduling-and-pacing.md, "Sender care")
+    warmup_day: int = Field(1, description="Its warm-up day (1: its first day in gatecast)")
+    warmup_allowance: float | None = Field(
+        None, description="Today's warm-up allowance in new-contact messages (null: no limit)"
+    )
+    warmup_used: float = Field(
+        0.0, description="How much of it is used (a known contact counts less)"
+    )
+    warmup_off: bool = Field(False, description="Its warm-up is turned off")
+    warmup_ramp: str | None = Field(None, description="Its own ramp (null: the default)")
+    allowance_left: int | None = Field(
+        None,
+        description="Messages it may still start today: the min of the daily cap and the "
+        "warm-up (null: neither limits)",
+    )
+    health_score: float = Field(0.0, description="Its health score now (0-100, decaying)")
+    health_level: str = Field(
+        "low",
+        description="low, medium (pace halved), high (paused, resumes by itself) or "
+        "critical (paused until resumed)",
+    )
+    health_resume_at: datetime | None = Field(
+        None, description="At high: when it resumes by itself"
+    )
+    timelock_until: datetime | None = Field(
+        None, description="While a 463 timelock holds: its end (cold contacts wait)"
+    )
+    care_summary: str = Field("", description="The above in one line, as the dashboard shows it")
 
 
 def _public(
-    records: list[domain.InstanceRecord], usage: dict[str, SenderUsage]
+    records: list[domain.InstanceRecord],
+    usage: dict[str, SenderUsage],
+    care: dict[str, SenderCare],
 ) -> list[InstancePublic]:
-    return [
-        InstancePublic(
-            **asdict(r),
-            sends_today=usage[r.instance_id].sends_today,
-            daily_cap=usage[r.instance_id].daily_cap,
+    out = []
+    for r in records:
+        extra: dict[str, object] = {}
+        if r.instance_id in care:
+            extra = asdict(care[r.instance_id])
+            extra["care_summary"] = describe(care[r.instance_id])
+        out.append(
+            InstancePublic(
+                **asdict(r),
+                sends_today=usage[r.instance_id].sends_today,
+                daily_cap=usage[r.instance_id].daily_cap,
+                **extra,  # type: ignore[arg-type]
+            )
         )
-        for r in records
-    ]
+    return out
+
+
+def _rows(
+    ctx: AppContext, conn: Connection, records: list[domain.InstanceRecord]
+) -> list[InstancePublic]:
+    ids = [r.instance_id for r in records]
+    now = ctx.clock()
+    usage = sender_usage(conn, ids, now)
+    return _public(records, usage, sender_care(conn, ids, now, usage))
 
 
 def list_instance_rows(
@@ -66,8 +115,7 @@ def list_instance_rows(
     with ctx.engine.connect() as conn:
         every = domain.list_all(conn)
         records = every[offset:] if limit is None else every[offset : offset + limit]
-        usage = sender_usage(conn, [r.instance_id for r in records], ctx.clock())
-    return _public(records, usage), len(every)
+        return _rows(ctx, conn, records), len(every)
 
 
 def get_instance_row(ctx: AppContext, instance_id: str) -> InstancePublic:
@@ -76,8 +124,7 @@ def get_instance_row(ctx: AppContext, instance_id: str) -> InstancePublic:
         records = domain.list_all(conn, instance_id)
         if not records:
             raise not_found("instance", instance_id)
-        usage = sender_usage(conn, [instance_id], ctx.clock())
-    return _public(records, usage)[0]
+        return _rows(ctx, conn, records)[0]
 
 
 @router.get("/instances", response_model=Page[InstancePublic])
@@ -393,6 +440,35 @@ def delete_instance(instance_id: str, ctx: Ctx) -> ForgetResult:
 
 @router.post("/instances/{instance_id}/resume", response_model=OperationResult)
 def post_resume(instance_id: str, ctx: Ctx) -> OperationResult:
-    """Let a paused sender send again (paused for quota, error 463, a failure burst or
-    relogin); ``resumed_reason`` is the pause it lifted (null: it was not paused)."""
+    """Let a paused sender send again (paused for quota, a failure burst, its health
+    score or relogin; its health score starts again from 0); ``resumed_reason`` is the
+    pause it lifted (null: it was not paused)."""
     return resume_sender(ctx, instance_id)
+
+
+class WarmupBody(BaseModel):
+    """A sender's warm-up override (nothing set: the default ramp from its first day)."""
+
+    off: bool = Field(False, description="No warm-up for this sender (only the daily cap)")
+    day: int | None = Field(None, description="Today is this warm-up day (1-366)")
+    ramp: str | None = Field(
+        None,
+        description='Its own allowances of day 1, 2, ... e.g. "15,30,60" (after the last '
+        "day: no warm-up limit)",
+    )
+
+
+@router.put("/instances/{instance_id}/warmup", response_model=InstancePublic)
+def put_warmup(instance_id: str, body: WarmupBody, ctx: Ctx) -> InstancePublic:
+    """Set a sender's warm-up (``off``, ``day``, ``ramp``); answers the instance as it is
+    now, with today's allowance."""
+    if body.off and (body.day is not None or body.ramp is not None):
+        raise field_error(("body", "off"), "off turns the warm-up off: give it without day or ramp")
+    change = domain.WarmupChange(off=body.off, day=body.day, ramp=body.ramp)
+    try:
+        domain.set_warmup(ctx.engine, instance_id, change, now=ctx.clock())
+    except domain.UnknownInstance:
+        raise not_found("instance", instance_id) from None
+    except domain.WarmupRefused as exc:
+        raise field_error(("body", exc.field), str(exc)) from None
+    return get_instance_row(ctx, instance_id)

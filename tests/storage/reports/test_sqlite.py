@@ -392,7 +392,7 @@ _SCHEMA = (
     "CREATE TABLE deliveries (id INTEGER PRIMARY KEY, campaign_id INTEGER, target TEXT,"
     " contact_id INTEGER, sender TEXT, state TEXT, attempts INTEGER, message_id TEXT,"
     " error TEXT, queued_at TEXT, sent_at TEXT, delivered_at TEXT, read_at TEXT,"
-    " failed_at TEXT, replied_at TEXT, reply_text TEXT)",
+    " failed_at TEXT, replied_at TEXT, reply_text TEXT, variant TEXT)",
 )
 _TOKENS = st.sampled_from([*"=+-@\t\r\n\",'\\\x00 a9Z0é🎉", "@g.us", "+1415", "555"])
 _TEXT = st.lists(_TOKENS, max_size=6).map("".join) | st.text(max_size=6)
@@ -411,6 +411,7 @@ _ROW = st.fixed_dictionaries(
         "message_id": st.none() | _TEXT,
         "error": st.none() | _TEXT,
         "reply_text": st.none() | _TEXT,
+        "variant": st.none() | _TEXT,
         **{t: _TIMES for t in columns.TIMES},
     }
 )
@@ -429,6 +430,7 @@ def _python_line(row: dict[str, Any]) -> bytes:
         **{t: columns.iso(row[t] and row[t].replace(tzinfo=UTC)) for t in columns.TIMES},
         "reply": row["reply_text"] or "",
         "opted_out": bool(row["opted_out"]),
+        "variant": row["variant"] or "",
     }
     buf = io.StringIO(newline="")
     csv.writer(buf).writerow(columns.cells(cells))
@@ -449,7 +451,7 @@ def test_sql_cells_match_python(rows: list[dict[str, Any]]) -> None:
             db.execute("INSERT INTO contacts VALUES (?, ?, ?)", (i, row["name"], row["opted_out"]))
         times = [row[t] and row[t].strftime("%Y-%m-%d %H:%M:%S.%f") for t in columns.TIMES]
         db.execute(
-            "INSERT INTO deliveries VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO deliveries VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 i,
                 row["target"],
@@ -461,6 +463,7 @@ def test_sql_cells_match_python(rows: list[dict[str, Any]]) -> None:
                 row["error"],
                 *times,
                 row["reply_text"],
+                row["variant"],
             ),
         )
         if not contact:

@@ -383,3 +383,56 @@ def test_sends_today_is_what_the_daily_cap_counts(
     assert (inst["sends_today"], inst["daily_cap"]) == (capped, 3)
     assert listed[0]["sends_today"] == capped
     assert f'gatecast_instance_sends_today{{instance="AAA"}} {float(capped)}' in metrics
+
+
+def test_sender_care_in_the_api_and_on_the_card(
+    make_live: Callable[..., LiveApp], engine: Engine, sandbox: Any
+) -> None:
+    """The instance view shows the warm-up, the allowance left, the health and a 463
+    lock; ``PUT /instances/{id}/warmup`` sets a sender's own ramp, refusals name the field."""
+    from datetime import timedelta
+
+    from scheduler import health
+    from storage.queries import instances as iq
+    from storage.queries import sender_care as sc
+    from storage.types import utcnow
+
+    live = make_live(engine, gateway_factory=gateway_factory_for(sandbox))
+    iid = sandbox.create_linked_instance()
+    with engine.begin() as conn:
+        iq.mark_state(conn, iid, "connected", now=utcnow())
+    with live.client() as api, _signed_in(live) as browser:
+        res = api.put(f"/api/v1/instances/{iid}/warmup", json={"ramp": "7, 14"})
+        assert res.status_code == 200, res.text
+        inst = res.json()
+        assert (inst["warmup_day"], inst["warmup_allowance"], inst["warmup_ramp"]) == (
+            1,
+            7,
+            "7,14",
+        )
+        assert inst["allowance_left"] == 7 and inst["health_level"] == "low"
+        assert "warm-up day 1: 0 of 7 new-contact messages" in inst["care_summary"]
+        res = api.put(f"/api/v1/instances/{iid}/warmup", json={"day": 2})
+        assert res.json()["warmup_day"] == 2
+        for body, field in (
+            ({"ramp": "7,x"}, "ramp"),
+            ({"ramp": "5,0"}, "ramp"),
+            ({"day": 0}, "day"),
+            ({"off": True, "day": 3}, "off"),
+        ):
+            refused = api.put(f"/api/v1/instances/{iid}/warmup", json=body)
+            assert refused.status_code == 422, refused.text
+            assert field in refused.text, refused.text
+        assert api.put("/api/v1/instances/NOPE/warmup", json={"off": True}).status_code == 404
+
+        with engine.begin() as conn:
+            health.add_signals(conn, iid, {"timelock": 1}, utcnow())
+            sc.set_lock(conn, iid, utcnow() + timedelta(seconds=60))
+        inst = api.get(f"/api/v1/instances/{iid}").json()
+        assert inst["health_level"] == "medium" and inst["health_score"] > 20
+        assert inst["timelock_until"] and "463 timelock until" in inst["care_summary"]
+        page = browser.get("/instances").text
+        assert "health medium" in page and "463 timelock until" in page
+        metrics = api.get("/metrics").text
+        assert 'gatecast_sender_health_changes_total{level="medium"} 1.0' in metrics
+        assert f'gatecast_instance_health_score{{instance="{iid}",level="medium"}}' in metrics

@@ -385,8 +385,10 @@ function showPreview(p) {
   $("preview-summary").textContent =
     n + " recipient(s)" + (p.opted_out ? ", " + p.opted_out + " opted out (skipped)" : "") +
     (p.unrenderable_count ? ", " + p.unrenderable_count + " cannot be rendered (skipped)" : "");
+  $("preview-variety").textContent = (p.variety && p.variety.warning) || "";
   $("preview-items").innerHTML = p.preview.map(function (m) {
     return "<div class='preview-item'><b>" + gcEsc(m.name || m.target) + "</b> <span class='muted'>" + gcEsc(m.target) + "</span>" +
+      (m.variant ? " <span class='badge'>variant " + gcEsc(m.variant) + "</span>" : "") +
       "<div class='phone-chat mini'>" + gcBubble(m.content) + "</div></div>";
   }).join("");
   $("preview-unrenderable").innerHTML = p.unrenderable.slice(0, 10).map(function (u) {
@@ -410,7 +412,9 @@ async function submit(path, body, previewOnly, keyField, method) {
       if (previewOnly) { gcShow("campaign-msg", "Preview only: nothing was stored.", false); return; }
       created = true;
       gcShow("campaign-msg", "Campaign " + res.id + " is " + res.state + (method === "PUT" ? ": changes saved." : "."), false);
-      setTimeout(function () { location.href = "/campaigns/" + res.id; }, 700);
+      // a low-variety warning stays readable before the campaign's page opens
+      const wait = res.variety && res.variety.warning ? 4000 : 700;
+      setTimeout(function () { location.href = "/campaigns/" + res.id; }, wait);
     } catch (e) { gcShow("campaign-msg", gcProblem(e), true); }
   });
   if (created) { buttons.forEach(function (b) { b.disabled = true; }); }
