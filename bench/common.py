@@ -6,10 +6,12 @@ import json
 import platform
 import resource
 import sys
+import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -128,6 +130,17 @@ def report(figures: Figures, measure: Callable[[], None]) -> int:
         return 1
     figures.table()
     return 0
+
+
+def each_database(
+    sizes: Iterable[int], no_pg: bool, run: Callable[[Path, int, bool], None]
+) -> None:
+    """``run(tmp, size, pg)`` for each size on SQLite, then (unless ``no_pg``) on
+    PostgreSQL, all in one temporary directory ``tmp``."""
+    with tempfile.TemporaryDirectory(prefix="gatecast-bench-") as tmpdir:
+        for size in sizes:
+            for pg in (False, True)[: 1 if no_pg else 2]:
+                run(Path(tmpdir), size, pg)
 
 
 def child_report(name: str, measure: Callable[[], Any]) -> int:

@@ -18,13 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import Figures, report
-from bench.dispatch import SEED_CHUNK, _bulk_insert, _db_time, database
+from bench.common import Figures, each_database, report
+from bench.dispatch import SEED_CHUNK, _bulk_insert, _db_time, database, new_list
 from bench.dispatch import open_db as _open_db
 from bench.materialise import scattered_phone
 
@@ -56,11 +55,7 @@ def seed(engine: Any, rows: int) -> None:
     with engine.begin() as conn:
         t = _db_time(conn, utcnow())
         mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-        list_id = conn.exec_driver_sql(
-            f"INSERT INTO lists (name, description, created_at) VALUES ({mark}, '', {mark})"
-            " RETURNING id",
-            ("customers", t),
-        ).scalar_one()
+        list_id = new_list(conn, "customers", t)
         tag_id = conn.exec_driver_sql(
             f"INSERT INTO tags (name, created_at) VALUES ({mark}, {mark}) RETURNING id", ("vip", t)
         ).scalar_one()
@@ -133,10 +128,7 @@ def main() -> int:
     figures = Figures.begin("contact_search")
 
     def measure() -> None:
-        with tempfile.TemporaryDirectory(prefix="gatecast-bench-") as tmpdir:
-            for rows in sizes:
-                for pg in (False, True)[: 1 if args.no_pg else 2]:
-                    run_db(Path(tmpdir), rows, pg, figures)
+        each_database(sizes, args.no_pg, lambda tmp, rows, pg: run_db(tmp, rows, pg, figures))
 
     return report(figures, measure)
 

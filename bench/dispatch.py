@@ -181,6 +181,17 @@ def _db_time(conn: Connection, at: datetime | None) -> Any:
     return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
+def new_list(conn: Connection, name: str, t: Any) -> int:
+    """A new contact list ``name`` created at ``t`` (as :func:`_db_time` gives it); its id."""
+    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    list_id: int = conn.exec_driver_sql(
+        f"INSERT INTO lists (name, description, created_at) VALUES ({mark}, '', {mark}) "
+        "RETURNING id",
+        (name, t),
+    ).scalar_one()
+    return list_id
+
+
 def seed_audience(engine: Engine, rows: int, list_name: str = LIST_NAME) -> None:
     """``rows`` contacts (ids 1..rows) in one list, bulk-inserted at the driver level."""
     from storage.types import utcnow
@@ -188,12 +199,7 @@ def seed_audience(engine: Engine, rows: int, list_name: str = LIST_NAME) -> None
     now = utcnow()
     with engine.begin() as conn:
         t = _db_time(conn, now)
-        list_id = conn.exec_driver_sql(
-            "INSERT INTO lists (name, description, created_at) VALUES "
-            + ("(?, '', ?)" if conn.dialect.paramstyle == "qmark" else "(%s, '', %s)")
-            + " RETURNING id",
-            (list_name, t),
-        ).scalar_one()
+        list_id = new_list(conn, list_name, t)
         cols: tuple[str, ...] = ("id", "phone", "raw_phone", "name", "attributes")
         cols = (*cols, "opted_out", "created_at", "updated_at")
         for lo in range(0, rows, SEED_CHUNK):

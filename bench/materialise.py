@@ -33,6 +33,7 @@ from bench.dispatch import (
     _db_time,
     contact_name,
     database,
+    new_list,
     open_db,
 )
 
@@ -52,12 +53,7 @@ def seed_list(engine: Any, rows: int) -> None:
 
     with engine.begin() as conn:
         t = _db_time(conn, utcnow())
-        mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-        list_id = conn.exec_driver_sql(
-            f"INSERT INTO lists (name, description, created_at) VALUES ({mark}, '', {mark}) "
-            "RETURNING id",
-            (LIST_NAME, t),
-        ).scalar_one()
+        list_id = new_list(conn, LIST_NAME, t)
         cols: tuple[str, ...] = ("id", "phone", "raw_phone", "name", "attributes", "opted_out")
         cols += ("created_at", "updated_at")
         for lo in range(0, rows, SEED_CHUNK):

@@ -27,7 +27,6 @@ to a local receiver (a threaded HTTP server answering 200) by ``scheduler.outbou
 from __future__ import annotations
 
 import argparse
-import tempfile
 import threading
 import time
 from datetime import UTC, datetime
@@ -37,7 +36,7 @@ from typing import Any
 
 from sqlalchemy import Engine, delete, func, insert, select, text, update
 
-from bench.common import BenchError, Figures, report, stopwatch
+from bench.common import BenchError, Figures, each_database, report, stopwatch
 from bench.dispatch import database, open_db
 from campaigns.webhook_endpoints import create_endpoint, delete_endpoint, subscribed
 from scheduler.outbound import OutboundPolicy, OutboundSender
@@ -281,9 +280,7 @@ def main() -> int:
     figures = Figures.begin("outbound")
 
     def measure() -> None:
-        with tempfile.TemporaryDirectory(prefix="gatecast-bench-") as tmpdir:
-            for pg in (False, True)[: 1 if args.no_pg else 2]:
-                run_db(Path(tmpdir), rows, pg, figures)
+        each_database([rows], args.no_pg, lambda tmp, n, pg: run_db(tmp, n, pg, figures))
 
     return report(figures, measure)
 

@@ -24,12 +24,19 @@ import argparse
 import json
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.common import BenchError, Figures, report
-from bench.dispatch import SEED_CHUNK, TEXT, _bulk_insert, _db_time, contact_name, database
+from bench.common import BenchError, Figures, each_database, report
+from bench.dispatch import (
+    SEED_CHUNK,
+    TEXT,
+    _bulk_insert,
+    _db_time,
+    contact_name,
+    database,
+    new_list,
+)
 from bench.dispatch import open_db as _open_db
 from bench.materialise import scattered_phone
 
@@ -58,14 +65,7 @@ def seed(engine: Any, rows: int) -> int:
     selected = 0
     with engine.begin() as conn:
         t = _db_time(conn, utcnow())
-        mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-        ids = {}
-        for name in ("customers", "blocked", "plain"):
-            ids[name] = conn.exec_driver_sql(
-                f"INSERT INTO lists (name, description, created_at) VALUES ({mark}, '', {mark})"
-                " RETURNING id",
-                (name, t),
-            ).scalar_one()
+        ids = {name: new_list(conn, name, t) for name in ("customers", "blocked", "plain")}
         cols: tuple[str, ...] = ("id", "phone", "raw_phone", "name", "attributes", "folded")
         cols += ("opted_out", "created_at", "updated_at")
         for lo in range(0, rows, SEED_CHUNK):
@@ -188,9 +188,7 @@ def main() -> int:
     figures = Figures.begin("segments")
 
     def measure() -> None:
-        with tempfile.TemporaryDirectory(prefix="gatecast-bench-") as tmpdir:
-            for pg in (False, True)[: 1 if args.no_pg else 2]:
-                run_db(Path(tmpdir), rows, pg, figures)
+        each_database([rows], args.no_pg, lambda tmp, n, pg: run_db(tmp, n, pg, figures))
 
     return report(figures, measure)
 

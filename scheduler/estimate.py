@@ -17,10 +17,12 @@ pauses and other campaigns sharing a sender make the real finish later.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, time, timedelta
+from typing import Annotated, Any
 from zoneinfo import ZoneInfo
 
+from pydantic import Field
 from sqlalchemy import Engine
 
 from campaigns.campaign_file import CampaignSpec
@@ -158,9 +160,10 @@ def estimate_sends(
 
 @dataclass(frozen=True)
 class FinalCheck:
-    """What creating (or keeping) a campaign file will do, in numbers and one sentence."""
+    """What creating (or keeping) a campaign file will do, in numbers and one sentence
+    (:meth:`in_words`); the descriptions are the API's (``POST /campaigns/check``)."""
 
-    messages: int
+    messages: Annotated[int, Field(description="Messages that would be sent")]
     recipients: int
     opted_out: int
     cooldown_excluded: int
@@ -169,12 +172,18 @@ class FinalCheck:
     senders: list[str]
     timezone: str
     start: datetime
-    finish: datetime | None
+    finish: Annotated[
+        datetime | None, Field(description="Around when the last send happens (null: never)")
+    ]
     mean_gap_seconds: float
     per_sender: int
-    occurrences: list[datetime] = field(default_factory=list)
+    occurrences: Annotated[list[datetime], Field(description="A recurrence's next starts")]
 
-    def sentence(self) -> str:
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly form: the sentence (``sentence``), then the numbers."""
+        return {"sentence": self.in_words(), **asdict(self)}
+
+    def in_words(self) -> str:
         """ "N messages to <audience> through <senders>, starting <time>, finishing
         around <time> at this pace", with the exclusions."""
         zone = ZoneInfo(self.timezone)

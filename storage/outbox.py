@@ -37,7 +37,6 @@ class Source:
     """One table's changes that make events. SQL fragments name the new row ``n`` and
     the old one ``o``."""
 
-    trigger: str
     table: str
     events: tuple[str, ...]
     event: str  # the event's name (SQL)
@@ -49,13 +48,45 @@ class Source:
     statement_level: bool  # PostgreSQL: over transition tables
 
     @property
+    def trigger(self) -> str:
+        """The trigger's name (the pattern :func:`present` looks for)."""
+        return f"tr_{self.table}_outbox"
+
+    @property
     def function(self) -> str:
         return f"gatecast_{self.trigger}"
 
 
+#: a change of the ``state`` column: the SQLite trigger's event and the condition
+_STATE_UPDATE, _STATE_CHANGED = "UPDATE OF state", "o.state IS NOT n.state"
+
+
+def _state_changed(
+    table: str,
+    entity: str,
+    key: str,
+    named: tuple[tuple[str, str], ...],
+    more: tuple[tuple[str, str], ...] = (),
+) -> Source:
+    """A row trigger on ``table``: ``<entity>.state_changed`` when a row's state changes,
+    for recipient ``<entity>:<key>``; its data: ``named``, the state it left (``from``)
+    and the one it took (``to``), then ``more``."""
+    event = f"{entity}.state_changed"
+    return Source(
+        table=table,
+        events=(event,),
+        event=f"'{event}'",
+        recipient=f"'{entity}:' || n.{key}",
+        occurred="n.updated_at",
+        data=(*named, ("from", "o.state"), ("to", "n.state"), *more),
+        sqlite_event=_STATE_UPDATE,
+        when=_STATE_CHANGED,
+        statement_level=False,
+    )
+
+
 SOURCES = (
     Source(
-        trigger="tr_deliveries_outbox",
         table="deliveries",
         events=("delivery.sent", "delivery.delivered", "delivery.read", "delivery.failed"),
         event="'delivery.' || n.state",
@@ -74,12 +105,11 @@ SOURCES = (
             ("error", "n.error"),
             ("error_code", "n.error_code"),
         ),
-        sqlite_event="UPDATE OF state",
-        when="o.state IS NOT n.state",
+        sqlite_event=_STATE_UPDATE,
+        when=_STATE_CHANGED,
         statement_level=True,
     ),
     Source(
-        trigger="tr_inbound_messages_outbox",
         table="inbound_messages",
         events=("reply.received",),
         event="'reply.received'",
@@ -99,7 +129,6 @@ SOURCES = (
         statement_level=True,
     ),
     Source(
-        trigger="tr_contacts_outbox",
         table="contacts",
         events=("contact.opted_out",),
         event="'contact.opted_out'",
@@ -110,40 +139,18 @@ SOURCES = (
         when="n.opted_out AND NOT o.opted_out",
         statement_level=False,
     ),
-    Source(
-        trigger="tr_campaigns_outbox",
-        table="campaigns",
-        events=("campaign.state_changed",),
-        event="'campaign.state_changed'",
-        recipient="'campaign:' || n.id",
-        occurred="n.updated_at",
-        data=(
-            ("campaign_id", "n.id"),
-            ("name", "n.name"),
-            ("from", "o.state"),
-            ("to", "n.state"),
-            ("reason", "n.state_reason"),
-        ),
-        sqlite_event="UPDATE OF state",
-        when="o.state IS NOT n.state",
-        statement_level=False,
+    _state_changed(
+        "campaigns",
+        "campaign",
+        "id",
+        (("campaign_id", "n.id"), ("name", "n.name")),
+        (("reason", "n.state_reason"),),
     ),
-    Source(
-        trigger="tr_instances_outbox",
-        table="instances",
-        events=("instance.state_changed",),
-        event="'instance.state_changed'",
-        recipient="'instance:' || n.instance_id",
-        occurred="n.updated_at",
-        data=(
-            ("instance_id", "n.instance_id"),
-            ("label", "n.label"),
-            ("from", "o.state"),
-            ("to", "n.state"),
-        ),
-        sqlite_event="UPDATE OF state",
-        when="o.state IS NOT n.state",
-        statement_level=False,
+    _state_changed(
+        "instances",
+        "instance",
+        "instance_id",
+        (("instance_id", "n.instance_id"), ("label", "n.label")),
     ),
 )
 

@@ -178,9 +178,9 @@ def _print_check(spec: CampaignSpec, cooldown: float, as_json: bool) -> None:
 
     check = final_check(open_engine_or_fail(), spec, default_cooldown_hours=cooldown)
     if as_json:
-        _print_json({"sentence": check.sentence(), **asdict(check)})
+        _print_json(check.to_dict())
         return
-    console.print(escape(check.sentence()), soft_wrap=True)
+    console.print(escape(check.in_words()), soft_wrap=True)
     for moment in check.occurrences:
         console.print(f"  next start {_local(moment, spec.schedule.timezone)}")
     console.print("[dim]dry run: nothing was stored[/]")

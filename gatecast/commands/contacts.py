@@ -323,10 +323,14 @@ def erase_cmd(
         return
     console.print(
         f"contact {erased.contact_id} erased: {erased.deliveries_anonymised:,} deliveries "
-        f"anonymised, {erased.inbound_messages_scrubbed:,} incoming messages and "
-        f"{erased.status_events_scrubbed:,} status events scrubbed, "
-        f"{erased.memberships_removed:,} list/tag/audience rows and "
-        f"{erased.import_rejects_removed:,} rejected import rows removed"
+        f"anonymised, {erased.inbound_messages_scrubbed:,} incoming messages, "
+        f"{erased.status_events_scrubbed:,} status events and "
+        f"{erased.audit_entries_scrubbed:,} audit entries scrubbed, "
+        f"{erased.memberships_removed:,} list/tag/audience rows, "
+        f"{erased.import_rejects_removed:,} rejected import rows, "
+        f"{erased.idempotency_records_removed:,} stored API answers, "
+        f"{erased.outbound_messages_removed:,} outbound webhook messages and "
+        f"{erased.test_sends_removed:,} test sends removed"
     )
 
 

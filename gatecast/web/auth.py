@@ -41,7 +41,7 @@ from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import SecretStr
 
-from campaigns import users
+from campaigns import dashboard_sessions, users
 from campaigns.audit import OWNER_ACTOR
 from gatecast.settings import Settings
 from gatecast.web import roles, sessions
@@ -356,7 +356,9 @@ def sign_in(request: Request, presented: str, *, name: str = "", password: str =
         return SignIn(None, status.HTTP_401_UNAUTHORIZED, wrong, actor=name[:64])
     throttle.succeeded(address)
     sessions.end(ctx.engine, sessions.cookie_of(request))  # signing in again: a new session
-    session_id = sessions.start(ctx.engine, _expected(request), now, user_id, key_id)
+    session_id = dashboard_sessions.open_session(
+        ctx.engine, _expected(request), now, user_id=user_id, api_key_id=key_id
+    )
     return SignIn(session_id, actor=actor, role=role)
 
 

@@ -29,18 +29,6 @@ COOKIE = "gatecast_session"
 _RENEWED = "gatecast_session_renewed"
 
 
-def start(
-    engine: Engine,
-    key: SecretStr,
-    now: datetime,
-    user_id: int | None = None,
-    api_key_id: int | None = None,
-) -> str:
-    """Open a session for the owner ``key`` (or for the user ``user_id``, signed in with
-    its key ``api_key_id`` if so); returns the id the cookie carries."""
-    return records.open_session(engine, key, now, user_id=user_id, api_key_id=api_key_id)
-
-
 def lookup(
     request: Request, engine: Engine, key: SecretStr, now: datetime
 ) -> records.Session | None:
@@ -126,5 +114,4 @@ __all__ = [
     "lookup",
     "served_over_https",
     "set_cookie",
-    "start",
 ]

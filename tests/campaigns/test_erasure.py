@@ -15,6 +15,7 @@ from campaigns.erasure import NoSuchContact, digit_forms, erase_contact, holds_n
 from campaigns.importer import ImportOptions, import_file
 from campaigns.webhook_endpoints import create_endpoint
 from storage import tables
+from tests.rows import campaign_row
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 GONE = "+447911123456"
@@ -45,19 +46,7 @@ def _setup(engine: Engine, tmp_path: Path) -> int:
     with engine.begin() as conn:
         ids = dict(conn.execute(sa.select(tables.contacts.c.phone, tables.contacts.c.id)).all())
         list_id = conn.execute(sa.select(tables.lists.c.id)).scalar_one()
-        cid = conn.execute(
-            sa.insert(tables.campaigns)
-            .values(
-                name="c",
-                message_type="text",
-                list_id=list_id,
-                spec={},
-                state="running",
-                created_at=NOW,
-                updated_at=NOW,
-            )
-            .returning(tables.campaigns.c.id)
-        ).scalar_one()
+        cid = campaign_row(conn, NOW, list_id=list_id)
         conn.execute(
             sa.insert(tables.audience_members),
             [{"campaign_id": cid, "contact_id": i} for i in ids.values()],

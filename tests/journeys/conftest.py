@@ -10,13 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.journeys.harness import Process, Workspace, start_sandbox, workspace
+from tests.journeys.harness import QUICK_STATUSES, Process, Workspace, start_sandbox, workspace
 
 
 @pytest.fixture(scope="module")
-def sandbox_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
-    """``gatecast sandbox --auto-link`` with quick status events, shared by a module."""
-    proc = start_sandbox(tmp_path_factory.mktemp("sandbox"), "--status-delays", "0.05,0.1,0.2")
+def sandbox_process(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Process]:
+    """``gatecast sandbox --auto-link`` shared by a module: with the options the module
+    names in ``SANDBOX_ARGS``, else with quick status events (``QUICK_STATUSES``)."""
+    args = getattr(request.module, "SANDBOX_ARGS", QUICK_STATUSES)
+    proc = start_sandbox(tmp_path_factory.mktemp("sandbox"), *args)
     yield proc
     proc.stop()
 

@@ -96,6 +96,10 @@ def _spawn(args: Sequence[str], env: dict[str, str], cwd: Path, log_path: Path) 
     return Process(popen, log_path)
 
 
+#: the sandbox options journeys run with unless they need others: status events come quickly
+QUICK_STATUSES = ("--status-delays", "0.05,0.1,0.2")
+
+
 def start_sandbox(workdir: Path, *args: str, timeout: float = 30.0) -> Process:
     """``gatecast sandbox --port 0 --auto-link ARGS`` until it says where it listens."""
     workdir.mkdir(parents=True, exist_ok=True)
@@ -305,6 +309,13 @@ def ok(answer: httpx.Response, *codes: int) -> Any:
     """The JSON of an API answer whose status is one of ``codes`` (default 200)."""
     assert answer.status_code in (codes or (200,)), (answer.status_code, answer.text)
     return answer.json()
+
+
+def campaign_over_api(server: Server, campaign_id: int) -> dict[str, Any]:
+    """The campaign as ``GET /campaigns/{id}`` of ``server`` shows it."""
+    with server.api() as api:
+        found: dict[str, Any] = ok(api.get(f"/api/v1/campaigns/{campaign_id}"))
+    return found
 
 
 def import_over_api(api: httpx.Client, path: Path, list_name: str) -> dict[str, Any]:

@@ -9,36 +9,21 @@ import csv
 import io
 import json
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import openpyxl
 import pytest
 
-from tests.journeys.harness import SAMPLES, Process, Server, start_sandbox, wait_for, workspace
+from tests.journeys.harness import QUICK_STATUSES, SAMPLES, Process, Server, Workspace, wait_for
 from tests.journeys.harness import ok as _ok
 
 NOT_ON_APP = "12125550115"  # Noah Brown in samples/contacts.csv: "not on the app"
-
-
-@pytest.fixture(scope="module")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
-    proc = start_sandbox(
-        tmp_path_factory.mktemp("gw"),
-        "--status-delays",
-        "0.05,0.1,0.2",
-        "--not-on-app",
-        NOT_ON_APP,
-    )
-    yield proc
-    proc.stop()
+SANDBOX_ARGS = (*QUICK_STATUSES, "--not-on-app", NOT_ON_APP)
 
 
 @pytest.fixture
-def server(tmp_path: Path, gateway: Process) -> Iterator[Server]:
-    with workspace(tmp_path / "work", gateway.url) as ws:
-        yield ws.serve()
+def server(ws: Workspace) -> Server:
+    return ws.serve()
 
 
 def _accepted(gateway: Process) -> int:
@@ -46,7 +31,7 @@ def _accepted(gateway: Process) -> int:
 
 
 def test_integrator_links_imports_sends_steers_and_reports(
-    server: Server, gateway: Process
+    server: Server, sandbox_process: Process
 ) -> None:
     api = server.api()
     # link a sender: create it, ask for its QR (the sandbox links it as the phone would)
@@ -103,9 +88,11 @@ def test_integrator_links_imports_sends_steers_and_reports(
         timeout=60,
         what="in-flight sends to end",
     )
-    before = _accepted(gateway)
+    before = _accepted(sandbox_process)
     time.sleep(1.5)
-    assert _accepted(gateway) == before, "the gateway got sends while the campaign was paused"
+    assert _accepted(sandbox_process) == before, (
+        "the gateway got sends while the campaign was paused"
+    )
     assert _ok(api.post(f"/api/v1/campaigns/{cid}/resume"))["state"] == "running"
     final = wait_for(
         lambda: (p := _ok(api.get(f"/api/v1/campaigns/{cid}/progress")))["done"] and p,
@@ -145,7 +132,7 @@ def test_integrator_links_imports_sends_steers_and_reports(
     # a recipient answers STOP: the contact is opted out
     olivia = "12025550143"
     httpx.post(
-        f"{gateway.url}/sandbox/instances/{iid}/incoming",
+        f"{sandbox_process.url}/sandbox/instances/{iid}/incoming",
         json={"from": olivia, "text": "STOP"},
         timeout=10,
     ).raise_for_status()

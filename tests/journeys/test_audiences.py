@@ -13,7 +13,14 @@ from typing import Any
 
 import httpx
 
-from tests.journeys.harness import Server, Workspace, assert_problem, table_value, wait_for
+from tests.journeys.harness import (
+    Server,
+    Workspace,
+    assert_problem,
+    link_sender_over_api,
+    table_value,
+    wait_for,
+)
 from tests.journeys.harness import ok as _ok
 
 PEOPLE = """phone,name,city,plan,tags,timezone
@@ -151,12 +158,7 @@ def _import(api: httpx.Client, name: str, text: str, list_name: str, **data: str
 def test_api_tags_segment_campaign_and_report(ws: Workspace) -> None:
     server: Server = ws.serve()
     api = server.api()
-    iid = _ok(api.post("/api/v1/instances", json={"label": "shop"}), 201)["instance_id"]
-    api.get(f"/api/v1/instances/{iid}/qr")
-    wait_for(
-        lambda: _ok(api.get(f"/api/v1/instances/{iid}"))["state"] == "connected",
-        what="the instance to be connected",
-    )
+    link_sender_over_api(api)
     done = _import(api, "people.csv", PEOPLE, "customers", tags="spring")
     assert (done["status"], done["imported"], done["invalid"]) == ("completed", 8, 1), done
     assert "Mars/Base" in done["rejects"][0]["reason"]

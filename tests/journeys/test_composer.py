@@ -21,6 +21,7 @@ from tests.journeys.harness import (
     link_sender_over_api,
     wait_for,
 )
+from tests.journeys.harness import ok as _ok
 
 PEOPLE = [
     ("Ada Lovelace", "+12025550101", "Berlin"),
@@ -54,11 +55,6 @@ def _people(ws: Workspace) -> None:
         writer.writerow(["Name", "Phone", "City"])
         writer.writerows(PEOPLE)
     ws.run("contacts", "import", str(path), "--list", "people")
-
-
-def _ok(answer: httpx.Response, *codes: int) -> Any:
-    assert answer.status_code in (codes or (200,)), (answer.status_code, answer.text)
-    return answer.json()
 
 
 def _contact_ids(api: httpx.Client) -> dict[str, int]:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from openpyxl import load_workbook
 
-from tests.journeys.harness import Server, Workspace, assert_problem, wait_for
+from tests.journeys.harness import Server, Workspace, assert_problem, link_sender_over_api, wait_for
 from tests.journeys.harness import ok as _ok
 from tests.journeys.test_web import _sign_in
 from tests.journeys.test_web import chromium as chromium  # the module's one browser
@@ -112,12 +112,7 @@ CAMPAIGN = {
 def test_api_create_search_tag_send_and_contact_page(ws: Workspace) -> None:
     server: Server = ws.serve()
     api = server.api()
-    iid = _ok(api.post("/api/v1/instances", json={"label": "shop"}), 201)["instance_id"]
-    api.get(f"/api/v1/instances/{iid}/qr")
-    wait_for(
-        lambda: _ok(api.get(f"/api/v1/instances/{iid}"))["state"] == "connected",
-        what="the instance to be connected",
-    )
+    link_sender_over_api(api)
     body = {"phone": "+1 415 555 0101", "name": "Zoë", "attributes": {"City": "Köln"},
             "list_name": "customers"}  # fmt: skip
     headers = {"Idempotency-Key": "contact-zoe"}

@@ -7,25 +7,21 @@ replies and one number is not on the app.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.journeys.harness import (
+    QUICK_STATUSES,
     SAMPLES,
-    Process,
     Server,
     Workspace,
     assert_problem,
     import_over_api,
     link_sender_over_api,
     ok,
-    start_sandbox,
     wait_for,
-    workspace,
 )
 
 NOT_ON_APP = "12125550115"  # Noah Brown in samples/contacts.csv
@@ -35,25 +31,7 @@ pytestmark = pytest.mark.slow
 FUTURE = {"start": "2030-04-01T09:00:00", "timezone": "Europe/Berlin"}
 
 
-@pytest.fixture(scope="module")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
-    proc = start_sandbox(
-        tmp_path_factory.mktemp("gw"),
-        "--status-delays",
-        "0.05,0.1,0.2",
-        "--not-on-app",
-        NOT_ON_APP,
-        "--reply-rate",
-        "1",
-    )
-    yield proc
-    proc.stop()
-
-
-@pytest.fixture
-def ws(tmp_path: Path, gateway: Process) -> Iterator[Workspace]:
-    with workspace(tmp_path / "work", gateway.url) as w:
-        yield w
+SANDBOX_ARGS = (*QUICK_STATUSES, "--not-on-app", NOT_ON_APP, "--reply-rate", "1")
 
 
 def _campaign(api: httpx.Client, name: str, **extra: Any) -> int:

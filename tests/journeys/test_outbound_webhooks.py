@@ -13,12 +13,11 @@ import httpx
 import pytest
 
 from tests.journeys.harness import (
+    QUICK_STATUSES,
     SAMPLES,
-    Process,
     Server,
     Workspace,
     assert_problem,
-    start_sandbox,
     wait_for,
 )
 from tests.journeys.harness import ok as _ok
@@ -27,20 +26,8 @@ from tests.webhook_receiver import Receiver
 RANK = {"delivery.sent": 1, "delivery.delivered": 2, "delivery.read": 3, "delivery.failed": 4}
 CONTACTS = 44  # samples/contacts.csv: 44 valid, distinct phones
 NOT_ON_APP = "12125550115"  # Noah Brown in samples/contacts.csv: "not on the app"
-
-
-@pytest.fixture(scope="module")
-def sandbox_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
-    """The journeys' sandbox, with one sample number not on the app."""
-    proc = start_sandbox(
-        tmp_path_factory.mktemp("sandbox"),
-        "--status-delays",
-        "0.05,0.1,0.2",
-        "--not-on-app",
-        NOT_ON_APP,
-    )
-    yield proc
-    proc.stop()
+#: the journeys' sandbox, with one sample number not on the app
+SANDBOX_ARGS = (*QUICK_STATUSES, "--not-on-app", NOT_ON_APP)
 
 
 @pytest.fixture

@@ -12,12 +12,11 @@ from __future__ import annotations
 import csv
 from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
-from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
 
-from tests.journeys.harness import Server, Workspace, table_value, wait_for
+from tests.journeys.harness import Server, Workspace, campaign_over_api, table_value, wait_for
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NEW_YORK = ZoneInfo("America/New_York")
@@ -61,14 +60,6 @@ def _report(ws: Workspace, campaign_id: int) -> dict[str, dict[str, str]]:
         return {row["target"]: row for row in csv.DictReader(fh)}
 
 
-def _api_campaign(server: Server, campaign_id: int) -> dict[str, Any]:
-    with server.api() as api:
-        answer = api.get(f"/api/v1/campaigns/{campaign_id}")
-    assert answer.status_code == 200, answer.text
-    data: dict[str, Any] = answer.json()
-    return data
-
-
 def _sent(counts: dict[str, int]) -> int:
     return sum(counts.get(s, 0) for s in SENT_STATES)
 
@@ -78,7 +69,7 @@ def _serve_until_sent(ws: Workspace, at: datetime, campaign_id: int, sent: int) 
     ws.clock_start = at
     server = ws.serve()
     wait_for(
-        lambda: _sent(_api_campaign(server, campaign_id)["counts"]) >= sent,
+        lambda: _sent(campaign_over_api(server, campaign_id)["counts"]) >= sent,
         timeout=60,
         what=f"{sent} recipient(s) sent",
     )

@@ -11,32 +11,20 @@ import csv
 import json
 import re
 import statistics
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
 import openpyxl
 import pytest
 
-from tests.journeys.harness import Process, Workspace, start_sandbox, table_value
+from tests.journeys.harness import Workspace, table_value
 
 RECIPIENTS = 150
 TIME_COLUMNS = ("queued_at", "sent_at", "delivered_at", "read_at", "failed_at", "replied_at")
 
 
-@pytest.fixture(scope="module")
-def sandbox_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
-    """A sandbox whose statuses come late, twice (a fifth of them) and out of order."""
-    proc = start_sandbox(
-        tmp_path_factory.mktemp("sandbox"),
-        "--status-delays",
-        "0.05,0.3,0.6",
-        "--reorder",
-        "--duplicate-rate",
-        "0.2",
-    )
-    yield proc
-    proc.stop()
+#: a sandbox whose statuses come late, twice (a fifth of them) and out of order
+SANDBOX_ARGS = ("--status-delays", "0.05,0.3,0.6", "--reorder", "--duplicate-rate", "0.2")
 
 
 def _when(text: str) -> datetime | None:

@@ -18,7 +18,13 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tests.journeys.harness import SAMPLES, Server, Workspace, table_value, wait_for
+from tests.journeys.harness import (
+    SAMPLES,
+    Workspace,
+    campaign_over_api,
+    table_value,
+    wait_for,
+)
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NEW_YORK = ZoneInfo("America/New_York")
@@ -69,14 +75,6 @@ def _show(ws: Workspace, campaign_id: int) -> dict[str, Any]:
     return data
 
 
-def _api_campaign(server: Server, campaign_id: int) -> dict[str, Any]:
-    with server.api() as api:
-        answer = api.get(f"/api/v1/campaigns/{campaign_id}")
-    assert answer.status_code == 200, answer.text
-    data: dict[str, Any] = answer.json()
-    return data
-
-
 @pytest.mark.parametrize("sample", SAMPLE_FILES)
 def test_every_sample_is_created_shown_paused_resumed_cancelled(ws: Workspace, sample: str) -> None:
     """Each sample as shipped: its stored schedule reads back as written, on every face."""
@@ -94,11 +92,11 @@ def test_every_sample_is_created_shown_paused_resumed_cancelled(ws: Workspace, s
     ws.run("campaign", "pause", str(campaign_id))
     assert _show(ws, campaign_id)["state"] == "paused"
     server = ws.serve()
-    assert _api_campaign(server, campaign_id)["state"] == "paused"
+    assert campaign_over_api(server, campaign_id)["state"] == "paused"
     ws.run("campaign", "resume", str(campaign_id))
-    assert _api_campaign(server, campaign_id)["state"] == "scheduled"
+    assert campaign_over_api(server, campaign_id)["state"] == "scheduled"
     ws.run("campaign", "cancel", str(campaign_id))
-    assert _api_campaign(server, campaign_id)["state"] == "cancelled"
+    assert campaign_over_api(server, campaign_id)["state"] == "cancelled"
     server.stop()
     assert "Traceback" not in server.process.output(), server.process.output()
     assert "ERROR" not in server.process.output(), server.process.output()
@@ -156,14 +154,14 @@ def test_window_campaign_created_before_its_window_waits_then_sends(ws: Workspac
     server = ws.serve()
     started = time.monotonic()
     running = wait_for(
-        lambda: (c := _api_campaign(server, campaign_id))["state"] == "running" and c,
+        lambda: (c := campaign_over_api(server, campaign_id))["state"] == "running" and c,
         timeout=20,
         what="the campaign to start",
     )
     if time.monotonic() - started < 4:  # still before the window in serve's clock
         assert running["counts"].get("sent", 0) == 0, running
     done = wait_for(
-        lambda: (c := _api_campaign(server, campaign_id))["state"] == "completed" and c,
+        lambda: (c := campaign_over_api(server, campaign_id))["state"] == "completed" and c,
         timeout=90,
         what="the campaign to complete",
     )
@@ -203,7 +201,7 @@ def test_cron_every_two_minutes_fires_its_next_occurrence(ws: Workspace) -> None
         return found[0] if found and found[0]["state"] != "running" else None
 
     done = wait_for(child, timeout=90, what="the 10:02 occurrence to finish")
-    detail = _api_campaign(server, int(done["id"]))
+    detail = campaign_over_api(server, int(done["id"]))
     assert detail["state"] == "completed", detail
     assert detail["parent_id"] == parent
     assert detail["counts"].get("failed", 0) == 0, detail
@@ -218,7 +216,7 @@ def test_a_start_that_cannot_happen_fails_once_with_its_reason(ws: Workspace) ->
     campaign_id = _create(ws, _write(ws, "alone.toml", _text_campaign("alone", "")))
     server = ws.serve()
     failed = wait_for(
-        lambda: (c := _api_campaign(server, campaign_id))["state"] == "failed" and c,
+        lambda: (c := campaign_over_api(server, campaign_id))["state"] == "failed" and c,
         timeout=30,
         what="the start to fail",
     )
@@ -244,7 +242,9 @@ def test_window_sample_under_serve_starts_once_without_errors(ws: Workspace) -> 
     campaign_id = _create(ws, _write(ws, "interactive.toml", text))
     server = ws.serve()
     done = wait_for(
-        lambda: (c := _api_campaign(server, campaign_id))["state"] in ("completed", "failed") and c,
+        lambda: (
+            (c := campaign_over_api(server, campaign_id))["state"] in ("completed", "failed") and c
+        ),
         timeout=90,
         what="the sample campaign to finish",
     )

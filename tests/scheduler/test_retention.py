@@ -13,26 +13,14 @@ from gatecast.settings import Settings
 from scheduler.defaults import MIN_EVENT_RETENTION_DAYS
 from scheduler.retention import EventPruner
 from storage import tables
+from tests.rows import campaign_row
 
 T0 = datetime(2026, 11, 24, 12, 0, 0, tzinfo=UTC)
 
 
 def _campaign(engine: Engine) -> int:
     with engine.begin() as conn:
-        return int(
-            conn.execute(
-                insert(tables.campaigns)
-                .values(
-                    name="c",
-                    state="running",
-                    spec={},
-                    message_type="text",
-                    created_at=T0,
-                    updated_at=T0,
-                )
-                .returning(tables.campaigns.c.id)
-            ).scalar_one()
-        )
+        return campaign_row(conn, T0)
 
 
 def test_the_pruner_deletes_old_applied_events_in_batches_and_keeps_evidence(

@@ -11,6 +11,7 @@ from sqlalchemy import Engine, insert
 from campaigns.campaign_file import parse_campaign
 from scheduler.sender_usage import SenderUsage, sender_usage, sends_today
 from storage import tables
+from tests.rows import campaign_row
 
 NOW = datetime(2026, 3, 10, 23, 0, tzinfo=UTC)
 BRISBANE = ZoneInfo("Australia/Brisbane")  # UTC+10 all year
@@ -18,20 +19,7 @@ BRISBANE = ZoneInfo("Australia/Brisbane")  # UTC+10 all year
 
 def _campaign(engine: Engine, state: str, spec: dict[str, Any]) -> int:
     with engine.begin() as conn:
-        return int(
-            conn.execute(
-                insert(tables.campaigns)
-                .values(
-                    name="c",
-                    state=state,
-                    spec=spec,
-                    message_type="text",
-                    created_at=NOW,
-                    updated_at=NOW,
-                )
-                .returning(tables.campaigns.c.id)
-            ).scalar_one()
-        )
+        return campaign_row(conn, NOW, state=state, spec=spec)
 
 
 def _spec(timezone: str, cap: int | None, instances: list[str]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Migration 0014: the chats the deliveries already prove fill ``sender_chats``, and
+"""Migration 0018: the chats the deliveries already prove fill ``sender_chats``, and
 existing senders start at health low with no warm-up use (SQLite + PostgreSQL)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 def test_upgrade_fills_sender_chats_from_the_deliveries(db_url: str) -> None:
     engine = make_engine(db_url)
     try:
-        upgrade(engine, "0013")
+        upgrade(engine, "0017")
         with engine.begin() as conn:
             conn.execute(
                 text(

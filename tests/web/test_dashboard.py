@@ -45,6 +45,17 @@ def test_pages_render_real_data(live_sqlite: LiveApp, sandbox: Any) -> None:
         page = browser.get("/contacts", params={"q": "olivia"}).text
         assert "+12025550143" in page and "Noah" not in page
         assert "customers" in page
+        # the yes/no filters: nobody has opted out
+        page = browser.get("/contacts", params={"q": "olivia", "opted_out": "no"}).text
+        assert "+12025550143" in page
+        page = browser.get("/contacts", params={"q": "olivia", "opted_out": "yes"}).text
+        assert "+12025550143" not in page
+        assert browser.get("/replies", params={"opt_out": "yes"}).status_code == 200
+        # an unknown contact, or an unknown campaign to clone: the not-found page
+        res = browser.get("/contacts/999")
+        assert res.status_code == 404 and "contact 999" in res.text
+        res = browser.get("/campaigns/new", params={"from": 999})
+        assert res.status_code == 404 and "campaign 999" in res.text
         page = browser.get("/instances").text
         assert iid in page and "front desk" in page
         # the scheduled campaign's daily cap (1000) applies to the instance

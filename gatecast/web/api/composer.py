@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Query, Request, Response, status
 from pydantic import BaseModel, Field
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from campaigns import editing
 from campaigns.campaign_file import (
@@ -35,6 +36,7 @@ from gatecast.web.api.campaigns import (
 from gatecast.web.api.common import Id, field_error
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.idempotency import IDEMPOTENT, run_once
+from scheduler.estimate import FinalCheck
 
 router = APIRouter(tags=["campaigns"])
 Ctx = Annotated[AppContext, Depends(get_ctx)]
@@ -93,23 +95,13 @@ class RecipientPreviewPublic(BaseModel):
     candidates: list[CandidatePublic] = Field(description="The audience's first recipients")
 
 
-class FinalCheckPublic(BaseModel):
+@pydantic_dataclass(frozen=True)
+class FinalCheckPublic(FinalCheck):
     """What creating the campaign will do: messages, audience, senders, start, finish."""
 
-    sentence: str = Field(description="The check in one sentence, times in the campaign's zone")
-    messages: int = Field(description="Messages that would be sent")
-    recipients: int
-    opted_out: int
-    cooldown_excluded: int
-    unrenderable: int
-    audience: str
-    senders: list[str]
-    timezone: str
-    start: datetime
-    finish: datetime | None = Field(description="Around when the last send happens (null: never)")
-    mean_gap_seconds: float
-    per_sender: int
-    occurrences: list[datetime] = Field(description="A recurrence's next starts")
+    sentence: str = Field(
+        kw_only=True, description="The check in one sentence, times in the campaign's zone"
+    )
 
 
 class Occurrences(BaseModel):
@@ -184,7 +176,7 @@ def post_check(
         now=ctx.clock(),
         default_cooldown_hours=ctx.settings.contact_cooldown_hours,
     )
-    return FinalCheckPublic(sentence=check.sentence(), **asdict(check))
+    return FinalCheckPublic(**check.to_dict())
 
 
 @router.get("/campaigns/occurrences", response_model=Occurrences)

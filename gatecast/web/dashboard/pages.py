@@ -71,6 +71,18 @@ def _id_or_none(text: str) -> int | None:
     return int(text) if text.isdigit() and 0 < int(text) < 2**63 else None
 
 
+def _yes_no(text: str) -> bool | None:
+    """A yes/no filter from a query string ("yes", "no"; anything else: no filter)."""
+    return {"yes": True, "no": False}.get(text)
+
+
+def _not_found(request: Request, what: str) -> HTMLResponse:
+    """The not-found page, status 404, naming ``what`` ("campaign 7")."""
+    response = render(request, "not_found.html", what=what)
+    response.status_code = 404
+    return response
+
+
 @router.get("/login")
 def login_form(request: Request, next: str = "/") -> HTMLResponse:
     """The sign-in page."""
@@ -170,7 +182,7 @@ def contacts_page(
     from gatecast.web.api.lists import get_lists
     from gatecast.web.problems import Problem
 
-    state = {"yes": True, "no": False}.get(opted_out)
+    state = _yes_no(opted_out)
     chosen = _id_or_none(list_id)
     error = None
     try:
@@ -212,9 +224,7 @@ def contact_page(request: Request, contact_id: Id, ctx: Ctx) -> HTMLResponse:
 
     found = detail(ctx.engine, contact_id)
     if found is None:
-        response = render(request, "not_found.html", what=f"contact {contact_id}")
-        response.status_code = 404
-        return response
+        return _not_found(request, f"contact {contact_id}")
     return render(request, "contact.html", c=found.contact, d=found)
 
 
@@ -278,7 +288,7 @@ def replies_page(
         ctx,
         campaign_id=chosen,
         sender=sender[:64] or None,
-        opt_out={"yes": True, "no": False}.get(opt_out),
+        opt_out=_yes_no(opt_out),
         limit=REPLIES_PER_PAGE,
         offset=offset,
     )
@@ -325,9 +335,7 @@ def new_campaign_page(
         try:
             spec = campaign_file(ctx.engine, source)
         except CampaignNotFound:
-            response = render(request, "not_found.html", what=f"campaign {source}")
-            response.status_code = 404
-            return response
+            return _not_found(request, f"campaign {source}")
         if mode == "clone":
             spec = clone_spec(spec)
         prefill = spec.model_dump(mode="json", exclude_none=True)
@@ -357,9 +365,7 @@ def campaign_page(request: Request, campaign_id: Id, ctx: Ctx) -> HTMLResponse:
     try:
         detail = detail_public(get_campaign(ctx.engine, campaign_id))
     except CampaignNotFound:
-        response = render(request, "not_found.html", what=f"campaign {campaign_id}")
-        response.status_code = 404
-        return response
+        return _not_found(request, f"campaign {campaign_id}")
     from campaigns.test_sends import STATES as TEST_STATES
     from gatecast.web.api.instances import list_instance_rows
 

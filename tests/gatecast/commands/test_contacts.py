@@ -120,3 +120,24 @@ def test_bad_input_exits_1_with_one_line_error(args: list[str], message: str) ->
     assert code == 1
     assert message in " ".join(err.split())
     assert "Traceback" not in err + out
+
+
+def test_erase_says_every_count_it_removed() -> None:
+    """The human message names what ``--json`` counts: audit entries, outbound webhook
+    messages and test sends too, never the number."""
+    code, _, _ = _run(
+        "contacts", "import", str(SAMPLES / "messy-contacts.csv"), "--list", "uk", "--region", "gb"
+    )
+    assert code == 0
+    code, out, _ = _run("contacts", "erase", "+447911123457", "--yes")
+    assert code == 0, out
+    message = " ".join(out.split())
+    for said in (
+        "1 list/tag/audience rows",
+        "0 audit entries scrubbed",
+        "0 stored API answers",
+        "0 outbound webhook messages",
+        "0 test sends removed",
+    ):
+        assert said in message, message
+    assert "7911" not in message, message

@@ -15,29 +15,16 @@ from sqlalchemy import Engine, insert, select
 from storage import tables
 from storage.queries import deliveries as dq
 from storage.queries import tallies
+from tests.rows import campaign_row
 
 deliveries = tables.deliveries
-campaigns = tables.campaigns
 
 T0 = datetime(2026, 11, 24, 12, 0, 0, tzinfo=UTC)
 
 
 def _campaign(engine: Engine) -> int:
     with engine.begin() as conn:
-        return int(
-            conn.execute(
-                insert(campaigns)
-                .values(
-                    name="c",
-                    state="running",
-                    spec={},
-                    message_type="text",
-                    created_at=T0,
-                    updated_at=T0,
-                )
-                .returning(campaigns.c.id)
-            ).scalar_one()
-        )
+        return campaign_row(conn, T0)
 
 
 def _rows(engine: Engine, cid: int, rows: list[dict[str, Any]]) -> None:

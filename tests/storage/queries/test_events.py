@@ -12,10 +12,10 @@ from sqlalchemy import Engine, func, insert, select
 from campaigns.delivery_lifecycle import STATUS_RULES as RULES
 from storage import tables
 from storage.queries import events as q
+from tests.rows import campaign_row
 
 deliveries = tables.deliveries
 status_events = tables.status_events
-campaigns = tables.campaigns
 
 T0 = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 
@@ -23,18 +23,7 @@ T0 = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 def _deliveries(engine: Engine, n: int) -> None:
     """``n`` rows in state ``sent`` with message ids m0 .. m<n-1>."""
     with engine.begin() as conn:
-        cid = conn.execute(
-            insert(campaigns)
-            .values(
-                name="c",
-                state="running",
-                spec={},
-                message_type="text",
-                created_at=T0,
-                updated_at=T0,
-            )
-            .returning(campaigns.c.id)
-        ).scalar_one()
+        cid = campaign_row(conn, T0)
         conn.execute(
             insert(deliveries),
             [

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, Engine, func, insert, select
+from sqlalchemy import Connection, Engine, func, select
 
 from campaigns.delivery_lifecycle import STATUS_RULES
 from storage import states, tables
@@ -18,6 +18,7 @@ from storage.queries import campaigns as cq
 from storage.queries import deliveries as dq
 from storage.queries import events as eq
 from storage.queries import tallies
+from tests.rows import campaign_row
 
 T0 = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 _d = tables.deliveries
@@ -25,20 +26,7 @@ SENDERS = ("AAA", "BBB")
 
 
 def _campaign(conn: Connection, name: str) -> int:
-    return int(
-        conn.execute(
-            insert(tables.campaigns)
-            .values(
-                name=name,
-                state="running",
-                spec={},
-                message_type="text",
-                created_at=T0,
-                updated_at=T0,
-            )
-            .returning(tables.campaigns.c.id)
-        ).scalar_one()
-    )
+    return campaign_row(conn, T0, name=name)
 
 
 def _materialise(
