@@ -77,6 +77,8 @@ class Erased:
     audit_entries_scrubbed: int = 0
     #: test sends to the number or rendered for the contact
     test_sends_removed: int = 0
+    #: the senders' memory of a chat with the number (sender care's known chats)
+    sender_chats_removed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""
@@ -140,6 +142,7 @@ def erase_contact(
         inbound = q.scrub_inbound(conn, contact_id, phone_e164, chats, ERASED_PREFIX)
         memberships = q.delete_memberships(conn, contact_id)
         tests = q.delete_test_sends(conn, contact_id, phone_e164)
+        sender_chats = q.delete_sender_chats(conn, phone_e164, chats)
         rejects = q.delete_rejects(conn, _holding(q.reject_pages(conn), forms))
         keys = q.delete_stored_answers(conn, _holding(q.stored_answer_pages(conn), forms))
         # last: the statements above may have queued outbound messages about the contact
@@ -164,6 +167,7 @@ def erase_contact(
         outbound_messages_removed=outbox,
         audit_entries_scrubbed=scrubbed,
         test_sends_removed=tests,
+        sender_chats_removed=sender_chats,
     )
 
 

@@ -148,6 +148,8 @@ def record_cli_command(root: Any, argv: list[str], exit_code: int) -> None:
         return  # the command made no database: nothing to record in
 
     target = next((a for a in args if not a.startswith("-")), None)
+    if path[-1] == "erase":  # the erased number must not outlive the erasure here
+        target, args = "erased contact", [a for a in args if a.startswith("-")]
     kind = path[0].rstrip("s").replace("-", "_")
     if path[:2] == ["users", "key"]:
         kind = "api_key" if path[-1] == "revoke" else "user"

@@ -177,6 +177,14 @@ def delete_memberships(conn: Connection, contact_id: int) -> int:
     return removed
 
 
+def delete_sender_chats(conn: Connection, phone: str, chats: Sequence[str]) -> int:
+    """Delete the senders' memory of a chat with the number (the phone itself, or a chat
+    id starting with one of ``chats``); how many rows."""
+    c = tables.sender_chats
+    where = or_(c.c.target == phone, *(c.c.target.startswith(p, autoescape=True) for p in chats))
+    return int(conn.execute(delete(c).where(where)).rowcount)
+
+
 def delete_test_sends(conn: Connection, contact_id: int, phone: str) -> int:
     """Delete the test sends to the number or rendered for the contact; how many."""
     t = tables.test_sends

@@ -136,6 +136,7 @@ def test_erase_removes_or_anonymises_every_row_of_one_contact(
         "outbound_messages_removed": 0,
         "audit_entries_scrubbed": 0,
         "test_sends_removed": 0,
+        "sender_chats_removed": 0,
     }
     with engine.connect() as conn:
         dump = "\n".join(
