@@ -1,8 +1,9 @@
 """When the contact search catches up with the writes.
 
 Writes to ``contacts`` only queue the contacts whose searched text they changed (a
-trigger; migration 0014): an import of a million new contacts pays nothing for the
-search in its transaction. The search table is filled from that queue in bulk by
+trigger; migration 0014), or, for a PostgreSQL import's new contacts, their range
+(migration 0019): an import of a million new contacts pays almost nothing for the search
+in its transaction. The search table is filled from that queue in bulk by
 :func:`catch_up_search`, called by an import once it has committed
 (``campaigns.importer.import_file``) and by the leader every few seconds
 (``scheduler.service``) for the single-contact writes of the API, the dashboard and the
@@ -18,11 +19,19 @@ from sqlalchemy import Engine
 
 from storage.queries import contact_search as cs
 
+#: ids of a queued range moved into the queue per transaction
+UNFOLD_BATCH = 50_000
+
 
 def catch_up_search(engine: Engine, *, stop: threading.Event | None = None) -> int:
     """Fill the search rows of every queued contact, a batch per transaction (another
-    process may write between them); how many contacts were filled."""
+    process may write between them); how many contacts were filled. The ranges an import
+    queued are unfolded into the queue first, a batch per transaction too."""
     done = after = 0
+    while stop is None or not stop.is_set():
+        with engine.begin() as conn:
+            if not cs.unfold_range(conn, limit=UNFOLD_BATCH):
+                break
     while stop is None or not stop.is_set():
         with engine.begin() as conn:
             batch = cs.catch_up_batch(conn)

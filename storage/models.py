@@ -15,7 +15,7 @@ from sqlmodel import Field, SQLModel
 from storage.types import BigId, JsonDoc, UTCDateTime, utcnow
 
 #: the Alembic revision these models describe (``storage/migrations/versions``)
-HEAD_REVISION = "0018"
+HEAD_REVISION = "0019"
 
 
 #: the predicate of the partial indexes over the queue (a query must say it literally,
@@ -163,6 +163,22 @@ class ContactSearchPending(SQLModel, table=True):
     __table_args__ = {"sqlite_with_rowid": False}
 
     contact_id: int = Field(sa_type=BigId, primary_key=True)
+
+
+class ContactSearchPendingRange(SQLModel, table=True):
+    """Contacts ``first_id``..``last_id`` whose search rows are missing (migration 0019).
+
+    A PostgreSQL import that inserts its new contacts with the per-row triggers off
+    queues them as one range instead of a row each; the catching up unfolds a range into
+    ``contact_search_pending`` a batch at a time, and a search checks the contacts of a
+    range directly, as it does the queued ones.
+    """
+
+    __tablename__ = "contact_search_pending_ranges"
+
+    id: int | None = Field(default=None, sa_type=BigId, primary_key=True)
+    first_id: int = Field(sa_type=BigId)
+    last_id: int = Field(sa_type=BigId)
 
 
 class ContactList(SQLModel, table=True):
@@ -765,6 +781,7 @@ __all__ = [
     "Contact",
     "ContactList",
     "ContactSearchPending",
+    "ContactSearchPendingRange",
     "ContactTag",
     "Counter",
     "DashboardSession",

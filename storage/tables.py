@@ -18,6 +18,7 @@ _tables = SQLModel.metadata.tables
 instances: Final[Table] = _tables["instances"]
 contacts: Final[Table] = _tables["contacts"]
 contact_search_pending: Final[Table] = _tables["contact_search_pending"]
+contact_search_pending_ranges: Final[Table] = _tables["contact_search_pending_ranges"]
 lists: Final[Table] = _tables["lists"]
 list_members: Final[Table] = _tables["list_members"]
 imports: Final[Table] = _tables["imports"]

@@ -94,6 +94,15 @@ pg_contact_search = Table(
 )
 #: the contacts whose search row is missing or stale, queued by triggers on ``contacts``
 pending: Table = tables.contact_search_pending
+#: ranges of new contacts queued at once by a PostgreSQL import (migration 0019)
+pending_ranges: Table = tables.contact_search_pending_ranges
+#: PostgreSQL: the triggers on ``contacts`` that queue its writes (migration 0014); an
+#: import that switches them off queues its new contacts by range instead
+QUEUE_TRIGGERS = (
+    "tr_contacts_search_insert",
+    "tr_contacts_search_update",
+    "tr_contacts_search_delete",
+)
 #: the trigram tokenizer indexes runs of this many characters; shorter searches scan
 TRIGRAM = 3
 #: what joins a contact's attribute values in the search table
@@ -134,7 +143,17 @@ def _fts_match(conn: Connection, f: ContactFilter) -> str | None:
 
 def catching_up(conn: Connection) -> bool:
     """Whether contacts wait for their search row (:func:`catch_up` has work)."""
-    return conn.execute(select(pending.c.contact_id).limit(1)).first() is not None
+    queued = select(pending.c.contact_id).limit(1)
+    ranged = select(pending_ranges.c.id).limit(1)
+    return conn.execute(queued).first() is not None or conn.execute(ranged).first() is not None
+
+
+def _queued_ids() -> list[Select[Any]]:
+    """The ids of every contact waiting for its search row: the queued ones, and those in
+    a queued range (selects to join in a ``UNION``: SQLite nests none)."""
+    in_range = contacts.c.id.between(pending_ranges.c.first_id, pending_ranges.c.last_id)
+    ranged = select(contacts.c.id).select_from(pending_ranges.join(contacts, in_range))
+    return [select(pending.c.contact_id), ranged]
 
 
 def _text_match(
@@ -180,8 +199,33 @@ def _text_match(
         if match is not None:
             return [contacts.c.id == contact_search.c.rowid, fts], contact_search.c.rowid
         return [contacts.c.id.in_(found)], contacts.c.id
-    either = union(found, select(pending.c.contact_id))
+    either = union(found, *_queued_ids())
     return [contacts.c.id.in_(either), or_(*exact)], contacts.c.id
+
+
+def unfold_range(conn: Connection, *, limit: int) -> int:
+    """Move up to ``limit`` contacts of the oldest queued range into the queue (and shrink
+    the range, or drop it when done): how many ids that covered, 0 with no range left
+    (on PostgreSQL, none that a concurrent call does not hold)."""
+    r = pending_ranges
+    oldest = select(r.c.id, r.c.first_id, r.c.last_id).order_by(r.c.id).limit(1)
+    if conn.dialect.name == "postgresql":
+        oldest = oldest.with_for_update(skip_locked=True)
+    row = conn.execute(oldest).first()
+    if row is None:
+        return 0
+    last = min(int(row.last_id), int(row.first_id) + limit - 1)
+    ids = select(contacts.c.id).where(contacts.c.id.between(row.first_id, last))
+    conn.execute(
+        dialect_insert(conn, pending)
+        .from_select(["contact_id"], ids)
+        .on_conflict_do_nothing(index_elements=[pending.c.contact_id])
+    )
+    if last >= row.last_id:
+        conn.execute(delete(r).where(r.c.id == row.id))
+    else:
+        conn.execute(update(r).where(r.c.id == row.id).values(first_id=last + 1))
+    return last - int(row.first_id) + 1
 
 
 def catch_up_batch(conn: Connection) -> int:
@@ -492,6 +536,7 @@ __all__ = [
     "DELIVERY_COLUMNS",
     "EXPORT_BATCH",
     "EXPORT_COLUMNS",
+    "QUEUE_TRIGGERS",
     "TRIGRAM",
     "ContactFilter",
     "add_member",
@@ -508,11 +553,13 @@ __all__ = [
     "has_trigram_indexes",
     "insert_contact",
     "pending",
+    "pending_ranges",
     "pg_contact_search",
     "phones_filter",
     "remove_member",
     "search_page",
     "tag_contacts",
     "tidy_after_catch_up",
+    "unfold_range",
     "untag_contacts",
 ]

@@ -30,6 +30,7 @@ from sqlalchemy import (
     literal,
     or_,
     select,
+    text,
     true,
     update,
 )
@@ -39,7 +40,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from storage import tables
 from storage.dialect import dialect_insert
-from storage.queries import paging
+from storage.queries import contact_search, paging
 from storage.types import UTCDateTime
 
 contacts: Table = tables.contacts
@@ -276,24 +277,20 @@ def insert_rejects(conn: Connection, import_id: int, rejects: Sequence[Mapping[s
 
 STAGE = "gatecast_contact_stage"
 _stage_meta = MetaData()
+_STAGED_JSON = Text().with_variant(JSONB(), "postgresql")
 contact_stage = Table(
     STAGE,
     _stage_meta,
     Column("phone", String, nullable=False),  # distinct; no index, appends stay cheap
     Column("raw_phone", String, nullable=False),
     Column("name", String, nullable=False),
-    Column("attributes", Text, nullable=False),  # a JSON object, as text
-    Column("folded", Text, nullable=False),  # the attributes folded, a JSON object as text
+    # JSON objects: the attributes and their folded values (text on SQLite; on PostgreSQL
+    # JSONB, parsed by the COPY while the client still sends rows, not by the insert)
+    Column("attributes", _STAGED_JSON, nullable=False),
+    Column("folded", _STAGED_JSON, nullable=False),
     Column("folded_name", String, nullable=False),  # the name folded (contact search)
     prefixes=["TEMPORARY"],
 )
-NEW_ID_STAGE = "gatecast_new_contact_ids"
-#: PostgreSQL: the ids of the contacts an import inserted, until their list rows are in
-new_id_stage = Table(
-    NEW_ID_STAGE, _stage_meta, Column("id", BigInteger, nullable=False), prefixes=["TEMPORARY"]
-)
-
-
 #: SQLite page cache for a bulk import (KiB); the default 2 MB makes big upserts spill
 BULK_CACHE_KIB = 64 * 1024
 _DEFAULT_CACHE = -2000
@@ -419,60 +416,72 @@ def _store_staged_postgresql(conn: Connection, list_id: int, now: datetime) -> N
     1. the staged contacts that exist are upserted (which locks every one of them, changed
        or not) and joined to the list;
     2. the new ones are inserted without ``ON CONFLICT`` (none can exist: imports take
-       turns and only imports insert contacts), their ids kept from the insert's
-       ``RETURNING`` in a second temporary table, and joined to the list from it with no
-       lookup by phone.
+       turns and only imports insert contacts) and joined to the list from the ids their
+       insert returns, in the same statement (no lookup by phone).
 
-    Membership rows skip the per-row foreign-key triggers where
-    :func:`_may_skip_fk_triggers` allows it: every contact and the list they reference
-    are then created or locked by this transaction, which is what the triggers check
-    and lock row by row.
+    Both run without the per-row triggers where :func:`_may_skip_triggers` allows
+    it: every contact and the list the membership rows reference are then created or
+    locked by this transaction, which is what the foreign-key triggers check and lock
+    row by row. The contact search's trigger is off as well, so the new contacts are
+    queued for it as one range (``contact_search_pending_ranges``) instead of a row each.
     """
     upsert_staged(conn, now, existing_only=True)
-    skip_triggers = _may_skip_fk_triggers(conn, list_id)
-    with _fk_triggers_skipped(conn, skip_triggers):
+    skip_triggers = _may_skip_triggers(conn, list_id)
+    with _triggers_skipped(conn, skip_triggers):
         add_staged_members(conn, list_id, now)  # the existing contacts: the only ones so far
-    new_contacts = (
-        insert(contacts)
-        .from_select(
-            list(_STAGE_COLUMNS),
-            _stage_source(conn, now).where(
-                ~exists().where(contacts.c.phone == contact_stage.c.phone)
-            ),
-        )
-        .returning(contacts.c.id)
-        .cte("new_contacts")
-    )
-    conn.exec_driver_sql(f"DROP TABLE IF EXISTS {NEW_ID_STAGE}")
-    new_id_stage.create(conn)
-    conn.execute(insert(new_id_stage).from_select(["id"], select(new_contacts.c.id)))
-    with _fk_triggers_skipped(conn, skip_triggers):
-        conn.execute(
-            insert(list_members).from_select(
-                ["list_id", "contact_id", "added_at"],
-                select(
-                    literal(list_id, BigInteger()), new_id_stage.c.id, literal(now, UTCDateTime())
+        new_contacts = (
+            insert(contacts)
+            .from_select(
+                list(_STAGE_COLUMNS),
+                _stage_source(conn, now).where(
+                    ~exists().where(contacts.c.phone == contact_stage.c.phone)
                 ),
             )
+            .returning(contacts.c.id)
+            .cte("new_contacts")
         )
-    conn.exec_driver_sql(f"DROP TABLE {NEW_ID_STAGE}")
+        members = insert(list_members).from_select(
+            ["list_id", "contact_id", "added_at"],
+            select(literal(list_id, BigInteger()), new_contacts.c.id, literal(now, UTCDateTime())),
+        )
+        if skip_triggers:  # the search trigger did not queue them: one range does
+            ranges = contact_search.pending_ranges
+            queued = (
+                select(func.min(new_contacts.c.id), func.max(new_contacts.c.id))
+                .select_from(new_contacts)
+                .having(func.count() > 0)
+            )
+            members_cte = members.cte("new_members")
+            stmt: Any = insert(ranges).from_select(["first_id", "last_id"], queued)
+            stmt = stmt.add_cte(members_cte)
+        else:
+            stmt = members
+        conn.execute(stmt)
 
 
-def _may_skip_fk_triggers(conn: Connection, list_id: int) -> bool:
+def _may_skip_triggers(conn: Connection, list_id: int) -> bool:
     """PostgreSQL: lock the list against deletion; whether this transaction may turn the
-    triggers off for ``list_members`` inserts (``session_replication_role``).
+    per-row triggers off for its inserts into ``contacts`` and ``list_members``
+    (``session_replication_role``).
 
-    Only when ``list_members`` has no trigger but its foreign keys' (nor a rule) and the
-    role may set it (superuser, or ``GRANT SET ON PARAMETER session_replication_role``
-    on PostgreSQL 15+); otherwise the triggers stay on and the import is only slower.
+    Only when neither table has a trigger but its foreign keys' and the search queue's
+    (``contact_search.QUEUE_TRIGGERS``: the import then queues its new contacts by
+    range), nor a rule, and the role may set it (superuser, or ``GRANT SET ON PARAMETER
+    session_replication_role`` on PostgreSQL 15+); otherwise the triggers stay on and
+    the import is only slower.
     """
     conn.execute(select(lists.c.id).where(lists.c.id == list_id).with_for_update(key_share=True))
-    own_triggers = conn.exec_driver_sql(  # a rule would be switched off as well
-        "SELECT EXISTS (SELECT 1 FROM pg_trigger"
-        " WHERE tgrelid = 'list_members'::regclass AND NOT tgisinternal)"
-        " OR EXISTS (SELECT 1 FROM pg_rewrite WHERE ev_class = 'list_members'::regclass)"
+    others = conn.execute(  # a rule would be switched off as well
+        text(
+            "SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE NOT tgisinternal AND ("
+            " tgrelid = 'list_members'::regclass OR (tgrelid = 'contacts'::regclass"
+            " AND NOT tgname = ANY(:ours))))"
+            " OR EXISTS (SELECT 1 FROM pg_rewrite"
+            " WHERE ev_class IN ('list_members'::regclass, 'contacts'::regclass))"
+        ),
+        {"ours": list(contact_search.QUEUE_TRIGGERS)},
     ).scalar_one()
-    if own_triggers:
+    if others:
         return False
     try:
         with conn.begin_nested():
@@ -484,7 +493,7 @@ def _may_skip_fk_triggers(conn: Connection, list_id: int) -> bool:
 
 
 @contextmanager
-def _fk_triggers_skipped(conn: Connection, skip: bool) -> Iterator[None]:
+def _triggers_skipped(conn: Connection, skip: bool) -> Iterator[None]:
     """With ``skip``, the statements inside run without per-row triggers (PostgreSQL)."""
     if not skip:
         yield
@@ -651,7 +660,6 @@ __all__ = [
     "BATCH",
     "BULK_WORK_MEM",
     "IMPORT_LOCK",
-    "NEW_ID_STAGE",
     "STAGE",
     "ContactState",
     "StagedExisting",
@@ -673,7 +681,6 @@ __all__ = [
     "insert_rejects",
     "list_member_phones",
     "list_summaries",
-    "new_id_stage",
     "opt_out_staged",
     "set_opt_out",
     "stage_rows",

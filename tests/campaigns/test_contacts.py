@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from sqlalchemy import Engine
 
 from campaigns import contacts as c
@@ -102,3 +103,37 @@ def test_search_is_right_before_and_after_the_search_table_catches_up(engine: En
         assert not cs.catching_up(conn)
     assert _phones(engine, query="dora") == [] and _phones(engine, query="bert") == []
     assert catch_up_search(engine) == 0
+
+
+def test_an_import_queues_its_new_contacts_and_the_search_finds_them_meanwhile(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """A PostgreSQL import with the per-row triggers off queues its new contacts as one
+    range (migration 0019), SQLite's a row each; either way a search finds them before
+    the catching up, an edit among them is not lost, and the catching up empties both."""
+    file = tmp_path / "people.csv"
+    file.write_text(
+        "phone,name,city\n" + "".join(f"+1415555{i:04d},Name{i},Town{i}\n" for i in range(300))
+    )
+    import_file(engine, file, ImportOptions(list_name="all", region="US"), catch_up=False)
+    with engine.connect() as conn:
+        ranges = conn.execute(sa.select(cs.pending_ranges.c.first_id, cs.pending_ranges.c.last_id))
+        queued = conn.execute(sa.select(sa.func.count()).select_from(cs.pending)).scalar_one()
+        assert cs.catching_up(conn)
+    if engine.dialect.name == "postgresql":
+        (first, last), *more = ranges.all()
+        assert (last - first + 1, more, queued) == (300, [], 0)
+    else:
+        assert (ranges.all(), queued) == ([], 300)
+    c.edit_contact(engine, "+14155550007", c.Edit(name="Renamed"), region="US", now=NOW)
+    for caught_up in (False, True):
+        assert _phones(engine, query="name299") == ["+14155550299"], caught_up
+        assert _phones(engine, query="town12") == ["+14155550012"] + [
+            f"+141555501{i}" for i in range(20, 30)
+        ], caught_up
+        assert _phones(engine, query="renamed") == ["+14155550007"], caught_up
+        assert _phones(engine, query="name7") == [f"+141555500{i}" for i in range(70, 80)]
+        if not caught_up:
+            assert catch_up_search(engine) == 300
+    with engine.connect() as conn:
+        assert not cs.catching_up(conn)

@@ -3,9 +3,12 @@ INSERT ... SELECT at start (SQLite + PostgreSQL)."""
 
 from __future__ import annotations
 
+import unicodedata
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlalchemy import Engine, func, select
 
 from campaigns import delivery_rows as mat
@@ -144,3 +147,13 @@ def test_unicode_attribute_names_and_quotes_in_values(engine: Engine, tmp_path: 
     # names compare as the import keys them (Straße -> strasse), values folded (ß -> ss)
     created = create_campaign(engine, _campaign({"where": {"Straße": "O'BRIEN STRASSE"}}), now=NOW)
     assert created.recipients == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=0x2FF)))
+def test_fold_value_ascii_shortcut_folds_as_the_general_rule(text: str) -> None:
+    """ASCII text skips the decomposition: it must fold exactly as the general rule does
+    (and non-ASCII text, Latin accents among it, still goes through it)."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    general = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    assert seg.fold_value(text) == general.casefold().strip()
