@@ -841,7 +841,7 @@ def _run(
             report.updated = existing.changed
             report.unchanged = existing.existing - existing.opted_out - existing.changed
             report.skipped_opted_out = existing.opted_out
-            q.store_staged(conn, report.list_id, now)
+            q.store_staged(conn, report.list_id, now, existing=existing.existing)
         if pairs:
             aq.stage_tags(conn, [(p, tag_ids[t]) for p, t in pairs])
             aq.add_staged_tags(conn)

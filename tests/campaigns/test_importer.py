@@ -22,7 +22,7 @@ from campaigns.importer import (
     preview_file,
 )
 from campaigns.spreadsheets import read_table
-from storage.engine import make_engine
+from storage.engine import make_engine, upgrade
 from storage.queries import contacts as q
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
@@ -681,3 +681,44 @@ def test_imports_take_turns_so_a_contact_stored_meanwhile_counts_as_existing(
     report = outcome["report"]
     assert (report.imported, report.updated) == (43, 1)
     assert _contacts(pg_engine)["+12025550143"].name != "Early"
+
+
+def _contact_scans(engine: Engine, inserted: int) -> int:
+    """How many scans of ``contacts`` its statistics counted, once they show ``inserted``
+    rows (each backend reports its counts when its connection closes)."""
+    deadline = time.monotonic() + 30
+    while True:
+        with engine.connect() as conn:
+            scans, rows = conn.exec_driver_sql(
+                "SELECT seq_scan, n_tup_ins FROM pg_stat_user_tables WHERE relname = 'contacts'"
+            ).one()
+        if rows >= inserted or time.monotonic() > deadline:
+            return int(scans)
+        time.sleep(0.1)
+
+
+@pytest.mark.postgres
+def test_an_import_into_an_emptied_and_vacuumed_contacts_table_reads_it_once(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """Statistics that say ``contacts`` is empty made PostgreSQL plan the new contacts'
+    anti-join as a nested loop that rescans ``contacts``, pages the insert itself adds
+    included, once a staged row: a cost that grows with the square of the rows. An
+    import of only new contacts needs no anti-join."""
+    file = tmp_path / "people.csv"
+    file.write_text("phone,name\n" + "".join(f"+1415555{i:04d},N{i}\n" for i in range(2000)))
+    setup = make_engine(pg_url)
+    upgrade(setup)
+    with setup.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql("VACUUM ANALYZE contacts")
+    before = _contact_scans(setup, 0)
+    setup.dispose()
+    importing = make_engine(pg_url)
+    report = import_file(importing, file, ImportOptions("all"), now=NOW, catch_up=False)
+    importing.dispose()  # its backend reports its statistics
+    assert report.imported == 2000
+    watch = make_engine(pg_url)
+    try:
+        assert _contact_scans(watch, 2000) - before < 20
+    finally:
+        watch.dispose()
