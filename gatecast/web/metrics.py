@@ -3,7 +3,7 @@
 Everything durable lives in the database, so the figures are read from it when
 Prometheus scrapes: several gatecast processes report the same truth, and a restart
 loses nothing. Every ``*_total`` is a counter kept by the database
-(``storage.queries.tallies``: it never goes down, not when a failed row is retried nor
+(the storage layer's tallies: it never goes down, not when a failed row is retried nor
 when history retention prunes events); the other families are gauges. The families:
 
 - ``gatecast_queue_depth`` (queued deliveries) and ``gatecast_queue_due`` (queued and due);

@@ -10,7 +10,6 @@ from typing import Annotated, TypeVar
 from fastapi import APIRouter, Depends, Query, Request, Response, status
 from pydantic import BaseModel, Field
 from pydantic.dataclasses import dataclass as pydantic_dataclass
-from sqlalchemy import Connection
 
 from campaigns import instances as domain
 from gatecast.web.api.common import (
@@ -98,13 +97,19 @@ def _public(
     return out
 
 
-def _rows(
-    ctx: AppContext, conn: Connection, records: list[domain.InstanceRecord]
-) -> list[InstancePublic]:
-    ids = [r.instance_id for r in records]
+def _instance_rows(
+    ctx: AppContext, instance_id: str | None = None, limit: int | None = None, offset: int = 0
+) -> tuple[list[InstancePublic], int]:
+    """Instances (one, or ``limit`` from ``offset``, oldest first) with what they sent
+    today and their care, read in one connection; and how many there are."""
     now = ctx.clock()
-    usage = sender_usage(conn, ids, now)
-    return _public(records, usage, sender_care(conn, ids, now, usage))
+    with ctx.engine.connect() as conn:
+        every = domain.list_all(conn, instance_id)
+        records = every[offset:] if limit is None else every[offset : offset + limit]
+        ids = [r.instance_id for r in records]
+        usage = sender_usage(conn, ids, now)
+        care = sender_care(conn, ids, now, usage)
+    return _public(records, usage, care), len(every)
 
 
 def list_instance_rows(
@@ -112,19 +117,15 @@ def list_instance_rows(
 ) -> tuple[list[InstancePublic], int]:
     """Known instances, oldest first, with what they sent today (``limit`` of them from
     ``offset``), and how many are known."""
-    with ctx.engine.connect() as conn:
-        every = domain.list_all(conn)
-        records = every[offset:] if limit is None else every[offset : offset + limit]
-        return _rows(ctx, conn, records), len(every)
+    return _instance_rows(ctx, limit=limit, offset=offset)
 
 
 def get_instance_row(ctx: AppContext, instance_id: str) -> InstancePublic:
     """One instance, or a 404."""
-    with ctx.engine.connect() as conn:
-        records = domain.list_all(conn, instance_id)
-        if not records:
-            raise not_found("instance", instance_id)
-        return _rows(ctx, conn, records)[0]
+    rows, _ = _instance_rows(ctx, instance_id)
+    if not rows:
+        raise not_found("instance", instance_id)
+    return rows[0]
 
 
 @router.get("/instances", response_model=Page[InstancePublic])
