@@ -179,8 +179,10 @@ def chats_of(conn: Connection, pairs: Sequence[tuple[str, str]]) -> dict[tuple[s
 
 
 def remember_sent(conn: Connection, pairs: Sequence[tuple[str, str]], *, now: datetime) -> None:
-    """The sender messaged these targets (the first time is kept)."""
-    unique = list(dict.fromkeys(pairs))
+    """The sender messaged these targets (the first time is kept). Rows go in key order,
+    as in :func:`mark_known`: two transactions writing the same chats in different orders
+    would each wait for the other's insert (a deadlock, seen on PostgreSQL)."""
+    unique = sorted(set(pairs))
     if not unique:
         return
     stmt = dialect_insert(conn, _c).on_conflict_do_nothing(
@@ -190,8 +192,9 @@ def remember_sent(conn: Connection, pairs: Sequence[tuple[str, str]], *, now: da
 
 
 def mark_known(conn: Connection, pairs: Sequence[tuple[str, str]], *, now: datetime) -> None:
-    """These targets have a chat with the sender (a message delivered there, or theirs)."""
-    unique = list(dict.fromkeys(pairs))
+    """These targets have a chat with the sender (a message delivered there, or theirs);
+    in key order (:func:`remember_sent`)."""
+    unique = sorted(set(pairs))
     if not unique:
         return
     stmt = dialect_insert(conn, _c)

@@ -3,6 +3,7 @@ the health score's decay, levels, pauses and cool-down, and a person's resume.""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -181,3 +182,40 @@ def test_the_settings_make_the_care_settings_and_refuse_levels_out_of_order() ->
     assert (care.health_high, care.timelock_seconds, care.warmup_first_day) == (50, 90, 15)
     with pytest.raises(ValidationError, match="GATECAST_HEALTH_MEDIUM < GATECAST_HEALTH_HIGH"):
         Settings(health_medium=50, health_high=40)
+
+
+@pytest.mark.postgres
+def test_sends_and_webhooks_remember_the_same_chats_without_a_deadlock(pg_engine: Engine) -> None:
+    """A send's record and a webhook's apply write the same sender's chats at once, the
+    pairs in opposite orders: each used to wait for the other's insert (PostgreSQL's
+    deadlock, seen in the replies journey). Both now write in key order."""
+    add_instances(pg_engine, "s1", now=T0)
+    pairs = [("s1", f"+1415555{i:04d}") for i in range(300)]
+    errors: list[BaseException] = []
+
+    def write(mark: bool, rows: list[tuple[str, str]]) -> None:
+        try:
+            for _ in range(5):
+                with pg_engine.begin() as conn:
+                    if mark:
+                        sc.mark_known(conn, rows, now=T0)
+                    else:
+                        sc.remember_sent(conn, rows, now=T0)
+        except BaseException as exc:
+            errors.append(exc)
+
+    for round_ in range(4):
+        with pg_engine.begin() as conn:
+            conn.execute(tables.sender_chats.delete())
+        threads = [
+            threading.Thread(target=write, args=(False, pairs)),
+            threading.Thread(target=write, args=(True, pairs[::-1])),
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not errors, (round_, errors)
+    with pg_engine.connect() as conn:
+        known = conn.execute(select(tables.sender_chats.c.known_at)).scalars().all()
+    assert len(known) == 300 and all(k is not None for k in known)
