@@ -314,16 +314,6 @@ def _record_statuses(
 ) -> None:
     unique = status_event_rows(events, now, stats)
     q.insert_status_events(conn, unique)
-    # a message of this sender reached the chat: a known chat (463-aware routing)
-    care.mark_known(
-        conn,
-        [
-            (r["instance_id"], r["chat"])
-            for r in unique
-            if r["instance_id"] and r["chat"] and r["status"] in _REACHED
-        ],
-        now=now,
-    )
     message_ids = list({r["message_id"]: None for r in unique})
     if apply:
         stats.applied += apply_pending(conn, message_ids, now=now, timings=stats.timings)
@@ -396,9 +386,8 @@ def _record_inbound(
         )
     q.insert_inbound(conn, rows)
     stats.inbound += len(rows)
-    # they wrote to the sender: a known chat, and a reply (a health score credit)
+    # they wrote to the sender: a reply (a health score credit; the chat is known: _known_chats)
     heard = [(r["instance_id"], r["sender_phone"]) for r in rows if r["instance_id"]]
-    care.mark_known(conn, [(i, p) for i, p in heard if p], now=now)
     for instance_id, phone in heard:
         if phone:
             care.count_signal(conn, instance_id, "reply")
@@ -492,6 +481,32 @@ def store_events_in(
     return _record_in(conn, events, opt_out_keywords=opt_out_keywords, now=now, apply=False)
 
 
+def _known_chats(
+    statuses: Sequence[MessageStatus], incoming: Sequence[IncomingMessage]
+) -> list[tuple[str, str]]:
+    """The chats these events show a sender has (463-aware routing): a message of its
+    reached the chat, or the chat's person wrote to it.
+
+    A batch writes them in one statement, in key order, before anything else, as a
+    send's record writes its chats (``scheduler.recording``): a transaction waiting on a
+    chat then holds no other row, and none waits on chats in an opposite order (they
+    deadlocked on PostgreSQL while a batch wrote the reached chats, then the replies'
+    chats, between which a send's record had written both)."""
+    reached = [
+        (ev.instance_id, chat)
+        for ev in statuses
+        if ev.instance_id
+        and STATUS_TO_STATE.get(ev.status) in _REACHED
+        and (chat := chat_target(ev.chat))
+    ]
+    heard = [
+        (ev.instance_id, phone)
+        for ev in incoming
+        if ev.instance_id and not ev.is_group and (phone := _e164(ev.sender_phone))
+    ]
+    return reached + heard
+
+
 def _record_in(
     conn: Connection,
     events: Sequence[Event],
@@ -505,6 +520,7 @@ def _record_in(
     incoming = [e for e in events if isinstance(e, IncomingMessage)]
     connections = [e for e in events if isinstance(e, ConnectionStatus)]
     stats.ignored += len(events) - len(statuses) - len(incoming) - len(connections)
+    care.mark_known(conn, _known_chats(statuses, incoming), now=now)  # first: see there
     if statuses:
         _record_statuses(conn, statuses, now, stats, apply=apply)
     if incoming:

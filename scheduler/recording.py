@@ -166,6 +166,9 @@ class Recorder:
             else:
                 unknown.append((row.id, error, code))
         with self.engine.begin() as conn:
+            # the chats first, as a webhook batch writes its own (gateway_events._known_chats):
+            # a wait on a chat then never holds a delivery or sender row (no deadlock)
+            sc.remember_sent(conn, chats, now=now)
             dq.record_sent(conn, sent)
             dq.record_requeued(conn, requeue)
             dq.record_requeued(conn, refund, refund_attempt=True)
@@ -178,7 +181,6 @@ class Recorder:
             for sender in gone:  # the gateway no longer knows this id
                 iq.mark_state(conn, sender, iq.GONE, now=now)
             iq.mark_linked_by_send(conn, sorted(linked - set(pauses)), now=now)
-            sc.remember_sent(conn, chats, now=now)
             for sender, counts in sorted(signals.items()):
                 health.add_signals(conn, sender, counts, now, note_pause=self.note_pause)
             if sent:
