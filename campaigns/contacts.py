@@ -217,6 +217,7 @@ def add_contact(
         except ValueError as exc:
             raise ContactError(str(exc), "list") from None
     with engine.begin() as conn:
+        q.wait_for_imports(conn)
         contact_id = cs.insert_contact(
             conn,
             {

@@ -302,6 +302,15 @@ IMPORT_LOCK = 0x6761_7465_6361_7374  # "gatecast"
 BULK_WORK_MEM = "64MB"
 
 
+def wait_for_imports(conn: Connection) -> None:
+    """PostgreSQL: before one contact is inserted, wait for a running import to end (the
+    import lock, shared: such inserts do not wait for each other). An import counts a
+    phone new from its snapshot; a contact inserted meanwhile would make its insert fail
+    on the unique phone. SQLite: nothing (one writer at a time already)."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(select(func.pg_advisory_xact_lock_shared(IMPORT_LOCK)))
+
+
 def create_stage(conn: Connection) -> None:
     """Create the (empty) temporary staging table for this connection's transaction.
 
@@ -699,4 +708,5 @@ __all__ = [
     "store_staged",
     "upsert_contacts",
     "upsert_staged",
+    "wait_for_imports",
 ]

@@ -14,6 +14,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import Engine
 
+from campaigns import contacts
 from campaigns.importer import (
     ImportFailed,
     ImportOptions,
@@ -722,3 +723,44 @@ def test_an_import_into_an_emptied_and_vacuumed_contacts_table_reads_it_once(
         assert _contact_scans(watch, 2000) - before < 20
     finally:
         watch.dispose()
+
+
+@pytest.mark.postgres
+def test_a_contact_added_during_an_import_waits_for_it(pg_engine: Engine, tmp_path: Path) -> None:
+    """An import counts a phone new from its snapshot; a contact added meanwhile with one
+    of its phones made its insert fail on the unique phone and the whole import roll back.
+    An add now waits for the running import (the import lock, shared), then finds the
+    phone stored."""
+    outcome: dict[str, Any] = {}
+    with pg_engine.connect() as holder, holder.begin():  # an import in progress
+        holder.execute(sa.select(sa.func.pg_advisory_xact_lock(q.IMPORT_LOCK)))
+
+        def add() -> None:
+            try:
+                contacts.add_contact(pg_engine, "+12025550143", region="US", now=NOW)
+            except BaseException as exc:
+                outcome["error"] = exc
+            outcome["done"] = True
+
+        thread = threading.Thread(target=add)
+        thread.start()
+        deadline = time.monotonic() + 30
+        with pg_engine.connect() as watch:
+            while time.monotonic() < deadline:
+                waiting = watch.exec_driver_sql(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                    " AND database = (SELECT oid FROM pg_database"
+                    " WHERE datname = current_database())"
+                ).scalar_one()
+                if waiting or "done" in outcome:
+                    break
+                time.sleep(0.05)
+        assert "done" not in outcome, "the add did not wait for the import"
+        q.upsert_contacts(  # what the import stores before it commits
+            holder,
+            [{"phone": "+12025550143", "raw_phone": "x", "name": "Imported", "attributes": {}}],
+            NOW,
+        )
+    thread.join(30)
+    assert isinstance(outcome.get("error"), contacts.ContactError), outcome
+    assert "already a contact" in str(outcome["error"])
