@@ -438,8 +438,9 @@ def _store_staged_postgresql(
     1. the staged contacts that exist are upserted (which locks every one of them, changed
        or not) and joined to the list;
     2. the new ones are inserted without ``ON CONFLICT`` (none can exist: imports take
-       turns and only imports insert contacts) and joined to the list from the ids their
-       insert returns, in the same statement (no lookup by phone).
+       turns, and a single contact's insert waits for a running import,
+       :func:`wait_for_imports`) and joined to the list from the ids their insert
+       returns, in the same statement (no lookup by phone).
 
     Both run without the per-row triggers where :func:`_may_skip_triggers` allows
     it: every contact and the list the membership rows reference are then created or
