@@ -125,7 +125,9 @@ def qr_text_of(png: bytes) -> str | None:
         return None
     try:
         with Image.open(io.BytesIO(png)) as image:
-            results = zxingcpp.read_barcodes(image.convert("L"))
+            # QR codes only: a QR's modules can pass for a short ITF barcode too
+            qr_only = zxingcpp.BarcodeFormats(zxingcpp.BarcodeFormat.QRCode)
+            results = zxingcpp.read_barcodes(image.convert("L"), formats=qr_only)
     except Exception:  # an undecodable image is not an error: the PNG is still saved
         return None
     for result in results:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import base64
-import io
 import json
 import socket
 from collections import Counter
@@ -12,8 +10,6 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-import zxingcpp
-from PIL import Image
 
 from gateway import (
     AsyncGatewayClient,
@@ -34,6 +30,7 @@ from gateway import (
 )
 from gateway.requests import Prefix
 from gateway.sandbox import Sandbox, SandboxConfig, run_sandbox_in_thread
+from tests.qr import decode_qr
 
 DIALECTS = ["spec", "reference"]
 PREFIXES: list[Prefix] = ["api", "messenger_api"]
@@ -51,9 +48,7 @@ def client_for(sb: Sandbox, prefix: str = "api", **kw: object) -> GatewayClient:
 
 
 def qr_text(data_uri: str) -> str:
-    png = base64.b64decode(data_uri.split(",", 1)[1])
-    (result,) = zxingcpp.read_barcodes(Image.open(io.BytesIO(png)).convert("L"))
-    return str(result.text)
+    return decode_qr(data_uri)
 
 
 @pytest.mark.parametrize("prefix", PREFIXES)

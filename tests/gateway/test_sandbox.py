@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import io
 import json
 import re
 import time
@@ -11,10 +9,9 @@ from typing import Any
 
 import httpx
 import pytest
-import zxingcpp
-from PIL import Image
 
 from gateway.sandbox import Sandbox, SandboxConfig, run_sandbox_in_thread
+from tests.qr import decode_qr
 
 TOKEN = "sandbox-token"
 HTTP = httpx.Client(timeout=10)  # one client: httpx.get() builds an SSL context per call
@@ -39,15 +36,6 @@ def send(sb: Sandbox, base: str = "api", method: str = "GET", **params: str) -> 
     assert resp.status_code == 200, resp.text
     body: dict[str, Any] = resp.json()
     return body
-
-
-def decode_qr(data_uri: str) -> str:
-    assert data_uri.startswith("data:image/png;base64,")
-    png = base64.b64decode(data_uri.split(",", 1)[1])
-    found = zxingcpp.read_barcodes(Image.open(io.BytesIO(png)))
-    assert len(found) == 1
-    text: str = found[0].text
-    return text
 
 
 @pytest.fixture(params=["spec", "reference"])

@@ -11,8 +11,6 @@ tracked files.
 
 from __future__ import annotations
 
-import base64
-import io
 import os
 import re
 import shutil
@@ -23,10 +21,9 @@ from typing import Any
 import httpx
 import openpyxl
 import pytest
-import zxingcpp
-from PIL import Image
 from sqlalchemy import Engine
 
+from tests.qr import decode_qr
 from tests.web.conftest import API_KEY, LiveApp, gateway_factory_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -131,13 +128,6 @@ def publish_shots(*names: str) -> None:
             shutil.copy2(found, DOCS_SHOTS / found.name)
 
 
-def _decode_qr(data_uri: str) -> str:
-    png = base64.b64decode(data_uri.split(",", 1)[1])
-    found = zxingcpp.read_barcodes(Image.open(io.BytesIO(png)))
-    assert found, "the QR code shown on the page does not decode"
-    return str(found[0].text)
-
-
 def test_dashboard_journey(
     make_live: Callable[..., LiveApp],
     sqlite_engine: Engine,
@@ -178,7 +168,7 @@ def test_dashboard_journey(
     for _ in range(4):  # a QR rotates (as a phone app's does): scan the new one if it did
         src = str(qr.get_attribute("src"))
         res = httpx.post(
-            f"{sandbox.url}/sandbox/instances/{iid}/scan", json={"code": _decode_qr(src)}
+            f"{sandbox.url}/sandbox/instances/{iid}/scan", json={"code": decode_qr(src)}
         )
         if "expired" not in res.text:
             break

@@ -14,10 +14,13 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from gatecast.cli import app
+from gatecast.commands.instance import qr_text_of
 from gatecast.settings import get_settings
 from gateway.sandbox import Sandbox, SandboxConfig, run_sandbox_in_thread
+from gateway.sandbox.qr import qr_content, qr_data_uri
 from storage import tables
 from storage.engine import make_engine, upgrade
+from tests.qr import png_of, read_qr
 
 runner = CliRunner()
 _i = tables.instances
@@ -76,9 +79,7 @@ def test_instance_commands_end_to_end(
     shown_before = sandbox.state.current_qr_content(iid)  # codes rotate every 20 s, as phones do
     res = invoke("qr", iid, "--output", str(png_path))
     assert res.exit_code == 0, res.output
-    with Image.open(io.BytesIO(png_path.read_bytes())) as image:
-        (code,) = zxingcpp.read_barcodes(image.convert("L"))
-    assert code.text in (shown_before, sandbox.state.current_qr_content(iid))
+    assert read_qr(png_path.read_bytes()) in (shown_before, sandbox.state.current_qr_content(iid))
     assert "█" in res.output or "▀" in res.output  # the terminal rendering
     assert rows(db_url)[iid]["state"] == "waiting_scan"
 
@@ -294,3 +295,15 @@ def test_reset_moves_queued_deliveries(env: pytest.MonkeyPatch, sqlite_url: str)
         assert sorted(senders) == sorted([(new, "queued"), (old, "sent")])
         assert spec["instances"] == [new]
         eng.dispose()
+
+
+def test_the_terminal_qr_is_read_from_the_qr_code_only() -> None:
+    """One of the sandbox's QR images also reads as a short ITF barcode (one 20-second
+    rotation in a few hundred); the terminal rendering takes the QR code's text, never
+    the false reading."""
+    content = qr_content("122B598615DCB", 89780439, "2")
+    png = png_of(qr_data_uri(content))
+    with Image.open(io.BytesIO(png)) as image:
+        formats = sorted(str(c.format) for c in zxingcpp.read_barcodes(image.convert("L")))
+    assert formats == ["ITF", "QR Code"]
+    assert qr_text_of(png) == content

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import io
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -11,11 +9,10 @@ from typing import Any
 
 import httpx
 import pytest
-import zxingcpp
-from PIL import Image
 from sqlalchemy import Engine
 
 from storage import tables
+from tests.qr import decode_qr
 from tests.web.conftest import API_KEY, LiveApp, gateway_factory_for
 
 
@@ -25,14 +22,6 @@ def _signed_in(live: LiveApp) -> Iterator[httpx.Client]:
         res = browser.post("/login", data={"api_key": API_KEY, "next": "/"})
         assert res.status_code == 303
         yield browser
-
-
-def _decode_qr(data_uri: str) -> str:
-    assert data_uri.startswith("data:image/png;base64,")
-    png = base64.b64decode(data_uri.split(",", 1)[1])
-    results = zxingcpp.read_barcodes(Image.open(io.BytesIO(png)))
-    assert results, "no QR code found in the image"
-    return str(results[0].text)
 
 
 def test_link_an_instance_by_its_qr(
@@ -50,7 +39,7 @@ def test_link_an_instance_by_its_qr(
 
         qr = api.get(f"/api/v1/instances/{iid}/qr").json()
         assert qr["state"] == "waiting_scan"
-        content = _decode_qr(qr["data_uri"])
+        content = decode_qr(qr["data_uri"])
         assert api.get(f"/api/v1/instances/{iid}").json()["state"] == "waiting_scan"
 
         # the phone scans the code it was shown
