@@ -1,7 +1,7 @@
 """Dashboard sessions as records: open, check (and extend), close.
 
 A session id is 256 random bits; the database keeps its SHA-256, never the id, with a
-digest of the API key that signed in (changing the key ends every session). A session
+digest of the owner key in force (changing it ends the owner key's sessions). A session
 ends :data:`LIFETIME` after sign-in unless it is used: a check made when less than
 :data:`RENEW_WITHIN` remains extends it to :data:`LIFETIME` again (one write at most
 every 6 hours a session). Closing deletes the record, so a copied cookie is refused from

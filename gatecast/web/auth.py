@@ -329,8 +329,9 @@ def hashing(settings: Settings) -> users.Hashing:
 
 def sign_in(request: Request, presented: str, *, name: str = "", password: str = "") -> SignIn:
     """Start a dashboard session for ``name`` and ``password`` (a user), or for the key
-    ``presented`` (the owner key, or a user's key); refused when wrong, or when this
-    address has failed too often lately (429, nothing even compared)."""
+    ``presented`` (the owner key, or a user's key: the session carries it, its role and
+    its expiry); refused when wrong, or when this address has failed too often lately
+    (429, nothing even compared)."""
     throttle = sign_in_throttle(request)
     address = client_address(request)
     wait = throttle.retry_after(address)
