@@ -282,6 +282,13 @@ def test_every_route_by_every_credential(
     for name in ("viewer key", "operator key's session", "operator's viewer key's session"):
         assert refusals.get(name), name
     assert "owner key" not in refusals and "admin password session" not in refusals
+    # an expired or revoked key opens no session
+    with matrix.live.client(key=None, follow_redirects=False) as browser:
+        for credential in matrix.credentials:
+            if credential.role is None and credential.key:
+                res = browser.post("/login", data={"api_key": credential.key})
+                assert res.status_code == 401, credential.name
+                assert sessions.COOKIE not in browser.cookies, credential.name
 
 
 def test_a_route_without_a_rule_fails_the_matrix() -> None:
