@@ -9,9 +9,10 @@ its ``imports`` row is left saying ``running``. Each row records its runner
 * its runner is on another host (or unknown) and it started more than
   :data:`STALE_AFTER` ago (an import of the largest file allowed takes minutes).
 
-Interrupted rows become ``failed`` with the error :data:`INTERRUPTED`.
-:func:`mark_interrupted_imports` runs before every import and when imports are listed
-(:func:`listing`, what the faces read).
+Interrupted rows become ``failed`` with the error :data:`INTERRUPTED`:
+:func:`mark_interrupted_imports` runs before every import and when a worker or receiver
+starts; listing imports (:func:`listing`, what the faces read, GETs included) shows an
+interrupted row so without writing anything.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -91,13 +92,10 @@ def runner_alive(runner: str | None) -> bool | None:
     return ticks == "-" or now_ticks == "-" or ticks == now_ticks
 
 
-def mark_interrupted_imports(
+def interrupted_imports(
     engine: Engine, *, now: datetime, stale_after: timedelta = STALE_AFTER
 ) -> list[int]:
-    """Mark ``running`` imports whose process is gone (see module doc) as failed.
-
-    Returns the ids marked. Safe to run concurrently: only rows still ``running`` change.
-    """
+    """The ids of ``running`` imports whose process is gone (see module doc); reads only."""
     with engine.connect() as conn:
         rows = q.running_imports(conn)
     dead: list[int] = []
@@ -105,6 +103,18 @@ def mark_interrupted_imports(
         alive = runner_alive(runner)
         if alive is False or (alive is None and started_at < now - stale_after):
             dead.append(import_id)
+    return dead
+
+
+def mark_interrupted_imports(
+    engine: Engine, *, now: datetime, stale_after: timedelta = STALE_AFTER
+) -> list[int]:
+    """Mark ``running`` imports whose process is gone (:func:`interrupted_imports`) as
+    failed.
+
+    Returns the ids marked. Safe to run concurrently: only rows still ``running`` change.
+    """
+    dead = interrupted_imports(engine, now=now, stale_after=stale_after)
     if dead:
         with engine.begin() as conn:
             q.fail_running(conn, dead, INTERRUPTED, now=now)
@@ -159,6 +169,11 @@ def _run(row: Mapping[Any, Any]) -> ImportRun:
     return ImportRun(**data)
 
 
+def _interrupted(run: ImportRun) -> ImportRun:
+    """``run`` as it reads once marked interrupted."""
+    return replace(run, status="failed", error=INTERRUPTED)
+
+
 @dataclass(frozen=True)
 class RejectedRow:
     """A rejected row: its spreadsheet row number, column, reason and cells as they were."""
@@ -194,12 +209,15 @@ def listing(
     rejects: int = 0,
 ) -> list[ListedRun]:
     """The latest ``limit`` imports newest first (or only ``import_id``), each with its
-    first ``rejects`` rejected rows and how many it has; imports whose process died are
-    marked failed first (:func:`mark_interrupted_imports`)."""
-    mark_interrupted_imports(engine, now=now)
+    first ``rejects`` rejected rows and how many it has; an import whose process died
+    reads ``failed`` with the error :data:`INTERRUPTED` (:func:`interrupted_imports`).
+    Reads only (the faces' GETs list with it): the row itself is marked by
+    :func:`mark_interrupted_imports`, before the next import or at a process's start."""
+    dead = set(interrupted_imports(engine, now=now))
     with engine.connect() as conn:
         runs = [
-            _run(r) for r in q.import_runs(conn, _RUN_COLUMNS, import_id=import_id, limit=limit)
+            _interrupted(_run(r)) if r["id"] in dead else _run(r)
+            for r in q.import_runs(conn, _RUN_COLUMNS, import_id=import_id, limit=limit)
         ]
         totals = q.rejects_totals(conn, [r.id for r in runs])
         pages = {
@@ -240,6 +258,7 @@ __all__ = [
     "RejectPage",
     "RejectedRow",
     "get_run",
+    "interrupted_imports",
     "listing",
     "mark_interrupted_imports",
     "rejects_page",

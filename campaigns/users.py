@@ -12,8 +12,14 @@ random cannot be guessed back from its digest, so a slow hash adds nothing). A k
 role no higher than its user's when it is made, and acts with the lower of the two
 afterwards (demoting a user demotes its keys at once).
 
+What a user's credential may do is one rule (:func:`acting_role`), whatever the
+credential: a password session acts with the user's current role; a key, and a dashboard
+session opened with a key, with the lower of the key's and the user's current role, and
+only while the key is in force (neither revoked nor expired).
+
 Ending access: disabling a user refuses its sign-ins, sessions and keys; a password change
-ends its sessions; revoking a key ends it and the dashboard sessions it opened.
+ends its sessions; revoking a key ends it and the dashboard sessions it opened, and so does
+its expiry (checked at every request).
 """
 
 from __future__ import annotations
@@ -53,6 +59,13 @@ def at_least(role: str, needed: str) -> bool:
 def lower(a: str, b: str) -> str:
     """The lower of two roles."""
     return a if _RANK.get(a, -1) <= _RANK.get(b, -1) else b
+
+
+def acting_role(user_role: str, key_role: str | None) -> str:
+    """THE rule for what a user's credential acts as: the user's current role, lowered to
+    the key's when it came with a key (the key itself, or a dashboard session opened with
+    it). The owner key is not a user's: it acts as ``admin``."""
+    return user_role if key_role is None else lower(key_role, user_role)
 
 
 class UserError(ValueError):
@@ -130,12 +143,14 @@ class CreatedKey:
 
 @dataclass(frozen=True)
 class Holder:
-    """Who a key or a password belongs to, and the role it acts with."""
+    """Who a key or a password belongs to, the role it acts with and, for a key, its id
+    and when it expires (None: never)."""
 
     user_id: int
     name: str
     role: str
     key_id: int | None = None
+    expires_at: datetime | None = None
 
 
 def _user(row: RowMapping) -> User:
@@ -228,7 +243,8 @@ def authenticate(engine: Engine, name: str, password: str, hashing: Hashing) -> 
 
 def set_role(engine: Engine, name: str, role: str) -> User:
     """Give the user ``role``; its keys above it are lowered to it. Its sessions go on
-    with the new role (a session reads the role at each request)."""
+    with at most the new role (a session reads the user's and its key's role at each
+    request: :func:`acting_role`)."""
     check_role(role)
     user = get_user(engine, name)
     allowed = tuple(r for r in ROLES if at_least(role, r))
@@ -311,8 +327,9 @@ def key_holder(engine: Engine, secret: str, now: datetime) -> Holder | None:
     return Holder(
         int(found["user_id"]),
         str(found["name"]),
-        lower(str(found["key_role"]), str(found["user_role"])),
+        acting_role(str(found["user_role"]), str(found["key_role"])),
         int(found["key_id"]),
+        found["expires_at"],
     )
 
 
@@ -347,6 +364,7 @@ __all__ = [
     "NoSuchUser",
     "User",
     "UserError",
+    "acting_role",
     "at_least",
     "authenticate",
     "check_name",

@@ -17,9 +17,12 @@ appear in responses, logs or reprs.
 Users (issue 15): besides the owner key (``GATECAST_API_KEY``, acting as ``admin``),
 named users sign in to the dashboard with their name and password, or call the API with
 their own keys (``gck_...``, ``campaigns.users``). Who a request is (:class:`Identity`:
-actor name, role, user) is worked out once per request (:func:`identify`); what that role
-may call is :mod:`gatecast.web.roles`, enforced by :func:`require_api_key` for the API,
-/docs and /metrics and by the dashboard's ``require_session`` for its pages.
+actor name, role, user, key) is worked out once per request (:func:`identify`), with one
+role rule whatever the credential (``campaigns.users.acting_role``): a session opened with
+a user's key carries that key, its role (never above it), its expiry and its revocation,
+checked at every request. What that role may call is :mod:`gatecast.web.roles`, enforced
+by :func:`require_api_key` for the API, /docs and /metrics and by the dashboard's
+``require_session`` for its pages.
 
 Cross-site request forgery: the session cookie is ``SameSite=Lax`` and, on top of that, a
 request that changes something (any method but GET, HEAD, OPTIONS) authenticated by the
@@ -34,6 +37,7 @@ import hmac
 import os
 import secrets
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -160,13 +164,15 @@ def _expected(request: Request) -> SecretStr:
 @dataclass(frozen=True)
 class Identity:
     """Who a request is: the actor's name (a user's, or ``owner key``), the role it acts
-    with, the user's id (None for the owner key) and how it came (``key`` or
-    ``session``)."""
+    with, the user's id (None for the owner key), how it came (``key`` or ``session``)
+    and the user's key behind it (the bearer key, or the key that opened the session;
+    None for a password's session and the owner key)."""
 
     actor: str
     role: str
     user_id: int | None = None
     via: str = "key"
+    key_id: int | None = None
 
 
 OWNER = Identity(OWNER_ACTOR, roles.ADMIN)
@@ -192,7 +198,7 @@ def _identify(request: Request) -> Identity | None:
         ctx = get_ctx(request)
         holder = users.key_holder(ctx.engine, token, ctx.clock())
         if holder is not None:
-            return Identity(holder.name, holder.role, holder.user_id)
+            return Identity(holder.name, holder.role, holder.user_id, "key", holder.key_id)
     if not sessions.cookie_of(request):
         return None
     ctx = get_ctx(request)
@@ -201,7 +207,9 @@ def _identify(request: Request) -> Identity | None:
         return None
     if session.user_id is None:
         return Identity(OWNER_ACTOR, roles.ADMIN, None, "session")
-    return Identity(session.name or "", session.role or roles.VIEWER, session.user_id, "session")
+    return Identity(
+        session.name or "", session.role or roles.VIEWER, session.user_id, "session", session.key_id
+    )
 
 
 def is_authenticated(request: Request) -> bool:
@@ -321,8 +329,9 @@ def hashing(settings: Settings) -> users.Hashing:
 
 def sign_in(request: Request, presented: str, *, name: str = "", password: str = "") -> SignIn:
     """Start a dashboard session for ``name`` and ``password`` (a user), or for the key
-    ``presented`` (the owner key, or a user's key); refused when wrong, or when this
-    address has failed too often lately (429, nothing even compared)."""
+    ``presented`` (the owner key, or a user's key: the session carries it, its role and
+    its expiry); refused when wrong, or when this address has failed too often lately
+    (429, nothing even compared)."""
     throttle = sign_in_throttle(request)
     address = client_address(request)
     wait = throttle.retry_after(address)
@@ -338,6 +347,7 @@ def sign_in(request: Request, presented: str, *, name: str = "", password: str =
     now = ctx.clock()
     user_id: int | None = None
     key_id: int | None = None
+    key_expires_at: datetime | None = None
     actor, role = OWNER_ACTOR, roles.ADMIN
     if name:
         holder = users.authenticate(ctx.engine, name, password, hashing(ctx.settings))
@@ -351,13 +361,19 @@ def sign_in(request: Request, presented: str, *, name: str = "", password: str =
             name = "(a key)"
     if holder is not None:
         user_id, key_id, actor, role = holder.user_id, holder.key_id, holder.name, holder.role
+        key_expires_at = holder.expires_at
     elif wrong:
         throttle.failed(address)
         return SignIn(None, status.HTTP_401_UNAUTHORIZED, wrong, actor=name[:64])
     throttle.succeeded(address)
     sessions.end(ctx.engine, sessions.cookie_of(request))  # signing in again: a new session
     session_id = dashboard_sessions.open_session(
-        ctx.engine, _expected(request), now, user_id=user_id, api_key_id=key_id
+        ctx.engine,
+        _expected(request),
+        now,
+        user_id=user_id,
+        api_key_id=key_id,
+        key_expires_at=key_expires_at,
     )
     return SignIn(session_id, actor=actor, role=role)
 

@@ -10,8 +10,13 @@ The rule (:func:`required_role`), in order:
 
 So a route added later is covered without an edit here: a reading route is open to viewers
 and a changing one to operators; only a new admin-only area has to be added to
-:data:`ADMIN_ONLY` (and ``tests/web/test_roles.py`` checks every route of the built app
-against this rule, per role).
+:data:`ADMIN_ONLY` (and ``tests/web/test_access_matrix.py`` checks every route of the built
+app against this rule, per role and kind of credential). A GET never changes anything,
+which is what makes it safe to open to viewers.
+
+The role a caller acts with is one rule too, whatever the credential
+(``campaigns.users.acting_role``): a user's key, and a session opened with it, act with
+the lower of the key's role and the user's current role.
 
 Roles and their order are the domain's (``campaigns.users.ROLES``: viewer < operator <
 admin); the deployment's owner key (``GATECAST_API_KEY``) acts as ``admin``. Open routes

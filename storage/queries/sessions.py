@@ -1,4 +1,5 @@
-"""SQL for dashboard sessions: open one (pruning expired ones), check, extend, close one.
+"""SQL for dashboard sessions: open one (pruning expired ones), check (with the user and
+the key it depends on), extend, close one.
 
 Rows are found by the digest of the cookie's session id; how long a session lives and
 how ids are digested are the caller's policy (passed in as times and digests).
@@ -14,6 +15,7 @@ from storage import tables
 
 _s = tables.dashboard_sessions
 _u = tables.users
+_k = tables.api_keys
 
 
 def open_session(
@@ -46,20 +48,42 @@ def open_session(
 
 def holder(engine: Engine, *, id_digest: str, key_digest: str, now: datetime) -> RowMapping | None:
     """The open, unexpired session with ``id_digest`` and who holds it: ``expires_at``,
-    ``user_id``, ``name``, ``role`` (both None for the owner key's session, which must
-    belong to ``key_digest``); a user's session only while the user is enabled. None
-    otherwise."""
+    ``user_id``, ``name``, ``role`` (the user's), and the key it was opened with:
+    ``api_key_id``, ``key_role``, ``key_expires_at`` (all None for the owner key's
+    session, which must belong to ``key_digest``, and for a password's). A user's session
+    only while the user is enabled and its key (if any) neither revoked nor expired.
+    None otherwise."""
     with engine.connect() as conn:
         return (
             conn.execute(
-                select(_s.c.expires_at, _s.c.user_id, _u.c.name, _u.c.role)
-                .select_from(_s.outerjoin(_u, _u.c.id == _s.c.user_id))
+                select(
+                    _s.c.expires_at,
+                    _s.c.user_id,
+                    _u.c.name,
+                    _u.c.role,
+                    _s.c.api_key_id,
+                    _k.c.role.label("key_role"),
+                    _k.c.expires_at.label("key_expires_at"),
+                )
+                .select_from(
+                    _s.outerjoin(_u, _u.c.id == _s.c.user_id).outerjoin(
+                        _k, _k.c.id == _s.c.api_key_id
+                    )
+                )
                 .where(
                     _s.c.id_digest == id_digest,
                     _s.c.expires_at > now,
                     or_(
                         and_(_s.c.user_id.is_(None), _s.c.key_digest == key_digest),
                         and_(_s.c.user_id.is_not(None), ~_u.c.disabled),
+                    ),
+                    or_(
+                        _s.c.api_key_id.is_(None),
+                        and_(
+                            _k.c.user_id == _s.c.user_id,
+                            _k.c.revoked_at.is_(None),
+                            or_(_k.c.expires_at.is_(None), _k.c.expires_at > now),
+                        ),
                     ),
                 )
             )

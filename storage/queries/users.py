@@ -155,8 +155,8 @@ def add_key(
 
 
 def key_holder(engine: Engine, digest: str, now: datetime) -> RowMapping | None:
-    """The key with ``digest`` and its user (``key_id``, ``key_role``, ``user_id``,
-    ``name``, ``user_role``), when the key is not revoked nor expired and the user is
+    """The key with ``digest`` and its user (``key_id``, ``key_role``, ``expires_at``,
+    ``user_id``, ``name``, ``user_role``), when the key is not revoked nor expired and the user is
     enabled; None otherwise. Marks the key used (at most once a minute)."""
     with engine.connect() as conn:
         found = (
@@ -164,6 +164,7 @@ def key_holder(engine: Engine, digest: str, now: datetime) -> RowMapping | None:
                 select(
                     _k.c.id.label("key_id"),
                     _k.c.role.label("key_role"),
+                    _k.c.expires_at,
                     _k.c.last_used_at,
                     _u.c.id.label("user_id"),
                     _u.c.name,

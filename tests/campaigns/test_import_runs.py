@@ -95,7 +95,7 @@ def test_on_start_gets_the_job_id_while_the_row_is_running(engine: Engine, tmp_p
     assert _status(engine)[report.import_id] == ("completed", None)
 
 
-def test_listing_marks_dead_runs_first_and_counts_rejects(engine: Engine) -> None:
+def test_listing_shows_dead_runs_failed_and_counts_rejects(engine: Engine) -> None:
     samples = Path(__file__).resolve().parents[2] / "samples"
     done = import_file(engine, samples / "contacts.csv", ImportOptions("a"), now=NOW).import_id
     dead = _job(engine, runner_id(_dead_pid()), NOW)
@@ -105,6 +105,8 @@ def test_listing_marks_dead_runs_first_and_counts_rejects(engine: Engine) -> Non
         (dead, "failed", INTERRUPTED)
     ]
     assert newest_first[0].rejects == RejectPage([], 0)
+    # a read (the faces' GETs list with it): the row is marked by the next import
+    assert _status(engine)[dead] == ("running", None)
 
     every = listing(engine, now=NOW)
     assert [x.run.id for x in every] == [dead, done]

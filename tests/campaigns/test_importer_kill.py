@@ -64,7 +64,7 @@ def test_sigkill_during_import_leaves_nothing(db_url: str, tmp_path: Path) -> No
         assert conn.execute(sa.select(sa.func.count()).select_from(q.lists)).scalar() == 0
         jobs = conn.execute(sa.text("SELECT status FROM imports")).scalars().all()
     assert jobs == ["running"]  # the job row says it never finished; nothing else was written
-    # the next import (or reading imports) marks the killed one failed, then runs normally
+    # the next import marks the killed one failed, then runs normally
     small = tmp_path / "small.csv"
     small.write_text("phone\n+1 202 555 0100\n", encoding="utf-8")
     report = import_file(engine, small, ImportOptions("after"))

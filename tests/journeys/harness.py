@@ -291,13 +291,13 @@ class Server:
 
 
 def link_sender_over_api(api: httpx.Client, label: str = "shop") -> str:
-    """An integrator links a sender: ``POST /instances``, then its QR (an auto-linking
+    """An integrator links a sender: ``POST /instances``, then ``POST /link`` (an auto-linking
     sandbox links it then); waits until it is connected and returns its instance id."""
     created = api.post("/api/v1/instances", json={"label": label})
     if created.status_code != 201:
         raise JourneyError(f"POST /instances answered {created.status_code}: {created.text}")
     iid = str(created.json()["instance_id"])
-    api.get(f"/api/v1/instances/{iid}/qr")
+    api.post(f"/api/v1/instances/{iid}/link")
     wait_for(
         lambda: api.get(f"/api/v1/instances/{iid}").json()["state"] == "connected",
         what="the instance to be connected",

@@ -37,7 +37,7 @@ def test_integrator_links_imports_sends_steers_and_reports(
     # link a sender: create it, ask for its QR (the sandbox links it as the phone would)
     instance = _ok(api.post("/api/v1/instances", json={"label": "shop"}), 201)
     iid = instance["instance_id"]
-    api.get(f"/api/v1/instances/{iid}/qr")
+    api.post(f"/api/v1/instances/{iid}/link")
     wait_for(
         lambda: _ok(api.get(f"/api/v1/instances/{iid}"))["state"] == "connected",
         what="the instance to be connected",

@@ -59,7 +59,7 @@ def _setup(ws: Workspace, receiver: Receiver) -> tuple[Server, httpx.Client, int
     assert "secret" not in shown and shown["enabled"]
 
     iid = _ok(api.post("/api/v1/instances", json={"label": "shop"}), 201)["instance_id"]
-    api.get(f"/api/v1/instances/{iid}/qr")
+    api.post(f"/api/v1/instances/{iid}/link")
     wait_for(
         lambda: _ok(api.get(f"/api/v1/instances/{iid}"))["state"] == "connected",
         what="the instance to be connected",

@@ -111,7 +111,7 @@ def test_operator_screens(
     )
     api = _api(live)
     iid = api.post("/instances", json={"label": "Shop phone"}).json()["instance_id"]
-    api.get(f"/instances/{iid}/qr")  # the auto-linking sandbox links it now
+    api.post(f"/instances/{iid}/link")  # the auto-linking sandbox links it now
     assert api.post(f"/instances/{iid}/webhook").status_code == 200
     later = _campaign(
         api,

@@ -81,7 +81,7 @@ def test_every_route_has_a_typed_answer_and_declares_its_errors(live_sqlite: Liv
     paths = doc["paths"]
     assert "409" in paths["/api/v1/campaigns/{campaign_id}/pause"]["post"]["responses"]
     assert "409" in paths["/api/v1/segments"]["post"]["responses"]
-    for name in ("reboot", "reconnect", "logout", "reset", "qr", "webhook"):
+    for name in ("reboot", "reconnect", "logout", "reset", "link", "webhook"):
         item = paths[f"/api/v1/instances/{{instance_id}}/{name}"]
         found = next(iter(item.values()))["responses"]
         assert {"404", "409", "502"} <= set(found), name

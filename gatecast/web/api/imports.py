@@ -414,7 +414,7 @@ def post_import(
 def get_imports(ctx: Ctx, limit: Limit = 50) -> list[ImportPublic]:
     """The latest imports, newest first (without their rejected rows).
 
-    Imports left ``running`` by a process that died are marked failed first.
+    Imports left ``running`` by a process that died read ``failed`` (nothing is written).
     """
     return [
         _public(listed) for listed in import_runs.listing(ctx.engine, now=ctx.clock(), limit=limit)

@@ -357,8 +357,10 @@ def post_instance(body: InstanceCreate, ctx: Ctx, request: Request) -> Response:
     )
 
 
-@router.get("/instances/{instance_id}/qr", response_model=QrCodePublic, responses=GATEWAY_ANSWERS)
-def get_qr(
+@router.post(
+    "/instances/{instance_id}/link", response_model=QrCodePublic, responses=GATEWAY_ANSWERS
+)
+def post_link(
     instance_id: str,
     ctx: Ctx,
     request: Request,
@@ -366,11 +368,13 @@ def get_qr(
         bool, Query(description="Also for a dropped (disconnected) instance: a new scan")
     ] = False,
 ) -> QrCodePublic:
-    """The current login QR code as a data URI, while the instance waits for a scan (it
-    rotates: ask again every few seconds while showing it).
+    """Link the instance: ask the gateway for the current login QR code (a data URI) to
+    scan, while the instance waits for a scan (it rotates: ask again every few seconds
+    while showing it). An instance the gateway reports linked becomes ``connected``.
 
-    Never poll it for a linked instance: for one whose connection dropped (409 unless
-    ``relink=true``) a QR request would end the phone's session.
+    A POST, for the operator role: asking for a QR code changes the instance at the
+    gateway. Never repeat it for a linked instance: for one whose connection dropped
+    (409 unless ``relink=true``) a QR request would end the phone's session.
     """
     return fetch_qr(ctx, instance_id, str(request.base_url), relink=relink)
 

@@ -173,9 +173,9 @@ def test_campaign_runs_against_the_sandbox_and_reports_progress(
     with live.client() as api:
         imported = _with_contacts(api)
         iid = api.post("/api/v1/instances", json={"label": "a"}).json()["instance_id"]
-        api.get(f"/api/v1/instances/{iid}/qr")
+        api.post(f"/api/v1/instances/{iid}/link")
         sandbox.scan(iid)
-        assert api.get(f"/api/v1/instances/{iid}/qr").json()["state"] == "connected"
+        assert api.post(f"/api/v1/instances/{iid}/link").json()["state"] == "connected"
         cid = api.post("/api/v1/campaigns", json=CAMPAIGN).json()["id"]
 
         start_campaign(live.ctx.engine, cid, now=live.ctx.clock())
@@ -245,9 +245,9 @@ def test_retry_resends_unknown_only_when_asked(live_sqlite: LiveApp) -> None:
         live_sqlite.ctx.gateway_factory = gateway_factory_for(sb)
         _with_contacts(api)
         iid = api.post("/api/v1/instances", json={}).json()["instance_id"]
-        api.get(f"/api/v1/instances/{iid}/qr")
+        api.post(f"/api/v1/instances/{iid}/link")
         sb.scan(iid)
-        api.get(f"/api/v1/instances/{iid}/qr")  # learns it is connected
+        api.post(f"/api/v1/instances/{iid}/link")  # learns it is connected
         cid = api.post("/api/v1/campaigns", json=CAMPAIGN).json()["id"]
         start_campaign(live_sqlite.ctx.engine, cid, now=live_sqlite.ctx.clock())
         with Dispatcher(

@@ -37,7 +37,7 @@ def test_link_an_instance_by_its_qr(
         assert inst["state"] == "created"
         assert "access_token" not in res.text
 
-        qr = api.get(f"/api/v1/instances/{iid}/qr").json()
+        qr = api.post(f"/api/v1/instances/{iid}/link").json()
         assert qr["state"] == "waiting_scan"
         content = decode_qr(qr["data_uri"])
         assert api.get(f"/api/v1/instances/{iid}").json()["state"] == "waiting_scan"
@@ -46,7 +46,7 @@ def test_link_an_instance_by_its_qr(
         scan = httpx.post(f"{sandbox.url}/sandbox/instances/{iid}/scan", json={"code": content})
         assert scan.status_code == 200, scan.text
 
-        qr = api.get(f"/api/v1/instances/{iid}/qr").json()
+        qr = api.post(f"/api/v1/instances/{iid}/link").json()
         assert qr["state"] == "connected"
         assert qr["data_uri"] is None
         listed = api.get("/api/v1/instances").json()["items"]
@@ -58,7 +58,7 @@ def test_operations_and_reset_follow_the_new_id(live_sqlite: LiveApp, sandbox: A
     live_sqlite.ctx.gateway_factory = gateway_factory_for(sandbox)
     with live_sqlite.client() as api:
         iid = api.post("/api/v1/instances", json={}).json()["instance_id"]
-        api.get(f"/api/v1/instances/{iid}/qr")
+        api.post(f"/api/v1/instances/{iid}/link")
         sandbox.scan(iid)
         assert api.post(f"/api/v1/instances/{iid}/reconnect").status_code == 200
         res = api.post(f"/api/v1/instances/{iid}/logout")
@@ -100,7 +100,7 @@ def test_unknown_instance_is_404_everywhere(live_sqlite: LiveApp, sandbox: Any) 
     live_sqlite.ctx.gateway_factory = gateway_factory_for(sandbox)
     with live_sqlite.client() as api:
         assert api.get("/api/v1/instances/NOPE").status_code == 404
-        assert api.get("/api/v1/instances/NOPE/qr").status_code == 404
+        assert api.post("/api/v1/instances/NOPE/link").status_code == 404
         for op in ("reboot", "reconnect", "logout", "reset", "webhook"):
             res = api.post(f"/api/v1/instances/NOPE/{op}", json={"url": "http://x/y"})
             assert res.status_code == 404, op
@@ -140,7 +140,7 @@ def test_scan_reaches_us_through_the_registered_webhook(
         assert inst["webhook_url_registered"] is True  # the spec dialect takes it at once
         registered = sandbox.state.instances[iid].webhook_url
         assert registered == f"{live.url}/webhooks/gateway/hook-secret-123"
-        api.get(f"/api/v1/instances/{iid}/qr")
+        api.post(f"/api/v1/instances/{iid}/link")
         sandbox.scan(iid, phone="15550001111")
         assert sandbox.wait_idle(30)
         deadline = time.monotonic() + 30
@@ -292,12 +292,12 @@ def test_qr_code_is_refused_for_a_dropped_instance_unless_relinking(
         iq.mark_state(conn, iid, "disconnected", now=utcnow())
     asked = sandbox.stats()["requests"].get("get_qrcode", 0)
     with live.client() as api:
-        res = api.get(f"/api/v1/instances/{iid}/qr")
+        res = api.post(f"/api/v1/instances/{iid}/link")
         assert res.status_code == 409, res.text
         assert res.json()["code"] == "instance_reconnecting"
         assert sandbox.stats()["requests"].get("get_qrcode", 0) == asked
         assert api.get(f"/api/v1/instances/{iid}").json()["state"] == "disconnected"
-        res = api.get(f"/api/v1/instances/{iid}/qr", params={"relink": "true"})
+        res = api.post(f"/api/v1/instances/{iid}/link", params={"relink": "true"})
         assert res.status_code == 200, res.text
     assert sandbox.stats()["requests"].get("get_qrcode", 0) == asked + 1
 
