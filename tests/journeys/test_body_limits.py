@@ -92,10 +92,10 @@ def _read_head(sock: socket.socket) -> bytes:
 def _rss(pid: int) -> int:
     """The resident memory of process ``pid`` and its children (a receiver it started)."""
     proc = psutil.Process(pid)
-    total = proc.memory_info().rss
+    total = int(proc.memory_info().rss)
     for child in proc.children(recursive=True):
         with contextlib.suppress(psutil.Error):
-            total += child.memory_info().rss
+            total += int(child.memory_info().rss)
     return total
 
 
