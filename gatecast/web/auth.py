@@ -160,13 +160,14 @@ def _expected(request: Request) -> SecretStr:
 @dataclass(frozen=True)
 class Identity:
     """Who a request is: the actor's name (a user's, or ``owner key``), the role it acts
-    with, the user's id (None for the owner key) and how it came (``key`` or
-    ``session``)."""
+    with, the user's id (None for the owner key), how it came (``key`` or ``session``)
+    and the user's API key that acts (None for the owner key and password sessions)."""
 
     actor: str
     role: str
     user_id: int | None = None
     via: str = "key"
+    key_id: int | None = None
 
 
 OWNER = Identity(OWNER_ACTOR, roles.ADMIN)
@@ -192,7 +193,7 @@ def _identify(request: Request) -> Identity | None:
         ctx = get_ctx(request)
         holder = users.key_holder(ctx.engine, token, ctx.clock())
         if holder is not None:
-            return Identity(holder.name, holder.role, holder.user_id)
+            return Identity(holder.name, holder.role, holder.user_id, key_id=holder.key_id)
     if not sessions.cookie_of(request):
         return None
     ctx = get_ctx(request)

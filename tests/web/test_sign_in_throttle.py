@@ -8,6 +8,7 @@ import httpx
 from sqlalchemy import Engine
 
 from campaigns import audit
+from gatecast.web.audit import FailureLog
 from gatecast.web.sessions import COOKIE
 from gatecast.web.sign_in_throttle import MAX_FAILURES, SignInThrottle
 from tests.web.conftest import API_KEY, LiveApp
@@ -81,8 +82,24 @@ def test_a_local_client_claiming_another_address_is_not_believed(live_sqlite: Li
     with live_sqlite.client(key=None, follow_redirects=False) as guesser:
         _fail_from(guesser, "203.0.113.7")
         assert _sign_in_as(guesser, "198.51.100.2") == 429  # a new claimed address: no escape
-    sources = {e.source for e in audit.entries(live_sqlite.ctx.engine).items}
-    assert sources == {"127.0.0.1"}
+    entries = audit.entries(live_sqlite.ctx.engine).items
+    assert {e.source for e in entries} == {"127.0.0.1"}
+    # six refusals (five wrong keys, one throttled): one entry a minute per address
+    assert [(e.action, e.outcome) for e in entries] == [("sign-in", "refused")]
+
+
+def test_refused_credentials_are_logged_once_a_minute_per_address_counting_the_rest() -> None:
+    now = [0.0]
+    log = FailureLog(window=60, max_addresses=2, clock=lambda: now[0])
+    assert log.admit("a") == 0
+    assert log.admit("a") is None and log.admit("a") is None
+    now[0] = 30.0
+    assert log.admit("b") == 0  # per address
+    assert log.admit("b") is None
+    now[0] = 61.0
+    assert log.admit("a") == 2  # the next entry counts the ones left out
+    assert log.admit("c") == 0  # memory is bounded: the oldest address (b) is forgotten
+    assert log.admit("b") == 0  # remembered, it would still be within its minute
 
 
 def test_behind_a_trusted_proxy_each_client_address_counts_alone(
