@@ -91,6 +91,12 @@ def test_users_keys_and_their_audit_entries(
         assert "long enough 1" not in api.get("/api/v1/audit/export").text
         exported = api.get("/api/v1/audit", params={"action": "export"}).json()["items"]
         assert [e["action"] for e in exported] == ["export GET /api/v1/audit/export"]
+        # the dashboard's Audit page shows the key that acted and what a change replaced
+        page = api.get("/audit", params={"actor": "ana"})
+        assert page.status_code == 200, page.text
+        assert f"(key {key['id']})" in page.text
+        changes_page = api.get("/audit", params={"action": "PATCH"}).text
+        assert "role: operator &rarr; viewer" in changes_page
         every = api.get("/api/v1/audit").json()["total"]
         since = api.get("/api/v1/audit", params={"since": "2000-01-01T00:00:00+00:00"})
         assert since.json()["total"] == every
