@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 from fastapi.params import File
 from fastapi.routing import APIRoute, iter_route_contexts
+from pydantic import SecretStr
+from sqlalchemy import Engine
+from starlette.types import Message
 
 from gatecast.settings import Settings
+from gatecast.web.app import create_app
 from gatecast.web.body_limits import (
     OPEN_ROUTES,
     UPLOAD_ROUTES,
@@ -16,7 +23,8 @@ from gatecast.web.body_limits import (
     limit_for,
     template_for,
 )
-from tests.web.conftest import LiveApp
+from gatecast.web.context import AppContext
+from tests.web.conftest import API_KEY, LiveApp
 
 
 def _scope(*headers: tuple[bytes, bytes]) -> dict[str, object]:
@@ -100,3 +108,56 @@ def test_an_unknown_caller_with_a_body_is_refused_401_and_the_limit_is_the_route
         document = api.get("/openapi.json").json()
         assert "413" in document["paths"]["/api/v1/lists"]["post"]["responses"]
         assert "413" not in document["paths"]["/api/v1/lists"]["get"]["responses"]
+
+
+def _call(app: Any, headers: list[tuple[bytes, bytes]]) -> tuple[int, int]:
+    """Call ``app`` with an endless body of 64 KiB chunks: (status, chunks it read)."""
+    read = 0
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        nonlocal read
+        read += 1
+        return {"type": "http.request", "body": b" " * 65536, "more_body": True}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/api/v1/lists",
+        "raw_path": b"/api/v1/lists",
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"content-type", b"application/json"), *headers],
+        "client": ("127.0.0.1", 5000),
+        "server": ("127.0.0.1", 8080),
+        "state": {},
+    }
+    asyncio.run(app(scope, receive, send))
+    return int(sent[0]["status"]), read
+
+
+def test_the_gate_reads_nothing_for_a_stranger_and_stops_at_the_limit(
+    sqlite_engine: Engine, tmp_path: Path
+) -> None:
+    settings = Settings(
+        database_url=str(sqlite_engine.url),
+        reports_dir=str(tmp_path),
+        request_max_bytes=256 * 1024,
+        _env_file=None,
+    )
+    app = create_app(
+        AppContext(settings=settings, engine=sqlite_engine, api_key=SecretStr(API_KEY))
+    )
+    chunked = (b"transfer-encoding", b"chunked")
+    assert _call(app, [chunked]) == (401, 0)  # nothing read
+    assert _call(app, [chunked, (b"authorization", b"Bearer wrong")]) == (401, 0)
+    owner = (b"authorization", f"Bearer {API_KEY}".encode())
+    assert _call(app, [(b"content-length", str(10 * 1024 * 1024).encode()), owner]) == (413, 0)
+    status, read = _call(app, [chunked, owner])
+    assert status == 413 and read == 5  # 4 chunks fit in 256 KiB; the fifth passes it
