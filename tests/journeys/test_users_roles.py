@@ -245,7 +245,11 @@ def test_the_audit_log_says_what_changed_who_was_refused_and_what_left(
         export = by_action["export GET /api/v1/contacts/export"]
         assert export["actor"] == "owner key" and "rita" in export["detail"]["query"]
 
+    # the command line records what its changes replaced too
+    ws.run("users", "set-role", "rita", "operator")
+    by_cli = ws.run("audit", "list", "--action", "users set-role", "--json").json()["items"]
+    assert [e["changes"] for e in by_cli] == [{"role": ["viewer", "operator"]}]
     listed = ws.run("audit", "list").output
-    assert "role: operator -> viewer" in listed
+    assert "role: operator -> viewer" in listed and "role: viewer -> operator" in listed
     assert f"rita (key {key['id']})" in listed
     assert "authentication" in listed and "export GET" in listed and "replay POST" in listed
