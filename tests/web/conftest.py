@@ -52,7 +52,8 @@ class _Server(uvicorn.Server):
 def serve(app: FastAPI, port: int | None = None) -> tuple[str, Callable[[], None]]:
     """Serve ``app`` on 127.0.0.1 in a thread; returns its URL and a stop function."""
     port = port or _free_port()
-    trusted = app.state.ctx.settings.trusted_proxies  # as gatecast's own server does
+    ctx = getattr(app.state, "ctx", None)  # as gatecast's own server does
+    trusted = ctx.settings.trusted_proxies if isinstance(ctx, AppContext) else ""
     config = uvicorn.Config(
         app, host="127.0.0.1", port=port, log_level="warning", **proxy_options(trusted)
     )
