@@ -161,7 +161,8 @@ def _expected(request: Request) -> SecretStr:
 class Identity:
     """Who a request is: the actor's name (a user's, or ``owner key``), the role it acts
     with, the user's id (None for the owner key), how it came (``key`` or ``session``)
-    and the user's API key that acts (None for the owner key and password sessions)."""
+    and the user's key behind it (the bearer key, or the key that opened the session;
+    None for a password's session and the owner key)."""
 
     actor: str
     role: str
@@ -193,7 +194,7 @@ def _identify(request: Request) -> Identity | None:
         ctx = get_ctx(request)
         holder = users.key_holder(ctx.engine, token, ctx.clock())
         if holder is not None:
-            return Identity(holder.name, holder.role, holder.user_id, key_id=holder.key_id)
+            return Identity(holder.name, holder.role, holder.user_id, "key", holder.key_id)
     if not sessions.cookie_of(request):
         return None
     ctx = get_ctx(request)
