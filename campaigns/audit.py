@@ -1,9 +1,12 @@
 """The audit log: who changed what, when, from where, and how it ended (issue 15).
 
 An entry is written for every change made through the API or the dashboard (the web's
-middleware, ``gatecast.web.audit``), every sign-in, failed sign-in and sign-out, and every
-changing CLI command (``gatecast.commands.common.record_cli_command``). The actor is a user
-name, ``owner key`` (the deployment's ``GATECAST_API_KEY``) or ``cli:<os user>``.
+middleware, ``gatecast.web.audit``), every sign-in, failed sign-in and sign-out, every
+refused API key, every export of personal data, every replayed idempotent request, and
+every changing CLI command (``gatecast.commands.common.record_cli_command``). The actor is
+a user name, ``owner key`` (the deployment's ``GATECAST_API_KEY``) or ``cli:<os user>``;
+``key_id`` names the user's API key that acted, and ``changes`` what a change replaced
+(``{"role": ["operator", "viewer"]}``).
 
 The detail is a small JSON object: never a password, key, secret or request body.
 :func:`clean_detail` drops members whose name says they hold a secret. An erasure
@@ -53,6 +56,10 @@ class Entry:
     outcome: str
     status: int | None
     detail: dict[str, Any]
+    #: the API key that acted (None: the owner key, a password session, the CLI)
+    key_id: int | None = None
+    #: what a change replaced: ``{"role": ["operator", "viewer"]}`` (before, after)
+    changes: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""
@@ -86,6 +93,29 @@ def clean_detail(detail: Mapping[str, Any] | None) -> dict[str, Any]:
     return out
 
 
+def changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """The fields whose value differs between ``before`` and ``after``, as
+    ``{field: [before, after]}`` (what :func:`record` keeps as ``changes``)."""
+    return {k: [before.get(k), v] for k, v in after.items() if before.get(k) != v}
+
+
+def clean_changes(
+    changes: Mapping[str, tuple[Any, Any] | list[Any]] | None,
+) -> dict[str, list[Any]] | None:
+    """``changes`` without fields that may hold a secret (a password is never kept, only
+    that it changed: ``[null, "changed"]``), values as text cut at 200 characters unless
+    numbers, booleans or null; None when nothing changed."""
+    out: dict[str, list[Any]] = {}
+    for name, pair in list((changes or {}).items())[:_MAX_MEMBERS]:
+        values = list(pair)[:2]
+        if _SECRET_NAME.search(str(name)):
+            values = [None, "changed"]
+        out[str(name)] = [
+            v if isinstance(v, int | float | bool | None) else str(v)[:_MAX_TEXT] for v in values
+        ]
+    return out or None
+
+
 def record(
     engine: Engine,
     *,
@@ -99,8 +129,11 @@ def record(
     target_id: object = None,
     status: int | None = None,
     detail: Mapping[str, Any] | None = None,
+    key_id: int | None = None,
+    changes: Mapping[str, tuple[Any, Any] | list[Any]] | None = None,
 ) -> int:
-    """Append one entry; returns its id."""
+    """Append one entry; returns its id. ``changes``: each changed field's value before
+    and after (:func:`clean_changes`)."""
     if outcome not in OUTCOMES:
         raise ValueError(f"outcome {outcome!r}: use {', '.join(OUTCOMES)}")
     return q.append(
@@ -115,6 +148,8 @@ def record(
         outcome=outcome,
         status=status,
         detail=clean_detail(detail),
+        key_id=key_id,
+        changes=clean_changes(changes),
     )
 
 
@@ -152,7 +187,7 @@ def export_lines(engine: Engine, where: AuditFilter | None = None) -> Iterator[s
             value = getattr(entry, column)
             if column == "at":
                 value = entry.at.isoformat()
-            elif column == "detail":
+            elif column in ("detail", "changes") and value is not None:
                 import json
 
                 value = json.dumps(value, sort_keys=True, separators=(",", ":"))
@@ -183,6 +218,8 @@ __all__ = [
     "OWNER_ACTOR",
     "AuditFilter",
     "Entry",
+    "changed",
+    "clean_changes",
     "clean_detail",
     "entries",
     "export_lines",

@@ -93,6 +93,11 @@ class Settings(BaseSettings):
     default_region: str = "US"
     opt_out_keywords: tuple[str, ...] = DEFAULT_OPT_OUT_KEYWORDS
     import_max_bytes: int = 200 * 1024 * 1024
+    request_max_bytes: int = Field(
+        1024 * 1024,
+        ge=1024,
+        description="Largest request body of an API route that takes no upload (413 past it)",
+    )
     xlsx_max_uncompressed_bytes: int = 1024 * 1024 * 1024
     import_max_columns: int = Field(1_000, ge=1, description="Most columns an import may have")
     import_max_rows: int = Field(2_000_000, ge=1, description="Most data rows an import may have")
@@ -224,7 +229,7 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     # dashboard sessions (issue 13): which reverse proxies are believed
     trusted_proxies: str = Field(
-        "127.0.0.1,::1",
+        "",
         description="Addresses or networks (comma-separated, * for any, empty for none) of "
         "reverse proxies whose X-Forwarded-Proto and X-Forwarded-For gatecast believes",
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -42,13 +43,34 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
+def create_private(path: Path) -> None:
+    """Create ``path`` empty and readable by its owner only (0600), unless it exists or
+    its folder does not: a new SQLite database is then born private, and SQLite gives its
+    ``-wal`` and ``-shm`` files the database file's mode."""
+    if path.exists() or not path.parent.is_dir():
+        return
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:  # another process created it first
+        return
+
+
 def make_engine(url: str, **kwargs: Any) -> Engine:
-    """An engine for ``url``; SQLite gets WAL, foreign keys and a busy timeout."""
+    """An engine for ``url``; SQLite gets WAL, foreign keys and a busy timeout, and a
+    database file it creates is the owner's only (:func:`create_private`)."""
     url = normalise_url(url)
     backend = make_url(url).get_backend_name()
     if backend == "sqlite":
         connect_args = {"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
         engine = create_engine(url, connect_args=connect_args, **kwargs)
+        database = sqlite_file(url)
+        if database is not None and not str(database).startswith("file:"):
+            private = database
+
+            def before_connect(*_: Any) -> None:
+                create_private(private)
+
+            event.listen(engine, "do_connect", before_connect)
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     kwargs.setdefault("pool_pre_ping", True)

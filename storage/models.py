@@ -15,7 +15,7 @@ from sqlmodel import Field, SQLModel
 from storage.types import BigId, JsonDoc, UTCDateTime, utcnow
 
 #: the Alembic revision these models describe (``storage/migrations/versions``)
-HEAD_REVISION = "0019"
+HEAD_REVISION = "0021"
 
 
 #: the predicate of the partial indexes over the queue (a query must say it literally,
@@ -765,6 +765,10 @@ class AuditEntry(SQLModel, table=True):
     outcome: str = Field(max_length=16)  # ok | refused | failed
     status: int | None = None
     detail: dict[str, Any] = _json(dict)
+    #: the API key that acted (a user's key, or the one its session was opened with)
+    key_id: int | None = Field(default=None, sa_type=BigId)
+    #: a change's replaced values: ``{"role": ["operator", "viewer"]}`` (before, after)
+    changes: dict[str, Any] | None = Field(default=None, sa_column=Column(JsonDoc, nullable=True))
 
 
 __all__ = [

@@ -94,20 +94,31 @@ def list_cmd(
         )
         return
     table = Table(title=f"Audit log ({page.total} entries)")
-    for column in ("at (UTC)", "actor", "role", "action", "target", "from", "outcome"):
+    for column in ("at (UTC)", "actor", "role", "action", "target", "changed", "from", "outcome"):
         table.add_column(column, overflow="fold")
     for e in page.items:
         target = f"{e.target_type or ''} {e.target_id or ''}".strip()
+        actor = e.actor if e.key_id is None else f"{e.actor} (key {e.key_id})"
         table.add_row(
             e.at.strftime("%Y-%m-%d %H:%M:%S"),
-            escape(e.actor),
+            escape(actor),
             e.role,
             escape(e.action),
             escape(target),
+            escape(_changes(e.changes)),
             escape(e.source),
             e.outcome,
         )
     console.print(table)
+
+
+def _changes(changes: dict[str, list[object]] | None) -> str:
+    """``role: operator -> viewer``, a line per changed field."""
+    shown = []
+    for name, pair in (changes or {}).items():
+        before, after = [("-" if v is None else v) for v in [*pair, None, None][:2]]
+        shown.append(f"{name}: {before} -> {after}")
+    return "\n".join(shown)
 
 
 @audit_app.command("export")

@@ -124,6 +124,15 @@ def is_changing(path: list[str], args: list[str]) -> bool:
     return not (path[0] in PROCESS_COMMANDS or path[-1] in READ_ONLY_COMMANDS)
 
 
+#: what this process's command replaced, for its audit entry (:func:`note_changes`)
+_NOTED_CHANGES: dict[str, Any] = {}
+
+
+def note_changes(changes: dict[str, Any]) -> None:
+    """For the command's audit entry: what it replaced, ``{field: [before, after]}``."""
+    _NOTED_CHANGES.update(changes)
+
+
 def record_cli_command(root: Any, argv: list[str], exit_code: int) -> None:
     """One audit entry for a changing command (:func:`is_changing`) that ended with
     ``exit_code``: actor ``cli:<os user>``, from this host, the command's words as the
@@ -168,6 +177,7 @@ def record_cli_command(root: Any, argv: list[str], exit_code: int) -> None:
                 target_id=target,
                 status=exit_code,
                 detail={"command": " ".join(path), "args": _redacted(args)},
+                changes=_NOTED_CHANGES if exit_code == 0 else None,
             )
         finally:
             engine.dispose()

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from gatecast.commands.common import fail, id_argument, open_engine_or_fail
+from gatecast.commands.common import fail, id_argument, note_changes, open_engine_or_fail
 
 if TYPE_CHECKING:
     from campaigns.users import ApiKey, Hashing, User
@@ -127,10 +127,18 @@ def list_cmd(
 
 
 def _change(name: str, change: str, value: object = None) -> None:
-    from campaigns.users import NoSuchUser, UserError, set_disabled, set_password, set_role
+    from campaigns.users import (
+        NoSuchUser,
+        UserError,
+        get_user,
+        set_disabled,
+        set_password,
+        set_role,
+    )
 
     engine = open_engine_or_fail()
     try:
+        before = get_user(engine, name)
         if change == "role":
             user = set_role(engine, name, str(value))
         elif change == "password":
@@ -141,6 +149,10 @@ def _change(name: str, change: str, value: object = None) -> None:
         fail(str(exc).strip('"'))
     finally:
         engine.dispose()
+    if change == "password":
+        note_changes({"password": [None, "changed"]})
+    else:
+        note_changes({change: [getattr(before, change), getattr(user, change)]})
     _show_user(user)
 
 
@@ -257,15 +269,17 @@ def key_list_cmd(
 @key_app.command("revoke")
 def key_revoke_cmd(key_id: Annotated[int, id_argument("the key's id (users key list)")]) -> None:
     """Revoke an API key: refused from now on; dashboard sessions it opened end."""
-    from campaigns.users import revoke_key
+    from campaigns.users import get_key, revoke_key
 
     engine = open_engine_or_fail()
     try:
+        found = get_key(engine, key_id)
         done = revoke_key(engine, key_id, _now())
     finally:
         engine.dispose()
-    if not done:
+    if not done or found is None:
         fail(f"no API key {key_id} (gatecast users key list)")
+    note_changes({"state": [found.state(_now()), "revoked"]})
     console.print(f"API key {key_id} revoked")
 
 

@@ -188,7 +188,9 @@ def receive_webhooks(
     install_log_redaction()
     port = settings.port if settings.public_url else 0
     app = create_app(AppContext(settings=settings, engine=engine))
-    server = stack.enter_context(AsgiServer(app, host=settings.host, port=port))
+    server = stack.enter_context(
+        AsgiServer(app, host=settings.host, port=port, forwarded_allow_ips=settings.trusted_proxies)
+    )
     ids = campaign_instances(engine, campaign_id) or connected_ids(engine)
     before = webhook_registered(engine, ids)  # what serve (or a user) registered
     url = webhook_url(settings, server.url)

@@ -38,6 +38,14 @@ def listening_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def proxy_options(trusted_proxies: str) -> dict[str, Any]:
+    """uvicorn's options that believe forwarded headers from ``trusted_proxies`` only
+    (``GATECAST_TRUSTED_PROXIES``; empty: from nobody, not uvicorn's default of this
+    machine)."""
+    trusted = trusted_proxies.strip()
+    return {"proxy_headers": bool(trusted), "forwarded_allow_ips": trusted or ""}
+
+
 class AsgiServer:
     """An ASGI app served by uvicorn in a background thread (``port=0``: a free port).
 
@@ -47,7 +55,9 @@ class AsgiServer:
 
     ``forwarded_allow_ips``: the peers whose ``X-Forwarded-Proto`` and ``X-Forwarded-For``
     uvicorn applies to the request's scheme and client address (comma-separated addresses
-    or networks, ``*`` for any, empty for none; None: uvicorn's default, this machine).
+    or networks, ``*`` for any; empty, the default: none, whoever sends them). Pass
+    ``GATECAST_TRUSTED_PROXIES``: uvicorn's own default trusts this machine, so any local
+    process could claim another client address (:func:`proxy_options`).
     """
 
     def __init__(
@@ -57,7 +67,7 @@ class AsgiServer:
         host: str = "127.0.0.1",
         port: int = 0,
         log_level: str = "warning",
-        forwarded_allow_ips: str | None = None,
+        forwarded_allow_ips: str = "",
         sock: socket.socket | None = None,
     ) -> None:
         self._sock = sock if sock is not None else listening_socket(host, port)
@@ -72,8 +82,7 @@ class AsgiServer:
                 loop=LOOP,
                 http=HTTP,
                 access_log=True,
-                proxy_headers=forwarded_allow_ips != "",
-                forwarded_allow_ips=forwarded_allow_ips or None,
+                **proxy_options(forwarded_allow_ips),
             )
         )
         self._errors: list[BaseException] = []

@@ -12,16 +12,14 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.routing import APIRoute
 from starlette.types import Message, Receive, Scope, Send
 
-from gatecast.web import auth, metrics, sessions, webhook
+from gatecast.web import auth, body_limits, metrics, sessions, webhook
 from gatecast.web.api import router as api_router
 from gatecast.web.api.campaign_body import add_typed_bodies
 from gatecast.web.api.common import problem_answers
 from gatecast.web.api.errors import install_error_handlers
-from gatecast.web.api.imports import MULTIPART_SLACK, too_large_detail
 from gatecast.web.audit import AuditTrail
 from gatecast.web.context import AppContext
 from gatecast.web.dashboard import install_dashboard
-from gatecast.web.problems import Problem
 from gatecast.web.sign_in_throttle import SignInThrottle
 from storage.engine import DatabaseError, ping
 
@@ -65,17 +63,15 @@ def operation_id(route: APIRoute) -> str:
 
 
 class GatecastAPI(FastAPI):
-    """FastAPI with :class:`gatecast.web.webhook.WebhookFastPath` in front of its stack."""
+    """FastAPI with :class:`gatecast.web.webhook.WebhookFastPath` in front of its stack
+    (request bodies: :class:`gatecast.web.body_limits.BodyGate`, its innermost middleware)."""
 
-    def __init__(self, *, max_body_size: int, too_large_detail: str, **kwargs: Any) -> None:
-        super().__init__(max_body_size=max_body_size, **kwargs)
-        self._max_body = max_body_size
-        self._too_large = Problem(status.HTTP_413_CONTENT_TOO_LARGE, "too_large", too_large_detail)
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self._front = webhook.WebhookFastPath(partial(FastAPI.__call__, self), self)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Webhook POSTs to the fast path, everything else through FastAPI; a body declared
-        larger than the limit is refused at once (a problem, not Starlette's plain text)."""
+        """Webhook POSTs to the fast path, everything else through FastAPI, timed."""
         if scope["type"] != "http":
             await self._front(scope, receive, send)
             return
@@ -89,19 +85,16 @@ class GatecastAPI(FastAPI):
             await send(message)
 
         try:
-            declared = dict(scope["headers"]).get(b"content-length", b"")
-            if declared.isdigit() and int(declared) > self._max_body:
-                await self._too_large.response()(scope, receive, watch)
-                return
             await self._front(scope, receive, watch)
         finally:
             seconds = time.perf_counter() - started
             metrics.observe_http(route_template(scope), scope["method"], answered, seconds)
 
     def openapi(self) -> dict[str, Any]:
-        """The OpenAPI document, with the typed campaign body (:mod:`.campaign_body`)."""
+        """The OpenAPI document, with the typed campaign body (:mod:`.campaign_body`) and
+        the 413 of every operation that takes a body."""
         if self.openapi_schema is None:
-            problem_answers(add_typed_bodies(super().openapi()))
+            problem_answers(body_limits.declare_limits(add_typed_bodies(super().openapi())))
         return self.openapi_schema or {}
 
 
@@ -116,10 +109,6 @@ def create_app(ctx: AppContext) -> FastAPI:
     key = ctx.api_key or auth.ensure_api_key(ctx.settings).value
     auth.require_strong_key(key.get_secret_value(), "the app's context")
     app = GatecastAPI(
-        # no request body may exceed the import limit (plus multipart overhead): bigger
-        # uploads, chunked ones too, are refused with 413 while they stream in
-        max_body_size=ctx.settings.import_max_bytes + MULTIPART_SLACK,
-        too_large_detail=too_large_detail(ctx.settings.import_max_bytes),
         title="gatecast",
         version="0.1.0",
         description=DESCRIPTION,
@@ -131,6 +120,7 @@ def create_app(ctx: AppContext) -> FastAPI:
     app.state.ctx = ctx
     app.state.api_key = key
     app.state.sign_in_throttle = SignInThrottle()
+    app.add_middleware(body_limits.BodyGate)  # innermost: before routing reads a body
     app.add_middleware(sessions.CookieRenewal)
     app.add_middleware(AuditTrail)
     install_error_handlers(app)

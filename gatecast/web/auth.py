@@ -262,6 +262,16 @@ def is_forgeable(request: Request) -> bool:
     return request.headers.get(name) != value
 
 
+def unauthenticated() -> HTTPException:
+    """The 401 answer to a request nobody is signed in for."""
+    return HTTPException(
+        status.HTTP_401_UNAUTHORIZED,
+        detail="missing or wrong API key: send 'Authorization: Bearer <GATECAST_API_KEY>'"
+        " or a user's key",
+        headers={"WWW-Authenticate": "Bearer"},
+    )
+
+
 #: declares the scheme in the OpenAPI document (the /docs "Authorize" button); the check
 #: itself is :func:`require_api_key`, which also accepts the dashboard's session
 bearer_scheme = HTTPBearer(
@@ -281,12 +291,7 @@ def require_api_key(
     (:mod:`gatecast.web.roles`)."""
     identity = identify(request)
     if identity is None:
-        raise HTTPException(
-            status.HTTP_401_UNAUTHORIZED,
-            detail="missing or wrong API key: send 'Authorization: Bearer <GATECAST_API_KEY>'"
-            " or a user's key",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
+        raise unauthenticated()
     if is_forgeable(request):
         raise HTTPException(
             status.HTTP_403_FORBIDDEN,
@@ -409,4 +414,5 @@ __all__ = [
     "sign_in",
     "sign_out",
     "template_of",
+    "unauthenticated",
 ]

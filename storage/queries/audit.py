@@ -26,6 +26,8 @@ COLUMNS = (
     "outcome",
     "status",
     "detail",
+    "key_id",
+    "changes",
 )
 
 

@@ -55,15 +55,15 @@ def test_signing_out_refuses_a_copied_cookie(ws: Workspace) -> None:
 
 
 def test_the_cookie_is_secure_behind_a_trusted_https_proxy(ws: Workspace) -> None:
-    """A proxy on the same machine is trusted by default; GATECAST_TRUSTED_PROXIES=""
-    trusts none, so the header is ignored."""
-    server = ws.serve()
+    """A proxy listed in GATECAST_TRUSTED_PROXIES is believed; by default nobody is (not
+    even this machine), so the header is ignored."""
+    server = ws.serve(GATECAST_TRUSTED_PROXIES="127.0.0.1")
     with _browser(server) as proxied:
         res = _sign_in(proxied, **{"X-Forwarded-Proto": "https"})
         assert res.status_code == 303
         assert "; secure" in res.headers["set-cookie"].lower()
     server.stop()
-    untrusting = ws.serve(GATECAST_TRUSTED_PROXIES="")
+    untrusting = ws.serve()
     with _browser(untrusting) as proxied:
         res = _sign_in(proxied, **{"X-Forwarded-Proto": "https"})
         assert res.status_code == 303

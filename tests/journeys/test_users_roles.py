@@ -192,3 +192,64 @@ def test_a_team_with_roles_and_an_audit_log(team_ws: Workspace) -> None:
         assert [(e["actor"], e["target_type"], e["target_id"]) for e in revoked] == [
             (me, "api_key", str(olga_key["id"]))
         ]
+
+
+def test_the_audit_log_says_what_changed_who_was_refused_and_what_left(
+    team_ws: Workspace,
+) -> None:
+    """Issue 27: through a running server, a role change shows its before and after, a
+    wrong key shows as a failed authentication, a replayed POST as a replay and a contacts
+    export as an export; the CLI's listing shows the change and the key that acted."""
+    ws = team_ws
+    server = ws.serve()
+    with server.api() as owner:
+        rita = {"name": "rita", "role": "operator", "password": "rita password 1"}
+        once = {"Idempotency-Key": "add-rita-1"}
+        first = owner.post("/api/v1/users", json=rita, headers=once)
+        again = owner.post("/api/v1/users", json=rita, headers=once)
+        assert first.status_code == again.status_code == 201
+        assert again.headers["Idempotent-Replayed"] == "true"
+        key = _ok(owner.post("/api/v1/users/rita/keys", json={}), 201)
+        with _bearer(server.url, key["key"]) as by_key:
+            _ok(by_key.post("/api/v1/lists", json={"name": "rita's list"}), 201)
+        _ok(owner.patch("/api/v1/users/rita", json={"role": "viewer"}))
+        with _bearer(server.url, "gck_not-a-key-at-all-but-long-enough") as stranger:
+            assert stranger.get("/api/v1/campaigns").status_code == 401
+            assert stranger.get("/api/v1/campaigns").status_code == 401  # counted, not logged
+        exported = owner.get("/api/v1/contacts/export", params={"list": "rita's list"})
+        assert exported.status_code == 200
+
+        entries = _ok(owner.get("/api/v1/audit", params={"limit": 100}))["items"]
+        actions = [e["action"] for e in reversed(entries)]
+        assert actions == [
+            "POST /api/v1/users",
+            "replay POST /api/v1/users",
+            "POST /api/v1/users/{name}/keys",
+            "POST /api/v1/lists",
+            "PATCH /api/v1/users/{name}",
+            "authentication",
+            "export GET /api/v1/contacts/export",
+        ]
+        by_action = {e["action"]: e for e in entries}
+        assert by_action["PATCH /api/v1/users/{name}"]["changes"] == {
+            "role": ["operator", "viewer"]
+        }
+        assert by_action["POST /api/v1/lists"]["key_id"] == key["id"]
+        assert by_action["POST /api/v1/lists"]["actor"] == "rita"
+        refused = by_action["authentication"]
+        assert (refused["actor"], refused["outcome"], refused["status"]) == (
+            "(a key gck_not-a-ke)",
+            "refused",
+            401,
+        )
+        export = by_action["export GET /api/v1/contacts/export"]
+        assert export["actor"] == "owner key" and "rita" in export["detail"]["query"]
+
+    # the command line records what its changes replaced too
+    ws.run("users", "set-role", "rita", "operator")
+    by_cli = ws.run("audit", "list", "--action", "users set-role", "--json").json()["items"]
+    assert [e["changes"] for e in by_cli] == [{"role": ["viewer", "operator"]}]
+    listed = ws.run("audit", "list").output
+    assert "role: operator -> viewer" in listed and "role: viewer -> operator" in listed
+    assert f"rita (key {key['id']})" in listed
+    assert "authentication" in listed and "export GET" in listed and "replay POST" in listed

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
+import stat
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -28,7 +30,7 @@ log = logging.getLogger("gatecast.test")
 
 def test_upgrade_is_idempotent(engine: Engine) -> None:
     upgrade(engine)
-    assert current_revision(engine) == HEAD_REVISION == "0019"
+    assert current_revision(engine) == HEAD_REVISION == "0021"
 
 
 def test_datetimes_round_trip_as_utc(engine: Engine) -> None:
@@ -181,3 +183,16 @@ def test_a_loop_failing_on_a_locked_database_logs_one_line_a_defect_its_tracebac
             log_failure(log, "scheduler loop error", exc)
     (error,) = caplog.records
     assert error.levelno == logging.ERROR and error.exc_info is not None
+
+
+def test_a_new_sqlite_file_is_created_owner_only(tmp_path: Path) -> None:
+    before = os.umask(0o022)  # files would be 0644 unless gatecast says otherwise
+    try:
+        engine = make_engine(f"sqlite:///{tmp_path / 'new.db'}")
+        with engine.connect() as conn:  # WAL: the -wal and -shm files exist while open
+            conn.exec_driver_sql("CREATE TABLE t (x INTEGER)")
+            modes = {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in tmp_path.iterdir()}
+        engine.dispose()
+    finally:
+        os.umask(before)
+    assert modes == dict.fromkeys(["new.db", "new.db-wal", "new.db-shm"], "0o600")

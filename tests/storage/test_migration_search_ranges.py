@@ -53,7 +53,7 @@ def test_downgrade_puts_the_ranges_back_in_the_queue(db_url: str) -> None:
                 .all()
             )
         assert queued == ids[1:4]
-        upgrade(engine)
+        upgrade(engine, "0019")
         assert current_revision(engine) == "0019"
     finally:
         engine.dispose()

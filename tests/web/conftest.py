@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from pydantic import SecretStr
 from sqlalchemy import Engine
 
+from gatecast.runtime.http_server import proxy_options
 from gatecast.settings import Settings
 from gatecast.web.app import create_app
 from gatecast.web.context import AppContext
@@ -51,7 +52,12 @@ class _Server(uvicorn.Server):
 def serve(app: FastAPI, port: int | None = None) -> tuple[str, Callable[[], None]]:
     """Serve ``app`` on 127.0.0.1 in a thread; returns its URL and a stop function."""
     port = port or _free_port()
-    server = _Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    ctx = getattr(app.state, "ctx", None)  # as gatecast's own server does
+    trusted = ctx.settings.trusted_proxies if isinstance(ctx, AppContext) else ""
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", **proxy_options(trusted)
+    )
+    server = _Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20

@@ -31,6 +31,12 @@ class EntryPublic(BaseModel):
     outcome: Literal["ok", "refused", "failed"]
     status: int | None = Field(description="The HTTP status (the CLI's exit code)")
     detail: dict[str, Any]
+    key_id: int | None = Field(
+        None, description="The user's API key that acted (null: owner key, password, CLI)"
+    )
+    changes: dict[str, list[Any]] | None = Field(
+        None, description='What a change replaced: {"role": ["operator", "viewer"]}'
+    )
 
 
 class AuditQuery(BaseModel):

@@ -66,7 +66,6 @@ _PROBLEM_REF = {"$ref": "#/components/schemas/ProblemPublic"}
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {**_PROBLEM, "description": "Missing or wrong API key"},
     403: {**_PROBLEM, "description": "The caller's role does not allow this (role_required)"},
-    413: {**_PROBLEM, "description": "Request body larger than the import limit"},
     422: {**_PROBLEM, "description": "A field, query or file that is not valid"},
     500: {**_PROBLEM, "description": "An unexpected error (logged with a reference)"},
 }

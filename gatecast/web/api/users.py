@@ -10,8 +10,9 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Path, Request, Response, status
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from campaigns import users
+from campaigns import audit, users
 from gatecast.web.api.common import Id, Limit, Offset, Page, field_error, not_found
+from gatecast.web.audit import note_changes
 from gatecast.web.auth import hashing
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.idempotency import IDEMPOTENT, run_once
@@ -148,9 +149,10 @@ def get_one_user(name: UserName, ctx: Ctx) -> UserPublic:
 
 
 @router.patch("/users/{name}", response_model=UserPublic)
-def patch_user(name: UserName, body: UserChange, ctx: Ctx) -> UserPublic:
-    """Change a user's role, disable or enable it, or set its password."""
-    _found(ctx, name)
+def patch_user(name: UserName, body: UserChange, ctx: Ctx, request: Request) -> UserPublic:
+    """Change a user's role, disable or enable it, or set its password (the audit entry
+    holds the role and state before and after, and that the password changed)."""
+    before = _found(ctx, name)
     try:
         if body.password is not None:
             users.set_password(ctx.engine, name, body.password, hashing(ctx.settings), ctx.clock())
@@ -160,7 +162,15 @@ def patch_user(name: UserName, body: UserChange, ctx: Ctx) -> UserPublic:
             users.set_disabled(ctx.engine, name, body.disabled)
     except users.UserError as exc:
         raise _refused(exc) from None
-    return _user(_found(ctx, name))
+    after = _found(ctx, name)
+    changes = audit.changed(
+        {"role": before.role, "disabled": before.disabled},
+        {"role": after.role, "disabled": after.disabled},
+    )
+    if body.password is not None:
+        changes["password"] = [None, "changed"]
+    note_changes(request, changes)
+    return _user(after)
 
 
 @router.get("/users/{name}/keys", response_model=Page[KeyPublic])
@@ -192,11 +202,13 @@ def post_key(name: UserName, body: KeyCreate, ctx: Ctx) -> KeyCreated:
 
 
 @router.delete("/users/{name}/keys/{key_id}", status_code=204)
-def delete_key(name: UserName, key_id: Id, ctx: Ctx) -> Response:
+def delete_key(name: UserName, key_id: Id, ctx: Ctx, request: Request) -> Response:
     """Revoke the key (it stays listed as revoked); the dashboard sessions it opened
     end."""
     found = users.get_key(ctx.engine, key_id)
     if found is None or found.user_name != name:
         raise not_found("API key", key_id)
-    users.revoke_key(ctx.engine, key_id, ctx.clock())
+    now = ctx.clock()
+    users.revoke_key(ctx.engine, key_id, now)
+    note_changes(request, {"state": [found.state(now), "revoked"]})
     return Response(status_code=status.HTTP_204_NO_CONTENT)

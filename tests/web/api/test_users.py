@@ -71,8 +71,32 @@ def test_users_keys_and_their_audit_entries(
             "ok",
         ) in seen
         refused = api.get("/api/v1/audit", params={"outcome": "refused"}).json()["items"]
-        assert [(e["actor"], e["role"], e["status"]) for e in refused] == [("ana", "viewer", 403)]
+        # the disabled user's key refused twice: one entry a minute per address, never the
+        # key (its shown prefix only); the viewer key's 403 names the key that acted
+        assert [(e["actor"], e["role"], e["status"], e["key_id"]) for e in refused] == [
+            (f"(a key {key['prefix']})", "", 401, None),
+            ("ana", "viewer", 403, key["id"]),
+        ]
+        assert refused[0]["action"] == "authentication" and key["key"] not in str(refused)
+        changes = [
+            e["changes"]
+            for e in reversed(log["items"])
+            if e["action"].startswith(("PATCH", "DEL")) and e["outcome"] == "ok"
+        ]
+        assert changes == [
+            {"role": ["operator", "viewer"], "disabled": [False, True]},
+            {"disabled": [True, False]},
+            {"state": ["active", "revoked"]},
+        ]
         assert "long enough 1" not in api.get("/api/v1/audit/export").text
+        exported = api.get("/api/v1/audit", params={"action": "export"}).json()["items"]
+        assert [e["action"] for e in exported] == ["export GET /api/v1/audit/export"]
+        # the dashboard's Audit page shows the key that acted and what a change replaced
+        page = api.get("/audit", params={"actor": "ana"})
+        assert page.status_code == 200, page.text
+        assert f"(key {key['id']})" in page.text
+        changes_page = api.get("/audit", params={"action": "PATCH"}).text
+        assert "role: operator &rarr; viewer" in changes_page
         every = api.get("/api/v1/audit").json()["total"]
         since = api.get("/api/v1/audit", params={"since": "2000-01-01T00:00:00+00:00"})
         assert since.json()["total"] == every
