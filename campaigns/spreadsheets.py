@@ -87,14 +87,14 @@ class TableLimits:
     rows: int = DEFAULT_MAX_ROWS
     cell_chars: int = DEFAULT_MAX_CELL_CHARS
 
-    def too_many_columns(self, path: Path) -> SpreadsheetError:
+    def too_many_columns(self, path: Path | str) -> SpreadsheetError:
         """The error for a header wider than :attr:`columns`."""
         return SpreadsheetError(
             f"{path}: the header row has more than {self.columns:,} columns, "
             f"over the import limit of {self.columns:,} columns"
         )
 
-    def too_many_rows(self, path: Path) -> SpreadsheetError:
+    def too_many_rows(self, path: Path | str) -> SpreadsheetError:
         """The error for a sheet longer than :attr:`rows`."""
         return SpreadsheetError(
             f"{path}: more than {self.rows:,} rows, over the import limit of {self.rows:,} rows"
@@ -593,15 +593,16 @@ def read_workbook(
         name, rows = _rows_openpyxl(path, sheet, limit)
     else:
         name, rows = _rows_calamine(path, sheet, limit)
+    where = f"{path}, sheet {name!r}"  # what errors name from here on
     if not rows:
         raise SpreadsheetError(f"{path}: sheet {name!r} is empty (no header row)")
     top = [[cell_text(v) for v in r] for r in rows[:HEADER_SEARCH_ROWS]]
     skip = header_index(top, is_header)
     width = max(len(r) for r in rows)
     if width > limits.columns:
-        raise limits.too_many_columns(path)
+        raise limits.too_many_columns(where)
     if nrows is None and len(rows) - skip - 1 > limits.rows:
-        raise limits.too_many_rows(path)
+        raise limits.too_many_rows(where)
     header = top[skip] + [""] * (width - len(rows[skip]))
     columns = _unique_headers(header)
     stop = None if nrows is None else skip + 1 + nrows
@@ -615,7 +616,7 @@ def read_workbook(
         data[col] = [v if type(v) is str else cell_text(v) for v in values]
     del body
     frame = pd.DataFrame(data, dtype=str, columns=columns)
-    frame = _finish(path, frame, first_row=skip + 2, limits=limits)
+    frame = _finish(where, frame, first_row=skip + 2, limits=limits)
     return Table(path, frame, sheet=name, header_row=skip + 1)
 
 
@@ -634,7 +635,7 @@ def _unique_headers(header: list[str]) -> list[str]:
 
 
 def _finish(
-    path: Path, frame: pd.DataFrame, first_row: int = 2, limits: TableLimits = TableLimits()
+    path: Path | str, frame: pd.DataFrame, first_row: int = 2, limits: TableLimits = TableLimits()
 ) -> pd.DataFrame:
     """Strip headers, number rows as the spreadsheet does (the first data row is
     ``first_row``), check cell sizes, remove NUL characters, drop all-empty rows."""
@@ -655,7 +656,7 @@ def _finish(
     return frame
 
 
-def _clean_cells(path: Path, frame: pd.DataFrame, max_chars: int) -> None:
+def _clean_cells(path: Path | str, frame: pd.DataFrame, max_chars: int) -> None:
     """Refuse a cell longer than ``max_chars`` (naming its row and column); remove NULs."""
     for i, column in enumerate(frame.columns):
         values = frame.iloc[:, i].to_numpy(dtype=object)

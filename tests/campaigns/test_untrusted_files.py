@@ -1,0 +1,108 @@
+"""Workbooks are read in a child process within memory, time and output limits
+(:mod:`campaigns.untrusted_files`): hostile files are refused with their reason, a
+child over a limit is a refusal naming it, and what comes back is the table as read."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import openpyxl
+import pytest
+
+from campaigns.importer import ImportFailed, ImportOptions, preview_file
+from campaigns.spreadsheets import SpreadsheetError, TableLimits, read_workbook
+from campaigns.untrusted_files import ParseLimits, parsed_apart, read_apart, size_text
+from tests.hostile_files import far_cell_ods, hostile_files, xlsx
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+MIB = 1024 * 1024
+
+
+def test_every_hostile_file_is_refused_with_its_reason(tmp_path: Path) -> None:
+    opts = ImportOptions("x", parse_limits=ParseLimits(memory_bytes=256 * MIB))
+    for path, hostile in hostile_files(tmp_path).items():
+        with pytest.raises(ImportFailed) as caught:
+            preview_file(path, opts)
+        assert hostile.reason in str(caught.value), (path.name, str(caught.value))
+    assert not list(Path(os.environ.get("TMPDIR", "/tmp")).glob("gatecast-parse-*/*.csv"))
+
+
+def test_a_workbook_read_apart_is_the_table_read_here(tmp_path: Path) -> None:
+    book = openpyxl.Workbook()
+    sheet = book.active
+    assert sheet is not None
+    sheet.title = "People"
+    sheet.append(["Customer export"])  # a title above the header
+    sheet.append(["name", "phone", "note"])
+    sheet.append(["Ann, Jr.", "+4915112345678", 'she said "hi"\nthen left'])
+    sheet.append([None, None, None])  # dropped, the numbering kept
+    sheet.append(["Bo", 4915112345679, ""])
+    sheet.append(["", "0049 151 1234 5680", "  padded  "])
+    path = tmp_path / "people.xlsx"
+    book.save(path)
+
+    def is_header(cells: list[str]) -> bool:
+        return "phone" in cells
+
+    here = read_workbook(path, is_header=is_header)
+    apart = read_apart(path, is_header=_has_phone)
+    assert apart.sheet == here.sheet == "People"
+    assert apart.header_row == here.header_row == 2
+    assert apart.columns == here.columns == ["name", "phone", "note"]
+    assert list(apart.frame.index) == list(here.frame.index) == [3, 5, 6]
+    assert apart.frame.to_dict("records") == here.frame.to_dict("records")
+    assert apart.frame.loc[3, "note"] == 'she said "hi"\nthen left'
+    assert apart.frame.loc[5, "phone"] == "4915112345679"
+
+    only_header = xlsx(
+        tmp_path / "header.xlsx",
+        '<?xml version="1.0"?><worksheet xmlns="http://schemas.openxmlformats.org/'
+        'spreadsheetml/2006/main"><sheetData><row r="1"><c r="A1" t="inlineStr"><is>'
+        "<t>phone</t></is></c></row></sheetData></worksheet>",
+    )
+    empty = read_apart(only_header)
+    assert empty.columns == ["phone"] and len(empty.frame) == 0
+
+
+def _has_phone(cells: list[str]) -> bool:
+    return "phone" in cells
+
+
+def test_what_is_read_apart(tmp_path: Path) -> None:
+    for name in ("a.xlsx", "a.XLS", "a.ods", "a.xlsb", "a.xlsm"):
+        assert parsed_apart(Path(name)), name
+    for name in ("a.csv", "a.vcf", "a.txt", "a"):
+        assert not parsed_apart(Path(name)), name
+    preview = preview_file(SAMPLES / "contacts.xlsx", ImportOptions("x"))
+    assert preview.phone_column == "Phone" and preview.sheet == "Contacts"
+    assert size_text(1024 * MIB) == "1 GiB" and size_text(256 * MIB) == "256 MiB"
+
+
+def test_a_child_over_its_memory_time_or_output_limit_is_a_refusal_naming_it(
+    tmp_path: Path,
+) -> None:
+    ods = far_cell_ods(tmp_path / "far.ods")
+    with pytest.raises(SpreadsheetError) as caught:
+        read_apart(ods, parse=ParseLimits(memory_bytes=128 * MIB))
+    assert str(caught.value) == (
+        f"{ods}: reading it needs more memory than the limit of 128 MiB for one file"
+    )
+    with pytest.raises(SpreadsheetError) as caught:
+        read_apart(ods, parse=ParseLimits(seconds=0.2))
+    assert str(caught.value) == f"{ods}: reading it took longer than the limit of 0.2 seconds"
+
+    book = openpyxl.Workbook()
+    sheet = book.active
+    assert sheet is not None
+    sheet.append(["phone", "note"])
+    for i in range(60):
+        sheet.append([f"+49151123456{i:02d}", os.urandom(15_000).hex()])
+    big = tmp_path / "notes.xlsx"
+    book.save(big)
+    with pytest.raises(SpreadsheetError) as caught:
+        read_apart(big, parse=ParseLimits(output_bytes=1 * MIB))
+    assert str(caught.value) == (
+        f"{big}, sheet 'Sheet': its cells hold more than the limit of 1 MiB of text for one file"
+    )
+    assert len(read_apart(big, limits=TableLimits(cell_chars=30_000)).frame) == 60
