@@ -10,9 +10,11 @@ and are bounded by the file size limit, and CSV keeps its speed).
 How:
 - Cheap checks first, in the caller: the file size, and for the zip formats the zip
   directory (total expanded size, compression ratio: zip bombs).
-- The child is forked from a small server process that has the readers loaded
-  (``multiprocessing``'s forkserver: a fork of a single-threaded process, about 20 ms,
-  never of the threaded web server). It lowers its own limits before it reads a byte:
+- The child is a fork of a single-threaded process: of the caller when it has no other
+  thread (the CLI), else of a small server process that has the readers loaded
+  (``multiprocessing``'s forkserver, started on first use: a threaded web server is
+  never forked; a child then starts in about 20 ms). It lowers its own limits before
+  it reads a byte:
   ``RLIMIT_AS`` (its address space may grow by :attr:`ParseLimits.memory_bytes`),
   ``RLIMIT_CPU``, ``RLIMIT_FSIZE`` (:attr:`ParseLimits.output_bytes`), no core file.
   It scans the sheet's cell references (:func:`campaigns.spreadsheets.sheet_extent`)
@@ -116,7 +118,7 @@ def read_apart(
         request = _Request(
             path, sheet, max_uncompressed, engine, nrows, is_header, limits, parse, folder
         )
-        child = _forkserver().Process(target=_child, args=(request,), daemon=True)
+        child = _starter().Process(target=_child, args=(request,), daemon=True)
         child.start()
         child.join(parse.seconds)
         if child.exitcode is None:
@@ -131,8 +133,11 @@ def read_apart(
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _forkserver() -> Any:
-    """The forkserver context, its server preloading the readers (started once)."""
+def _starter() -> Any:
+    """How the child starts: a fork of a single-threaded caller (the CLI: nothing to
+    start), else from the forkserver (a threaded server is never forked)."""
+    if threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
     global _context
     with _start_lock:
         if _context is None:
