@@ -124,9 +124,10 @@ def far_cell(path: Path, far: str = "XFD1048576") -> Path:
     return xlsx(path, _SHEET_HEAD + cells + _SHEET_TAIL)
 
 
-def zip_bomb(path: Path, gigabytes: int = 2) -> Path:
+def zip_bomb(path: Path, gigabytes: int = 2, declared: int | None = None) -> Path:
     """An XLSX whose sheet XML expands to ``gigabytes`` GB of blank space (its zip
-    directory says so, as an honest zip does)."""
+    directory says so, as an honest zip does; ``declared``: says this size instead,
+    its checksum left unchecked)."""
     chunk = b" " * (1 << 20)
     packer = zlib.compressobj(9, zlib.DEFLATED, -15)
     block = packer.compress(chunk) + packer.flush(zlib.Z_FULL_FLUSH)  # stands alone
@@ -136,11 +137,13 @@ def zip_bomb(path: Path, gigabytes: int = 2) -> Path:
     opening = first.compress(head) + first.flush(zlib.Z_FULL_FLUSH)
     last = zlib.compressobj(9, zlib.DEFLATED, -15)
     closing = last.compress(tail) + last.flush()
-    crc = zlib.crc32(head)
-    for _ in range(count):
-        crc = zlib.crc32(chunk, crc)
-    crc = zlib.crc32(tail, crc)
-    size = len(head) + count * len(chunk) + len(tail)
+    crc = 0
+    if declared is None:
+        crc = zlib.crc32(head)
+        for _ in range(count):
+            crc = zlib.crc32(chunk, crc)
+        crc = zlib.crc32(tail, crc)
+    size = len(head) + count * len(chunk) + len(tail) if declared is None else declared
     sheet = _Member("xl/worksheets/sheet1.xml", opening + block * count + closing, crc, size)
     return xlsx(path, sheet)
 

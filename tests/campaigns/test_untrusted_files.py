@@ -14,7 +14,7 @@ import pytest
 from campaigns.importer import ImportFailed, ImportOptions, preview_file
 from campaigns.spreadsheets import SpreadsheetError, TableLimits, read_workbook
 from campaigns.untrusted_files import ParseLimits, parsed_apart, read_apart, size_text
-from tests.hostile_files import far_cell_ods, hostile_files, xlsx
+from tests.hostile_files import far_cell_ods, hostile_files, xlsx, zip_bomb
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 MIB = 1024 * 1024
@@ -104,3 +104,12 @@ def test_a_child_over_its_memory_time_or_output_limit_is_a_refusal_naming_it(
         f"{big}, sheet 'Sheet': its cells hold more than the limit of 1 MiB of text for one file"
     )
     assert len(read_apart(big, limits=TableLimits(cell_chars=30_000)).frame) == 60
+
+
+def test_a_zip_bomb_whose_directory_lies_is_refused_by_the_reader(tmp_path: Path) -> None:
+    # the directory says 10 KB (its checks pass), the sheet expands to a gigabyte
+    bomb = zip_bomb(tmp_path / "lying.xlsx", gigabytes=1, declared=10_000)
+    with pytest.raises(SpreadsheetError) as caught:
+        read_apart(bomb, parse=ParseLimits(memory_bytes=128 * MIB))
+    assert str(caught.value).startswith(f"{bomb}: cannot read workbook"), caught.value
+    assert "larger than its declared uncompressed size" in str(caught.value)
