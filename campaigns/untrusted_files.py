@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import csv
 import errno
+import faulthandler
 import json
 import multiprocessing
 import os
@@ -264,6 +265,7 @@ def _child(request: _Request) -> None:
     """Read the workbook and write its cells and note (runs in the child)."""
     from campaigns.spreadsheets import SpreadsheetError, read_workbook, sheet_extent
 
+    faulthandler.disable()  # an abort at the memory limit is expected: no stack dump
     _lower_limits(request.parse)
     folder = request.folder
     try:
