@@ -266,6 +266,7 @@ def _child(request: _Request) -> None:
     from campaigns.spreadsheets import SpreadsheetError, read_workbook, sheet_extent
 
     faulthandler.disable()  # an abort at the memory limit is expected: no stack dump
+    os.environ["RUST_BACKTRACE"] = "0"  # nor calamine's
     _lower_limits(request.parse)
     folder = request.folder
     try:
