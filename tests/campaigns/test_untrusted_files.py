@@ -12,7 +12,13 @@ import openpyxl
 import pytest
 
 from campaigns.importer import ImportFailed, ImportOptions, preview_file
-from campaigns.spreadsheets import SpreadsheetError, TableLimits, read_workbook
+from campaigns.spreadsheets import (
+    Extent,
+    SpreadsheetError,
+    TableLimits,
+    read_workbook,
+    sheet_extent,
+)
 from campaigns.untrusted_files import ParseLimits, parsed_apart, read_apart, size_text
 from tests.hostile_files import far_cell_ods, hostile_files, xlsx, zip_bomb
 
@@ -113,3 +119,25 @@ def test_a_zip_bomb_whose_directory_lies_is_refused_by_the_reader(tmp_path: Path
         read_apart(bomb, parse=ParseLimits(memory_bytes=128 * MIB))
     assert str(caught.value).startswith(f"{bomb}: cannot read workbook"), caught.value
     assert "larger than its declared uncompressed size" in str(caught.value)
+
+
+def test_the_scan_refuses_only_sheets_far_past_their_data(tmp_path: Path) -> None:
+    head = "".join(
+        f'<c r="{_letters(i)}1" t="inlineStr"><is><t>h{i}</t></is></c>' for i in range(30)
+    )
+    rows = "".join(f'<row r="{r}"><c r="B{r}"><v>{r}</v></c></row>' for r in range(2, 40_002))
+    sheet = f'<worksheet><dimension ref="A1:XFD1048576"/><sheetData><row r="1">{head}</row>'
+    sparse = xlsx(tmp_path / "sparse.xlsx", sheet + rows + "</sheetData></worksheet>")
+    extent = sheet_extent(sparse)
+    # one cell in 30 holds something: allowed (the dimension element is not believed)
+    assert extent == Extent("Sheet1", columns=30, rows=40_001, cells=40_030)
+    extent.check(sparse, TableLimits())
+    with pytest.raises(SpreadsheetError, match="only 2 of those 1,200,030 cells hold anything"):
+        Extent("Sheet1", columns=30, rows=40_001, cells=2).check(sparse, TableLimits())
+    with pytest.raises(SpreadsheetError, match="its cells reach column AD, row 40001: over"):
+        extent.check(sparse, TableLimits(rows=39_990))
+    assert sheet_extent(SAMPLES / "contacts.csv") is None
+
+
+def _letters(index: int) -> str:
+    return "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[index] if index < 26 else "A" + "ABCD"[index - 26]
