@@ -38,10 +38,12 @@ import os
 import resource
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pandas is imported where a file is read, not with the settings
@@ -143,14 +145,31 @@ def _starter() -> Any:
     with _start_lock:
         if _context is None:
             context = multiprocessing.get_context("forkserver")
-            # "__main__" once in the server, not again in every child (multiprocessing's
-            # rule: the main module is imported where a child starts, guarded by its
-            # ``if __name__ == "__main__"``); the importer for its header test
-            context.set_forkserver_preload(
-                ["__main__", "campaigns.importer", "campaigns.untrusted_files", "python_calamine"]
-            )
+            # the readers, the importer (its header test) and what the main script
+            # imports: a child runs a script's main again (multiprocessing's rule, its
+            # ``if __name__ == "__main__"`` guard), and finds those imported then
+            preload = ["campaigns.importer", "campaigns.untrusted_files", "python_calamine"]
+            context.set_forkserver_preload([*preload, *_main_imports()])
             _context = context
         return _context
+
+
+def _main_imports() -> list[str]:
+    """The modules a main script run by path took its names from (``gatecast``'s script:
+    ``gatecast.cli``); none for ``python -m``, whose main a child does not run again."""
+    main = sys.modules.get("__main__")
+    if main is None or getattr(main, "__spec__", None) is not None:
+        return []
+    found = set()
+    for key, value in vars(main).items():
+        if key.startswith("__"):  # __loader__, __builtins__...
+            continue
+        name = (
+            value.__name__ if isinstance(value, ModuleType) else getattr(value, "__module__", None)
+        )
+        if isinstance(name, str) and name not in ("__main__", "builtins"):
+            found.add(name)
+    return sorted(found)
 
 
 def size_text(size: float) -> str:
