@@ -74,6 +74,7 @@ from campaigns.spreadsheets import (
     check_size,
     read_table,
 )
+from campaigns.untrusted_files import ParseLimits, parsed_apart, read_apart
 from campaigns.vcards import is_vcard, read_vcards
 from storage import tables
 from storage.engine import take_write_lock
@@ -204,6 +205,8 @@ class ImportOptions:
     encoding: str | None = None
     delimiter: str | None = None
     excel_engine: ExcelEngine = "calamine"
+    #: what reading a workbook in its child process may use (memory, time, output)
+    parse_limits: ParseLimits = field(default_factory=ParseLimits)
     #: tags given to every contact of the file (``--tag``), besides a ``tags`` column
     tags: tuple[str, ...] = ()
     #: opt every number of the file out instead of importing into a list (no list needed;
@@ -416,16 +419,24 @@ def _phone_columns(columns: Sequence[str]) -> list[tuple[str, str | None]]:
     return [(columns[i], None) for i in sorted(found, key=rank)]
 
 
-def _header_test(opts: ImportOptions) -> HeaderTest:
-    """Whether a row of cells is the header row: it has the phone column."""
-    if opts.phone_column:
-        wanted = header_key(opts.phone_column)
-        return lambda cells: any(header_key(c) == wanted for c in cells)
+@dataclass(frozen=True)
+class _HeaderTest:
+    """Whether a row of cells is the header row: it has the phone column (the one named,
+    else one found by its header). An object, not a closure: it goes to the child that
+    reads a workbook (:mod:`campaigns.untrusted_files`)."""
 
-    def is_header(cells: Sequence[str]) -> bool:
+    phone_column: str | None
+
+    def __call__(self, cells: Sequence[str]) -> bool:
+        if self.phone_column:
+            wanted = header_key(self.phone_column)
+            return any(header_key(c) == wanted for c in cells)
         return bool(_phone_columns([c.strip() for c in cells if c.strip()]))
 
-    return is_header
+
+def _header_test(opts: ImportOptions) -> HeaderTest:
+    """Whether a row of cells is the header row: it has the phone column."""
+    return _HeaderTest(opts.phone_column)
 
 
 def map_columns(path: Path, columns: Sequence[str], opts: ImportOptions) -> _Mapping:
@@ -509,11 +520,25 @@ def _names(frame: pd.DataFrame, mapping: _Mapping) -> pd.Series:
 
 
 def _read(path: Path, opts: ImportOptions, nrows: int | None = None) -> Any:
+    """The file as a table: a workbook read in a child within ``opts.parse_limits``
+    (:mod:`campaigns.untrusted_files`), CSV and vCard here."""
     limits = TableLimits(opts.max_columns, opts.max_rows, opts.max_cell_chars)
     try:
         if is_vcard(path):  # a contacts app's export: one row per card
             check_size(path, opts.max_bytes)
             return read_vcards(path, limits=limits)
+        if parsed_apart(path):
+            check_size(path, opts.max_bytes)
+            return read_apart(
+                path,
+                sheet=opts.sheet,
+                max_uncompressed=opts.xlsx_max_uncompressed_bytes,
+                engine=opts.excel_engine,
+                nrows=nrows,
+                is_header=_header_test(opts),
+                limits=limits,
+                parse=opts.parse_limits,
+            )
         return read_table(
             path,
             sheet=opts.sheet,

@@ -6,7 +6,11 @@
 - CSV encodings: UTF-8 (with or without BOM), UTF-16 (BOM), else cp1252 (latin-1 for the
   few bytes cp1252 leaves undefined). Delimiter sniffed among comma, semicolon, tab, pipe.
 - Limits before parsing: file size, and for the zip formats (XLSX, ODS) the sum of the
-  members' uncompressed sizes and their compression ratio (zip bombs); a CSV header row
+  members' uncompressed sizes and their compression ratio (zip bombs); for XLSX the
+  sheet's cell references, scanned as the XML streams (:func:`sheet_extent`): cells
+  beyond the column or row limit, or a sheet mostly empty between its cells (a reader
+  fills every empty cell in: A1 and XFD1048576 alone would take 512 GB), are refused
+  before the reader sees the file; a CSV header row
   wider than :attr:`TableLimits.columns` is refused while it streams in (64 KiB at a
   time), before pandas sees the file. While reading: at most :attr:`TableLimits.rows`
   data rows are read (one more is refused), and a cell longer than
@@ -29,6 +33,8 @@ from __future__ import annotations
 import codecs
 import csv
 import io
+import posixpath
+import re
 import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -54,6 +60,13 @@ _TEXT_SUFFIXES = {".csv", ".tsv", ".txt", ""}
 _SNIFF_BYTES = 64 * 1024
 #: how many rows from the top may hold the header row (rows above it: titles, blanks)
 HEADER_SEARCH_ROWS = 10
+#: a sheet spanning more cells than this must have at least one cell in
+#: :data:`SPARSE_RATIO` holding something (its readers allocate every cell of the span)
+SPARSE_MIN_CELLS = 1_000_000
+SPARSE_RATIO = 100
+_XML_CHUNK = 1024 * 1024
+#: the most bytes of workbook.xml and its relationships read to find a sheet's part
+_WORKBOOK_XML_MAX = 16 * 1024 * 1024
 
 #: a caller's test of whether a row of cells (as text) is the header row
 HeaderTest = Callable[[Sequence[str]], bool]
@@ -74,14 +87,14 @@ class TableLimits:
     rows: int = DEFAULT_MAX_ROWS
     cell_chars: int = DEFAULT_MAX_CELL_CHARS
 
-    def too_many_columns(self, path: Path) -> SpreadsheetError:
+    def too_many_columns(self, path: Path | str) -> SpreadsheetError:
         """The error for a header wider than :attr:`columns`."""
         return SpreadsheetError(
             f"{path}: the header row has more than {self.columns:,} columns, "
             f"over the import limit of {self.columns:,} columns"
         )
 
-    def too_many_rows(self, path: Path) -> SpreadsheetError:
+    def too_many_rows(self, path: Path | str) -> SpreadsheetError:
         """The error for a sheet longer than :attr:`rows`."""
         return SpreadsheetError(
             f"{path}: more than {self.rows:,} rows, over the import limit of {self.rows:,} rows"
@@ -416,6 +429,144 @@ def _rows_openpyxl(
     return name, rows
 
 
+@dataclass(frozen=True)
+class Extent:
+    """How far a sheet's cells reach (1-based, as Excel numbers them) and how many
+    cells it holds: a reader allocates ``rows x columns`` cells, however few hold data."""
+
+    sheet: str
+    columns: int
+    rows: int
+    cells: int
+
+    @property
+    def span(self) -> int:
+        """The cells a reader fills in: every row up to the last times every column."""
+        return self.rows * self.columns
+
+    @property
+    def corner(self) -> str:
+        """The far corner as the user finds it: ``column XFD, row 1048576``."""
+        return f"column {column_letters(self.columns)}, row {self.rows}"
+
+    def check(self, path: Path, limits: TableLimits) -> None:
+        """Refuse a sheet reaching past the column or row limit, or one so sparse that
+        reading it would mostly fill in empty cells."""
+        where = f"{path}, sheet {self.sheet!r}: its cells reach {self.corner}"
+        if self.columns > limits.columns or self.rows > limits.rows + HEADER_SEARCH_ROWS:
+            raise SpreadsheetError(
+                f"{where}: over the limit of {limits.columns:,} columns and {limits.rows:,} rows"
+            )
+        if self.span > SPARSE_MIN_CELLS and self.span > self.cells * SPARSE_RATIO:
+            raise SpreadsheetError(
+                f"{where}, but only {self.cells:,} of those {self.span:,} cells hold "
+                "anything: a sheet that sparse is refused (reading it would fill in every "
+                "empty cell); delete what lies far from the data and save it again"
+            )
+
+
+def column_letters(number: int) -> str:
+    """A 1-based column number as Excel writes it (``1`` -> ``A``, ``16384`` -> ``XFD``)."""
+    out = ""
+    while number > 0:
+        number, rest = divmod(number - 1, 26)
+        out = chr(ord("A") + rest) + out
+    return out or "A"
+
+
+def _column_number(letters: bytes) -> int:
+    number = 0
+    for ch in letters.upper():
+        number = number * 26 + ch - ord("A") + 1
+    return number
+
+
+# a cell's reference attribute (a row's r="N" has no letters): the column, the row
+# (searched for after a literal space: 4x faster; other white space becomes spaces first)
+_REF_COLUMN = re.compile(rb' r="([A-Z]{1,7})[0-9]')
+_REF_ROW = re.compile(rb' r="[A-Z]{1,7}([0-9]{1,15})"')
+_SPACES = bytes.maketrans(b"\t\n\r", b"   ")
+_OFFICE_DOCUMENT = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+
+
+def _largest(values: list[bytes]) -> bytes:
+    """The largest of column letters or row digits: the longest, then the last in order."""
+    width = max(map(len, values))
+    return max(v for v in values if len(v) == width)
+
+
+def _small_xml(archive: zipfile.ZipFile, name: str) -> Any:
+    from defusedxml import ElementTree  # no entity expansion, no external entities
+
+    with archive.open(name) as fh:
+        data = fh.read(_WORKBOOK_XML_MAX + 1)
+    if len(data) > _WORKBOOK_XML_MAX:
+        return None
+    return ElementTree.fromstring(data)
+
+
+def _sheet_part(archive: zipfile.ZipFile, sheet: str | int | None) -> tuple[str, str] | None:
+    """The name and zip member of the XLSX sheet ``sheet`` names (None: not found)."""
+    try:
+        book = _small_xml(archive, "xl/workbook.xml")
+        rels = _small_xml(archive, "xl/_rels/workbook.xml.rels")
+    except (KeyError, SyntaxError, ValueError):  # defusedxml's refusals are ValueErrors
+        return None
+    if book is None or rels is None:
+        return None
+    sheets = [
+        (str(e.get("name", "")), str(e.get(f"{{{_OFFICE_DOCUMENT}}}id", "")))
+        for e in book.iter()
+        if e.tag.rsplit("}", 1)[-1] == "sheet"
+    ]
+    names = [name for name, _ in sheets]
+    if not names or (isinstance(sheet, int) and not 0 <= sheet < len(names)):
+        return None
+    if isinstance(sheet, str) and sheet not in names:
+        return None
+    index = sheet if isinstance(sheet, int) else 0 if sheet is None else names.index(sheet)
+    name, rel_id = sheets[index]
+    targets = {str(e.get("Id")): str(e.get("Target", "")) for e in rels.iter()}
+    target = targets.get(rel_id)
+    if not target:
+        return None
+    member = target.lstrip("/") if target.startswith("/") else posixpath.join("xl", target)
+    return name, posixpath.normpath(member)
+
+
+def sheet_extent(path: Path, sheet: str | int | None = None) -> Extent | None:
+    """How far the cells of an XLSX sheet reach, from its cell references, reading the
+    sheet's XML as it streams (1 MiB at a time); None when the sheet cannot be found
+    (the reader then says why) or the file is not an XLSX."""
+    if path.suffix.lower() not in (".xlsx", ".xlsm"):
+        return None
+    try:
+        with zipfile.ZipFile(path) as archive:
+            part = _sheet_part(archive, sheet)
+            if part is None:
+                return None
+            name, member = part
+            columns = rows = cells = 0
+            with archive.open(member) as fh:
+                buf = b""
+                while chunk := fh.read(_XML_CHUNK):
+                    buf += chunk
+                    end = buf.rfind(b">") + 1
+                    head, buf = buf[:end], buf[end:]
+                    if len(buf) > _XML_CHUNK:  # no tag is this long: text, keep the tail
+                        buf = buf[-4096:]
+                    head = head.translate(_SPACES)
+                    letters = _REF_COLUMN.findall(head)
+                    numbers = _REF_ROW.findall(head)
+                    cells += len(numbers)
+                    if letters and numbers:
+                        columns = max(columns, _column_number(_largest(letters)))
+                        rows = max(rows, int(_largest(numbers)))
+    except (KeyError, zipfile.BadZipFile, OSError, EOFError, ValueError):
+        return None  # a broken part: the reader names the problem
+    return Extent(name, columns, rows, cells)
+
+
 def read_workbook(
     path: Path,
     *,
@@ -425,28 +576,33 @@ def read_workbook(
     nrows: int | None = None,
     is_header: HeaderTest | None = None,
     limits: TableLimits = TableLimits(),
+    scan: bool = True,
 ) -> Table:
     """Read one sheet of an XLSX/XLS/ODS workbook as text (first sheet by default).
 
-    ``sheet`` is a sheet name or a 0-based position.
+    ``sheet`` is a sheet name or a 0-based position. ``scan=False`` skips the extent
+    check (:func:`sheet_extent`) for a caller that made it already.
     """
     if path.suffix.lower() in _ZIP_SUFFIXES:
         check_zip_budget(path, max_uncompressed)
+    if scan and (extent := sheet_extent(path, sheet)) is not None:
+        extent.check(path, limits)
     wanted = limits.rows + 1 if nrows is None else min(nrows, limits.rows + 1)
     limit = wanted + HEADER_SEARCH_ROWS
     if engine == "openpyxl":
         name, rows = _rows_openpyxl(path, sheet, limit)
     else:
         name, rows = _rows_calamine(path, sheet, limit)
+    where = f"{path}, sheet {name!r}"  # what errors name from here on
     if not rows:
         raise SpreadsheetError(f"{path}: sheet {name!r} is empty (no header row)")
     top = [[cell_text(v) for v in r] for r in rows[:HEADER_SEARCH_ROWS]]
     skip = header_index(top, is_header)
     width = max(len(r) for r in rows)
     if width > limits.columns:
-        raise limits.too_many_columns(path)
+        raise limits.too_many_columns(where)
     if nrows is None and len(rows) - skip - 1 > limits.rows:
-        raise limits.too_many_rows(path)
+        raise limits.too_many_rows(where)
     header = top[skip] + [""] * (width - len(rows[skip]))
     columns = _unique_headers(header)
     stop = None if nrows is None else skip + 1 + nrows
@@ -460,7 +616,7 @@ def read_workbook(
         data[col] = [v if type(v) is str else cell_text(v) for v in values]
     del body
     frame = pd.DataFrame(data, dtype=str, columns=columns)
-    frame = _finish(path, frame, first_row=skip + 2, limits=limits)
+    frame = _finish(where, frame, first_row=skip + 2, limits=limits)
     return Table(path, frame, sheet=name, header_row=skip + 1)
 
 
@@ -479,7 +635,7 @@ def _unique_headers(header: list[str]) -> list[str]:
 
 
 def _finish(
-    path: Path, frame: pd.DataFrame, first_row: int = 2, limits: TableLimits = TableLimits()
+    path: Path | str, frame: pd.DataFrame, first_row: int = 2, limits: TableLimits = TableLimits()
 ) -> pd.DataFrame:
     """Strip headers, number rows as the spreadsheet does (the first data row is
     ``first_row``), check cell sizes, remove NUL characters, drop all-empty rows."""
@@ -500,7 +656,7 @@ def _finish(
     return frame
 
 
-def _clean_cells(path: Path, frame: pd.DataFrame, max_chars: int) -> None:
+def _clean_cells(path: Path | str, frame: pd.DataFrame, max_chars: int) -> None:
     """Refuse a cell longer than ``max_chars`` (naming its row and column); remove NULs."""
     for i, column in enumerate(frame.columns):
         values = frame.iloc[:, i].to_numpy(dtype=object)
@@ -563,6 +719,7 @@ __all__ = [
     "HEADER_SEARCH_ROWS",
     "MAX_COMPRESSION_RATIO",
     "ExcelEngine",
+    "Extent",
     "HeaderTest",
     "SpreadsheetError",
     "Table",
@@ -571,6 +728,7 @@ __all__ = [
     "check_header_width",
     "check_size",
     "check_zip_budget",
+    "column_letters",
     "detect_encoding",
     "header_index",
     "is_excel",
@@ -578,5 +736,6 @@ __all__ = [
     "read_csv",
     "read_table",
     "read_workbook",
+    "sheet_extent",
     "sniff_delimiter",
 ]

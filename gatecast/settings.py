@@ -17,6 +17,12 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from campaigns.campaign_file import DEFAULT_MAX_IDENTICAL_IN_ROW
+from campaigns.untrusted_files import (
+    DEFAULT_PARSE_MEMORY,
+    DEFAULT_PARSE_OUTPUT,
+    DEFAULT_PARSE_SECONDS,
+    ParseLimits,
+)
 from scheduler.care import DEFAULTS as CARE
 from scheduler.care import CareSettings
 from scheduler.defaults import (
@@ -103,6 +109,20 @@ class Settings(BaseSettings):
     import_max_rows: int = Field(2_000_000, ge=1, description="Most data rows an import may have")
     import_max_cell_chars: int = Field(
         32_767, ge=1, description="Most characters one cell of an import may hold"
+    )
+    # a workbook (XLSX, XLS, ODS) is read in a child process within these limits
+    import_parse_memory_bytes: int = Field(
+        DEFAULT_PARSE_MEMORY,
+        ge=64 * 1024 * 1024,
+        description="Most memory the child reading one uploaded workbook may use",
+    )
+    import_parse_seconds: float = Field(
+        DEFAULT_PARSE_SECONDS, gt=0, description="Most seconds reading one workbook may take"
+    )
+    import_parse_output_bytes: int = Field(
+        DEFAULT_PARSE_OUTPUT,
+        ge=1024 * 1024,
+        description="Most bytes of cell text reading one workbook may hand back",
     )
     http_timeout_seconds: float = 30.0
     send_method: Literal["get", "post"] = "get"
@@ -247,6 +267,14 @@ class Settings(BaseSettings):
                 f"{self.health_critical:g}"
             )
         return self
+
+    def parse_limits(self) -> ParseLimits:
+        """What reading one workbook in its child process may use."""
+        return ParseLimits(
+            self.import_parse_memory_bytes,
+            self.import_parse_seconds,
+            self.import_parse_output_bytes,
+        )
 
     def care(self) -> CareSettings:
         """The sender care settings of the scheduler (scheduler/care.py)."""

@@ -148,6 +148,7 @@ def import_cmd(
         max_columns=settings.import_max_columns,
         max_rows=settings.import_max_rows,
         max_cell_chars=settings.import_max_cell_chars,
+        parse_limits=settings.parse_limits(),
     )
     if not file.is_file():
         fail(f"{file}: no such file")

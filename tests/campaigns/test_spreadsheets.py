@@ -318,8 +318,12 @@ def test_rows_and_cells_past_the_limits_are_refused_naming_them(tmp_path: Path) 
     sheet.append(["Ann", "+12025550100", "x" * 50])
     xlsx = tmp_path / "c.xlsx"
     book.save(xlsx)
-    with pytest.raises(SpreadsheetError, match="more than 2 columns"):
+    with pytest.raises(SpreadsheetError) as caught:  # found from the cell references
         read_table(xlsx, limits=TableLimits(columns=2))
+    assert str(caught.value) == (
+        f"{xlsx}, sheet 'Sheet': its cells reach column C, row 2: "
+        "over the limit of 2 columns and 2,000,000 rows"
+    )
     with pytest.raises(SpreadsheetError, match="row 2, column 'city': a cell of 50"):
         read_table(xlsx, limits=TableLimits(cell_chars=49))
 

@@ -204,6 +204,7 @@ def _options(
         max_columns=ctx.settings.import_max_columns,
         max_rows=ctx.settings.import_max_rows,
         max_cell_chars=ctx.settings.import_max_cell_chars,
+        parse_limits=ctx.settings.parse_limits(),
     )
 
 
