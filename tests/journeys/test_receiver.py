@@ -353,7 +353,7 @@ def test_a_killed_intake_handler_is_replaced_at_once_and_no_connection_is_refuse
         poller.join()
     assert refused == []
     assert again.pid == first.pid and again.url == server.url
-    assert "exited (-9); a new one" in server.process.output()
+    assert f"handler {first.handler} exited (-9); its spare" in server.process.output()
     # the web process dies: the API answers 503 meanwhile, serve starts another
     web = [c for c in psutil.Process(server.process.popen.pid).children() if "web" in c.cmdline()]
     assert len(web) == 1
