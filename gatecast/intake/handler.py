@@ -77,7 +77,7 @@ class IntakeRest:
         await send({"type": "http.response.body", "body": body})
 
 
-def create_intake_app(ctx: AppContext, web_address: str) -> ASGIApp:
+def create_intake_app(ctx: AppContext, web_address: str) -> webhook.WebhookFastPath:
     """The intake's ASGI app: the webhook (its router: lifespan and batcher), ``/healthz``,
     and the web process at ``web_address`` for the rest."""
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
