@@ -6,8 +6,9 @@ By default ``serve`` is the worker (scheduler and dispatcher:
 
 * the intake (:mod:`gatecast.intake`): a supervisor holding the public port and a handler
   receiving the gateway's webhook, started in a session of its own, or adopted when one
-  already serves the state folder (its handler is then restarted on the code installed
-  now, without closing the socket). ``serve`` stays attached to it; when ``serve`` stops
+  already serves the state folder (its handler is then restarted, without closing the
+  socket, when the code installed now is not the one it runs). ``serve`` stays
+  attached to it; when ``serve`` stops
   (SIGTERM, or a crash) the intake keeps receiving for ``GATECAST_INTAKE_LINGER``
   seconds, waiting for the next ``serve`` (0: it stops with ``serve``). Ctrl-C (SIGINT)
   and ``gatecast stop`` stop it too;
@@ -135,9 +136,10 @@ def serve(
             # last: the intake lingers (or stops at once: linger 0); Ctrl-C stops it too
             stack.callback(_leave, intake, signals)
             if intake.adopted:
+                how = "restarted on" if intake.restarted else "runs"
                 console.print(
                     f"the intake at {url} (pid {intake.pid}) kept receiving; "
-                    "its handler restarted on this version",
+                    f"its handler {how} this version",
                     highlight=False,
                     soft_wrap=True,
                 )

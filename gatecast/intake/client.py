@@ -35,17 +35,19 @@ class Intake:
         self.linger = linger
         self.url = ""
         self.adopted = False
+        self.restarted = False
         self.pid = 0
         self._conn: socket.socket | None = None
         self._checked = 0.0
 
     def start(self) -> str:
-        """Adopt the running intake (its handler restarted on the code installed now) or
-        start one; attach to it. Its URL."""
+        """Adopt the running intake (its handler restarted when the code installed now is
+        not the one it runs) or start one; attach to it. Its URL."""
         running = sup.running_intake(self.folder)
         if running is not None:
             self.adopted = True
-            sup.request(self.folder, "restart", timeout=sup.READY_SECONDS + 10)
+            answer = sup.request(self.folder, "upgrade", timeout=sup.READY_SECONDS + 10)
+            self.restarted = bool(answer and answer.get("ok") and not answer.get("unchanged"))
         else:
             self._spawn()
         attached = sup.attach(self.folder)

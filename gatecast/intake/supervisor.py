@@ -18,7 +18,8 @@ processes only: ``SO_PEERCRED``), one request per connection, a line each way:
   does (closed by its exit, even a SIGKILL). With ``--linger S``, the supervisor stops
   once nobody has been attached for S seconds (the default: it never stops by itself);
 * ``restart``: start a new handler (the code on disk now), and once it serves, stop the
-  old one after its requests are answered: no gap (SIGHUP does the same);
+  old one after its requests are answered: no gap (SIGHUP does the same); ``upgrade``:
+  the same when gatecast's code on disk changed since the handler started, else nothing;
 * ``stop``: SIGTERM the other attached ``serve`` processes, wait for them to detach,
   stop the handler and exit (``gatecast stop``). SIGTERM and SIGINT stop the
   supervisor and its handler (not the ``serve`` processes).
@@ -184,6 +185,21 @@ def url_of(sock: socket.socket) -> str:
     return f"http://{shown}:{port}"
 
 
+def code_fingerprint() -> str:
+    """What identifies the code a handler would run: the name, size and time of every
+    Python file of gatecast's packages (changed by any upgrade or edit)."""
+    root = Path(__file__).resolve().parents[2]
+    digest = hashlib.sha256()
+    for package in ("gatecast", "campaigns", "scheduler", "storage", "gateway"):
+        for folder, dirs, files in os.walk(root / package):
+            dirs.sort()
+            for name in sorted(files):
+                if name.endswith(".py"):
+                    info = os.stat(os.path.join(folder, name))
+                    digest.update(f"{folder}/{name} {info.st_size} {info.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
 # ------------------------------------------------------------------ the supervisor
 class Handler:
     """One handler process and when it started. A ``standby`` handler prepares (imports,
@@ -210,6 +226,7 @@ class Handler:
         os.set_blocking(read, False)
         self._heard = b""
         self.started = time.monotonic()
+        self.code = code_fingerprint()
 
     @property
     def pid(self) -> int:
@@ -324,6 +341,13 @@ class Supervisor:
             threading.Thread(target=old.stop, daemon=True).start()
         return {"ok": True, "handler": new.pid}
 
+    def upgrade(self) -> dict[str, Any]:
+        """:meth:`restart` when the code on disk is not the serving handler's."""
+        handler = self.handler
+        if handler is not None and handler.code == code_fingerprint():
+            return {"ok": True, "handler": handler.pid, "unchanged": True}
+        return self.restart()
+
     def _watch(self) -> None:
         """Replace a dead handler at once: its spare serves, a new spare prepares (a
         growing pause when handlers keep dying young)."""
@@ -430,6 +454,9 @@ class Supervisor:
                 elif command == "restart":
                     conn.settimeout(None)
                     self._send(conn, self.restart())
+                elif command == "upgrade":
+                    conn.settimeout(None)
+                    self._send(conn, self.upgrade())
                 elif command == "stop":
                     conn.settimeout(None)
                     self.answering.acquire()  # the process waits for this answer

@@ -52,6 +52,9 @@ SECRET = "kill-suite-webhook-secret-0123456789"
 OPERATOR = {"GATECAST_WEBHOOK_SECRET": SECRET, "GATECAST_HTTP_TIMEOUT_SECONDS": "5"}
 #: a row claimed by a killed worker counts as lost (``unknown``) after 20 s, not 120 s
 OPERATOR["GATECAST_DISPATCH_LEASE_SECONDS"] = "20"
+#: the intake outlives a killed or stopped ``serve`` and waits for the next (the harness's
+#: default, 0, stops it with ``serve``); the workspace stops it at the end
+OPERATOR["GATECAST_INTAKE_LINGER"] = "300"
 #: how long an ``unknown`` row waits for evidence before ``retry --unknown`` resends it
 SETTLE_SECONDS = 8.0
 OPERATOR["GATECAST_UNKNOWN_SETTLE_SECONDS"] = str(SETTLE_SECONDS)

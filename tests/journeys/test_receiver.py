@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 import psutil
 
+from gatecast.intake.supervisor import request
 from tests.journeys.harness import (
     SAMPLES,
     Process,
@@ -156,9 +157,14 @@ def test_a_killed_serve_leaves_its_intake_receiving_and_the_next_serve_adopts_it
             again = ws.serve()
             assert again.url == server.url  # the same socket, never closed
             assert "kept receiving" in again.process.output()
+            assert "its handler runs this version" in again.process.output()  # no upgrade
+            assert ws.intake() == intake
+            # a restart on new code (what an upgrade asks): a new handler, then the old stops
+            restarted = request(ws.state_folder, "restart", timeout=120)
+            assert restarted is not None and restarted["ok"] is True, restarted
             adopted = ws.intake()
             assert adopted is not None and adopted.pid == intake.pid
-            assert adopted.handler != intake.handler  # restarted on the code installed now
+            assert adopted.handler == restarted["handler"] != intake.handler
             wait_for(lambda: not pid_alive(intake.handler), timeout=30, what="the old handler")
 
             with again.api() as api:
