@@ -36,6 +36,7 @@ from campaigns.templating import (
     nesting_problem,
     spintax_depth,
 )
+from campaigns.variety import DEFAULT_MAX_IDENTICAL_IN_ROW
 
 MessageType = Literal["text", "media", "interactive", "template", "list"]
 ButtonKind = Literal["quick_reply", "cta_url", "cta_call", "cta_copy"]
@@ -63,8 +64,6 @@ MAX_RETRY_HORIZON = timedelta(days=30)
 MIN_RETRY_EVERY = timedelta(minutes=1)
 DEFAULT_RETRY_EVERY = timedelta(hours=6)
 MAX_IDENTICAL_IN_ROW = 1_000_000
-#: the default of ``[safety] max_identical_in_row`` (``GATECAST_MAX_IDENTICAL_IN_ROW``)
-DEFAULT_MAX_IDENTICAL_IN_ROW = 20
 _HOUR_MINUTE = re.compile(r"^([0-9]{1,2}):([0-9]{2})(?::([0-9]{2}))?$")
 _GROUP_ID = re.compile(r"^[0-9A-Za-z\-]+@g\.us$")
 _PHONE_PLUS = re.compile(r"^\+[0-9]{6,15}$")

@@ -15,6 +15,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+#: the default of ``[safety] max_identical_in_row`` (``GATECAST_MAX_IDENTICAL_IN_ROW``);
+#: here, not in ``campaign_file``, so settings import no template engine
+DEFAULT_MAX_IDENTICAL_IN_ROW = 20
+
 #: recipients whose rendered messages the create compares
 SAMPLE = 200
 #: fewer distinct bodies than this share of the sample is low variety

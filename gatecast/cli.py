@@ -22,7 +22,9 @@ from gatecast.commands import (
     sandbox,
     segment,
     serve,
+    stop,
     users,
+    web,
     webhook_endpoints,
     worker,
 )
@@ -46,6 +48,8 @@ for module in (
     audit,
     serve,
     receive,
+    web,
+    stop,
     worker,
     demo,
     db,

@@ -16,13 +16,13 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from campaigns.campaign_file import DEFAULT_MAX_IDENTICAL_IN_ROW
 from campaigns.untrusted_files import (
     DEFAULT_PARSE_MEMORY,
     DEFAULT_PARSE_OUTPUT,
     DEFAULT_PARSE_SECONDS,
     ParseLimits,
 )
+from campaigns.variety import DEFAULT_MAX_IDENTICAL_IN_ROW
 from scheduler.care import DEFAULTS as CARE
 from scheduler.care import CareSettings
 from scheduler.defaults import (
@@ -148,6 +148,12 @@ class Settings(BaseSettings):
         le=64,
         description="Dispatching worker processes `gatecast serve` runs (itself and N-1 "
         "`gatecast worker` children); they share the senders with queued work",
+    )
+    intake_linger: float = Field(
+        600.0,
+        ge=0,
+        description="Seconds the intake `gatecast serve` started keeps receiving after the "
+        "last `serve` stopped, waiting for the next one (0: it stops with `serve`)",
     )
     sender_lease_seconds: float = Field(
         DEFAULT_SENDER_LEASE_SECONDS,

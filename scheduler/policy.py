@@ -10,11 +10,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from campaigns.campaign_file import CampaignSpec, stored_spec
 from scheduler.retry import RetryPolicy
+
+if TYPE_CHECKING:  # the spec parser (and its template engine) loads when a spec is read:
+    # the intake process imports this module and reads no campaign
+    from campaigns.campaign_file import CampaignSpec
 
 
 @dataclass(frozen=True)
@@ -105,5 +108,7 @@ def policy_from_spec(
     ``timezone`` (the campaign row's column) is accepted for the callers' convenience;
     the spec's own ``schedule.timezone``, which that column copies, is the one obeyed.
     """
+    from campaigns.campaign_file import stored_spec
+
     del timezone
     return policy_of(stored_spec(spec))

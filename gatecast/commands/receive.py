@@ -7,7 +7,8 @@ the webhook, the API, the dashboard, ``/metrics`` and ``/healthz``.
 
 A receiver started in the folder of a running one (the same state folder: the webhook
 journal's) takes its listening socket over and retires it, so a rolling restart has no
-gap (:mod:`gatecast.runtime.receiver_control`). ``gatecast serve`` starts one as its child.
+gap (:mod:`gatecast.runtime.receiver_control`). ``gatecast serve`` runs the intake
+(:mod:`gatecast.intake`) and ``gatecast web`` instead: the webhook apart from the rest.
 """
 
 from __future__ import annotations

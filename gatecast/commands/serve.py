@@ -1,19 +1,24 @@
-"""``gatecast serve [--sandbox] [--in-process]``: the webhook receiver, API and dashboard,
-and the scheduler and dispatcher.
+"""``gatecast serve [--sandbox] [--in-process]``: the webhook intake, the API and
+dashboard, and the scheduler and dispatcher.
 
-By default the HTTP app runs in a child process, ``gatecast receive`` (same host, port and
-settings), started in a session of its own, and this process is the worker (scheduler
-and dispatcher: :mod:`gatecast.commands.worker`). The receiver outlives a crash of this
-process (SIGKILL, out of memory): the gateway's posts are still received and stored while
-the worker is down, and the next ``serve`` takes the running receiver's listening socket
-over (no second bind, no gap: :mod:`gatecast.runtime.receiver_control`). A clean stop
-(SIGTERM, SIGINT, Ctrl-C) stops the worker, then the receiver it started (unless another
-receiver has taken over since: that one keeps serving). When the receiver dies and no
-other serves the folder, ``serve`` starts a new one.
+By default ``serve`` is the worker (scheduler and dispatcher:
+:mod:`gatecast.commands.worker`) and runs the rest in processes of their own:
 
-With ``GATECAST_WORKERS`` = N > 1, this process also starts N-1 ``gatecast worker``
-children (same settings; they stop when this process dies, and a clean stop SIGTERMs
-them first); the N workers share the senders with queued work (sender leases).
+* the intake (:mod:`gatecast.intake`): a supervisor holding the public port and a handler
+  receiving the gateway's webhook, started in a session of its own, or adopted when one
+  already serves the state folder (its handler is then restarted, without closing the
+  socket, when the code installed now is not the one it runs). ``serve`` stays
+  attached to it; when ``serve`` stops
+  (SIGTERM, or a crash) the intake keeps receiving for ``GATECAST_INTAKE_LINGER``
+  seconds, waiting for the next ``serve`` (0: it stops with ``serve``). Ctrl-C (SIGINT)
+  and ``gatecast stop`` stop it too;
+* ``gatecast web`` (API, dashboard, uploads on a unix socket the intake relays to), in
+  this process's session, stopped when ``serve`` is gone, replaced when it exits;
+* with ``GATECAST_WORKERS`` = N > 1, N-1 ``gatecast worker`` children (same settings;
+  they stop when this process dies, and a clean stop SIGTERMs them first); the N workers
+  share the senders with queued work (sender leases).
+
+A clean stop stops the workers, then the web process, then leaves the intake.
 
 ``--in-process`` (implied by ``--sandbox``, whose gateway lives in this process) serves
 the HTTP app in a thread of this process, as one process.
@@ -42,6 +47,7 @@ from gatecast.commands.common import log_to_stderr
 if TYPE_CHECKING:
     from pydantic import SecretStr
 
+    from gatecast.intake.client import Intake
     from gatecast.settings import Settings
     from scheduler.recording import SendObserved
     from storage.engine import Engine
@@ -49,9 +55,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("gatecast.serve")
 console = Console()
 
-#: how long ``serve`` waits for its receiver to serve
+#: how long ``serve`` waits for its web process to serve
 RECEIVER_START_SECONDS = 60.0
-#: how long a clean stop waits for the receiver to answer its last requests
+#: how long a clean stop waits for a child to answer its last requests
 RECEIVER_STOP_SECONDS = 60.0
 
 
@@ -77,7 +83,8 @@ def serve(
     from storage.types import utcnow
 
     stop = stop or threading.Event()
-    stop_on_signals(stop)  # first: a SIGTERM during start-up stops the children too
+    signals: list[int] = []
+    stop_on_signals(stop, signals)  # first: a SIGTERM during start-up stops the children too
     try:
         api_key = auth.ensure_api_key(settings)
     except auth.WeakApiKey as exc:
@@ -107,27 +114,49 @@ def serve(
         from gatecast.runtime.receiver_control import state_folder
         from gatecast.web.metrics import observe_send, share_in
 
-        # every process started here keeps its in-process series in the state folder,
-        # where the receiver's /metrics reads them (emptied: a new set of processes)
-        share_in(state_folder(settings, engine), fresh=True)
+        folder = state_folder(settings, engine)
         on_outcome: Callable[[SendObserved], None] = observe_send
-        receiver: ReceiverProcess | None = None
+        intake: Intake | None = None
+        web: WebProcess | None = None
         if in_process or sandbox:
+            share_in(folder, fresh=True)
             url = _serve_http_here(stack, settings, engine, api_key.value, host, port)
         else:
-            receiver = stack.enter_context(ReceiverProcess(settings, engine, host, port))
-            url = receiver.start()
-            if not url:
+            from gatecast.intake.client import Intake, IntakeError
+
+            # the series of a running intake are kept; a new set of processes starts at 0
+            adopting = _intake_runs(folder)
+            share_in(folder, fresh=not adopting)
+            intake = Intake(folder, host, port, settings.intake_linger)
+            try:
+                url = intake.start()
+            except IntakeError as exc:
+                console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
                 return 1
-        # the workers stop first (on a stack), then the receiver answers what is left
+            # last: the intake lingers (or stops at once: linger 0); Ctrl-C stops it too
+            stack.callback(_leave, intake, signals)
+            if intake.adopted:
+                how = "restarted on" if intake.restarted else "runs"
+                console.print(
+                    f"the intake at {url} (pid {intake.pid}) kept receiving; "
+                    f"its handler {how} this version",
+                    highlight=False,
+                    soft_wrap=True,
+                )
+            web = stack.enter_context(WebProcess())
+            if not web.start():
+                return 1
+        # the workers stop first (on a stack), then the web process, then the intake
         service = start_worker(stack, settings, engine, url, on_outcome=on_outcome)
         children = stack.enter_context(WorkerChildren(settings.workers - 1))
         console.print(f"gatecast serving on {url} (dashboard, API, webhook)")
         if ready is not None:
             ready(url)
         while not stop.wait(1.0):
-            if receiver is not None:
-                receiver.keep_alive()
+            if intake is not None:
+                intake.keep_alive()
+            if web is not None:
+                web.keep_alive()
             children.keep_alive()
         console.print("stopping…")
         del service
@@ -158,76 +187,71 @@ def _serve_http_here(
     return server.url
 
 
-class ReceiverProcess:
-    """The ``gatecast receive`` child of ``serve``: started in a session of its own (a
-    crash of ``serve`` leaves it serving), restarted when it dies and no other receiver
-    serves the folder, stopped (SIGTERM) by a clean stop of ``serve``."""
+def _intake_runs(folder: Path) -> bool:
+    from gatecast.intake.supervisor import running_intake
 
-    def __init__(self, settings: Settings, engine: Engine, host: str, port: int) -> None:
-        from gatecast.runtime.receiver_control import state_folder
+    return running_intake(folder) is not None
 
-        self.folder = state_folder(settings, engine)
-        self.host = host
-        self.port = port
-        self.url = ""
+
+def _leave(intake: Intake, signals: list[int]) -> None:
+    """Detach from the intake; after Ctrl-C (SIGINT) stop it too."""
+    if signal.SIGINT in signals:
+        console.print("stopping the intake too (Ctrl-C)…")
+        intake.stop()
+    else:
+        intake.detach()
+
+
+class WebProcess:
+    """The ``gatecast web`` child of ``serve`` (API, dashboard, uploads behind the
+    intake): in this process's session, stopped when it dies (``--parent-pid``),
+    replaced when it exits, SIGTERMed (and waited for) by a clean stop."""
+
+    def __init__(self) -> None:
         self.popen: subprocess.Popen[bytes] | None = None
-        self._checked = 0.0
 
-    def start(self) -> str:
-        """Start the receiver and wait until it serves; its URL ('' when it did not start:
-        what it printed says why)."""
-        with tempfile.TemporaryDirectory(prefix="gatecast-receiver-") as tmp:
+    def start(self) -> bool:
+        """Start it and wait until it serves (False: it did not start; it said why)."""
+        with tempfile.TemporaryDirectory(prefix="gatecast-web-") as tmp:
             ready = Path(tmp) / "ready"
-            argv = ["receive", "--host", self.host, "--port", str(self.port)]
+            argv = ["web", "--parent-pid", str(os.getpid()), "--ready-file", str(ready)]
             self.popen = subprocess.Popen(
-                [sys.executable, "-m", "gatecast", *argv, "--ready-file", str(ready)],
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,  # not stopped with this process or its terminal
+                [sys.executable, "-m", "gatecast", *argv], stdin=subprocess.DEVNULL
             )
             deadline = time.monotonic() + RECEIVER_START_SECONDS
             while time.monotonic() < deadline and self.popen.poll() is None:
                 if ready.exists():
-                    self.url = ready.read_text(encoding="utf-8").strip()
-                    return self.url
+                    return True
                 time.sleep(0.05)
-        console.print("[red]error:[/] the receiver process did not start (see above)")
+        console.print("[red]error:[/] the web process did not start (see above)")
         self.stop()
-        return ""
+        return False
 
     def keep_alive(self) -> None:
-        """Start a new receiver when this one died and no other serves the folder."""
-        from gatecast.runtime.receiver_control import running_receiver
-
+        """Start a new web process when this one exited."""
         if self.popen is None or self.popen.poll() is None:
             return
-        now = time.monotonic()
-        if now - self._checked < 5.0:
-            return
-        self._checked = now
-        if running_receiver(self.folder) is not None:
-            return  # another receiver took over (a rolling restart): it serves
         console.print(
-            f"[yellow]warning:[/] the receiver process exited ({self.popen.returncode}); "
-            "starting a new one",
+            f"[yellow]warning:[/] the web process exited ({self.popen.returncode}); "
+            "starting a new one (the API and dashboard answer 503 meanwhile)",
             highlight=False,
             soft_wrap=True,
         )
-        self.port = self.port or _port_of(self.url)
         self.start()
 
     def stop(self) -> None:
-        """SIGTERM the receiver (if still running) and wait for it to finish its requests."""
+        """SIGTERM it (if still running) and wait for it to finish its requests."""
         if self.popen is None or self.popen.poll() is not None:
             return
         self.popen.send_signal(signal.SIGTERM)
         try:
             self.popen.wait(RECEIVER_STOP_SECONDS)
         except subprocess.TimeoutExpired:
-            log.warning("the receiver did not stop in %s s; killed", RECEIVER_STOP_SECONDS)
+            log.warning("the web process did not stop in %s s; killed", RECEIVER_STOP_SECONDS)
             self.popen.kill()
             self.popen.wait(10)
 
-    def __enter__(self) -> ReceiverProcess:
+    def __enter__(self) -> WebProcess:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -284,11 +308,6 @@ class WorkerChildren:
         self.stop()
 
 
-def _port_of(url: str) -> int:
-    """The port of ``http://host:port``."""
-    return int(url.rsplit(":", 1)[1]) if url else 0
-
-
 def register(app: typer.Typer) -> None:
     """Add ``gatecast serve`` to the root app."""
 
@@ -302,11 +321,12 @@ def register(app: typer.Typer) -> None:
         in_process: bool = typer.Option(
             False,
             "--in-process",
-            help="Serve HTTP in this process too, instead of a `gatecast receive` child.",
+            help="Serve HTTP in this process too, instead of the intake and web processes.",
         ),
     ) -> None:
-        """Run the scheduler and dispatcher, with a `gatecast receive` child process serving
-        the webhook receiver, API and dashboard (it outlives a crash of this process)."""
+        """Run the scheduler and dispatcher, with the intake receiving the webhook on the
+        public port (it outlives this process: see `gatecast stop`) and a `gatecast web`
+        child serving the API and dashboard behind it."""
         from gatecast.settings import get_settings
 
         settings = get_settings()

@@ -51,7 +51,9 @@ class AsgiServer:
 
     ``sock``: serve on this listening socket instead of binding ``host:port`` (a socket
     handed over by another receiver: :mod:`gatecast.runtime.receiver_control`); it is
-    closed on stop, which leaves the kernel socket to any other process holding it.
+    closed on stop, which leaves the kernel socket to any other process holding it; a
+    unix socket too (the web process behind the intake). ``backlog``: the accept queue
+    (uvicorn sets it on the socket, a given one too).
 
     ``forwarded_allow_ips``: the peers whose ``X-Forwarded-Proto`` and ``X-Forwarded-For``
     uvicorn applies to the request's scheme and client address (comma-separated addresses
@@ -69,11 +71,15 @@ class AsgiServer:
         log_level: str = "warning",
         forwarded_allow_ips: str = "",
         sock: socket.socket | None = None,
+        backlog: int = 2048,
     ) -> None:
         self._sock = sock if sock is not None else listening_socket(host, port)
         address = self._sock.getsockname()
-        self.host = str(address[0]) if sock is not None else host
-        self.port = int(address[1])
+        if self._sock.family == socket.AF_UNIX:  # the web process behind the intake
+            self.host, self.port = str(address), 0
+        else:
+            self.host = str(address[0]) if sock is not None else host
+            self.port = int(address[1])
         self._server = _Server(
             uvicorn.Config(
                 app,
@@ -83,6 +89,7 @@ class AsgiServer:
                 http=HTTP,
                 access_log=True,
                 **proxy_options(forwarded_allow_ips),
+                backlog=backlog,
             )
         )
         self._errors: list[BaseException] = []
@@ -91,7 +98,9 @@ class AsgiServer:
 
     @property
     def url(self) -> str:
-        """``http://host:port``."""
+        """``http://host:port`` (``unix:PATH`` on a unix socket)."""
+        if self._sock.family == socket.AF_UNIX:
+            return f"unix:{self.host}"
         shown = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{shown}:{self.port}"
 

@@ -4,8 +4,10 @@
   a wrong (or unconfigured) secret answers 404 like any unknown path and changes nothing.
 * With an allow-list of source addresses (``webhook_allowed_sources``), a request from
   any other address answers 403 and changes nothing.
-* Bodies go through :func:`gateway.event_parsing.parse_webhook`; a malformed body answers
-  400 with the reason and changes nothing.
+* Bodies go through :func:`gateway.event_parsing.parse_webhook` (off the event loop past
+  :data:`PARSE_ON_LOOP_BYTES`); a malformed body answers 400 with the reason and changes
+  nothing. A body of many events goes to the batcher :data:`SUBMIT_EVENTS` at a time, so
+  one big body never holds the loop (``/healthz`` and other posts are answered meanwhile).
 * Events of an instance gatecast does not hold (no row, ``gone``, or no id) are refused:
   never stored or applied, counted and logged (:mod:`gatecast.web.webhook_guard`); the
   answer is still 200 (``refused``: how many), as gateways neither retry nor read it.
@@ -52,7 +54,7 @@ from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.problems import MEDIA_TYPE as PROBLEM_MEDIA_TYPE
 from gatecast.web.problems import STATUS_CODES, Problem
 from gatecast.web.webhook_appliers import make_applier, make_inline_applier, make_later_applier
-from gatecast.web.webhook_batcher import EventBatcher
+from gatecast.web.webhook_batcher import MAX_BATCH_EVENTS, EventBatcher
 from gatecast.web.webhook_guard import InstancesUnknown, WebhookGuard, guard_for
 from gatecast.web.webhook_journal import EventJournal
 from gatecast.web.webhook_pg import make_pg_store
@@ -109,6 +111,12 @@ _NOT_FOUND: dict[str, Any] = {"detail": "Not Found"}
 _FORBIDDEN: dict[str, Any] = {"detail": "source address not allowed"}
 
 
+#: bodies up to this size are parsed on the event loop (a few events: quicker than a thread)
+PARSE_ON_LOOP_BYTES = 64 * 1024
+#: a body's events go to the batcher this many at a time (its transaction's bound)
+SUBMIT_EVENTS = MAX_BATCH_EVENTS
+
+
 def secret_matches(given: str, expected: str) -> bool:
     """Constant-time comparison; an unconfigured (empty) secret matches nothing."""
     if not expected:
@@ -126,7 +134,10 @@ async def accept_body(app: Any, ctx: AppContext, body: bytes) -> tuple[int, dict
     ``app`` is the FastAPI app whose lifespan started the batcher (``app.state``).
     """
     try:
-        events = parse_webhook(body)
+        if len(body) > PARSE_ON_LOOP_BYTES:  # a big body is parsed off the event loop
+            events = await asyncio.to_thread(parse_webhook, body)
+        else:
+            events = parse_webhook(body)
     except MalformedEvent as exc:
         return 400, {"detail": f"malformed event: {exc}"}
     actionable: list[Event] = [e for e in events if isinstance(e, _ACTIONABLE)]
@@ -143,7 +154,11 @@ async def accept_body(app: Any, ctx: AppContext, body: bytes) -> tuple[int, dict
         batcher = getattr(app.state, "webhook_batcher", None)
         try:
             if isinstance(batcher, EventBatcher) and batcher.running:
-                await batcher.submit(actionable)
+                # a big body goes in batches (each its own transaction, the loop free in
+                # between: /healthz and other posts are answered meanwhile); 200 once all
+                # are stored (a retry after a 503 half-way is harmless: stores dedupe)
+                for start in range(0, len(actionable), SUBMIT_EVENTS):
+                    await batcher.submit(actionable[start : start + SUBMIT_EVENTS])
             else:  # app served without its lifespan: apply directly
                 await asyncio.to_thread(make_applier(ctx), actionable)
         except Exception:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sqlite3
 import time
 from pathlib import Path
@@ -27,6 +28,7 @@ from tests.e2e.nothing_lost import (
     postgres_stopped,
     require_split_service,
 )
+from tests.journeys.harness import wait_for
 
 #: a run that strands a row waits out its 120 s lease (see the PostgreSQL scenario)
 pytestmark = pytest.mark.timeout(600)
@@ -213,3 +215,69 @@ def test_receiver_restarted_in_rolling_fashion_while_events_and_replies_flow(
         assert run.sandbox_get("stats")["webhook_failed"] == 0, run.failed_posts()[:20]
         figures = run.verdict()
         print(f"receiver restarted {ROLLS} times: {json.dumps(figures)}")
+
+
+#: issue 28's kill suite: the intake's handler SIGKILLed, ``serve`` restarted (SIGTERM, start)
+HANDLER_KILLS = 10
+SERVE_RESTARTS = 10
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)  # 20 disturbances: about 5 minutes on an idle 2-core machine
+def test_intake_handler_killed_and_serve_restarted_while_events_and_replies_flow(
+    tmp_path: Path,
+) -> None:
+    """The intake's handler is SIGKILLed HANDLER_KILLS times and ``serve`` restarted
+    (SIGTERM, then a new one) SERVE_RESTARTS times mid-campaign while the gateway posts
+    statuses and STOP replies: the intake's supervisor keeps the socket (a spare handler
+    serves at once) and outlives ``serve`` (each new one adopts it). No connection is
+    refused; a request in flight when its handler was killed is counted and stated."""
+    with operator_run(
+        tmp_path,
+        recipients=RECIPIENTS,
+        per_minute=300,
+        sandbox_args=REPLIES,
+    ) as run:
+        started = time.monotonic()
+        run.serve()
+        first = run.ws.intake()
+        assert first is not None
+        kills = restarts = 0
+        while kills < HANDLER_KILLS or restarts < SERVE_RESTARTS:
+            run.wait_accepted(min(run.accepted() + 6, RECIPIENTS))
+            if kills < HANDLER_KILLS:
+                intake = run.ws.intake()
+                assert intake is not None and intake.pid == first.pid
+                os.kill(intake.handler, signal.SIGKILL)
+                kills += 1
+                wait_for(
+                    lambda i=intake: (
+                        (now := run.ws.intake()) is not None and now.handler != i.handler
+                    ),
+                    timeout=30,
+                    what="the spare handler serving",
+                )
+                time.sleep(0.5)  # the gateway posts meanwhile
+            if restarts < SERVE_RESTARTS:
+                assert run.server is not None
+                assert run.server.stop() == 0, run.server.process.output()[-2000:]
+                restarts += 1
+                run.serve()
+                assert "kept receiving" in run.server.process.output()
+        disturbed = time.monotonic() - started
+        stranded, _ = run.resend_unknown()
+        assert stranded <= restarts * len(run.senders), stranded
+        refused, cut = run.lost_posts()
+        figures = run.verdict()
+        last = run.ws.intake()
+        assert last is not None and last.pid == first.pid  # one supervisor all along
+        print(
+            f"intake handler SIGKILLed {kills} times, serve restarted {restarts} times in "
+            f"{disturbed:.0f} s: {len(refused)} connections refused, {len(cut)} posts cut "
+            f"in flight ({sorted({e['error'] for e in cut})}), {stranded} unknown resent, "
+            f"{json.dumps(figures)}"
+        )
+        assert refused == [], refused[:5]
+        assert len(cut) <= kills, [f"{e['event']} {e['error']}" for e in cut]
+        run.ws.run("stop")
+        assert run.ws.intake() is None

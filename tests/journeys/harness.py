@@ -155,6 +155,8 @@ class Workspace:
         env["GATECAST_API_KEY"] = API_KEY
         # journeys not about the warm-up send as before it (they set it "true" to test it)
         env["GATECAST_WARMUP_ENABLED"] = "false"
+        # the intake stops with its serve (journeys that kill serve set a linger)
+        env["GATECAST_INTAKE_LINGER"] = "0"
         if self.gateway_url:
             env["GATECAST_GATEWAY_URL"] = self.gateway_url
             env["GATECAST_ACCESS_TOKEN"] = SANDBOX_TOKEN
@@ -242,14 +244,35 @@ class Workspace:
 
         return running_receiver(self.state_folder)
 
+    def intake(self) -> IntakeInfo | None:
+        """The intake serving this workspace (``serve``'s), if one answers."""
+        from gatecast.intake.supervisor import running_intake
+
+        hello = running_intake(self.state_folder)
+        if hello is None:
+            return None
+        return IntakeInfo(int(hello["pid"]), int(hello["handler"]), str(hello["url"]))
+
     def close(self) -> None:
-        """Stop every process this workspace started, and a receiver a killed ``serve``
-        left serving (a receiver outlives its ``serve``'s crash by design)."""
+        """Stop every process this workspace started, and a receiver or intake a killed
+        ``serve`` left serving (they outlive its crash by design)."""
         for proc in self.processes:
             proc.stop(timeout=15)
         left = self.receiver()
         if left is not None:
             stop_pid(left.pid)
+        intake = self.intake()
+        if intake is not None:
+            stop_pid(intake.pid)  # the supervisor stops its handler
+
+
+@dataclass(frozen=True)
+class IntakeInfo:
+    """A running intake: its supervisor's pid, its handler's pid, the URL it serves."""
+
+    pid: int
+    handler: int
+    url: str
 
 
 def pid_alive(pid: int) -> bool:

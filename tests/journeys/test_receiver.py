@@ -2,11 +2,13 @@
 rolling restart of the receiver loses an event the gateway posts.
 
 * ``gatecast serve`` is SIGKILLed in the middle of a campaign while the sandbox posts
-  statuses and STOP replies: its receiver (the ``gatecast receive`` child it started in a
-  session of its own) keeps answering the gateway and applying the events; the next
-  ``serve`` takes that receiver's listening socket over (the same URL, no bind error);
-  in the end every row the gateway reported is at the gateway's truth, every STOP opted
-  its contact out and no recipient got a message twice.
+  statuses and STOP replies: its intake (the supervisor it started in a session of its
+  own, and its handler) keeps answering the gateway and applying the events while the
+  API answers 503; the next ``serve`` adopts the intake (the same socket, its handler
+  restarted); in the end every row the gateway reported is at the gateway's truth, every
+  STOP opted its contact out and no recipient got a message twice.
+* The intake's handler is SIGKILLed: the supervisor starts another at once and a client
+  asking meanwhile waits, it is never refused.
 * ``gatecast receive`` is restarted in rolling fashion (a new one started in the folder,
   the old one exits) while the gateway posts: every POST answers 200, every event is
   applied.
@@ -14,6 +16,7 @@ rolling restart of the receiver loses an event the gateway posts.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -22,7 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
+from gatecast.intake.supervisor import request
 from tests.journeys.harness import (
     SAMPLES,
     Process,
@@ -92,41 +97,75 @@ def _launch(ws: Workspace, **pace: str) -> tuple[str, int]:
     return sender, _campaign(ws, **pace)
 
 
-def test_a_killed_serve_leaves_its_receiver_receiving_and_the_next_serve_takes_it_over(
+def _behind_in_report(ws: Workspace, campaign_id: int, truth: list[dict[str, Any]]) -> list[str]:
+    """:func:`_behind` read from ``report --output`` (the CLI: the API is down meanwhile)."""
+    out = ws.path / "report.json"
+    ws.run("report", str(campaign_id), "--output", str(out))
+    rows = {r["message_id"]: r for r in json.loads(out.read_text())["deliveries"]}
+    behind = [
+        f"{m['message_id']}: {rows[m['message_id']]['state']} != {m['status']}"
+        for m in truth
+        if m["message_id"] in rows and rows[m["message_id"]]["state"] != m["status"]
+    ]
+    opted = {r["target"] for r in rows.values() if r["opted_out"] is True}
+    stops = {"+" + m["to"] for m in truth if m["replied"] == "STOP"}
+    return behind + [f"{phone} answered STOP, not opted out" for phone in stops - opted]
+
+
+def test_a_killed_serve_leaves_its_intake_receiving_and_the_next_serve_adopts_it(
     tmp_path: Path,
 ) -> None:
     sandbox = _sandbox(tmp_path / "sandbox")
     try:
-        with workspace(tmp_path / "work", sandbox.url, GATECAST_WEBHOOK_SECRET=SECRET) as ws:
+        with workspace(
+            tmp_path / "work",
+            sandbox.url,
+            GATECAST_WEBHOOK_SECRET=SECRET,
+            GATECAST_INTAKE_LINGER="120",
+        ) as ws:
             _sender, campaign_id = _launch(ws, **PACE)
             server = ws.serve()
-            receiver = ws.receiver()
-            assert receiver is not None and receiver.url == server.url
-            assert receiver.pid != server.process.popen.pid  # its own process
+            intake = ws.intake()
+            assert intake is not None and intake.url == server.url
+            assert server.process.popen.pid not in (intake.pid, intake.handler)  # its own
             wait_for(lambda: len(_truth(sandbox.url)) >= 8, timeout=60, what="sends under way")
 
             server.process.kill()  # SIGKILL mid-campaign, events still to come
             sent_by_the_dead = len(_truth(sandbox.url))
-            assert ws.receiver() == receiver  # the receiver stayed up
-            with server.api() as api:  # the receiver serves the API too
-                wait_for(lambda: _idle(sandbox.url), timeout=30, what="the gateway's events")
-                truth = _truth(sandbox.url)
-                assert len(truth) == sent_by_the_dead  # nothing sends while serve is down
-                assert any(m["replied"] == "STOP" for m in truth), truth
-                # every event posted while serve was down was received and applied
-                wait_for(
-                    lambda: not _behind(api, campaign_id, truth),
+            assert ws.intake() == intake  # the intake stayed up
+            # the API and dashboard went with serve's web process: 503, retry later
+            with server.api() as api:
+                gone = wait_for(
+                    lambda: (r := api.get("/api/v1/campaigns")).status_code == 503 and r,
                     timeout=30,
-                    what="the events applied by the receiver alone",
+                    what="the API answering 503",
                 )
+                assert gone.headers["retry-after"] == "5"
+                assert api.get("/healthz").json() == {"status": "ok"}  # the intake's
+            wait_for(lambda: _idle(sandbox.url), timeout=30, what="the gateway's events")
+            truth = _truth(sandbox.url)
+            assert len(truth) == sent_by_the_dead  # nothing sends while serve is down
+            assert any(m["replied"] == "STOP" for m in truth), truth
+            # every event posted while serve was down was received and applied
+            wait_for(
+                lambda: not _behind_in_report(ws, campaign_id, truth),
+                timeout=30,
+                what="the events applied by the intake alone",
+            )
             assert _stats(sandbox.url)["webhook_failed"] == 0
 
             again = ws.serve()
-            assert again.url == server.url  # the same socket, handed over
-            assert "took over the listening socket" in again.process.output()
-            wait_for(lambda: not pid_alive(receiver.pid), timeout=30, what="the old receiver")
-            successor = ws.receiver()
-            assert successor is not None and successor.pid != receiver.pid
+            assert again.url == server.url  # the same socket, never closed
+            assert "kept receiving" in again.process.output()
+            assert "its handler runs this version" in again.process.output()  # no upgrade
+            assert ws.intake() == intake
+            # a restart on new code (what an upgrade asks): a new handler, then the old stops
+            restarted = request(ws.state_folder, "restart", timeout=120)
+            assert restarted is not None and restarted["ok"] is True, restarted
+            adopted = ws.intake()
+            assert adopted is not None and adopted.pid == intake.pid
+            assert adopted.handler == restarted["handler"] != intake.handler
+            wait_for(lambda: not pid_alive(intake.handler), timeout=30, what="the old handler")
 
             with again.api() as api:
 
@@ -145,9 +184,12 @@ def test_a_killed_serve_leaves_its_receiver_receiving_and_the_next_serve_takes_i
             assert stats["recipients_with_several"] == []  # 0 duplicate sends
             assert stats["webhook_failed"] == 0
             assert again.stop() == 0
-            assert ws.receiver() is None  # a clean stop of serve stops its receiver
-            wait_for(lambda: not pid_alive(successor.pid), timeout=30, what="the receiver")
+            assert ws.intake() == adopted  # a restart of serve keeps the intake up
+            assert "stopped" in ws.run("stop").output  # the documented way to stop it all
+            assert ws.intake() is None
+            wait_for(lambda: not pid_alive(adopted.pid), timeout=30, what="the intake")
             assert "Traceback" not in again.process.output()
+            assert "Traceback" not in server.process.output()
     finally:
         sandbox.stop()
 
@@ -283,30 +325,67 @@ def test_receive_and_worker_run_as_two_services(tmp_path: Path) -> None:
         sandbox.stop()
 
 
-def test_serve_starts_a_new_receiver_when_its_receiver_dies(ws: Workspace) -> None:
+def test_a_killed_intake_handler_is_replaced_at_once_and_no_connection_is_refused(
+    ws: Workspace,
+) -> None:
     server = ws.serve()
-    first = ws.receiver()
+    first = ws.intake()
     assert first is not None
-    os.kill(first.pid, signal.SIGKILL)  # the receiver crashes; serve's worker goes on
-    again = wait_for(
-        lambda: (r := ws.receiver()) is not None and r.pid != first.pid and r,
-        timeout=60,
-        what="a new receiver started by serve",
+    refused: list[str] = []
+    answers: list[int] = []
+    done = threading.Event()
+
+    def poll() -> None:  # a client asking all along: it waits, it is never refused
+        with httpx.Client(timeout=60) as client:
+            while not done.is_set():
+                try:
+                    answers.append(client.get(f"{server.url}/healthz").status_code)
+                except httpx.ConnectError as exc:
+                    refused.append(repr(exc))
+                time.sleep(0.02)
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        os.kill(first.handler, signal.SIGKILL)  # the handler crashes; the socket stays
+        again = wait_for(
+            lambda: (r := ws.intake()) is not None and r.handler != first.handler and r,
+            timeout=60,
+            what="a new handler started by the supervisor",
+        )
+        wait_for(lambda: answers[-3:] == [200] * 3, timeout=60, what="answers again")
+    finally:
+        done.set()
+        poller.join()
+    assert refused == []
+    assert again.pid == first.pid and again.url == server.url
+    assert f"handler {first.handler} exited (-9); its spare" in server.process.output()
+    # the web process dies: the API answers 503 meanwhile, serve starts another
+    web = [c for c in psutil.Process(server.process.popen.pid).children() if "web" in c.cmdline()]
+    assert len(web) == 1
+    web[0].kill()
+    wait_for(
+        lambda: "the web process exited" in server.process.output(),
+        timeout=30,
+        what="serve noticing",
     )
-    assert again.url == server.url  # the same address, bound again
     with server.api() as api:
-        assert api.get("/healthz").json() == {"status": "ok"}
-    assert "the receiver process exited" in server.process.output()
+        wait_for(
+            lambda: api.get("/api/v1/campaigns").status_code == 200,
+            timeout=60,
+            what="the API back",
+        )
     assert server.stop() == 0
-    assert ws.receiver() is None
+    wait_for(lambda: ws.intake() is None, timeout=30, what="the intake (linger 0) stopping")
 
 
-def test_a_sigterm_while_serve_starts_stops_its_receiver_too(ws: Workspace) -> None:
-    # the receiver child has started; serve may still be starting its worker: a stop now
-    # must not leave the receiver serving on its own
+def test_a_sigterm_while_serve_starts_stops_its_intake_too(ws: Workspace) -> None:
+    # the intake has started; serve may still be starting its worker: with linger 0 a stop
+    # now must not leave the intake serving on its own
     proc = ws.spawn("serve", "--port", "0")
-    receiver = wait_for(ws.receiver, timeout=60, what="serve's receiver")
+    intake = wait_for(ws.intake, timeout=60, what="serve's intake")
     proc.popen.send_signal(signal.SIGTERM)
     assert proc.popen.wait(60) == 0, proc.output()
-    wait_for(lambda: not pid_alive(receiver.pid), timeout=60, what="the receiver to stop")
-    assert ws.receiver() is None
+    wait_for(lambda: not pid_alive(intake.pid), timeout=60, what="the intake to stop")
+    assert not pid_alive(intake.handler)
+    assert ws.intake() is None

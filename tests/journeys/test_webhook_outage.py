@@ -88,11 +88,14 @@ def test_events_journalled_by_a_killed_serve_are_applied_by_the_next(
                     gateway.post(hook, json=_stop(sender, stopper, "stop-2")).status_code
                 )
             assert answers == [200] * (len(ids) + 1), answers
-            receiver = ws.receiver()
-            assert receiver is not None
-            server.process.kill()  # SIGKILL both: what they acknowledged is only in the journal
-            os.kill(receiver.pid, signal.SIGKILL)
-            wait_for(lambda: not pid_alive(receiver.pid), timeout=60, what="the receiver killed")
+            intake = ws.intake()
+            assert intake is not None
+            # SIGKILL them all: what they acknowledged is only in the journal
+            os.kill(intake.pid, signal.SIGKILL)
+            os.kill(intake.handler, signal.SIGKILL)
+            server.process.kill()
+            for pid in (intake.pid, intake.handler):
+                wait_for(lambda p=pid: not pid_alive(p), timeout=60, what="the intake killed")
         finally:
             blocker.execute("COMMIT")
             blocker.close()

@@ -566,3 +566,46 @@ def test_events_stored_but_unapplied_by_a_dead_process_are_applied_at_start(
 
     asyncio.run(go())
     assert _states(engine) == ["sent", "read"]
+
+
+def test_a_body_of_20000_events_leaves_the_loop_free_and_stores_them_all(
+    sqlite_engine: Engine,
+) -> None:
+    """One body of 20,000 events (16 MiB at most) is parsed off the loop and stored in
+    batches: ``/healthz`` and a STOP posted meanwhile are answered within a second each."""
+    from gatecast.intake.handler import create_intake_app
+
+    _campaign(sqlite_engine, 1)
+    ctx = AppContext(
+        settings=Settings(webhook_secret=SecretStr(SECRET), database_url="sqlite://"),
+        engine=sqlite_engine,
+        clock=lambda: NOW,
+    )
+    app = create_intake_app(ctx, "\0gatecast-test-no-web")
+    big = json.dumps([_status(i, "delivered") for i in range(20_000)]).encode()
+    waits: list[float] = []
+    outcome: dict[str, Any] = {}
+
+    async def go() -> None:
+        inner = app.fastapi_app  # the batcher starts with its lifespan
+        async with inner.router.lifespan_context(inner):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://gw") as c:
+                hook = f"/webhooks/gateway/{SECRET}"
+                started = time.monotonic()
+                post = asyncio.create_task(c.post(hook, content=big))
+                while not post.done():
+                    asked = time.monotonic()
+                    assert (await c.get("/healthz")).status_code == 200
+                    small = await c.post(hook, json=_status(99_999, "read"))
+                    assert small.status_code == 200
+                    waits.append(time.monotonic() - asked)
+                    await asyncio.sleep(0.05)
+                outcome["post"] = (await post).status_code
+                outcome["seconds"] = time.monotonic() - started
+
+    asyncio.run(go())
+    assert outcome["post"] == 200
+    assert len(waits) > 1, "the big body was stored before anything else was asked"
+    assert max(waits) < 1.0, (max(waits), outcome["seconds"])
+    assert _counts(sqlite_engine)[0] == 20_001
