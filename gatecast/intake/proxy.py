@@ -14,7 +14,6 @@ request gets 503 with ``Retry-After``: the webhook is served all the same.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import socket
@@ -74,7 +73,7 @@ class WebProxy:
             )
             await unavailable(send)
 
-    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _connect(self) -> socket.socket:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.setblocking(False)
         try:
@@ -82,19 +81,25 @@ class WebProxy:
         except OSError as exc:
             sock.close()
             raise WebUnavailable(f"the web process does not listen ({exc.strerror})") from exc
-        return await asyncio.open_connection(sock=sock, limit=CHUNK)
+        return sock
 
     async def _relay(self, scope: Scope, receive: Receive, send: Send) -> None:
-        reader, writer = await self._connect()
+        # a plain socket, not asyncio's streams: when the web process answers early (a 401
+        # or 413 before the body) and closes, a stream's failed write would discard the
+        # answer already received; the socket still gives it back before the error
+        sock = await self._connect()
         try:
             conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD)
-            writer.write(conn.send(_request(scope)))
-            await _relay_body(conn, receive, writer)
-            await _relay_answer(conn, reader, send)
+            await _send_all(sock, conn.send(_request(scope)))
+            await _relay_body(conn, receive, sock)
+            await _relay_answer(conn, sock, send)
         finally:
-            writer.close()
-            with contextlib.suppress(OSError):
-                await writer.wait_closed()
+            sock.close()
+
+
+async def _send_all(sock: socket.socket, data: bytes | None) -> None:
+    if data:
+        await asyncio.get_running_loop().sock_sendall(sock, data)
 
 
 def _path(scope: Scope) -> str:
@@ -126,7 +131,7 @@ def _request(scope: Scope) -> h11.Request:
     return h11.Request(method=scope["method"], target=target, headers=headers)
 
 
-async def _relay_body(conn: h11.Connection, receive: Receive, writer: asyncio.StreamWriter) -> None:
+async def _relay_body(conn: h11.Connection, receive: Receive, sock: socket.socket) -> None:
     """The request body, a chunk at a time (the web process may answer before reading it
     all: then the rest is dropped and its answer read)."""
     try:
@@ -136,20 +141,18 @@ async def _relay_body(conn: h11.Connection, receive: Receive, writer: asyncio.St
                 raise WebUnavailable("the client went away")
             chunk: bytes = message.get("body", b"")
             if chunk:
-                writer.write(conn.send(h11.Data(data=chunk)))
-                await writer.drain()
+                await _send_all(sock, conn.send(h11.Data(data=chunk)))
             if not message.get("more_body", False):
-                writer.write(conn.send(h11.EndOfMessage()))
-                await writer.drain()
+                await _send_all(sock, conn.send(h11.EndOfMessage()))
                 return
     except (ConnectionResetError, BrokenPipeError):
         return  # it answered early and closed: its answer is what the client gets
 
 
-async def _relay_answer(conn: h11.Connection, reader: asyncio.StreamReader, send: Send) -> None:
+async def _relay_answer(conn: h11.Connection, sock: socket.socket, send: Send) -> None:
     """The web process's answer, a chunk at a time."""
     while True:
-        event = await _next_event(conn, reader)
+        event = await _next_event(conn, sock)
         if isinstance(event, h11.Response):
             break
         if not isinstance(event, h11.InformationalResponse):
@@ -157,7 +160,7 @@ async def _relay_answer(conn: h11.Connection, reader: asyncio.StreamReader, send
     headers = [(name, value) for name, value in event.headers if name not in HOP_BY_HOP]
     await send({"type": "http.response.start", "status": event.status_code, "headers": headers})
     while True:
-        event = await _next_event(conn, reader)
+        event = await _next_event(conn, sock)
         if isinstance(event, h11.Data):
             await send({"type": "http.response.body", "body": bytes(event.data), "more_body": True})
         elif isinstance(event, h11.EndOfMessage):
@@ -167,11 +170,16 @@ async def _relay_answer(conn: h11.Connection, reader: asyncio.StreamReader, send
             raise WebUnavailable("the web process closed its answer half-way")
 
 
-async def _next_event(conn: h11.Connection, reader: asyncio.StreamReader) -> Any:
+async def _next_event(conn: h11.Connection, sock: socket.socket) -> Any:
+    loop = asyncio.get_running_loop()
     while True:
         event = conn.next_event()
         if event is h11.NEED_DATA:
-            conn.receive_data(await reader.read(CHUNK))
+            try:
+                data = await loop.sock_recv(sock, CHUNK)
+            except ConnectionResetError:
+                data = b""  # closed after its answer, with our body unread: the end
+            conn.receive_data(data)
             continue
         if event is h11.PAUSED or isinstance(event, h11.ConnectionClosed):
             raise WebUnavailable("the web process closed the connection")
