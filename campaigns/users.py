@@ -23,13 +23,14 @@ import hashlib
 import re
 import secrets
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy import Engine, RowMapping
 
+from campaigns.names import name_problem
 from campaigns.paging import Page
 from storage.queries import users as q
 
@@ -42,6 +43,11 @@ KEY_PREFIX = "gck_"
 SHOWN_PREFIX = 12
 MIN_PASSWORD = 10
 MAX_PASSWORD = 1024
+#: the furthest ahead a key's expiry may be (about five years): a later date is a typo or
+#: a key meant never to expire (give no expiry then)
+MAX_KEY_LIFETIME = timedelta(days=1826)
+#: the longest key label
+MAX_KEY_LABEL = 200
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
 
 
@@ -273,7 +279,8 @@ def create_key(
     label: str = "",
 ) -> CreatedKey:
     """A new API key for the user, with ``role`` (default: the user's), which may not be
-    higher than the user's; ``expires_at`` must be in the future."""
+    higher than the user's; ``expires_at`` must be in the future, and at most
+    :data:`MAX_KEY_LIFETIME` ahead."""
     user = get_user(engine, user_name)
     if user.disabled:
         raise UserError("user", f"{user.name} is disabled")
@@ -282,8 +289,17 @@ def create_key(
         raise UserError("role", f"{user.name} is {user.role}: a key may not be {role}")
     if expires_at is not None and expires_at <= now:
         raise UserError("expires_at", "is not in the future")
-    if len(label) > 200:
-        raise UserError("label", "use at most 200 characters")
+    if expires_at is not None and expires_at > now + MAX_KEY_LIFETIME:
+        latest = (now + MAX_KEY_LIFETIME).date().isoformat()
+        raise UserError(
+            "expires_at",
+            f"is more than {MAX_KEY_LIFETIME.days} days ahead (at most {latest}); "
+            "give no expiry for a key that does not expire",
+        )
+    if len(label) > MAX_KEY_LABEL:
+        raise UserError("label", f"use at most {MAX_KEY_LABEL} characters")
+    if (problem := name_problem(label)) is not None:
+        raise UserError("label", problem)
     secret = KEY_PREFIX + secrets.token_urlsafe(32)
     key_id = q.add_key(
         engine,

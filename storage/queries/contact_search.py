@@ -407,6 +407,26 @@ def tag_contacts(conn: Connection, tag_id: int, f: ContactFilter) -> int:
     return len(conn.execute(stmt.returning(contact_tags.c.contact_id)).all())
 
 
+def tag_contact(conn: Connection, contact_id: int, tag_ids: Sequence[int]) -> None:
+    """Give one contact the tags ``tag_ids`` (one ``INSERT``; a tag it has stays)."""
+    if not tag_ids:
+        return
+    stmt = dialect_insert(conn, contact_tags).on_conflict_do_nothing(
+        index_elements=["tag_id", "contact_id"]
+    )
+    conn.execute(stmt, [{"tag_id": t, "contact_id": contact_id} for t in sorted(set(tag_ids))])
+
+
+def untag_contact(conn: Connection, contact_id: int, tag_ids: Sequence[int]) -> None:
+    """Take the tags ``tag_ids`` off one contact (one ``DELETE``)."""
+    if tag_ids:
+        conn.execute(
+            delete(contact_tags).where(
+                contact_tags.c.contact_id == contact_id, contact_tags.c.tag_id.in_(list(tag_ids))
+            )
+        )
+
+
 def untag_contacts(conn: Connection, tag_id: int, f: ContactFilter) -> int:
     """Take the tag off every contact the filter selects; how many lost it."""
     chosen = select(contacts.c.id).where(*conditions(conn, f), true())
