@@ -613,6 +613,8 @@ class ABSpec(_Model):
 MAX_AUDIENCE_NAME = 200
 #: the most values one ``where`` attribute, or one audience field, may list
 MAX_AUDIENCE_ITEMS = 1000
+#: the most attributes one ``where`` compares
+MAX_WHERE_ATTRIBUTES = 50
 
 _AUDIENCE_NAMES = ("lists", "tags", "exclude_lists", "exclude_tags")
 #: an attribute key as the import makes them (``campaigns.importer.attribute_key``)
@@ -639,6 +641,8 @@ def _where_problems(value: Any) -> builtins.list[tuple[str, str]]:
     shape = 'a table of attribute = value or [values], like { city = "Berlin" }'
     if not isinstance(value, Mapping):
         return [("where", shape)]
+    if len(value) > MAX_WHERE_ATTRIBUTES:
+        return [("where", f"at most {MAX_WHERE_ATTRIBUTES} attributes")]
     out: builtins.list[tuple[str, str]] = []
     for key, given in value.items():
         path = f"where.{key}"

@@ -244,7 +244,7 @@ def add_contact(
         try:
             list_clean = clean_list_name(list_name)
         except ValueError as exc:
-            raise ContactError(str(exc), "list") from None
+            raise ContactError(str(exc), "list_name") from None
     with engine.begin() as conn:
         q.wait_for_imports(conn)
         contact_id = cs.insert_contact(

@@ -14,7 +14,7 @@ import itertools
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,7 +62,7 @@ class Served:
     sender: str
 
 
-def _pg_database(admin_url: str) -> Iterator[str]:
+def _pg_database(admin_url: str) -> Generator[str, None, None]:
     name = f"gatecast_t_{uuid.uuid4().hex[:12]}"
     admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
@@ -88,7 +88,7 @@ def served(
         "GATECAST_ARGON2_MEMORY_KIB": "64",
         "GATECAST_ARGON2_TIME_COST": "1",
     }
-    databases: Iterator[str] | None = None
+    databases: Generator[str, None, None] | None = None
     if request.param == "postgresql":
         databases = _pg_database(request.getfixturevalue("pg_server"))
         settings["GATECAST_DATABASE_URL"] = next(databases)
