@@ -216,7 +216,9 @@ _DUMMY: dict[Hashing, str] = {}
 
 def authenticate(engine: Engine, name: str, password: str, hashing: Hashing) -> Holder | None:
     """The user when ``name`` and ``password`` match an enabled user, else None."""
-    found = q.user_by_name(engine, name.strip())
+    name = name.strip()
+    # a name no user can have is not looked up (a NUL would fail on PostgreSQL)
+    found = q.user_by_name(engine, name) if _NAME.match(name) else None
     hasher = hashing.hasher()
     if found is None:
         dummy = _DUMMY.setdefault(hashing, hasher.hash(secrets.token_urlsafe(16)))

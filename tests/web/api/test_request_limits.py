@@ -141,3 +141,20 @@ def test_a_key_expires_within_five_years(
         soon = api.post("/api/v1/users/ann/keys", json={"expires_at": "2030-01-01T00:00:00Z"})
         assert soon.status_code == 201, soon.text
         assert [k["state"] for k in api.get("/api/v1/users/ann/keys").json()["items"]] == ["active"]
+
+
+def test_sign_in_with_unstorable_text_is_refused_not_a_500(
+    make_live: Callable[..., LiveApp], engine: Engine
+) -> None:
+    live = make_live(engine, settings_overrides=FAST)
+    with live.client(key=None, follow_redirects=False) as browser:
+        for form in (
+            {"user": "a\x00b", "password": "long enough 1"},
+            {"user": "ann", "password": "a\x00b"},
+            {"api_key": "gck_a\x00b"},
+            {"api_key": "caf\u00e9\x00"},
+        ):
+            res = browser.post("/login", data=form)
+            assert res.status_code < 500, (form, res.status_code, res.text[:300])
+        latin = {b"Authorization": b"Bearer caf\xe9"}
+        assert browser.get("/api/v1/campaigns", headers=latin).status_code == 401
