@@ -16,7 +16,7 @@ function takes a ``Connection`` and leaves the transaction to its caller.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -415,6 +415,22 @@ def tag_contact(conn: Connection, contact_id: int, tag_ids: Sequence[int]) -> No
         index_elements=["tag_id", "contact_id"]
     )
     conn.execute(stmt, [{"tag_id": t, "contact_id": contact_id} for t in sorted(set(tag_ids))])
+
+
+def id_windows(conn: Connection, size: int) -> list[tuple[int, int]]:
+    """The contacts' ids in ranges of ``size`` (``(first, last)``, both included), lowest
+    first; none when there is no contact."""
+    low, high = conn.execute(select(func.min(contacts.c.id), func.max(contacts.c.id))).one()
+    if low is None:
+        return []
+    return [
+        (start, min(start + size - 1, int(high))) for start in range(int(low), int(high) + 1, size)
+    ]
+
+
+def within(f: ContactFilter, first: int, last: int) -> ContactFilter:
+    """``f`` narrowed to the contacts with an id from ``first`` to ``last``."""
+    return replace(f, where=(*f.where, contacts.c.id.between(first, last)))
 
 
 def untag_contact(conn: Connection, contact_id: int, tag_ids: Sequence[int]) -> None:
