@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
+from campaigns.names import name_problem
 from campaigns.paging import Page
 from storage.queries import audiences as aq
 from storage.queries import contacts as q
@@ -111,6 +112,9 @@ def _clean_name(name: str) -> str:
         raise ValueError("a list name cannot be empty")
     if len(cleaned) > 200:
         raise ValueError(f"list name is {len(cleaned)} characters long; the limit is 200")
+    problem = name_problem(cleaned)
+    if problem is not None:
+        raise ValueError(f"the list name {problem}")
     return cleaned
 
 

@@ -27,6 +27,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, RowMapping
 
 from campaigns.paging import Page
+from gateway.text import storable
 from storage.queries import audit as q
 from storage.queries.audit import AuditFilter
 
@@ -133,23 +134,25 @@ def record(
     changes: Mapping[str, tuple[Any, Any] | list[Any]] | None = None,
 ) -> int:
     """Append one entry; returns its id. ``changes``: each changed field's value before
-    and after (:func:`clean_changes`)."""
+    and after (:func:`clean_changes`). What a request said is recorded as it was, less
+    the characters no database stores (:mod:`gateway.text`): a sign-in refused for a NUL
+    in its user name is still recorded."""
     if outcome not in OUTCOMES:
         raise ValueError(f"outcome {outcome!r}: use {', '.join(OUTCOMES)}")
     return q.append(
         engine,
         at=at,
-        actor=actor[:100],
+        actor=storable(actor[:100]),
         role=role[:16],
-        action=action[:200],
-        target_type=None if target_type is None else target_type[:40],
-        target_id=None if target_id is None else str(target_id)[:100],
-        source=source[:100],
+        action=storable(action[:200]),
+        target_type=None if target_type is None else storable(target_type[:40]),
+        target_id=None if target_id is None else storable(str(target_id)[:100]),
+        source=storable(source[:100]),
         outcome=outcome,
         status=status,
-        detail=clean_detail(detail),
+        detail=storable(clean_detail(detail)),
         key_id=key_id,
-        changes=clean_changes(changes),
+        changes=storable(clean_changes(changes)),
     )
 
 

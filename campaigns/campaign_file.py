@@ -30,6 +30,7 @@ from pydantic import (
     model_validator,
 )
 
+from campaigns.names import name_problem
 from campaigns.templating import (
     MAX_SPINTAX_DEPTH,
     BoundedEnvironment,
@@ -37,6 +38,7 @@ from campaigns.templating import (
     spintax_depth,
 )
 from campaigns.variety import DEFAULT_MAX_IDENTICAL_IN_ROW
+from gateway.text import unstorable_at
 
 MessageType = Literal["text", "media", "interactive", "template", "list"]
 ButtonKind = Literal["quick_reply", "cta_url", "cta_call", "cta_copy"]
@@ -48,6 +50,12 @@ GROUP_MESSAGE_TYPES = ("text", "media")
 MAX_NAME = 300
 MAX_TARGET = 64
 MAX_INSTANCE = 64
+#: items one message or campaign may list (a bounded request, a bounded write)
+MAX_BUTTONS = 10
+MAX_SECTIONS = 10
+MAX_ROWS = 10
+MAX_GROUPS = 1000
+MAX_INSTANCES = 100
 
 #: the largest pace, retry and safety values accepted (beyond them a value is a typo or an
 #: attack: 1e308 seconds of delay, a cap no column holds); every number must be finite
@@ -176,7 +184,7 @@ class SectionSpec(_Model):
     """A section of a list message."""
 
     title: str = ""
-    rows: builtins.list[ListRowSpec] = Field(default_factory=builtins.list)
+    rows: builtins.list[ListRowSpec] = Field(default_factory=builtins.list, max_length=MAX_ROWS)
 
 
 #: fields each message type uses (besides ``type``)
@@ -215,8 +223,12 @@ class MessageSpec(_Model):
     subtitle: str = ""
     footer: str = ""
     button_text: str = ""
-    buttons: builtins.list[ButtonSpec] = Field(default_factory=builtins.list)
-    sections: builtins.list[SectionSpec] = Field(default_factory=builtins.list)
+    buttons: builtins.list[ButtonSpec] = Field(
+        default_factory=builtins.list, max_length=MAX_BUTTONS
+    )
+    sections: builtins.list[SectionSpec] = Field(
+        default_factory=builtins.list, max_length=MAX_SECTIONS
+    )
     variants: builtins.list[VariantSpec] = Field(default_factory=builtins.list)
 
     @model_validator(mode="before")
@@ -600,6 +612,8 @@ class ABSpec(_Model):
 MAX_AUDIENCE_NAME = 200
 #: the most values one ``where`` attribute, or one audience field, may list
 MAX_AUDIENCE_ITEMS = 1000
+#: the most attributes one ``where`` compares
+MAX_WHERE_ATTRIBUTES = 50
 
 _AUDIENCE_NAMES = ("lists", "tags", "exclude_lists", "exclude_tags")
 #: an attribute key as the import makes them (``campaigns.importer.attribute_key``)
@@ -626,6 +640,8 @@ def _where_problems(value: Any) -> builtins.list[tuple[str, str]]:
     shape = 'a table of attribute = value or [values], like { city = "Berlin" }'
     if not isinstance(value, Mapping):
         return [("where", shape)]
+    if len(value) > MAX_WHERE_ATTRIBUTES:
+        return [("where", f"at most {MAX_WHERE_ATTRIBUTES} attributes")]
     out: builtins.list[tuple[str, str]] = []
     for key, given in value.items():
         path = f"where.{key}"
@@ -744,8 +760,8 @@ class CampaignSpec(_Model):
     name: str
     list: str | None = None
     audience: AudienceSpec | None = None
-    groups: builtins.list[str] = Field(default_factory=builtins.list)
-    instances: builtins.list[str] = Field(default_factory=builtins.list)
+    groups: builtins.list[str] = Field(default_factory=builtins.list, max_length=MAX_GROUPS)
+    instances: builtins.list[str] = Field(default_factory=builtins.list, max_length=MAX_INSTANCES)
     message: MessageSpec
     schedule: ScheduleSpec = Field(default_factory=ScheduleSpec)
     pace: PaceSpec = Field(default_factory=PaceSpec)
@@ -808,6 +824,8 @@ def _cross_errors(data: Mapping[str, Any]) -> builtins.list[FieldError]:
         errors.append(FieldError("name", "must not be empty"))
     elif isinstance(name, str) and len(name) > MAX_NAME:
         errors.append(FieldError("name", f"longer than {MAX_NAME} characters"))
+    elif isinstance(name, str) and (problem := name_problem(name)) is not None:
+        errors.append(FieldError("name", problem))
     list_name = data.get("list")
     groups = data.get("groups") or []
     if list_name is not None and isinstance(list_name, str) and not list_name.strip():
@@ -905,7 +923,11 @@ def _field_errors(exc: ValidationError) -> builtins.list[FieldError]:
 
 
 def parse_campaign(data: Mapping[str, Any], source: str = "<campaign>") -> CampaignSpec:
-    """Validate a parsed campaign file; raise :class:`CampaignFileError` listing every problem."""
+    """Validate a parsed campaign file; raise :class:`CampaignFileError` listing every problem
+    (a text holding a character no database stores: that one alone, :mod:`gateway.text`)."""
+    unstorable = unstorable_at(data)
+    if unstorable is not None:
+        raise CampaignFileError([FieldError(*unstorable)], source)
     try:
         return CampaignSpec.model_validate(dict(data))
     except ValidationError as exc:

@@ -26,10 +26,12 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from campaigns.audiences import ContactRecord, clean_list_name
+from campaigns.names import name_problem
 from campaigns.paging import Page
 from campaigns.phones import normalise_phone
 from campaigns.reports.columns import iso, neutralise
 from campaigns.segments import clean_tag, fold_attributes, fold_value, resolve
+from storage.engine import let_writers_in
 from storage.queries import audiences as aq
 from storage.queries import contact_search as cs
 from storage.queries import contacts as q
@@ -41,6 +43,16 @@ MAX_ATTRIBUTE_KEY = 100
 MAX_ATTRIBUTE_VALUE = 1000
 #: a name: at most this long (the column's size)
 MAX_NAME = 300
+#: the most attributes a contact holds (set by hand; an import has its own columns)
+MAX_ATTRIBUTES = 100
+#: the most tags one request adds (or removes) to a contact
+MAX_TAGS = 100
+#: the most phones one bulk change lists (a file or a request; a search reaches any number)
+MAX_PHONES = 10_000
+#: contact ids one transaction of a search's tag change covers (measured on SQLite:
+#: 100,000 contacts tagged in one statement held the write lock 1.5 s; by windows, another
+#: writer waited at most 0.44 s, the whole change took 1.8 s)
+TAG_WINDOW = 10_000
 
 #: a delivery's state in plain words (the contact's page)
 STATE_WORDS: dict[str, str] = {
@@ -89,33 +101,52 @@ def parse_attribute(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     key = key.strip().casefold()
     if not sep or not key:
-        raise ContactError(f"attribute {text!r} is not key=value (e.g. city=Berlin)", "attr")
+        raise ContactError(f"attribute {text!r} is not key=value (e.g. city=Berlin)", "attributes")
     if not value.strip():
-        raise ContactError(f"attribute {key!r} has an empty value (unset it to remove it)", "attr")
+        raise ContactError(
+            f"attribute {key!r} has an empty value (unset it to remove it)", "attributes"
+        )
     if len(key) > MAX_ATTRIBUTE_KEY:
-        raise ContactError(f"attribute name {key[:40]!r}... is too long", "attr")
+        raise ContactError(
+            f"attribute name {key[:40]!r}... is longer than {MAX_ATTRIBUTE_KEY} characters",
+            "attributes",
+        )
     if len(value) > MAX_ATTRIBUTE_VALUE:
         raise ContactError(
-            f"attribute {key!r}: value longer than {MAX_ATTRIBUTE_VALUE} characters", "attr"
+            f"attribute {key!r}: value longer than {MAX_ATTRIBUTE_VALUE} characters", "attributes"
         )
     return key, value.strip()
 
 
 def attributes_from(pairs: Iterable[str] | Mapping[str, Any]) -> dict[str, str]:
-    """Typed ``key=value`` strings, or a mapping, as cleaned attributes."""
+    """Typed ``key=value`` strings, or a mapping, as cleaned attributes (at most
+    :data:`MAX_ATTRIBUTES`)."""
     if isinstance(pairs, Mapping):
-        return dict(parse_attribute(f"{k}={v}") for k, v in pairs.items())
-    return dict(parse_attribute(p) for p in pairs)
+        out = dict(parse_attribute(f"{k}={v}") for k, v in pairs.items())
+    else:
+        out = dict(parse_attribute(p) for p in pairs)
+    _at_most_attributes(len(out))
+    return out
 
 
-def clean_tags(names: Iterable[str]) -> list[str]:
-    """Tag names as stored; :class:`ContactError` for an empty or unusable one."""
+def _at_most_attributes(n: int) -> None:
+    if n > MAX_ATTRIBUTES:
+        raise ContactError(
+            f"{n} attributes: a contact holds at most {MAX_ATTRIBUTES}", "attributes"
+        )
+
+
+def clean_tags(names: Sequence[str], field: str = "tag") -> list[str]:
+    """Tag names as stored (at most :data:`MAX_TAGS`); :class:`ContactError` for an empty
+    or unusable one, or too many."""
+    if len(names) > MAX_TAGS:
+        raise ContactError(f"{len(names)} tags: at most {MAX_TAGS} in one request", field)
     out: list[str] = []
     for name in names:
         try:
             out.append(clean_tag(name))
         except ValueError as exc:
-            raise ContactError(str(exc), "tag") from None
+            raise ContactError(str(exc), field) from None
     return list(dict.fromkeys(out))
 
 
@@ -123,6 +154,9 @@ def _clean_name(name: str) -> str:
     cleaned = name.strip()
     if len(cleaned) > MAX_NAME:
         raise ContactError(f"the name is longer than {MAX_NAME} characters", "name")
+    problem = name_problem(cleaned)
+    if problem is not None:
+        raise ContactError(f"the name {problem}", "name")
     return cleaned
 
 
@@ -208,14 +242,14 @@ def add_contact(
     when the phone is unusable or already a contact, or an attribute or tag is."""
     e164 = phone_e164(phone, region)
     attrs = attributes_from(attributes or {})
-    tag_names = clean_tags(tags)
+    tag_names = clean_tags(tags, "tags")
     clean = _clean_name(name)
     list_clean: str | None = None
     if list_name is not None:
         try:
             list_clean = clean_list_name(list_name)
         except ValueError as exc:
-            raise ContactError(str(exc), "list") from None
+            raise ContactError(str(exc), "list_name") from None
     with engine.begin() as conn:
         q.wait_for_imports(conn)
         contact_id = cs.insert_contact(
@@ -242,9 +276,9 @@ def add_contact(
 
 
 def _tag(conn: Connection, contact_id: int, names: Sequence[str], now: datetime) -> None:
-    one = cs.ContactFilter(where=(cs.contacts.c.id == contact_id,))
-    for tag_id in aq.ensure_tags(conn, names, now).values():
-        cs.tag_contacts(conn, tag_id, one)
+    """Tag one contact with ``names`` (created where missing): two statements, whatever
+    their number."""
+    cs.tag_contact(conn, contact_id, list(aq.ensure_tags(conn, names, now).values()))
 
 
 @dataclass(frozen=True)
@@ -265,8 +299,10 @@ def edit_contact(
     """Apply ``edit`` to the contact ``phone`` in one transaction."""
     e164 = phone_e164(phone, region)
     attrs_set = attributes_from(edit.set_attributes)
+    _at_most_attributes(len(edit.unset_attributes))
     unset = [k.strip().casefold() for k in edit.unset_attributes]
-    add_tags, remove_tags = clean_tags(edit.add_tags), clean_tags(edit.remove_tags)
+    add_tags = clean_tags(edit.add_tags, "add_tags")
+    remove_tags = clean_tags(edit.remove_tags, "remove_tags")
     with engine.begin() as conn:
         row = cs.contact_for_update(conn, e164)
         if row is None:
@@ -282,6 +318,7 @@ def edit_contact(
         for k in unset:
             attrs.pop(k)
         attrs.update(attrs_set)
+        _at_most_attributes(len(attrs))
         values: dict[str, Any] = {
             "attributes": attrs,
             "folded": fold_attributes(attrs),
@@ -292,9 +329,7 @@ def edit_contact(
             values["folded_name"] = fold_value(values["name"])
         cs.update_contact(conn, contact_id, values)
         _tag(conn, contact_id, add_tags, now)
-        one = cs.ContactFilter(where=(cs.contacts.c.id == contact_id,))
-        for tag_id in aq.tag_ids(conn, remove_tags).values():
-            cs.untag_contacts(conn, tag_id, one)
+        cs.untag_contact(conn, contact_id, list(aq.tag_ids(conn, remove_tags).values()))
         return _record(conn, contact_id)
 
 
@@ -336,6 +371,12 @@ def _targets(conn: Connection, t: Targets, region: str) -> cs.ContactFilter:
             raise ContactNotFound(f"no contact with phone {e164}", "phone")
         return cs.ContactFilter(where=(cs.contacts.c.phone == e164,))
     if t.phones is not None:
+        if len(t.phones) > MAX_PHONES:
+            raise ContactError(
+                f"{len(t.phones)} phones: at most {MAX_PHONES} in one change "
+                "(tag a list or a search instead)",
+                "phones",
+            )
         missing, f = cs.phones_filter(conn, list(t.phones))
         if missing:
             more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
@@ -349,14 +390,27 @@ def change_tag(
     engine: Engine, tag: str, targets: Targets, *, add: bool, region: str, now: datetime
 ) -> int:
     """Tag (``add``) or untag the contacts of ``targets``; how many changed. Untagging with
-    a tag nobody has is refused as unknown."""
+    a tag nobody has is refused as unknown.
+
+    A phone or a list of phones (at most :data:`MAX_PHONES`) changes in one transaction; a
+    search's contacts change :data:`TAG_WINDOW` ids at a time, each window its own
+    transaction, so tagging a million contacts never holds the write lock for long (a
+    failure half-way leaves the first windows changed: run it again, it is idempotent)."""
     name = clean_tags([tag])[0]
     with engine.begin() as conn:
         f = _targets(conn, targets, region)
-        if add:
-            tag_id = aq.ensure_tags(conn, [name], now)[name]
-            return cs.tag_contacts(conn, tag_id, f)
-        return cs.untag_contacts(conn, _tag_id(conn, name), f)
+        tag_id = aq.ensure_tags(conn, [name], now)[name] if add else _tag_id(conn, name)
+        change = cs.tag_contacts if add else cs.untag_contacts
+        if targets.search is None:
+            return change(conn, tag_id, f)
+        windows = cs.id_windows(conn, TAG_WINDOW)
+    changed = 0
+    for n, (first, last) in enumerate(windows):
+        if n:
+            let_writers_in(engine)
+        with engine.begin() as conn:
+            changed += change(conn, tag_id, cs.within(f, first, last))
+    return changed
 
 
 def remove_from_lists(engine: Engine, phone: str, list_name: str | None, *, region: str) -> int:

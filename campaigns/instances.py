@@ -45,6 +45,7 @@ from urllib.parse import quote
 from sqlalchemy import Connection, Engine, select, update
 
 from campaigns import delivery_lifecycle, lifecycle
+from campaigns.names import name_problem
 from gateway.client import GatewayClient
 from gateway.errors import GatewayError
 from storage import tables
@@ -194,8 +195,29 @@ def _remember(conn: Connection, instance_id: str, now: datetime) -> InstanceReco
     return record
 
 
+#: the longest instance label
+MAX_LABEL = 200
+
+
+class LabelError(ValueError):
+    """A label an instance cannot have (too long, or a character no name may hold)."""
+
+
+def check_label(label: str) -> str:
+    """``label`` trimmed, or :class:`LabelError` saying why it cannot be one."""
+    cleaned = label.strip()
+    if len(cleaned) > MAX_LABEL:
+        raise LabelError(f"the label is longer than {MAX_LABEL} characters")
+    problem = name_problem(cleaned)
+    if problem is not None:
+        raise LabelError(f"the label {problem}")
+    return cleaned
+
+
 def create(engine: Engine, client: GatewayClient, *, now: datetime, label: str = "") -> str:
-    """Create an instance at the gateway and record it; its id (the same while unscanned)."""
+    """Create an instance at the gateway and record it; its id (the same while unscanned).
+    A label that cannot be one is refused before the gateway is asked (:class:`LabelError`)."""
+    label = check_label(label)
     instance_id = client.create_instance()
     with engine.begin() as conn:
         _remember(conn, instance_id, now)

@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from campaigns.campaign_file import MAX_AUDIENCE_NAME, AudienceSpec, audience_problems
+from campaigns.names import name_problem
 from campaigns.paging import Page
 from storage.queries import audiences as aq
 from storage.queries import contacts as cq
@@ -63,6 +64,9 @@ def clean_tag(name: str) -> str:
         raise ValueError(f"tag {name.strip()!r} holds a comma (commas separate tags)")
     if len(tag) > MAX_TAG:
         raise ValueError(f"tag {name.strip()[:40]!r}... is longer than {MAX_TAG} characters")
+    problem = name_problem(tag)
+    if problem is not None:
+        raise ValueError(f"the tag {problem}")
     return tag
 
 
@@ -267,6 +271,9 @@ def clean_segment_name(name: str) -> str:
         raise ValueError("a segment name cannot be empty")
     if len(cleaned) > MAX_AUDIENCE_NAME:
         raise ValueError(f"segment name longer than {MAX_AUDIENCE_NAME} characters")
+    problem = name_problem(cleaned)
+    if problem is not None:
+        raise ValueError(f"the segment name {problem}")
     return cleaned
 
 

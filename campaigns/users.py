@@ -29,13 +29,14 @@ import hashlib
 import re
 import secrets
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy import Engine, RowMapping
 
+from campaigns.names import name_problem
 from campaigns.paging import Page
 from storage.queries import users as q
 
@@ -48,6 +49,11 @@ KEY_PREFIX = "gck_"
 SHOWN_PREFIX = 12
 MIN_PASSWORD = 10
 MAX_PASSWORD = 1024
+#: the furthest ahead a key's expiry may be (about five years): a later date is a typo or
+#: a key meant never to expire (give no expiry then)
+MAX_KEY_LIFETIME = timedelta(days=1826)
+#: the longest key label
+MAX_KEY_LABEL = 200
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
 
 
@@ -225,7 +231,9 @@ _DUMMY: dict[Hashing, str] = {}
 
 def authenticate(engine: Engine, name: str, password: str, hashing: Hashing) -> Holder | None:
     """The user when ``name`` and ``password`` match an enabled user, else None."""
-    found = q.user_by_name(engine, name.strip())
+    name = name.strip()
+    # a name no user can have is not looked up (a NUL would fail on PostgreSQL)
+    found = q.user_by_name(engine, name) if _NAME.match(name) else None
     hasher = hashing.hasher()
     if found is None:
         dummy = _DUMMY.setdefault(hashing, hasher.hash(secrets.token_urlsafe(16)))
@@ -289,7 +297,8 @@ def create_key(
     label: str = "",
 ) -> CreatedKey:
     """A new API key for the user, with ``role`` (default: the user's), which may not be
-    higher than the user's; ``expires_at`` must be in the future."""
+    higher than the user's; ``expires_at`` must be in the future, and at most
+    :data:`MAX_KEY_LIFETIME` ahead."""
     user = get_user(engine, user_name)
     if user.disabled:
         raise UserError("user", f"{user.name} is disabled")
@@ -298,8 +307,17 @@ def create_key(
         raise UserError("role", f"{user.name} is {user.role}: a key may not be {role}")
     if expires_at is not None and expires_at <= now:
         raise UserError("expires_at", "is not in the future")
-    if len(label) > 200:
-        raise UserError("label", "use at most 200 characters")
+    if expires_at is not None and expires_at > now + MAX_KEY_LIFETIME:
+        latest = (now + MAX_KEY_LIFETIME).date().isoformat()
+        raise UserError(
+            "expires_at",
+            f"is more than {MAX_KEY_LIFETIME.days} days ahead (at most {latest}); "
+            "give no expiry for a key that does not expire",
+        )
+    if len(label) > MAX_KEY_LABEL:
+        raise UserError("label", f"use at most {MAX_KEY_LABEL} characters")
+    if (problem := name_problem(label)) is not None:
+        raise UserError("label", problem)
     secret = KEY_PREFIX + secrets.token_urlsafe(32)
     key_id = q.add_key(
         engine,

@@ -12,11 +12,14 @@ Two vocabularies are understood (gateway-field-notes.md and docs/sandbox.md):
 Anything else that is well formed comes back as :class:`UnknownEvent`. A body that is not an
 event (not JSON, or a required field missing or of the wrong type) raises
 :class:`MalformedEvent` whose message names the place, e.g. ``data.data[2].key.id: missing``.
+Characters no database stores (NUL, lone surrogates: :mod:`gateway.text`) are removed from
+the decoded JSON, so such an event is stored and applied like any other.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -32,6 +35,7 @@ from gateway.events import (
     QrCode,
     UnknownEvent,
 )
+from gateway.text import storable
 
 _STATUS_BY_CODE: dict[int, DeliveryStatus] = {
     0: DeliveryStatus.FAILED,
@@ -82,6 +86,18 @@ _PERSONAL_SUFFIXES = ("@s.whatsapp.net", "@c.us")
 _Json = Any
 
 
+#: a JSON escape of a character no database stores (NUL, a surrogate): a body holding none
+#: is not walked (gateway.text)
+_UNSTORABLE_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})")
+
+
+def _loads(text: str) -> Any:
+    """``text`` as JSON, without the characters no database stores (NUL, lone
+    surrogates: removed, so the event is stored and applied, never lost for one)."""
+    value = json.loads(text)
+    return storable(value) if _UNSTORABLE_ESCAPE.search(text) else value
+
+
 def parse_webhook(body: bytes | str | Mapping[str, Any] | list[Any]) -> list[Event]:
     """Every event in one webhook body (a body may carry several, or none we act on)."""
     if isinstance(body, bytes | bytearray):
@@ -95,7 +111,7 @@ def parse_webhook(body: bytes | str | Mapping[str, Any] | list[Any]) -> list[Eve
         if not body.strip():
             raise MalformedEvent("body: empty")
         try:
-            body = json.loads(body)
+            body = _loads(body)
         except ValueError as exc:
             raise MalformedEvent(f"body: not JSON ({exc})") from None
         except RecursionError:
@@ -256,7 +272,7 @@ def _parse_one(body: _Json, path: str) -> list[Event]:
     key = name.lower().replace("-", "_")
     if isinstance(payload, str) and payload.lstrip().startswith(("{", "[")):
         try:  # some forwarders encode the payload twice
-            payload = json.loads(payload)
+            payload = _loads(payload)
         except ValueError:
             raise MalformedEvent(f"{payload_path}: a string that is not JSON") from None
     handler = _HANDLERS.get(key)
@@ -399,7 +415,7 @@ def _text_of(content: Mapping[str, Any]) -> str:
     params = _dig(content, "interactiveResponseMessage", "nativeFlowResponseMessage", "paramsJson")
     if params:
         try:
-            decoded = json.loads(params)
+            decoded = _loads(params)
         except ValueError:
             return ""
         if isinstance(decoded, Mapping):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -85,6 +86,20 @@ def take_write_lock(conn: Connection) -> None:
     helps a stale snapshot). PostgreSQL: nothing to do."""
     if conn.dialect.name == "sqlite" and not conn.connection.dbapi_connection.in_transaction:  # type: ignore[union-attr]
         conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+#: SQLite: the longest a writer waiting for the lock sleeps between tries (its busy
+#: handler's last step)
+SQLITE_BUSY_STEP_SECONDS = 0.1
+
+
+def let_writers_in(engine: Engine) -> None:
+    """Between the transactions of a long change: SQLite, wait as long as a writer waiting
+    for the lock sleeps between tries, so it takes the lock before the next transaction
+    (else it may wake only ever while one is running); PostgreSQL: nothing (writers of
+    other rows do not wait, and lock waiters queue)."""
+    if engine.dialect.name == "sqlite":
+        time.sleep(SQLITE_BUSY_STEP_SECONDS)
 
 
 def is_sqlite_file(engine: Engine) -> bool:

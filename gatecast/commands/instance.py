@@ -68,6 +68,8 @@ def _call(fn: Callable[[], T]) -> T:
 
     try:
         return fn()
+    except domain.LabelError as exc:
+        fail(str(exc), 2)
     except domain.InstanceGone as exc:
         fail(
             f"{exc}: gatecast no longer uses it. Create a new instance (`gatecast instance "

@@ -213,7 +213,9 @@ def key_create_cmd(
     from campaigns.users import NoSuchUser, UserError, create_key
 
     now = _now()
-    expires = now + timedelta(days=expires_in_days) if expires_in_days is not None else None
+    # a huge number of days is refused by create_key (MAX_KEY_LIFETIME), not by an overflow
+    days = None if expires_in_days is None else min(expires_in_days, 1e6)
+    expires = now + timedelta(days=days) if days is not None else None
     engine = open_engine_or_fail()
     try:
         created = create_key(engine, name, now, role=role, expires_at=expires, label=label)

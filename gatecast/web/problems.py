@@ -218,6 +218,9 @@ def _http_exception(request: Request, exc: Exception) -> Response:
 def _clean_error(e: Mapping[str, Any]) -> dict[str, Any]:
     if e.get("type") == "json_invalid":  # loc holds a character position
         return {"loc": ["body"], "msg": "the body is not valid JSON", "type": "json_invalid"}
+    if e.get("type") == "extra_forbidden":  # a field no request model has: a misspelling
+        msg = "unknown field (check the spelling)"
+        return {"loc": list(e.get("loc", [])), "msg": msg, "type": "extra_forbidden"}
     return {
         "loc": list(e.get("loc", [])),
         "msg": str(e.get("msg", "")),

@@ -16,7 +16,7 @@ function takes a ``Connection`` and leaves the transaction to its caller.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -405,6 +405,42 @@ def tag_contacts(conn: Connection, tag_id: int, f: ContactFilter) -> int:
     stmt = dialect_insert(conn, contact_tags).from_select(["tag_id", "contact_id"], source)
     stmt = stmt.on_conflict_do_nothing(index_elements=["tag_id", "contact_id"])
     return len(conn.execute(stmt.returning(contact_tags.c.contact_id)).all())
+
+
+def tag_contact(conn: Connection, contact_id: int, tag_ids: Sequence[int]) -> None:
+    """Give one contact the tags ``tag_ids`` (one ``INSERT``; a tag it has stays)."""
+    if not tag_ids:
+        return
+    stmt = dialect_insert(conn, contact_tags).on_conflict_do_nothing(
+        index_elements=["tag_id", "contact_id"]
+    )
+    conn.execute(stmt, [{"tag_id": t, "contact_id": contact_id} for t in sorted(set(tag_ids))])
+
+
+def id_windows(conn: Connection, size: int) -> list[tuple[int, int]]:
+    """The contacts' ids in ranges of ``size`` (``(first, last)``, both included), lowest
+    first; none when there is no contact."""
+    low, high = conn.execute(select(func.min(contacts.c.id), func.max(contacts.c.id))).one()
+    if low is None:
+        return []
+    return [
+        (start, min(start + size - 1, int(high))) for start in range(int(low), int(high) + 1, size)
+    ]
+
+
+def within(f: ContactFilter, first: int, last: int) -> ContactFilter:
+    """``f`` narrowed to the contacts with an id from ``first`` to ``last``."""
+    return replace(f, where=(*f.where, contacts.c.id.between(first, last)))
+
+
+def untag_contact(conn: Connection, contact_id: int, tag_ids: Sequence[int]) -> None:
+    """Take the tags ``tag_ids`` off one contact (one ``DELETE``)."""
+    if tag_ids:
+        conn.execute(
+            delete(contact_tags).where(
+                contact_tags.c.contact_id == contact_id, contact_tags.c.tag_id.in_(list(tag_ids))
+            )
+        )
 
 
 def untag_contacts(conn: Connection, tag_id: int, f: ContactFilter) -> int:

@@ -166,3 +166,25 @@ def test_a_queued_range_unfolds_into_the_queue_a_batch_at_a_time(engine: Engine)
         (0, [], ids[1:7]),
     ]
     assert catch_up_search(engine) == 6
+
+
+def test_a_search_is_tagged_a_window_of_ids_at_a_time(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tagging a search's contacts commits a window of ids at a time (other writers get
+    the lock between them); every contact the search finds is changed, once."""
+    monkeypatch.setattr(c, "TAG_WINDOW", 2)
+    for i in range(5):
+        c.add_contact(engine, f"+1415555010{i}", region="US", now=NOW, name=f"Ann {i}")
+    c.add_contact(engine, "+14155550199", region="US", now=NOW, name="Bob")
+    catch_up_search(engine)
+    every = c.Targets(search=c.Search(query="ann"))
+    assert c.change_tag(engine, "w", every, add=True, region="US", now=NOW) == 5
+    assert _phones(engine, tag="w") == [f"+1415555010{i}" for i in range(5)]
+    assert c.change_tag(engine, "w", every, add=True, region="US", now=NOW) == 0
+    assert c.change_tag(engine, "w", every, add=False, region="US", now=NOW) == 5
+    assert _phones(engine, tag="w") == []
+    with pytest.raises(c.ContactError, match="at most 100"):
+        c.add_contact(
+            engine, "+14155550200", region="US", now=NOW, tags=[f"t{i}" for i in range(101)]
+        )

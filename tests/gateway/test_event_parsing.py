@@ -451,3 +451,33 @@ def test_event_shaped_json_never_crashes(
 def test_a_body_nested_too_deeply_is_malformed(body: str) -> None:
     with pytest.raises(MalformedEvent, match="body: JSON nested too deeply"):
         parse_webhook(body.encode())
+
+
+def test_characters_no_database_stores_are_removed_not_refused() -> None:
+    """A NUL or a lone surrogate in an event (text, ids, a payload encoded twice) is
+    removed: the event is still stored and applied (gateway.text)."""
+    body = json.dumps(
+        {
+            "event": "message",
+            "instance_id": "IID\x00",
+            "data": {"id": "in\x00-1", "chat": "4915112345678@s.whatsapp.net", "text": "ST\x00OP"},
+        }
+    )
+    (event,) = parse_webhook(body.encode())
+    assert isinstance(event, IncomingMessage)
+    assert (event.instance_id, event.message_id, event.text) == ("IID", "in-1", "STOP")
+    twice = json.dumps(
+        {
+            "event": "message",
+            "instance_id": IID,
+            "data": json.dumps(
+                {"id": "m\ud800", "chat": "4915112345678@s.whatsapp.net", "text": "a\x00"}
+            ),
+        }
+    )
+    (event,) = parse_webhook(twice)
+    assert isinstance(event, IncomingMessage)
+    assert (event.message_id, event.text) == ("m", "a")
+    # a valid pair is one character, kept
+    (event,) = parse_webhook(body.replace("ST\\u0000OP", "\\ud83d\\ude00"))
+    assert isinstance(event, IncomingMessage) and event.text == "\U0001f600"

@@ -323,3 +323,22 @@ def test_on_postgresql_ids_and_nul_bytes_behave_as_on_sqlite(ws: Workspace, pg_u
         _names(assert_problem(res, 422, "invalid_request"), "path", "campaign_id")
         assert_problem(api.get(f"/api/v1/campaigns/{INT64_MAX}"), 404, "not_found")
         _still_answers(api)
+
+
+def test_the_cli_keeps_the_same_limits_and_names(ws: Workspace) -> None:
+    """The limits and the name rule of the API hold on the CLI: one home each (issue 27)."""
+    from campaigns.contacts import MAX_TAGS
+
+    tags = [arg for i in range(MAX_TAGS + 1) for arg in ("--tag", f"t{i}")]
+    refused = ws.run("contacts", "add", "+4915112345678", *tags, ok=False)
+    assert refused.code == 1, refused.output
+    assert f"{MAX_TAGS + 1} tags: at most {MAX_TAGS} in one request" in refused.output
+    refused = ws.run("contacts", "add", "+4915112345678", "--name", "in\u202evoice", ok=False)
+    assert refused.code == 1 and "bidirectional control character" in refused.output
+    refused = ws.run("instance", "create", "--label", "shop\u2066", ok=False)
+    assert refused.code == 2 and "bidirectional control character" in refused.output
+    ws.run("users", "add", "ann", "--role", "viewer", "--password-stdin", stdin="long enough 1\n")
+    refused = ws.run("users", "key", "create", "ann", "--expires-in-days", "1e9", ok=False)
+    assert refused.code == 1 and "days ahead" in refused.output, refused.output
+    assert "ann" in ws.run("users", "key", "create", "ann", "--expires-in-days", "30").output
+    assert "+4915112345678" not in ws.run("contacts", "search", "").output

@@ -24,12 +24,19 @@ from gatecast.web.api import (
     users,
     webhook_endpoints,
 )
-from gatecast.web.api.common import ERROR_RESPONSES, IN_PROGRESS, NOT_FOUND
+from gatecast.web.api.common import (
+    ERROR_RESPONSES,
+    IN_PROGRESS,
+    NOT_FOUND,
+    refuse_unstorable_parameters,
+)
 from gatecast.web.auth import require_api_key
 from gatecast.web.idempotency import IDEMPOTENT
 
 router = APIRouter(
-    prefix="/api/v1", dependencies=[Depends(require_api_key)], responses=ERROR_RESPONSES
+    prefix="/api/v1",
+    dependencies=[Depends(require_api_key), Depends(refuse_unstorable_parameters)],
+    responses=ERROR_RESPONSES,
 )
 for _module in (
     composer,

@@ -46,6 +46,7 @@ from gatecast.web.api.common import (
     Limit,
     Offset,
     Page,
+    RequestBody,
     field_error,
 )
 from gatecast.web.api.segments import AudienceCountPublic
@@ -226,7 +227,7 @@ class RetryResult(ActionResult):
     waiting_until: datetime | None = None
 
 
-class RetryRequest(BaseModel):
+class RetryRequest(RequestBody):
     """Which recipients to send again."""
 
     include_unknown: bool = Field(

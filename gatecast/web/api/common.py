@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Generic, TypeVar
 
-from fastapi import Query, status
-from pydantic import BaseModel, Field
+from fastapi import Query, Request, status
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
 
 from gatecast.web.problems import Problem, field_problem
+from gateway.text import describe, unstorable_at
 
 T = TypeVar("T")
 
@@ -19,6 +21,41 @@ INT64_MAX = 2**63 - 1
 Id = Annotated[int, Field(ge=1, le=INT64_MAX, description="A row's id")]
 Limit = Annotated[int, Query(ge=1, le=1000, description="Page size")]
 Offset = Annotated[int, Query(ge=0, le=INT64_MAX, description="Rows to skip")]
+
+
+class RequestBody(BaseModel):
+    """The base of every JSON request body: a field it does not know is refused (422
+    naming it: a misspelt field is a mistake, never silently dropped), and so is a text
+    holding a character no database stores (NUL, a lone surrogate: :mod:`gateway.text`),
+    anywhere in the field's value."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", check_fields=False)
+    @classmethod
+    def _storable(cls, value: Any) -> Any:
+        if isinstance(value, BaseModel):  # a nested body checks its own fields
+            return value
+        found = unstorable_at(value)
+        if found is not None:
+            inside, problem = found
+            raise PydanticCustomError(
+                "unstorable_text",
+                "{where}{problem}",
+                {"where": inside and f"{inside} ", "problem": problem},
+            )
+        return value
+
+
+async def refuse_unstorable_parameters(request: Request) -> None:
+    """A query or path parameter holding a character no database stores is refused (422
+    naming it), on every route of the API and the dashboard (:mod:`gateway.text`)."""
+    for where, params in (("query", request.query_params), ("path", request.path_params)):
+        items = params.multi_items() if hasattr(params, "multi_items") else params.items()
+        for name, value in items:
+            problem = describe(name) or (describe(value) if isinstance(value, str) else None)
+            if problem is not None:
+                raise field_problem((where, name), problem, "unstorable_text")
 
 
 class Page(BaseModel, Generic[T]):

@@ -33,7 +33,7 @@ from gatecast.web.api.campaigns import (
     Unrenderable,
     created_public,
 )
-from gatecast.web.api.common import Id, field_error
+from gatecast.web.api.common import Id, RequestBody, field_error
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.idempotency import IDEMPOTENT, run_once
 from scheduler.estimate import FinalCheck
@@ -42,7 +42,7 @@ router = APIRouter(tags=["campaigns"])
 Ctx = Annotated[AppContext, Depends(get_ctx)]
 
 
-class TomlText(BaseModel):
+class TomlText(RequestBody):
     """A campaign file as TOML text."""
 
     toml: str = Field(max_length=MAX_TOML_BYTES, description="The campaign file (TOML)")
@@ -54,7 +54,7 @@ class SpecBody(BaseModel):
     spec: dict[str, Any]
 
 
-class RecipientPreviewRequest(BaseModel):
+class RecipientPreviewRequest(RequestBody):
     """A campaign file and the contact to render it for."""
 
     spec: dict[str, Any] = Field(description="The campaign file's fields as JSON")

@@ -17,7 +17,7 @@ from starlette.background import BackgroundTask
 
 from campaigns import audiences, contacts
 from campaigns.audiences import ContactRecord
-from gatecast.web.api.common import Id, field_error, not_found
+from gatecast.web.api.common import Id, RequestBody, field_error, not_found
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.idempotency import IDEMPOTENT, run_once
 from gatecast.web.problems import Problem
@@ -50,27 +50,29 @@ class ContactDetailPublic(ContactRecord):
     replies: list[ReplyPublic]
 
 
-class ContactCreate(BaseModel):
+class ContactCreate(RequestBody):
     """A new contact; ``list_name``: put it in that list (created if missing)."""
 
     phone: str = Field(min_length=1, max_length=200)
     name: str = Field(default="", max_length=300)
-    attributes: dict[str, str] = Field(default_factory=dict)
-    tags: list[Tag] = Field(default_factory=list)
+    attributes: dict[str, str] = Field(default_factory=dict, max_length=contacts.MAX_ATTRIBUTES)
+    tags: list[Tag] = Field(default_factory=list, max_length=contacts.MAX_TAGS)
     list_name: str | None = Field(default=None, max_length=200)
 
 
-class ContactEdit(BaseModel):
+class ContactEdit(RequestBody):
     """A change to a contact: a new name, attributes set and removed, tags added and removed."""
 
     name: str | None = Field(default=None, max_length=300)
-    attributes: dict[str, str] = Field(default_factory=dict, description="set these")
-    unset_attributes: list[str] = Field(default_factory=list)
-    add_tags: list[Tag] = Field(default_factory=list)
-    remove_tags: list[Tag] = Field(default_factory=list)
+    attributes: dict[str, str] = Field(
+        default_factory=dict, max_length=contacts.MAX_ATTRIBUTES, description="set these"
+    )
+    unset_attributes: list[str] = Field(default_factory=list, max_length=contacts.MAX_ATTRIBUTES)
+    add_tags: list[Tag] = Field(default_factory=list, max_length=contacts.MAX_TAGS)
+    remove_tags: list[Tag] = Field(default_factory=list, max_length=contacts.MAX_TAGS)
 
 
-class TagRequest(BaseModel):
+class TagRequest(RequestBody):
     """A tag and the contacts it goes on (or off): those a search finds (``q``, and
     optionally ``list_name``/``has_tag`` filters), or ``phones``."""
 
@@ -78,7 +80,7 @@ class TagRequest(BaseModel):
     q: str | None = Field(default=None, max_length=200)
     list_name: str | None = Field(default=None, max_length=200)
     has_tag: str | None = Field(default=None, max_length=100)
-    phones: list[str] | None = Field(default=None, max_length=100_000)
+    phones: list[str] | None = Field(default=None, max_length=contacts.MAX_PHONES)
 
 
 class TagCount(BaseModel):

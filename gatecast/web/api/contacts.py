@@ -7,12 +7,12 @@ from dataclasses import asdict
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
-from pydantic import BaseModel, Field
+from pydantic import Field
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from campaigns import audiences, contacts, erasure
 from campaigns.audiences import ContactRecord
-from gatecast.web.api.common import Id, Limit, Offset, Page, field_error, not_found
+from gatecast.web.api.common import Id, Limit, Offset, Page, RequestBody, field_error, not_found
 from gatecast.web.context import AppContext, get_ctx
 
 router = APIRouter(tags=["contacts"])
@@ -30,7 +30,7 @@ class ContactsPage(Page[ContactPublic]):
     total_exact: bool = True
 
 
-class OptOutRequest(BaseModel):
+class OptOutRequest(RequestBody):
     """Why the contact opted out (kept with the contact)."""
 
     reason: str = Field(default="api", max_length=500)

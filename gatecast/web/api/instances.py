@@ -17,6 +17,7 @@ from gatecast.web.api.common import (
     Limit,
     Offset,
     Page,
+    RequestBody,
     field_error,
     not_found,
 )
@@ -143,7 +144,7 @@ def get_instance(instance_id: str, ctx: Annotated[AppContext, Depends(get_ctx)])
     return get_instance_row(ctx, instance_id)
 
 
-class InstanceCreate(BaseModel):
+class InstanceCreate(RequestBody):
     """A new instance: the gateway names it; the label is ours."""
 
     label: str = Field("", max_length=200)
@@ -158,7 +159,7 @@ class QrCodePublic(BaseModel):
     detail: str = ""
 
 
-class WebhookRequest(BaseModel):
+class WebhookRequest(RequestBody):
     """Where the gateway should post events (default: this server's webhook address)."""
 
     url: str | None = Field(None, description="Override the address derived from settings")
@@ -223,6 +224,10 @@ def webhook_address(ctx: AppContext, fallback_base: str = "") -> str | None:
 
 def create_instance(ctx: AppContext, label: str, base: str = "") -> InstancePublic:
     """Create an instance at the gateway and remember it (same id while one is unscanned)."""
+    try:
+        label = domain.check_label(label)
+    except domain.LabelError as exc:
+        raise field_error(("body", "label"), str(exc)) from None
     with ctx.gateway() as client:
         instance_id = _gateway_call(
             lambda: domain.create(ctx.engine, client, now=ctx.clock(), label=label)
@@ -451,7 +456,7 @@ def post_resume(instance_id: str, ctx: Ctx) -> OperationResult:
     return resume_sender(ctx, instance_id)
 
 
-class WarmupBody(BaseModel):
+class WarmupBody(RequestBody):
     """A sender's warm-up override (nothing set: the default ramp from its first day)."""
 
     off: bool = Field(False, description="No warm-up for this sender (only the daily cap)")

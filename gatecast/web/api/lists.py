@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Request, Response, status
 from pydantic import BaseModel, Field
 
 from campaigns.audiences import ListSummary, clean_list_name, create_list, list_lists
-from gatecast.web.api.common import Id, Limit, Offset, Page, field_error, not_found
+from gatecast.web.api.common import Id, Limit, Offset, Page, RequestBody, field_error, not_found
 from gatecast.web.api.contacts import ContactPublic, search_contacts
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.idempotency import IDEMPOTENT, run_once
@@ -30,7 +30,7 @@ class ListPublic(BaseModel):
     created_at: datetime
 
 
-class ListCreate(BaseModel):
+class ListCreate(RequestBody):
     """A new, empty list (imports create lists too)."""
 
     name: str = Field(min_length=1, max_length=200)

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response, status
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from campaigns.segments import (
     AudienceCount,
@@ -19,7 +19,7 @@ from campaigns.segments import (
     parse_segment,
     segments_page,
 )
-from gatecast.web.api.common import Limit, Offset, Page, field_error, not_found
+from gatecast.web.api.common import Limit, Offset, Page, RequestBody, field_error, not_found
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.idempotency import IDEMPOTENT, run_once
 from gatecast.web.problems import Problem
@@ -58,10 +58,8 @@ class SegmentPublic(BaseModel):
     count: AudienceCountPublic | None = None
 
 
-class SegmentCreate(BaseModel):
+class SegmentCreate(RequestBody):
     """A new segment: the fields of a campaign file's ``[audience]`` (without ``segment``)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     name: Name
     lists: Names = Field(default_factory=list, description="Members of any of these lists")

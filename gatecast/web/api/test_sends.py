@@ -9,11 +9,11 @@ from dataclasses import asdict
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request, Response, status
-from pydantic import BaseModel, Field
+from pydantic import Field
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from campaigns import test_sends as domain
-from gatecast.web.api.common import Id, Limit, Offset, Page, field_error, not_found
+from gatecast.web.api.common import Id, Limit, Offset, Page, RequestBody, field_error, not_found
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.idempotency import IDEMPOTENT, run_once
 from gatecast.web.problems import Problem
@@ -22,7 +22,7 @@ router = APIRouter(tags=["test sends"])
 Ctx = Annotated[AppContext, Depends(get_ctx)]
 
 
-class TestSendRequest(BaseModel):
+class TestSendRequest(RequestBody):
     """Where and how to send the test."""
 
     __test__ = False

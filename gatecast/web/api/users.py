@@ -8,10 +8,10 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Path, Request, Response, status
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, Field
 
 from campaigns import audit, users
-from gatecast.web.api.common import Id, Limit, Offset, Page, field_error, not_found
+from gatecast.web.api.common import Id, Limit, Offset, Page, RequestBody, field_error, not_found
 from gatecast.web.audit import note_changes
 from gatecast.web.auth import hashing
 from gatecast.web.context import AppContext, get_ctx
@@ -34,21 +34,17 @@ class UserPublic(BaseModel):
     password_changed_at: datetime
 
 
-class UserCreate(BaseModel):
+class UserCreate(RequestBody):
     """A new user: name, role and first password."""
-
-    model_config = ConfigDict(extra="forbid")
 
     name: str = Field(max_length=64, description="Letters, digits, . _ @ -")
     role: Role
     password: str = Field(max_length=users.MAX_PASSWORD, description="At least 10 characters")
 
 
-class UserChange(BaseModel):
+class UserChange(RequestBody):
     """What to change on a user (any of them). A new password or disabling ends the
     user's dashboard sessions; a lower role lowers its keys."""
-
-    model_config = ConfigDict(extra="forbid")
 
     role: Role | None = None
     disabled: bool | None = None
@@ -76,10 +72,8 @@ class KeyCreated(KeyPublic):
     key: str = Field(description="gck_...: send it as 'Authorization: Bearer <key>'")
 
 
-class KeyCreate(BaseModel):
+class KeyCreate(RequestBody):
     """A new key: its role (default the user's, never higher) and when it expires."""
-
-    model_config = ConfigDict(extra="forbid")
 
     role: Role | None = None
     expires_at: AwareDatetime | None = Field(None, description="None: it does not expire")

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request, Response, status
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, Field
 
 from campaigns.webhook_endpoints import (
     Attempt,
@@ -20,7 +20,7 @@ from campaigns.webhook_endpoints import (
     get_endpoint,
     replay,
 )
-from gatecast.web.api.common import Id, Limit, Offset, Page, field_error, not_found
+from gatecast.web.api.common import Id, Limit, Offset, Page, RequestBody, field_error, not_found
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.idempotency import IDEMPOTENT, run_once
 
@@ -57,10 +57,8 @@ class EndpointCreated(EndpointPublic):
     secret: str = Field(description="whsec_<base64>: the key of the webhook-signature")
 
 
-class EndpointCreate(BaseModel):
+class EndpointCreate(RequestBody):
     """A new endpoint: the URL that receives the events and which events."""
-
-    model_config = ConfigDict(extra="forbid")
 
     url: str = Field(max_length=2000, description="http:// or https://")
     events: list[Annotated[str, Field(max_length=40)]] = Field(
@@ -84,10 +82,8 @@ class AttemptPublic(BaseModel):
     duration_ms: int
 
 
-class ReplayRequest(BaseModel):
+class ReplayRequest(RequestBody):
     """What to send again (besides the failed messages)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     since: AwareDatetime | None = Field(
         None, description="Also every message that happened since then, delivered or not"

@@ -13,7 +13,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from gatecast.web import roles, sessions
-from gatecast.web.api.common import Id, Offset
+from gatecast.web.api.common import Id, Offset, refuse_unstorable_parameters
 from gatecast.web.audit import record_sign_in
 from gatecast.web.auth import identify, sign_in, sign_out
 from gatecast.web.context import AppContext, get_ctx
@@ -43,7 +43,10 @@ def local_time(value: datetime | None, zone: str = "UTC", with_zone: bool = True
 templates.env.filters["local_time"] = local_time
 
 router = APIRouter(include_in_schema=False)
-page = APIRouter(include_in_schema=False, dependencies=[Depends(require_session)])
+page = APIRouter(
+    include_in_schema=False,
+    dependencies=[Depends(require_session), Depends(refuse_unstorable_parameters)],
+)
 
 Ctx = Annotated[AppContext, Depends(get_ctx)]
 
