@@ -5,8 +5,10 @@
                  |   \\-> queued (retry later, or the sender could not send)
                  +-> failed | skipped (opted out, unsendable)
 
-States only move forward: a status event raises a row's rank (:data:`RANK`), a failure
-lands only on a row that has not progressed past sent (:data:`FAILED_FROM`). Here live the
+Every change of a row's state is one of :data:`MOVES` (its name, the states a row may
+leave by it, the state it takes); storage's statements receive their move. States only
+move forward: a status event raises a row's rank (:data:`RANK`), a failure lands only on
+a row that has not progressed past sent (:data:`FAILED_FROM`). Here live the
 states' order, which gateway status moves a row where (:data:`STATUS_TO_STATE`), what a
 send's outcome makes of a row (:func:`classify`), the time a status gives its state
 (:data:`STATUS_TIMES`), when a status event settles an ``unknown`` row
@@ -15,7 +17,7 @@ send's outcome makes of a row (:func:`classify`), the time a status gives its st
 :data:`REPLY_CLOCK_SKEW`, :func:`reply_time`), and the pauses of senders (connection
 problems, error 463, failure bursts). Storage runs the statements and receives these rules
 as parameters; ``storage.states`` holds only the names of the states (the column's
-vocabulary), re-exported here.
+vocabulary, re-exported here) and the shape of a move.
 """
 
 from __future__ import annotations
