@@ -19,6 +19,7 @@ from datetime import datetime
 from sqlalchemy import Engine, update
 
 from campaigns import lifecycle
+from campaigns.delivery_lifecycle import SKIP_QUEUED
 from campaigns.service import CANCELLED_ERROR, CampaignDeleted, _row
 from storage import tables
 from storage.queries import campaigns as q
@@ -80,7 +81,7 @@ def delete_campaign(engine: Engine, campaign_id: int, *, now: datetime | None = 
             lifecycle.transition(
                 conn, campaign_id, lifecycle.CANCELLED, reason=DELETED_REASON, now=now
             )
-            skipped = q.skip_queued(conn, campaign_id, CANCELLED_ERROR, now=now)
+            skipped = q.skip_queued(conn, campaign_id, CANCELLED_ERROR, move=SKIP_QUEUED, now=now)
         conn.execute(
             update(_campaigns).where(_campaigns.c.id == campaign_id).values(deleted_at=now)
         )

@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import Connection
 
 from storage.queries import deliveries as dq
+from storage.states import Move
 
 #: how a cooldown skip's reason starts (the rest names the hours)
 COOLDOWN_PREFIX = "cooldown:"
@@ -43,13 +44,16 @@ def _since(hours: float, now: datetime) -> datetime:
     return now - timedelta(hours=hours)
 
 
-def skip_cooled(conn: Connection, campaign_id: int, hours: float, *, now: datetime) -> int:
-    """Skip the campaign's queued rows of contacts messaged in the last ``hours``; how
-    many (0 when ``hours`` is 0)."""
+def skip_cooled(
+    conn: Connection, campaign_id: int, hours: float, *, move: Move, now: datetime
+) -> int:
+    """``move`` (skip) the campaign's queued rows of contacts messaged in the last
+    ``hours``; how many (0 when ``hours`` is 0). The move comes from the caller
+    (``delivery_lifecycle.SKIP_QUEUED``: that module reads this one's reasons)."""
     if hours <= 0:
         return 0
     return dq.skip_recently_messaged(
-        conn, campaign_id, since=_since(hours, now), error=cooldown_error(hours)
+        conn, campaign_id, move=move, since=_since(hours, now), error=cooldown_error(hours)
     )
 
 

@@ -5,8 +5,10 @@
                  |   \\-> queued (retry later, or the sender could not send)
                  +-> failed | skipped (opted out, unsendable)
 
-States only move forward: a status event raises a row's rank (:data:`RANK`), a failure
-lands only on a row that has not progressed past sent (:data:`FAILED_FROM`). Here live the
+Every change of a row's state is one of :data:`MOVES` (its name, the states a row may
+leave by it, the state it takes); storage's statements receive their move. States only
+move forward: a status event raises a row's rank (:data:`RANK`), a failure lands only on
+a row that has not progressed past sent (:data:`FAILED_FROM`). Here live the
 states' order, which gateway status moves a row where (:data:`STATUS_TO_STATE`), what a
 send's outcome makes of a row (:func:`classify`), the time a status gives its state
 (:data:`STATUS_TIMES`), when a status event settles an ``unknown`` row
@@ -15,7 +17,7 @@ send's outcome makes of a row (:func:`classify`), the time a status gives its st
 :data:`REPLY_CLOCK_SKEW`, :func:`reply_time`), and the pauses of senders (connection
 problems, error 463, failure bursts). Storage runs the statements and receives these rules
 as parameters; ``storage.states`` holds only the names of the states (the column's
-vocabulary), re-exported here.
+vocabulary, re-exported here) and the shape of a move.
 """
 
 from __future__ import annotations
@@ -28,7 +30,18 @@ from campaigns.cooldown import is_cooldown_error
 from gateway.events import DeliveryStatus
 from gateway.outcomes import OutcomeKind, SendOutcome
 from storage.queries.events import StatusRules
-from storage.states import ALL, DELIVERED, FAILED, QUEUED, READ, SENDING, SENT, SKIPPED, UNKNOWN
+from storage.states import (
+    ALL,
+    DELIVERED,
+    FAILED,
+    QUEUED,
+    READ,
+    SENDING,
+    SENT,
+    SKIPPED,
+    UNKNOWN,
+    Move,
+)
 
 #: Rank of each progress state; a status event only ever raises the rank.
 RANK: dict[str, int] = {QUEUED: 0, SENDING: 1, UNKNOWN: 1, SENT: 2, DELIVERED: 3, READ: 4}
@@ -66,10 +79,73 @@ STATUS_TIMES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     FAILED: ((SENT,), ()),
 }
 
+#: The moves: every change of ``deliveries.state``, by name, with the states a row may
+#: leave by it and the state it takes. Storage's statements receive their move (or, for
+#: status events, :data:`STATUS_RULES` built from the same table); ``tests/campaigns/
+#: test_delivery_moves.py`` checks that no statement sets a state otherwise.
+#: The claim and the send's outcome (the lease: only a ``sending`` row is recorded)
+CLAIM = Move("claim", (QUEUED,), SENDING)
+SEND_ACCEPTED = Move("send_accepted", (SENDING,), SENT)
+SEND_REQUEUED = Move("send_requeued", (SENDING,), QUEUED)  # retry later, or refunded
+SEND_FAILED = Move("send_failed", (SENDING,), FAILED)
+SEND_UNKNOWN = Move("send_unknown", (SENDING,), UNKNOWN)
+SEND_SKIPPED = Move("send_skipped", (SENDING,), SKIPPED)  # opted out or cooled at send
+LEASE_EXPIRED = Move("lease_expired", (SENDING,), UNKNOWN)  # the sender died mid-send
+#: Status events (forward only; a failure only before delivered)
+STATUS_SENT = Move("status_sent", FORWARD_FROM[SENT], SENT)
+STATUS_DELIVERED = Move("status_delivered", FORWARD_FROM[DELIVERED], DELIVERED)
+STATUS_READ = Move("status_read", FORWARD_FROM[READ], READ)
+STATUS_FAILED = Move("status_failed", FAILED_FROM, FAILED)
+#: Queued rows that will not be sent: a cancel, an interrupted start, the contact
+#: cooldown at start, a message that no longer renders after an edit or an A/B pick,
+#: an erased contact
+SKIP_QUEUED = Move("skip_queued", (QUEUED,), SKIPPED)
+ERASED = Move("erased", (QUEUED,), SKIPPED)
+#: Retries over days: queued rows past their horizon
+GIVE_UP = Move("give_up", (QUEUED,), FAILED)
+#: The 463 timelock: claimed rows to cold contacts wait for its end; rows the gateway
+#: refused under it (sent, then failed with 463) go back to the queue
+PARKED = Move("parked", (SENDING,), QUEUED)
+REFUSED_UNDER_LOCK = Move("refused_under_lock", (SENT, FAILED), QUEUED)
+#: ``campaign retry`` (``--unknown``: ambiguous sends too)
+RETRY = Move("retry", (FAILED,), QUEUED)
+RETRY_UNKNOWN = Move("retry_unknown", (FAILED, UNKNOWN), QUEUED)
+
+MOVES: dict[str, Move] = {
+    m.name: m
+    for m in (
+        CLAIM,
+        SEND_ACCEPTED,
+        SEND_REQUEUED,
+        SEND_FAILED,
+        SEND_UNKNOWN,
+        SEND_SKIPPED,
+        LEASE_EXPIRED,
+        STATUS_SENT,
+        STATUS_DELIVERED,
+        STATUS_READ,
+        STATUS_FAILED,
+        SKIP_QUEUED,
+        ERASED,
+        GIVE_UP,
+        PARKED,
+        REFUSED_UNDER_LOCK,
+        RETRY,
+        RETRY_UNKNOWN,
+    )
+}
+
+#: A send's outcome bucket -> its move (a refund re-queues like a retry)
+SEND_MOVES: dict[str, Move] = {
+    FAILED: SEND_FAILED,
+    UNKNOWN: SEND_UNKNOWN,
+    SKIPPED: SEND_SKIPPED,
+}
+
 #: The rules above as storage applies them (hashable: its statements are cached by them).
 STATUS_RULES = StatusRules(
-    forward_from=tuple(FORWARD_FROM.items()),
-    failed_from=FAILED_FROM,
+    forward_from=tuple((m.to, m.from_states) for m in (STATUS_SENT, STATUS_DELIVERED, STATUS_READ)),
+    failed_from=STATUS_FAILED.from_states,
     failed_error=GATEWAY_FAILED_ERROR,
     times=tuple(STATUS_TIMES.items()),
 )
@@ -209,8 +285,10 @@ def classify(
 __all__ = [
     "ALL",
     "ATTEMPTED",
+    "CLAIM",
     "CONNECTION_PAUSE_REASONS",
     "DELIVERED",
+    "ERASED",
     "EVIDENCE_CLOCK_SKEW",
     "EVIDENCE_LOOKBACK",
     "EVIDENCE_WINDOW",
@@ -218,26 +296,45 @@ __all__ = [
     "FAILED_FROM",
     "FORWARD_FROM",
     "GATEWAY_FAILED_ERROR",
+    "GIVE_UP",
+    "LEASE_EXPIRED",
     "LEASE_EXPIRED_ERROR",
+    "MOVES",
     "OPEN",
     "OPTED_OUT_ERROR",
     "OPT_OUT_REASON",
+    "PARKED",
     "QUEUED",
     "RANK",
     "READ",
+    "REFUSED_UNDER_LOCK",
     "REPLY_CAMPAIGN_WINDOW",
     "REPLY_CLOCK_SKEW",
     "RESTRICTION_CODE",
+    "RETRY",
+    "RETRY_UNKNOWN",
     "SENDING",
+    "SEND_ACCEPTED",
+    "SEND_FAILED",
+    "SEND_MOVES",
+    "SEND_REQUEUED",
+    "SEND_SKIPPED",
+    "SEND_UNKNOWN",
     "SENT",
     "SKIPPED",
+    "SKIP_QUEUED",
+    "STATUS_DELIVERED",
+    "STATUS_FAILED",
+    "STATUS_READ",
     "STATUS_RULES",
+    "STATUS_SENT",
     "STATUS_TIMES",
     "STATUS_TO_STATE",
     "TERMINAL",
     "UNKNOWN",
     "UNKNOWN_SETTLE_PERIOD",
     "Bucket",
+    "Move",
     "SupportsRetry",
     "Verdict",
     "burst_pause_reason",

@@ -23,7 +23,7 @@ from sqlalchemy import Connection, Engine, Select, Table, func, select
 
 from campaigns import cooldown, variants
 from campaigns.campaign_file import CampaignSpec, MessageSpec
-from campaigns.delivery_lifecycle import OPTED_OUT_ERROR
+from campaigns.delivery_lifecycle import OPTED_OUT_ERROR, SKIP_QUEUED
 from campaigns.recipient_time import FirstDue, recipient_zone
 from campaigns.render import ContactData, RenderError, recipient_rng, render_message
 from campaigns.segments import evaluate_members
@@ -554,7 +554,7 @@ def materialise(
         dq.insert_new_deliveries(conn, rows, builder.columns)
         queued += n
         total += len(rows)
-    cooled = cooldown.skip_cooled(conn, campaign_id, spec.cooldown_hours, now=now)
+    cooled = cooldown.skip_cooled(conn, campaign_id, spec.cooldown_hours, move=SKIP_QUEUED, now=now)
     return MaterialiseResult(queued=queued, skipped=total - queued, cooled=cooled)
 
 

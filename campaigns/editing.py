@@ -29,6 +29,7 @@ from sqlalchemy import Connection, Engine, select, update
 
 from campaigns import lifecycle
 from campaigns.campaign_file import CampaignSpec, parse_campaign, stored_spec
+from campaigns.delivery_lifecycle import SKIP_QUEUED
 from campaigns.delivery_rows import (
     Recipient,
     audience_recipients,
@@ -234,7 +235,7 @@ def _rerender(conn: Connection, campaign_id: int, spec: CampaignSpec) -> tuple[i
                 skips.append((int(r["id"]), exc.reason))
             else:
                 contents.append((int(r["id"]), message_to_dict(message)))
-        done, gone = dq.rewrite_queued(conn, contents, skips)
+        done, gone = dq.rewrite_queued(conn, contents, skips, skip=SKIP_QUEUED)
         rewritten += done
         skipped += gone
         after = int(rows[-1]["id"])

@@ -39,7 +39,7 @@ import phonenumbers
 from sqlalchemy import Engine
 
 from campaigns import audit
-from storage import states
+from campaigns.delivery_lifecycle import ERASED
 from storage.queries import erasure as q
 
 #: the target (and inbound chat) an erased row gets, followed by the row's id
@@ -49,8 +49,8 @@ ERASED_ERROR = "erased"
 #: the rule the delivery rows are rewritten by
 ANONYMISE = q.Anonymise(
     target_prefix=ERASED_PREFIX,
-    stop_states=(states.QUEUED,),
-    stopped_state=states.SKIPPED,
+    stop_states=ERASED.from_states,
+    stopped_state=ERASED.to,
     stopped_error=ERASED_ERROR,
 )
 _NON_DIGITS = re.compile(r"\D+")

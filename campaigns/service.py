@@ -718,7 +718,9 @@ def cancel_campaign(engine: Engine, campaign_id: int, *, now: datetime | None = 
         lifecycle.transition(
             conn, campaign_id, lifecycle.CANCELLED, reason="cancelled", now=now, action="cancelled"
         )
-        return q.skip_queued(conn, campaign_id, CANCELLED_ERROR, now=now)
+        return q.skip_queued(
+            conn, campaign_id, CANCELLED_ERROR, move=delivery_lifecycle.SKIP_QUEUED, now=now
+        )
 
 
 @dataclass(frozen=True)
@@ -775,7 +777,7 @@ def retry_campaign(
     rest are sent again. A completed, failed or paused campaign becomes running again.
     """
     now = now or utcnow()
-    from_states = [states.FAILED, states.UNKNOWN] if include_unknown else [states.FAILED]
+    move = delivery_lifecycle.RETRY_UNKNOWN if include_unknown else delivery_lifecycle.RETRY
     settled = waiting = 0
     waiting_until: datetime | None = None
     with engine.begin() as conn:
@@ -790,7 +792,7 @@ def retry_campaign(
             cutoff = now - settle
             waiting, latest = q.unknown_waiting(conn, campaign_id, attempted_after=cutoff)
             waiting_until = latest + settle if latest is not None else None
-        n = q.requeue(conn, campaign_id, from_states, now=now, unknown_attempted_before=cutoff)
+        n = q.requeue(conn, campaign_id, move, now=now, unknown_attempted_before=cutoff)
         if n and current in (lifecycle.COMPLETED, lifecycle.FAILED, lifecycle.PAUSED):
             lifecycle.transition(
                 conn, campaign_id, lifecycle.RUNNING, reason=f"retrying {n} recipient(s)", now=now

@@ -30,6 +30,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from campaigns.campaign_file import CampaignSpec, MessageSpec, stored_spec
+from campaigns.delivery_lifecycle import SKIP_QUEUED
 from campaigns.render import ContactData, RenderError, recipient_rng, render_message
 from gateway.messages import message_to_dict
 from storage.queries import variants as vq
@@ -349,7 +350,7 @@ def _release(
                     continue
                 out.append((int(r["id"]), winner, message_to_dict(rendered)))
             vq.release_rest(conn, out, due=now)
-            vq.skip_rest(conn, failed, now=now)
+            vq.skip_rest(conn, failed, move=SKIP_QUEUED, now=now)
             after = int(rows[-1]["id"])
 
 

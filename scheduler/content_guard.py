@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection
 
+from campaigns.delivery_lifecycle import SEND_REQUEUED
 from campaigns.variety import body_digest
 from storage.queries import content_runs as cr
 from storage.queries import deliveries as dq
@@ -66,7 +67,7 @@ def hold_runs(
             continue
         state[row.sender] = changed[row.sender] = (digest, run + 1 if same else 1, now)
         kept.append(row)
-    dq.record_requeued(conn, held, refund_attempt=True)
+    dq.record_requeued(conn, held, move=SEND_REQUEUED, refund_attempt=True)
     cr.set_body_runs(conn, changed)
     return kept
 

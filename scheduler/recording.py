@@ -169,12 +169,12 @@ class Recorder:
             # the chats first, as a webhook batch writes its own (gateway_events._known_chats):
             # a wait on a chat then never holds a delivery or sender row (no deadlock)
             sc.remember_sent(conn, chats, now=now)
-            dq.record_sent(conn, sent)
-            dq.record_requeued(conn, requeue)
-            dq.record_requeued(conn, refund, refund_attempt=True)
-            dq.record_terminal(conn, failed, state=dl.FAILED, now=now)
-            dq.record_terminal(conn, unknown, state=dl.UNKNOWN, now=now)
-            dq.record_terminal(conn, skipped, state=dl.SKIPPED, now=now)
+            dq.record_sent(conn, sent, move=dl.SEND_ACCEPTED)
+            dq.record_requeued(conn, requeue, move=dl.SEND_REQUEUED)
+            dq.record_requeued(conn, refund, move=dl.SEND_REQUEUED, refund_attempt=True)
+            dq.record_terminal(conn, failed, move=dl.SEND_FAILED, now=now)
+            dq.record_terminal(conn, unknown, move=dl.SEND_UNKNOWN, now=now)
+            dq.record_terminal(conn, skipped, move=dl.SEND_SKIPPED, now=now)
             for sender, reason in pauses.items():
                 if iq.pause(conn, sender, reason, now=now):
                     self.note_pause(sender, reason)

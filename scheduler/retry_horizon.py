@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection
 
+from campaigns.delivery_lifecycle import GIVE_UP
 from gateway.outcomes import InstanceProblem
 from scheduler.retry import RetryPolicy
 from storage.queries import horizon as hq
@@ -76,7 +77,13 @@ def fail_stranded(
             hours = policy.horizon_seconds / 3600
             error = f"gave up after {hours:g} h: its sender stayed paused ({reason})"
             n = hq.fail_waiting_since(
-                conn, campaign_id, sender, made_before=cutoff, error=error, now=now
+                conn,
+                campaign_id,
+                sender,
+                move=GIVE_UP,
+                made_before=cutoff,
+                error=error,
+                now=now,
             )
             if n:
                 log.warning(

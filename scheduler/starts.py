@@ -29,6 +29,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 
 from campaigns import lifecycle
 from campaigns.campaign_file import CampaignFileError, start_missed
+from campaigns.delivery_lifecycle import SKIP_QUEUED
 from campaigns.delivery_rows import materialise, materialise_committed
 from scheduler.policy import policy_from_spec
 from storage import states, tables
@@ -84,7 +85,7 @@ def start_failure_reason(exc: Exception) -> str:
 
 def _mark_failed(conn: Connection, campaign_id: int, reason: str, *, now: datetime) -> None:
     lifecycle.transition(conn, campaign_id, lifecycle.FAILED, reason=reason, now=now)
-    cq.skip_queued(conn, campaign_id, reason, now=now)  # rows of an interrupted start
+    cq.skip_queued(conn, campaign_id, reason, move=SKIP_QUEUED, now=now)  # interrupted start
 
 
 def fail_start(
@@ -199,7 +200,9 @@ def _start(engine: Engine, campaign_id: int, *, now: datetime, enforce_grace: bo
         if state != lifecycle.SCHEDULED:
             # changed while its rows were being created (e.g. cancelled): nothing starts
             if state == lifecycle.CANCELLED:
-                cq.skip_queued(conn, campaign_id, CANCELLED_WHILE_STARTING, now=now)
+                cq.skip_queued(
+                    conn, campaign_id, CANCELLED_WHILE_STARTING, move=SKIP_QUEUED, now=now
+                )
             return StartResult(campaign_id, "skipped", f"campaign is {state}")
         materialise(conn, campaign_id, now=now, instances=instances)
         lifecycle.transition(conn, campaign_id, lifecycle.RUNNING, now=now)

@@ -63,7 +63,9 @@ class Sweeper:
     def expire_and_pause(self, conn: Connection, now: datetime) -> int:
         """Expire leases and pause senders that received error-463 status events;
         returns how many rows became ``unknown``."""
-        expired = dq.expire_leases(conn, now=now, error=dl.LEASE_EXPIRED_ERROR)
+        expired = dq.expire_leases(
+            conn, move=dl.LEASE_EXPIRED, now=now, error=dl.LEASE_EXPIRED_ERROR
+        )
         # sender care: coded status events (463 locks cold contacts, scheduler/timelock.py)
         # and the webhook's counted signals feed the health score (scheduler/health.py)
         for sender, counts in timelock.read_signals(conn, now).items():

@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection
 
-from campaigns.delivery_lifecycle import RESTRICTION_CODE
+from campaigns.delivery_lifecycle import PARKED, REFUSED_UNDER_LOCK, RESTRICTION_CODE
 from scheduler.care import current
 from storage.queries import deliveries as dq
 from storage.queries import sender_care as sc
@@ -59,7 +59,9 @@ def on_restriction(
     if row is not None and row.lock_until is not None and row.lock_until > until:
         until = row.lock_until
     sc.set_lock(conn, instance_id, until)
-    back = sc.requeue_refused(conn, instance_id, message_ids, until=until, error=PARKED_ERROR)
+    back = sc.requeue_refused(
+        conn, instance_id, message_ids, move=REFUSED_UNDER_LOCK, until=until, error=PARKED_ERROR
+    )
     log.warning(
         "sender %s: error 463 (may not reach new contacts): known chats and groups go on, "
         "cold contacts wait until %s UTC (%d refused message(s) queued again)",
@@ -99,7 +101,7 @@ def hold_cold(
             back.append((row.id, care.lock_until))
         else:
             keep.append(row)
-    sc.requeue_parked(conn, back, error=PARKED_ERROR)
+    sc.requeue_parked(conn, back, move=PARKED, error=PARKED_ERROR)
     return keep
 
 

@@ -113,6 +113,13 @@ def is_sqlite_url(url: str) -> bool:
     return make_url(normalise_url(url)).get_backend_name() == "sqlite"
 
 
+def upgrades_itself(url: str) -> bool:
+    """True when a database at ``url`` is upgraded to head on open: SQLite (one process
+    owns the file). PostgreSQL is upgraded with ``gatecast db upgrade``, so that several
+    workers never race on a migration."""
+    return is_sqlite_url(url)
+
+
 def sqlite_file(url: str) -> Path | None:
     """The database file of a SQLite URL; None for other databases and in-memory SQLite."""
     parsed = make_url(normalise_url(url))

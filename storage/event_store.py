@@ -9,8 +9,8 @@
   so a transaction that would wait for another writer's lock raises :class:`Locked` at
   once, with nothing written.
 
-The webhook intake (``gatecast.web``) decides when to use them; the SQL and the driver
-live here.
+:func:`open_writer` chooses for the engine's dialect (:class:`EventWriter`); the inbox
+(``campaigns.inbox``) decides when to use them; the SQL and the driver live here.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import psycopg
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import OperationalError
 
-from storage.engine import SQLITE_BUSY_TIMEOUT_MS, is_lock_error
+from storage.engine import SQLITE_BUSY_TIMEOUT_MS, is_lock_error, is_postgres, is_sqlite_file
 from storage.queries import events as q
 
 log = logging.getLogger("gatecast.webhook")
@@ -118,4 +118,41 @@ class NoWaitConnection:
             conn.close()
 
 
-__all__ = ["AsyncStatusInserter", "Locked", "NoWaitConnection"]
+class EventWriter:
+    """The connections the inbox writes events through, beside plain transactions.
+
+    ``nowait``: a SQLite file's connection that never waits for a lock (transactions on
+    the event loop); ``statuses``: PostgreSQL's async inserter of status-event rows. At
+    most one is set; neither for an in-memory SQLite database (a worker thread only).
+    Made by :func:`open_writer`; both connect on first use.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        nowait: NoWaitConnection | None = None,
+        statuses: AsyncStatusInserter | None = None,
+    ) -> None:
+        self.engine = engine
+        self.nowait = nowait
+        self.statuses = statuses
+
+    async def close(self) -> None:
+        """Give back what is held (a later use connects again)."""
+        if self.nowait is not None:
+            self.nowait.close()
+        if self.statuses is not None:
+            await self.statuses.close()
+
+
+def open_writer(engine: Engine) -> EventWriter:
+    """The :class:`EventWriter` for ``engine``'s dialect."""
+    if is_postgres(engine):
+        return EventWriter(engine, statuses=AsyncStatusInserter(engine))
+    if is_sqlite_file(engine):
+        return EventWriter(engine, nowait=NoWaitConnection(engine))
+    return EventWriter(engine)
+
+
+__all__ = ["AsyncStatusInserter", "EventWriter", "Locked", "NoWaitConnection", "open_writer"]

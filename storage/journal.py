@@ -17,6 +17,10 @@ import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from sqlalchemy import Engine
+
+from storage.engine import is_sqlite_file
+
 
 class Journal:
     """One journal file at ``path`` (created, with its directory, on first append)."""
@@ -107,6 +111,19 @@ class Journal:
             _fsync_dir(self.path.parent)
 
 
+def journal_folder(engine: Engine, configured: str | None) -> Path | None:
+    """Where a journal of ``engine``'s events goes: ``configured``, else next to a SQLite
+    file, else the working directory; None for an in-memory SQLite database (nothing
+    outlives the process anyway)."""
+    if engine.dialect.name == "sqlite" and not is_sqlite_file(engine):
+        return None
+    if configured:
+        return Path(configured)
+    if is_sqlite_file(engine) and engine.url.database:
+        return Path(engine.url.database).resolve().parent
+    return Path.cwd()
+
+
 def _line(record: str) -> str:
     if "\n" in record or "\r" in record:
         raise ValueError("a journal record must not hold a line break")
@@ -144,4 +161,4 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-__all__ = ["Journal"]
+__all__ = ["Journal", "journal_folder"]

@@ -6,6 +6,8 @@ makes of a row) live in ``campaigns.delivery_lifecycle``.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 QUEUED = "queued"
 SENDING = "sending"
 SENT = "sent"
@@ -17,3 +19,13 @@ SKIPPED = "skipped"  # opted out at send time, or the message could not render
 
 #: every state, in lifecycle order
 ALL = (QUEUED, SENDING, SENT, DELIVERED, READ, FAILED, UNKNOWN, SKIPPED)
+
+
+class Move(NamedTuple):
+    """One change of ``deliveries.state``: its name, the states a row may leave by it, and
+    the state it takes. The moves are ``campaigns.delivery_lifecycle.MOVES``; a statement
+    that changes a row's state receives its move (storage holds no policy)."""
+
+    name: str
+    from_states: tuple[str, ...]
+    to: str

@@ -18,10 +18,10 @@ from gateway.errors import RequestValidationError
 from storage.engine import (
     Engine,
     current_revision,
-    is_sqlite_url,
     make_engine,
     normalise_url,
     upgrade,
+    upgrades_itself,
 )
 from storage.models import HEAD_REVISION
 from storage.types import utcnow
@@ -45,7 +45,7 @@ def open_engine(settings: Settings, *, auto_upgrade: bool | None = None) -> Engi
     url = normalise_url(settings.database_url)
     engine = make_engine(url)
     if auto_upgrade is None:
-        auto_upgrade = is_sqlite_url(url)
+        auto_upgrade = upgrades_itself(url)
     if auto_upgrade:
         upgrade(engine)
     else:

@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from campaigns.inbox.journal import journal_path
 from gatecast.runtime.http_server import listening_socket
 from gatecast.settings import Settings
-from gatecast.web.webhook_journal import journal_path
 from storage.engine import Engine
 
 log = logging.getLogger("gatecast.receiver")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import re
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
 
@@ -178,10 +178,22 @@ def wants_html(request: Request) -> bool:
     return "text/html" in request.headers.get("accept", "")
 
 
-def _html(request: Request, status: int, title: str, message: str) -> HTMLResponse:
-    from gatecast.web.dashboard.pages import render
+#: what renders an error as an HTML page: ``(request, status, title, message)``; the
+#: dashboard sets it on ``app.state`` (:func:`set_error_page`), no import of it here
+ErrorPage = Callable[[Request, int, str, str], HTMLResponse]
 
-    response = render(request, "error.html", title=title, message=message, status=status)
+
+def set_error_page(app: FastAPI, page: ErrorPage) -> None:
+    """Errors a browser gets on ``app``'s pages are rendered by ``page`` (the dashboard's)."""
+    app.state.error_page = page
+
+
+def _html(request: Request, status: int, title: str, message: str) -> Response:
+    """The error as the app's HTML error page; as problem details on an app without one."""
+    page = getattr(request.app.state, "error_page", None)
+    if page is None:
+        return Problem(status, STATUS_CODES.get(status, "error"), message, title=title).response()
+    response: HTMLResponse = page(request, status, title, message)
     response.status_code = status
     return response
 
@@ -306,6 +318,7 @@ __all__ = [
     "errors_detail",
     "field_problem",
     "install_problem_handlers",
+    "set_error_page",
     "wants_html",
     "web_terms",
 ]

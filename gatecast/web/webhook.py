@@ -6,32 +6,23 @@
   any other address answers 403 and changes nothing.
 * Bodies go through :func:`gateway.event_parsing.parse_webhook` (off the event loop past
   :data:`PARSE_ON_LOOP_BYTES`); a malformed body answers 400 with the reason and changes
-  nothing. A body of many events goes to the batcher :data:`SUBMIT_EVENTS` at a time, so
-  one big body never holds the loop (``/healthz`` and other posts are answered meanwhile).
-* Events of an instance gatecast does not hold (no row, ``gone``, or no id) are refused:
-  never stored or applied, counted and logged (:mod:`gatecast.web.webhook_guard`); the
-  answer is still 200 (``refused``: how many), as gateways neither retry nor read it.
-* Events are group-committed by :class:`~gatecast.web.webhook_batcher.EventBatcher` (an
-  asyncio queue started and stopped with the app's lifespan), which stores each batch in
-  one transaction (on the event loop for a SQLite file unless another writer holds the
-  lock, else in a worker thread: :mod:`gatecast.web.webhook_appliers`; on PostgreSQL a
-  status-only batch over an async connection on the loop: :mod:`gatecast.web.webhook_pg`);
-  each request answers 200 only after its batch committed (a durable acknowledgement).
-  Status events are stored unapplied (:func:`campaigns.gateway_events.store_events_in`) and
-  applied to their deliveries by the inbox pass, a few hundred at once, within 50 ms (and
-  on stop); replies, opt-outs and connection states are applied with the batch. Events a
-  dead process stored but never applied are applied at the next start. Dedupe and
-  forward-only application make duplicates harmless.
-* When the database is locked, full or away, a batch is appended to a local journal file
-  (fsynced) and acknowledged; the batcher drains it into the database, in order, when the
-  database answers again (:mod:`gatecast.web.webhook_journal`). When the journal cannot
-  take it either (a full disk), or the instances held were never read (a cold start with
-  the database away), the request answers 503 with ``Retry-After``.
+  nothing.
+* The events go to the inbox (:class:`campaigns.inbox.Inbox`, started and stopped with
+  the app's lifespan): events of an instance gatecast does not hold are refused (never
+  stored or applied, counted and logged; the answer is still 200, ``refused``: how many,
+  as gateways neither retry nor read it); the rest are group-committed and stored, and
+  each request answers 200 only once its events are durable (committed, or fsynced in the
+  inbox's journal while the database is locked, full or away). Status events are applied
+  to their deliveries by the inbox pass within 50 ms. A body of many events is stored a
+  batch at a time, so one big body never holds the loop. When the events cannot be stored
+  (the journal cannot take them either, or the instances held were never read: a cold
+  start with the database away), the request answers 503 with ``Retry-After``.
 * :func:`install_log_redaction` hides the secret in uvicorn's access and error logs.
 * :class:`WebhookFastPath` serves ``POST /webhooks/gateway/{secret}`` as a bare ASGI
   handler in front of the FastAPI stack (no routing, dependency solving or middleware:
   gateways post one event per request, so per-request overhead bounds the receiver);
   the router's route runs the same :func:`accept_body` for apps built without it.
+* The face knows no database: no dialect, no writer, no journal file (the inbox's).
 """
 
 from __future__ import annotations
@@ -49,52 +40,50 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from campaigns.gateway_events import apply_all_pending, apply_recent_pending
+from campaigns.inbox import Inbox, InboxHooks, NotStored
 from gatecast.web.context import AppContext, get_ctx
+from gatecast.web.metrics import observe_refused, observe_time_to, observe_webhook_lag
 from gatecast.web.problems import MEDIA_TYPE as PROBLEM_MEDIA_TYPE
 from gatecast.web.problems import STATUS_CODES, Problem
-from gatecast.web.webhook_appliers import make_applier, make_inline_applier, make_later_applier
-from gatecast.web.webhook_batcher import MAX_BATCH_EVENTS, EventBatcher
-from gatecast.web.webhook_guard import InstancesUnknown, WebhookGuard, guard_for
-from gatecast.web.webhook_journal import EventJournal
-from gatecast.web.webhook_pg import make_pg_store
+from gatecast.web.webhook_guard import WebhookGuard, guard_for
 from gateway.event_parsing import parse_webhook
-from gateway.events import ConnectionStatus, Event, IncomingMessage, MalformedEvent, MessageStatus
+from gateway.events import MalformedEvent
 
 log = logging.getLogger("gatecast.webhook")
 
 PATH_PREFIX = "/webhooks/gateway/"
-_ACTIONABLE = (MessageStatus, IncomingMessage, ConnectionStatus)
+#: the inbox's observations, to this process's metrics
+METRICS = InboxHooks(lag=observe_webhook_lag, time_to=observe_time_to, refused=observe_refused)
+
+
+def open_inbox(ctx: AppContext) -> Inbox:
+    """The inbox of ``ctx``'s database, reporting to the metrics."""
+    return Inbox.open(ctx.engine, ctx.settings, clock=ctx.clock, hooks=METRICS)
+
+
+def inbox_for(state: Any, ctx: AppContext) -> Inbox:
+    """The :class:`Inbox` kept on an app's ``state`` (made, not started, on first use)."""
+    inbox = getattr(state, "inbox", None)
+    if not isinstance(inbox, Inbox):
+        inbox = open_inbox(ctx)
+        state.inbox = inbox
+    return inbox
 
 
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-    """Start the app's webhook batcher (the inbox); stop it (after applying what it holds)."""
+    """Start the app's inbox; stop it (after applying what it holds)."""
     ctx = app.state.ctx
     assert isinstance(ctx, AppContext)
-    inline = make_inline_applier(ctx, store_only=True)
-    pg_store = make_pg_store(ctx)
-    batcher = EventBatcher(
-        make_applier(ctx, store_only=True),
-        inline=inline,
-        store=pg_store,
-        apply_later=make_later_applier(ctx),
-        inline_later=inline.apply_later if inline is not None else None,
-        sweep=lambda: apply_recent_pending(ctx.engine, now=ctx.clock()),
-        recover=lambda: apply_all_pending(ctx.engine, now=ctx.clock()),
-        journal=EventJournal.for_settings(ctx.settings, ctx.engine),
-    )
+    inbox = open_inbox(ctx)
     app.state.webhook_guard = WebhookGuard(ctx)
-    await batcher.start()
-    app.state.webhook_batcher = batcher
+    await inbox.start()
+    app.state.inbox = inbox
+    app.state.webhook_batcher = inbox.batcher
     try:
         yield
     finally:
-        await batcher.stop()
-        if inline is not None:
-            inline.close()
-        if pg_store is not None:
-            await pg_store.close()
+        await inbox.stop()
 
 
 router = APIRouter(lifespan=lifespan)
@@ -113,8 +102,6 @@ _FORBIDDEN: dict[str, Any] = {"detail": "source address not allowed"}
 
 #: bodies up to this size are parsed on the event loop (a few events: quicker than a thread)
 PARSE_ON_LOOP_BYTES = 64 * 1024
-#: a body's events go to the batcher this many at a time (its transaction's bound)
-SUBMIT_EVENTS = MAX_BATCH_EVENTS
 
 
 def secret_matches(given: str, expected: str) -> bool:
@@ -131,7 +118,7 @@ async def accept_body(app: Any, ctx: AppContext, body: bytes) -> tuple[int, dict
     apply), 400 with the reason for a malformed body, 503 when the events could not be
     stored (the database and the journal cannot take them, or the instances held are not
     known yet: the database was away since start); a 503 carries ``Retry-After``.
-    ``app`` is the FastAPI app whose lifespan started the batcher (``app.state``).
+    ``app`` is the FastAPI app whose lifespan started the inbox (``app.state``).
     """
     try:
         if len(body) > PARSE_ON_LOOP_BYTES:  # a big body is parsed off the event loop
@@ -140,32 +127,13 @@ async def accept_body(app: Any, ctx: AppContext, body: bytes) -> tuple[int, dict
             events = parse_webhook(body)
     except MalformedEvent as exc:
         return 400, {"detail": f"malformed event: {exc}"}
-    actionable: list[Event] = [e for e in events if isinstance(e, _ACTIONABLE)]
-    refused = 0
-    if actionable:
-        try:
-            actionable, refused = await guard_for(app.state, ctx).accept(actionable)
-        except InstancesUnknown:  # the database has not answered since start (logged)
-            return 503, _NOT_STORED
-        except Exception:
-            log.exception("reading the instances held failed")
-            return 503, _NOT_STORED
-    if actionable:
-        batcher = getattr(app.state, "webhook_batcher", None)
-        try:
-            if isinstance(batcher, EventBatcher) and batcher.running:
-                # a big body goes in batches (each its own transaction, the loop free in
-                # between: /healthz and other posts are answered meanwhile); 200 once all
-                # are stored (a retry after a 503 half-way is harmless: stores dedupe)
-                for start in range(0, len(actionable), SUBMIT_EVENTS):
-                    await batcher.submit(actionable[start : start + SUBMIT_EVENTS])
-            else:  # app served without its lifespan: apply directly
-                await asyncio.to_thread(make_applier(ctx), actionable)
-        except Exception:
-            return 503, _NOT_STORED
-    answer: dict[str, Any] = {"status": "ok", "events": len(events), "applied": len(actionable)}
-    if refused:
-        answer["refused"] = refused
+    try:
+        taken = await inbox_for(app.state, ctx).accept(events)
+    except NotStored:
+        return 503, _NOT_STORED
+    answer: dict[str, Any] = {"status": "ok", "events": taken.events, "applied": taken.applied}
+    if taken.refused:
+        answer["refused"] = taken.refused
     return 200, answer
 
 
@@ -202,7 +170,7 @@ class WebhookFastPath:
     """ASGI wrapper: ``POST /webhooks/gateway/{secret}`` straight to :func:`accept_body`.
 
     Everything else (other paths and methods, lifespan) goes to ``app`` unchanged.
-    ``fastapi_app`` is the app whose ``state`` holds the context and the batcher.
+    ``fastapi_app`` is the app whose ``state`` holds the context and the inbox.
     """
 
     def __init__(self, app: ASGIApp, fastapi_app: FastAPI) -> None:
@@ -329,8 +297,10 @@ __all__ = [
     "SecretPathFilter",
     "WebhookFastPath",
     "accept_body",
+    "inbox_for",
     "install_log_redaction",
     "lifespan",
+    "open_inbox",
     "redact",
     "router",
     "secret_matches",

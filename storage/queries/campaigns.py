@@ -13,6 +13,8 @@ from sqlalchemy import Connection, Table, and_, case, func, select, update
 
 from storage import states, tables
 from storage.dialect import dialect_insert
+from storage.queries.moves import may_move
+from storage.states import Move
 
 _d: Table = tables.deliveries
 _campaigns: Table = tables.campaigns
@@ -64,12 +66,14 @@ def replied_count(conn: Connection, campaign_id: int) -> int:
     )
 
 
-def skip_queued(conn: Connection, campaign_id: int, reason: str, *, now: datetime) -> int:
-    """Mark the campaign's queued rows skipped with ``reason``; returns how many."""
+def skip_queued(
+    conn: Connection, campaign_id: int, reason: str, *, move: Move, now: datetime
+) -> int:
+    """``move`` the campaign's queued rows (to skipped) with ``reason``; how many."""
     result = conn.execute(
         update(_d)
-        .where(_d.c.campaign_id == campaign_id, _d.c.state == states.QUEUED)
-        .values(state=states.SKIPPED, error=reason, due_at=None)
+        .where(_d.c.campaign_id == campaign_id, may_move(move))
+        .values(state=move.to, error=reason, due_at=None)
     )
     return int(result.rowcount)
 
@@ -99,21 +103,21 @@ def unknown_waiting(
 def requeue(
     conn: Connection,
     campaign_id: int,
-    from_states: Sequence[str],
+    move: Move,
     *,
     now: datetime,
     unknown_attempted_before: datetime | None = None,
 ) -> int:
-    """Put rows in ``from_states`` back in the queue, due now, attempts reset; with
+    """``move`` rows (its from-states) back in the queue, due now, attempts reset; with
     ``unknown_attempted_before``, ``unknown`` rows attempted after it stay as they are."""
-    cond = [_d.c.campaign_id == campaign_id, _d.c.state.in_(list(from_states))]
+    cond = [_d.c.campaign_id == campaign_id, may_move(move)]
     if unknown_attempted_before is not None:
         cond.append(~_unknown_waiting(unknown_attempted_before))
     result = conn.execute(
         update(_d)
         .where(*cond)
         .values(
-            state=states.QUEUED,
+            state=move.to,
             attempts=0,
             due_at=now,
             lease_until=None,

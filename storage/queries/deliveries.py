@@ -54,6 +54,8 @@ from storage.models import (
     ListMember,
 )
 from storage.queries import paging
+from storage.queries.moves import may_move, may_move_sql, new_state_sql
+from storage.states import Move
 
 _d = tables.deliveries
 _contacts = tables.contacts
@@ -328,9 +330,9 @@ def contacts_messaged_since(
 
 
 def skip_recently_messaged(
-    conn: Connection, campaign_id: int, *, since: datetime, error: str
+    conn: Connection, campaign_id: int, *, move: Move, since: datetime, error: str
 ) -> int:
-    """Skip, with ``error``, the campaign's queued rows whose contact was sent a message
+    """``move`` (skip), with ``error``, the campaign's queued rows whose contact was sent a message
     (by any campaign) since ``since``; one statement (a probe of
     ``ix_deliveries_contact_sent`` per row). How many."""
     other = _d.alias("messaged")
@@ -341,8 +343,10 @@ def skip_recently_messaged(
     )
     stmt = (
         update(_d)
-        .where(_d.c.campaign_id == campaign_id, _QUEUED, _d.c.contact_id.is_not(None), recent)
-        .values(state=states.SKIPPED, error=error, due_at=None)
+        .where(
+            _d.c.campaign_id == campaign_id, may_move(move), _d.c.contact_id.is_not(None), recent
+        )
+        .values(state=move.to, error=error, due_at=None)
     )
     return int(conn.execute(stmt).rowcount or 0)
 
@@ -354,35 +358,41 @@ def _executemany(conn: Connection, stmt: Any, params: list[dict[str, Any]]) -> i
     return int(result.rowcount or 0)
 
 
-def _from_sending(**values: Any) -> Any:
-    """The bulk UPDATE of an outcome: row ``b_id``, still ``sending``, takes ``values``
-    and leaves its lease."""
+def _from_sending(move: Move, **values: Any) -> Any:
+    """The bulk UPDATE of an outcome: row ``b_id``, still ``sending`` (``move``'s
+    from-state), takes ``move``'s state and ``values`` and leaves its lease."""
     return (
         update(_d)
-        .where(_d.c.id == bindparam("b_id"), _d.c.state == states.SENDING)
-        .values(lease_until=None, **values)
+        .where(_d.c.id == bindparam("b_id"), may_move(move))
+        .values(lease_until=None, state=move.to, **values)
     )
 
 
 def _pg_from_sending(
-    conn: Connection, sets: str, arrays: dict[str, tuple[str, list[Any]]], **params: Any
+    conn: Connection,
+    move: Move,
+    sets: str,
+    arrays: dict[str, tuple[str, list[Any]]],
+    **params: Any,
 ) -> int:
     """PostgreSQL: an outcome's bulk UPDATE as one statement over ``unnest``-ed arrays
     (``arrays``: column of ``v`` -> (SQL type, values); ``v.id`` the row ids): the rows
-    still ``sending`` take ``sets`` and leave their lease. One statement, not one per
-    row as an executemany runs, so the counting triggers (migration 0007) fire once."""
+    still ``sending`` (``move``'s from-state) take ``move``'s state and ``sets`` and leave
+    their lease. One statement, not one per row as an executemany runs, so the counting
+    triggers (migration 0007) fire once."""
     names = list(arrays)
     sql = (
-        f"UPDATE {_d.name} AS d SET lease_until = NULL, {sets} "
+        f"UPDATE {_d.name} AS d SET lease_until = NULL, state = {new_state_sql(move)}, {sets} "
         f"FROM unnest({', '.join(f'CAST(:{n} AS {arrays[n][0]}[])' for n in names)}) "
-        f"AS v({', '.join(names)}) WHERE d.id = v.id AND d.state = '{states.SENDING}'"
+        f"AS v({', '.join(names)}) WHERE d.id = v.id AND {may_move_sql(move, 'd')}"
     )
     values = {n: arrays[n][1] for n in names}
     return int(conn.execute(text(sql), {**values, **params}).rowcount or 0)
 
 
-def record_sent(conn: Connection, rows: Sequence[tuple[int, str, datetime]]) -> int:
-    """Bulk: rows ``(id, message_id, sent_at)`` were accepted by the gateway -> ``sent``.
+def record_sent(conn: Connection, rows: Sequence[tuple[int, str, datetime]], *, move: Move) -> int:
+    """Bulk: rows ``(id, message_id, sent_at)`` were accepted by the gateway: ``move``
+    (to ``sent``).
 
     ``sent_at`` is each row's own moment of acceptance (when the gateway's answer to that
     send came back), not the moment the batch is recorded.
@@ -392,8 +402,8 @@ def record_sent(conn: Connection, rows: Sequence[tuple[int, str, datetime]]) -> 
     if conn.dialect.name == "postgresql":
         return _pg_from_sending(
             conn,
-            f"state = '{states.SENT}', message_id = v.mid, sent_at = v.at, error = NULL, "
-            "error_code = NULL",
+            move,
+            "message_id = v.mid, sent_at = v.at, error = NULL, error_code = NULL",
             {
                 "id": ("bigint", [r[0] for r in rows]),
                 "mid": ("text", [r[1] for r in rows]),
@@ -401,7 +411,7 @@ def record_sent(conn: Connection, rows: Sequence[tuple[int, str, datetime]]) -> 
             },
         )
     stmt = _from_sending(
-        state=states.SENT,
+        move,
         message_id=bindparam("b_mid"),
         sent_at=bindparam("b_at"),
         error=None,
@@ -414,9 +424,10 @@ def record_requeued(
     conn: Connection,
     rows: Sequence[tuple[int, datetime, str | None]],
     *,
+    move: Move,
     refund_attempt: bool = False,
 ) -> int:
-    """Bulk: rows ``(id, due_at, error)`` provably not sent go back to ``queued``.
+    """Bulk: rows ``(id, due_at, error)`` provably not sent ``move`` (back to ``queued``).
 
     ``refund_attempt`` gives the attempt back (instance problems do not burn retries).
     """
@@ -425,7 +436,8 @@ def record_requeued(
     if conn.dialect.name == "postgresql":
         return _pg_from_sending(
             conn,
-            f"state = '{states.QUEUED}', due_at = v.due, error = v.err"
+            move,
+            "due_at = v.due, error = v.err"
             + (", attempts = d.attempts - 1" if refund_attempt else ""),
             {
                 "id": ("bigint", [r[0] for r in rows]),
@@ -435,7 +447,7 @@ def record_requeued(
         )
     attempts = _d.c.attempts - 1 if refund_attempt else _d.c.attempts
     stmt = _from_sending(
-        state=states.QUEUED, due_at=bindparam("b_due"), error=bindparam("b_err"), attempts=attempts
+        move, due_at=bindparam("b_due"), error=bindparam("b_err"), attempts=attempts
     )
     return _executemany(conn, stmt, [{"b_id": i, "b_due": d, "b_err": e} for i, d, e in rows])
 
@@ -444,33 +456,32 @@ def record_terminal(
     conn: Connection,
     rows: Sequence[tuple[int, str | None, str | None]],
     *,
-    state: str,
+    move: Move,
     now: datetime,
 ) -> int:
-    """Bulk: rows ``(id, error, error_code)`` end as ``failed``, ``unknown`` or ``skipped``."""
-    if state not in (states.FAILED, states.UNKNOWN, states.SKIPPED):
-        raise ValueError(f"not a terminal outcome state: {state!r}")
+    """Bulk: rows ``(id, error, error_code)`` ``move`` (to ``failed``, ``unknown`` or
+    ``skipped``)."""
+    state = move.to
     if not rows:
         return 0
     if conn.dialect.name == "postgresql":
-        sets = "state = :state, error = v.err, error_code = v.code"
+        sets = "error = v.err, error_code = v.code"
         if state == states.FAILED:
             sets += ", failed_at = :now"
         if state == states.SKIPPED:
             sets += ", attempts = d.attempts - 1"  # a skip at send time was never an attempt
         return _pg_from_sending(
             conn,
+            move,
             sets,
             {
                 "id": ("bigint", [r[0] for r in rows]),
                 "err": ("text", [r[1] for r in rows]),
                 "code": ("text", [r[2] for r in rows]),
             },
-            state=state,
             now=now,
         )
     values: dict[str, Any] = {
-        "state": state,
         "error": bindparam("b_err"),
         "error_code": bindparam("b_code"),
     }
@@ -480,23 +491,26 @@ def record_terminal(
         # a skip at send time was never an attempt
         values["attempts"] = _d.c.attempts - 1
     return _executemany(
-        conn, _from_sending(**values), [{"b_id": i, "b_err": e, "b_code": c} for i, e, c in rows]
+        conn,
+        _from_sending(move, **values),
+        [{"b_id": i, "b_err": e, "b_code": c} for i, e, c in rows],
     )
 
 
 def expire_leases(
-    conn: Connection, *, now: datetime, error: str, campaign_id: int | None = None
+    conn: Connection, *, move: Move, now: datetime, error: str, campaign_id: int | None = None
 ) -> int:
-    """Rows still ``sending`` after their lease ran out become ``unknown`` with ``error``.
+    """Rows still ``sending`` after their lease ran out ``move`` (to ``unknown``) with
+    ``error``.
 
     The process that claimed them died mid-send: the message may or may not have left,
     so it is never resent automatically (``campaign retry --unknown`` re-queues them).
     """
-    cond = [_d.c.state == states.SENDING, _d.c.lease_until < now]
+    cond = [may_move(move), _d.c.lease_until < now]
     if campaign_id is not None:
         cond.append(_d.c.campaign_id == campaign_id)
     result = conn.execute(
-        update(_d).where(*cond).values(state=states.UNKNOWN, error=error, lease_until=None)
+        update(_d).where(*cond).values(state=move.to, error=error, lease_until=None)
     )
     return int(result.rowcount or 0)
 
@@ -843,8 +857,10 @@ def rewrite_queued(
     conn: Connection,
     contents: Sequence[tuple[int, dict[str, Any]]],
     skips: Sequence[tuple[int, str]],
+    *,
+    skip: Move,
 ) -> tuple[int, int]:
-    """New rendered content for queued rows, and queued rows skipped with a reason (a
+    """New rendered content for queued rows, and queued rows ``skip``ped with a reason (a
     message that no longer renders for them); only rows still queued are touched.
     Returns (rewritten, skipped)."""
     rewritten = skipped = 0
@@ -859,8 +875,8 @@ def rewrite_queued(
     if skips:
         stmt = (
             update(_d)
-            .where(_d.c.id == bindparam("row_id"), _d.c.state == states.QUEUED)
-            .values(state=states.SKIPPED, error=bindparam("reason"), due_at=None)
+            .where(_d.c.id == bindparam("row_id"), may_move(skip))
+            .values(state=skip.to, error=bindparam("reason"), due_at=None)
         )
         params = [{"row_id": i, "reason": r[:1000]} for i, r in skips]
         skipped = _executemany(conn, stmt, params)

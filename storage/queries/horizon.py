@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Connection, literal_column, update
+from sqlalchemy import Connection, update
 
-from storage import states, tables
+from storage import tables
+from storage.queries.moves import may_move
+from storage.states import Move
 
 _d = tables.deliveries
 
@@ -19,22 +21,24 @@ def fail_waiting_since(
     campaign_id: int,
     sender: str,
     *,
+    move: Move,
     made_before: datetime,
     error: str,
     now: datetime,
 ) -> int:
-    """The campaign's queued rows of ``sender`` made before ``made_before`` end ``failed``
+    """The campaign's queued rows of ``sender`` made before ``made_before`` ``move`` (to
+    ``failed``)
     with ``error``; returns how many (a range of ``ix_deliveries_queue``: the sender's
     queued rows)."""
     result = conn.execute(
         update(_d)
         .where(
             _d.c.campaign_id == campaign_id,
-            _d.c.state == literal_column(f"'{states.QUEUED}'"),
+            may_move(move),
             _d.c.sender == sender,
             _d.c.queued_at < made_before,
         )
-        .values(state=states.FAILED, error=error[:1000], failed_at=now, due_at=None)
+        .values(state=move.to, error=error[:1000], failed_at=now, due_at=None)
     )
     return int(result.rowcount or 0)
 

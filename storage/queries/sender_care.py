@@ -27,6 +27,8 @@ from sqlalchemy import (
 
 from storage import states, tables
 from storage.dialect import dialect_insert
+from storage.queries.moves import may_move
+from storage.states import Move
 
 _i = tables.instances
 _c = tables.sender_chats
@@ -421,10 +423,17 @@ def park_cold(conn: Connection, instance_id: str, until: datetime) -> int:
 
 
 def requeue_refused(
-    conn: Connection, instance_id: str, message_ids: Sequence[str], *, until: datetime, error: str
+    conn: Connection,
+    instance_id: str,
+    message_ids: Sequence[str],
+    *,
+    move: Move,
+    until: datetime,
+    error: str,
 ) -> int:
-    """The sender's deliveries whose messages the gateway refused under a timelock go
-    back to ``queued``, due at the lock's end (by message id: an indexed probe each)."""
+    """The sender's deliveries whose messages the gateway refused under a timelock
+    ``move`` (back to ``queued``), due at the lock's end (by message id: an indexed
+    probe each)."""
     if not message_ids:
         return 0
     result = conn.execute(
@@ -432,10 +441,10 @@ def requeue_refused(
         .where(
             _d.c.message_id.in_(list(message_ids)),
             _d.c.sender == instance_id,
-            _d.c.state.in_((states.SENT, states.FAILED)),
+            may_move(move),
         )
         .values(
-            state=states.QUEUED,
+            state=move.to,
             due_at=until,
             error=error,
             error_code=None,
@@ -447,16 +456,18 @@ def requeue_refused(
     return int(result.rowcount or 0)
 
 
-def requeue_parked(conn: Connection, rows: Sequence[tuple[int, datetime]], *, error: str) -> None:
-    """Claimed rows to cold contacts go back to ``queued`` (attempt refunded) until
-    the lock's end."""
+def requeue_parked(
+    conn: Connection, rows: Sequence[tuple[int, datetime]], *, move: Move, error: str
+) -> None:
+    """Claimed rows to cold contacts ``move`` (back to ``queued``, attempt refunded)
+    until the lock's end."""
     if not rows:
         return
     stmt = (
         update(_d)
-        .where(_d.c.id == bindparam("b_id"), _d.c.state == states.SENDING)
+        .where(_d.c.id == bindparam("b_id"), may_move(move))
         .values(
-            state=states.QUEUED,
+            state=move.to,
             due_at=bindparam("b_due"),
             attempts=_d.c.attempts - 1,
             lease_until=None,

@@ -13,6 +13,8 @@ from typing import Any
 from sqlalchemy import Connection, Text, and_, bindparam, case, cast, func, or_, select, update
 
 from storage import states, tables
+from storage.queries.moves import may_move
+from storage.states import Move
 
 _d = tables.deliveries
 _c = tables.contacts
@@ -99,14 +101,17 @@ def campaign_ab(conn: Connection, campaign_id: int) -> tuple[Any, datetime | Non
     return (None, None, None) if row is None else (row[0], row[1], row[2])
 
 
-def skip_rest(conn: Connection, rows: Sequence[tuple[int, str]], *, now: datetime) -> int:
-    """Rows ``(id, reason)`` of a rest that cannot be rendered with the winner: skipped."""
+def skip_rest(
+    conn: Connection, rows: Sequence[tuple[int, str]], *, move: Move, now: datetime
+) -> int:
+    """Rows ``(id, reason)`` of a rest that cannot be rendered with the winner: ``move``d
+    (skipped)."""
     if not rows:
         return 0
     stmt = (
         update(_d)
-        .where(_d.c.id == bindparam("b_id"), _d.c.state == states.QUEUED)
-        .values(state=states.SKIPPED, error=bindparam("b_err"), failed_at=now)
+        .where(_d.c.id == bindparam("b_id"), may_move(move))
+        .values(state=move.to, error=bindparam("b_err"), failed_at=now)
     )
     return int(conn.execute(stmt, [{"b_id": i, "b_err": e} for i, e in rows]).rowcount or 0)
 

@@ -22,7 +22,7 @@ from sqlalchemy import Engine, func, literal, select, update
 from campaigns import lifecycle, service
 from campaigns.delivery_rows import materialise
 from gatecast.settings import Settings
-from gatecast.web import webhook, webhook_batcher
+from gatecast.web import webhook
 from gatecast.web.context import AppContext
 from gatecast.web.metrics import process_value
 from storage import tables
@@ -237,31 +237,6 @@ def test_incoming_reply_through_http(sqlite_engine: Engine) -> None:
     assert _counts(sqlite_engine) == (0, 1)
 
 
-def test_batcher_reports_failure_per_request() -> None:
-    calls: list[int] = []
-
-    def apply(events: list[Any]) -> Any:
-        calls.append(len(events))
-        if "bad" in events:
-            raise ValueError("boom")
-        return None
-
-    async def go() -> list[str]:
-        batcher = webhook_batcher.EventBatcher(apply, max_wait=0.05)
-        await batcher.start()
-        results = await asyncio.gather(
-            batcher.submit(["ok1"]),  # type: ignore[list-item]
-            batcher.submit(["bad"]),  # type: ignore[list-item]
-            batcher.submit(["ok2"]),  # type: ignore[list-item]
-            return_exceptions=True,
-        )
-        await batcher.stop()
-        return ["error" if isinstance(r, Exception) else "ok" for r in results]
-
-    assert asyncio.run(go()) == ["ok", "error", "ok"]
-    assert calls[0] == 3  # one grouped attempt first
-
-
 def test_redaction_filter(caplog: pytest.LogCaptureFixture) -> None:
     webhook.install_log_redaction()
     webhook.install_log_redaction()  # idempotent
@@ -356,27 +331,6 @@ def test_full_app_starts_the_batcher_and_needs_no_api_key(sqlite_engine: Engine)
         assert conn.execute(select(deliveries.c.state)).scalar_one() == "read"
 
 
-def test_batcher_sweeps_when_idle_after_activity() -> None:
-    sweeps: list[int] = []
-
-    async def go() -> None:
-        batcher = webhook_batcher.EventBatcher(
-            lambda events: None,  # type: ignore[arg-type,return-value]
-            max_wait=0.001,
-            sweep=lambda: sweeps.append(1) or 0,  # type: ignore[func-returns-value]
-            sweep_after=0.01,
-        )
-        await batcher.start()
-        await asyncio.sleep(0.1)
-        assert sweeps == []  # nothing happened yet: no polling
-        await batcher.submit(["x"])  # type: ignore[list-item]
-        await asyncio.sleep(0.3)
-        await batcher.stop()
-
-    asyncio.run(go())
-    assert len(sweeps) == webhook_batcher.SWEEPS_AFTER_ACTIVITY
-
-
 def _full_app(engine: Engine) -> FastAPI:
     from gatecast.web.app import create_app
 
@@ -433,7 +387,7 @@ def test_inline_apply_never_stalls_the_loop_on_a_locked_database(
     """Another writer holds SQLite's lock: the loop keeps serving, the event lands later."""
     import sqlite3
 
-    from gatecast.web import webhook_batcher
+    from campaigns.inbox import batcher as webhook_batcher
 
     # the journal takes over after 1 s; this test is about the wait before that
     monkeypatch.setattr(webhook_batcher, "JOURNAL_AFTER_SECONDS", 60.0)
@@ -469,70 +423,6 @@ def test_inline_apply_never_stalls_the_loop_on_a_locked_database(
     assert outcome["post"] == 200
     with sqlite_engine.connect() as conn:
         assert conn.execute(select(deliveries.c.state)).scalar_one() == "read"
-
-
-def test_inbox_acknowledges_stored_events_and_applies_them_later() -> None:
-    """With apply_later, a request is answered once stored; the ids are applied together."""
-    later: list[list[str]] = []
-
-    def store(events: list[Any]) -> Any:
-        from campaigns.gateway_events import ApplyStats
-
-        return ApplyStats(pending=[str(e) for e in events])
-
-    def apply_later(ids: list[str]) -> int:
-        later.append(ids)
-        return len(ids)
-
-    async def go() -> tuple[list[list[str]], int]:
-        batcher = webhook_batcher.EventBatcher(store, apply_later=apply_later, later_seconds=0.05)
-        await batcher.start()
-        await asyncio.gather(*(batcher.submit([f"m{i}"]) for i in range(5)))  # type: ignore[list-item]
-        answered = list(later)  # every request answered, nothing applied yet
-        waiting = batcher.unapplied
-        await asyncio.sleep(0.3)
-        assert batcher.unapplied == 0
-        await batcher.submit(["m9"])  # type: ignore[list-item]
-        await batcher.stop()  # applies what it holds
-        return answered, waiting
-
-    answered, waiting = asyncio.run(go())
-    assert answered == [] and waiting == 5
-    assert later == [[f"m{i}" for i in range(5)], ["m9"]]
-
-
-def test_inbox_applies_at_the_event_threshold_and_retries_a_failed_pass() -> None:
-    calls: list[list[str]] = []
-
-    def apply_later(ids: list[str]) -> int:
-        calls.append(ids)
-        if len(calls) == 1:
-            raise RuntimeError("database went away")
-        return len(ids)
-
-    async def go() -> None:
-        from campaigns.gateway_events import ApplyStats
-
-        batcher = webhook_batcher.EventBatcher(
-            lambda events: ApplyStats(pending=[str(e) for e in events]),
-            apply_later=apply_later,
-            later_events=3,
-            later_seconds=60,
-        )
-        await batcher.start()
-        for i in range(3):
-            await batcher.submit([f"m{i}"])  # type: ignore[list-item]
-        for _ in range(500):  # the pass runs (in a thread) right after the third answer
-            if calls:
-                break
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.05)
-        assert calls == [["m0", "m1", "m2"]]  # the threshold, not the (long) timer
-        assert batcher.unapplied == 3  # kept after the failure
-        await batcher.stop()
-
-    asyncio.run(go())
-    assert calls == [["m0", "m1", "m2"]] * 2
 
 
 def test_events_stored_but_unapplied_by_a_dead_process_are_applied_at_start(

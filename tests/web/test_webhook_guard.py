@@ -13,16 +13,11 @@ from fastapi import FastAPI
 from pydantic import SecretStr
 from sqlalchemy import Engine, select
 
+from campaigns.inbox.guard import HeldInstances, InstancesUnknown, RefusalLog
 from gatecast.settings import Settings
 from gatecast.web import metrics, webhook
 from gatecast.web.context import AppContext
-from gatecast.web.webhook_guard import (
-    HeldInstances,
-    InstancesUnknown,
-    RefusalLog,
-    source_allowed,
-    source_networks,
-)
+from gatecast.web.webhook_guard import source_allowed, source_networks
 from gateway.events import ConnectionStatus, Event
 from storage import tables
 from storage.queries import instances as iq

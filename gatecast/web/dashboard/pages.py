@@ -181,31 +181,28 @@ def contacts_page(
 ) -> HTMLResponse:
     """Contacts: upload with a mapping preview, import results, lists, search with
     list/tag/opt-out filters and paging, add a contact, opt-out."""
-    from gatecast.web.api.contacts import search_contacts
-    from gatecast.web.api.lists import get_lists
-    from gatecast.web.problems import Problem
+    from campaigns import contacts
+    from campaigns.audiences import list_lists
 
     state = _yes_no(opted_out)
     chosen = _id_or_none(list_id)
     error = None
+    found: contacts.SearchPage | None
     try:
-        found = search_contacts(
-            ctx,
-            q=q or None,
-            list_id=chosen,
-            tag=tag or None,
-            opted_out=state,
+        found = contacts.search(
+            ctx.engine,
+            contacts.Search(query=q, list_id=chosen, tag=tag or None, opted_out=state),
             limit=CONTACTS_PER_PAGE,
             offset=(page_number - 1) * CONTACTS_PER_PAGE,
         )
-    except Problem as exc:  # an unknown tag: said on the page, the table empty
-        error = exc.errors[0]["msg"] if exc.errors else exc.detail
+    except contacts.ContactError as exc:  # an unknown tag: said on the page, the table empty
+        error = str(exc)
         found = None
     pages = max(1, -(-found.total // CONTACTS_PER_PAGE)) if found is not None else 1
     return render(
         request,
         "contacts.html",
-        lists=get_lists(ctx, limit=1000).items,
+        lists=list_lists(ctx.engine)[:1000],
         contacts=found,
         search_error=error,
         q=q,
@@ -282,13 +279,12 @@ def replies_page(
 ) -> HTMLResponse:
     """The replies inbox: incoming messages across campaigns, newest first, filtered by
     campaign, sender and opt-out, 50 a page."""
-    from campaigns.replies import reply_senders
+    from campaigns.replies import replies_page, reply_senders
     from campaigns.service import list_campaigns
-    from gatecast.web.api.replies import list_replies
 
     chosen = _id_or_none(campaign_id)
-    found = list_replies(
-        ctx,
+    found = replies_page(
+        ctx.engine,
         campaign_id=chosen,
         sender=sender[:64] or None,
         opt_out=_yes_no(opt_out),
@@ -326,11 +322,11 @@ def new_campaign_page(
     """
     from zoneinfo import available_timezones
 
+    from campaigns.audiences import list_lists
     from campaigns.editing import campaign_file, clone_spec
     from campaigns.segments import segments_page
     from campaigns.service import CampaignNotFound
     from gatecast.web.api.instances import list_instance_rows
-    from gatecast.web.api.lists import get_lists
 
     mode = "edit" if mode == "edit" and source is not None else "clone"
     prefill = None
@@ -345,7 +341,7 @@ def new_campaign_page(
     response = render(
         request,
         "campaign_new.html",
-        lists=get_lists(ctx, limit=1000).items,
+        lists=list_lists(ctx.engine)[:1000],
         segments=segments_page(ctx.engine, limit=1000).items,
         instances=list_instance_rows(ctx)[0],
         timezones=sorted(available_timezones() - {"localtime", "Factory"}),

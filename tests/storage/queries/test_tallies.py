@@ -12,12 +12,14 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, Engine, func, select
 
+from campaigns import delivery_lifecycle as dl
 from campaigns.delivery_lifecycle import STATUS_RULES
 from storage import states, tables
 from storage.queries import campaigns as cq
 from storage.queries import deliveries as dq
 from storage.queries import events as eq
 from storage.queries import tallies
+from storage.states import Move
 from tests.rows import campaign_row
 
 T0 = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
@@ -132,11 +134,13 @@ class Run:
             for r in sent:
                 self.mid += 1
                 pairs.append((r.id, f"m{self.mid}", self.now))
-            self.count("sends_accepted", dq.record_sent(conn, pairs))
-            dq.record_requeued(conn, [(r.id, self.now, "busy") for r in back])
+            self.count("sends_accepted", dq.record_sent(conn, pairs, move=dl.SEND_ACCEPTED))
+            dq.record_requeued(
+                conn, [(r.id, self.now, "busy") for r in back], move=dl.SEND_REQUEUED
+            )
             terminal = self.rng.choice([states.FAILED, states.UNKNOWN, states.SKIPPED])
             n = dq.record_terminal(
-                conn, [(r.id, "x", None) for r in ended], state=terminal, now=self.now
+                conn, [(r.id, "x", None) for r in ended], move=dl.SEND_MOVES[terminal], now=self.now
             )
             if terminal != states.SKIPPED:
                 self.count(f"sends_{'ambiguous' if terminal == states.UNKNOWN else 'failed'}", n)
@@ -176,15 +180,26 @@ class Run:
             eq.apply_unapplied(conn, [r.message_id for r in picked], STATUS_RULES)
             self.count("sends_failed", len(self.rows(conn, cid, states.FAILED)) - len(before))
         elif op == "retry_failed":
-            cq.requeue(conn, cid, [states.FAILED], now=self.now)
+            cq.requeue(conn, cid, dl.RETRY, now=self.now)
         elif op == "resend_unknown":
-            cq.requeue(conn, cid, [states.UNKNOWN], now=self.now)
+            cq.requeue(
+                conn,
+                cid,
+                Move("retry_unknown_only", (states.UNKNOWN,), states.QUEUED),
+                now=self.now,
+            )
         elif op == "cancel":
-            cq.skip_queued(conn, cid, "cancelled", now=self.now)
+            cq.skip_queued(conn, cid, "cancelled", move=dl.SKIP_QUEUED, now=self.now)
         elif op == "expire":
             self.count(
                 "sends_ambiguous",
-                dq.expire_leases(conn, now=self.now, error="lease expired", campaign_id=cid),
+                dq.expire_leases(
+                    conn,
+                    move=dl.LEASE_EXPIRED,
+                    now=self.now,
+                    error="lease expired",
+                    campaign_id=cid,
+                ),
             )
         elif op == "prune":
             eq.prune_applied_events(conn, received_before=self.now - timedelta(days=30), limit=50)
@@ -235,7 +250,7 @@ def test_a_rolled_back_change_leaves_the_counts(engine: Engine) -> None:
         before = tallies.delivery_counts(conn, run.cids[0])
         conn.rollback()
         trans = conn.begin()
-        cq.skip_queued(conn, run.cids[0], "cancelled", now=T0)
+        cq.skip_queued(conn, run.cids[0], "cancelled", move=dl.SKIP_QUEUED, now=T0)
         assert tallies.delivery_counts(conn, run.cids[0])[states.QUEUED] == 0
         trans.rollback()
         assert tallies.delivery_counts(conn, run.cids[0]) == before == _truth(conn, run.cids[0])
@@ -289,7 +304,7 @@ def test_each_backend_counts_in_its_own_slot_until_folded(engine: Engine) -> Non
         with a.begin():
             _materialise(a, cid, 0, 10)
         with b.begin():
-            cq.skip_queued(b, cid, "cancelled", now=T0)
+            cq.skip_queued(b, cid, "cancelled", move=dl.SKIP_QUEUED, now=T0)
     sc = tables.campaign_state_counts
     with engine.connect() as conn:
         slots = set(conn.execute(select(sc.c.slot).distinct()).scalars())

@@ -1,4 +1,4 @@
-"""The webhook batcher: many requests, one transaction per batch, and the inbox pass.
+"""The inbox's batcher: many requests, one transaction per batch, and the inbox pass.
 
 Requests queue their events; the batcher group-commits what is queued (at most
 :data:`MAX_BATCH_EVENTS` events) and answers each request once its batch committed. With
@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
 
 from campaigns.gateway_events import ApplyStats
-from gatecast.web.webhook_journal import EventJournal
+from campaigns.inbox.guard import NotStored
+from campaigns.inbox.journal import EventJournal
 from gateway.events import Event
 from storage.engine import is_unavailable_error, log_failure
 
@@ -57,80 +60,101 @@ class _ApplyNow:
 _APPLY_NOW = _ApplyNow()
 
 
-class WouldBlock(Exception):
-    """An inline applier found the database locked by another writer (nothing applied)."""
+class Store(Protocol):
+    """Where a batch goes: :class:`campaigns.inbox.store.InboxStore` (one way to store)."""
+
+    async def store(
+        self,
+        events: list[Event],
+        deadline: float | None = None,
+        on_late: Callable[[ApplyStats], None] | None = None,
+    ) -> ApplyStats | None:
+        """Store ``events`` (status events unapplied: their ids in ``pending``); past
+        ``deadline`` :class:`TimeoutError`, and ``on_late`` gets the stats if it commits."""
+        ...
+
+    async def store_nowait(self, events: list[Event]) -> ApplyStats | None:
+        """Store ``events``; None while the database is locked or away (a drain's chunk)."""
+        ...
+
+    async def apply(self, message_ids: list[str]) -> bool:
+        """The inbox pass over ``message_ids``; False when the database is locked."""
+        ...
+
+    def sweep(self) -> int:
+        """Re-apply recent unmatched events (in a worker thread); how many applied."""
+        ...
+
+    def recover(self) -> int:
+        """Apply what a previous process stored and left (in a worker thread at start)."""
+        ...
 
 
-class NotStored(Exception):
-    """Neither the database nor the journal could take a batch (e.g. the disk is full):
-    its requests are refused (503) rather than acknowledged."""
+@dataclass(frozen=True)
+class BatcherConfig:
+    """The batcher's sizes and times (the module's constants by default).
+
+    ``journal_after`` None: :data:`JOURNAL_AFTER_SECONDS` when the batcher is made.
+    """
+
+    max_events: int = MAX_BATCH_EVENTS
+    max_wait: float = MAX_WAIT_SECONDS
+    sweep_after: float = SWEEP_AFTER_IDLE_SECONDS
+    later_events: int = APPLY_LATER_EVENTS
+    later_seconds: float = APPLY_LATER_SECONDS
+    journal_after: float | None = None
+    drain_every: float = DRAIN_RETRY_SECONDS
 
 
 class EventBatcher:
     """Group-commits webhook events: many requests, one transaction per batch.
 
-    ``apply`` runs in a worker thread. ``store``, when given, is awaited first on the event
-    loop (PostgreSQL's async connection) and returns None for a batch it does not take.
-    ``inline``, when given, is tried next on the event loop itself and must raise
-    :class:`WouldBlock` rather than wait for a lock; then the batch goes to ``apply``.
-
-    With ``apply_later`` (the inbox), ``apply`` only stores status events and returns their
-    message ids in :attr:`ApplyStats.pending`; requests are answered once that commits, and
-    the batcher hands the ids to ``apply_later`` (``inline_later`` first, like ``inline``)
-    every :data:`APPLY_LATER_EVENTS` ids or :data:`APPLY_LATER_SECONDS`, between batches,
-    and on stop. A failed pass keeps its ids for the next one. ``recover`` runs once in a
-    worker thread at start (events stored but left unapplied by a previous process).
-    ``journal``: see the module docstring; the healthy path never touches its file.
+    ``store`` (:class:`Store`) stores status events unapplied and returns their message
+    ids in :attr:`ApplyStats.pending`; requests are answered once that commits, and the
+    batcher hands the ids to ``store.apply`` (the inbox pass) every
+    :data:`APPLY_LATER_EVENTS` ids or :data:`APPLY_LATER_SECONDS`, between batches, and on
+    stop. A failed pass keeps its ids for the next one. ``store.recover`` runs once in a
+    worker thread at start (events stored but left unapplied by a previous process), and
+    ``store.sweep`` after activity once idle. ``journal``: see the module docstring; the
+    healthy path never touches its file.
     """
 
     def __init__(
         self,
-        apply: Callable[[list[Event]], ApplyStats],
-        *,
-        inline: Callable[[list[Event]], ApplyStats] | None = None,
-        store: Callable[[list[Event]], Awaitable[ApplyStats | None]] | None = None,
-        max_events: int = MAX_BATCH_EVENTS,
-        max_wait: float = MAX_WAIT_SECONDS,
-        sweep: Callable[[], int] | None = None,
-        sweep_after: float = SWEEP_AFTER_IDLE_SECONDS,
-        apply_later: Callable[[list[str]], int] | None = None,
-        inline_later: Callable[[list[str]], int] | None = None,
-        later_events: int = APPLY_LATER_EVENTS,
-        later_seconds: float = APPLY_LATER_SECONDS,
-        recover: Callable[[], int] | None = None,
+        store: Store,
+        config: BatcherConfig | None = None,
         journal: EventJournal | None = None,
-        journal_after: float | None = None,
-        drain_every: float = DRAIN_RETRY_SECONDS,
     ) -> None:
-        self._apply = apply
-        self._inline = inline
+        config = config or BatcherConfig()
         self._store = store
-        self._apply_later = apply_later
-        self._inline_later = inline_later
-        self._later_events = later_events
-        self._later_seconds = later_seconds
+        self._later_events = config.later_events
+        self._later_seconds = config.later_seconds
         self._later: dict[str, None] = {}  # message ids stored, not yet applied (ordered)
         self._later_timer: asyncio.TimerHandle | None = None
-        self._recover = recover
         self._recovering: asyncio.Task[None] | None = None
-        self._max_events = max_events
-        self._max_wait = max_wait
-        self._sweep = sweep
-        self._sweep_after = sweep_after
+        self._max_events = config.max_events
+        self._max_wait = config.max_wait
+        self._sweep_after = config.sweep_after
         self._sweeps_left = 0
         self._sweep_timer: asyncio.TimerHandle | None = None
         self._sweeping: asyncio.Task[None] | None = None
         self._queue: asyncio.Queue[_Item | _ApplyNow | None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._journal = journal
+        journal_after = config.journal_after
         self._journal_after = JOURNAL_AFTER_SECONDS if journal_after is None else journal_after
-        self._drain_every = drain_every
+        self._drain_every = config.drain_every
         self._journalled = False  # the journal holds events: batches go there too
         self._drain_timer: asyncio.TimerHandle | None = None
         self._draining: asyncio.Task[None] | None = None
         self.batches = 0
         self.events = 0
         self.journalled_events = 0
+
+    @property
+    def max_events(self) -> int:
+        """The most events one batch (one transaction) holds."""
+        return self._max_events
 
     @property
     def running(self) -> bool:
@@ -141,8 +165,7 @@ class EventBatcher:
         """Start the worker task (on the running loop)."""
         self._queue = asyncio.Queue()
         self._task = asyncio.create_task(self._run(), name="gatecast-webhook-batcher")
-        if self._recover is not None:
-            self._recovering = asyncio.create_task(self._run_recover())
+        self._recovering = asyncio.create_task(self._run_recover())
         if self._journal is not None and self._journal:
             self._journalled = True
             self._draining = asyncio.create_task(self._drain())
@@ -158,9 +181,8 @@ class EventBatcher:
         return len(self._later)
 
     async def _run_recover(self) -> None:
-        assert self._recover is not None
         try:
-            applied = await asyncio.to_thread(self._recover)
+            applied = await asyncio.to_thread(self._store.recover)
             if applied:
                 log.info("applied %d stored webhook event(s) left unapplied", applied)
         except Exception:
@@ -234,26 +256,9 @@ class EventBatcher:
     async def _apply_batch(
         self, events: list[Event], deadline: float | None = None
     ) -> ApplyStats | None:
-        """Store ``events``; past ``deadline`` in the thread, :class:`TimeoutError`."""
-        if self._store is not None:
-            stats = await self._store(events)
-            if stats is not None:
-                return stats
-        if self._inline is not None:
-            try:
-                return self._inline(events)
-            except WouldBlock:
-                pass  # another writer holds the database: wait for it in a thread
-        if deadline is None:
-            return await asyncio.to_thread(self._apply, events)
-        task = asyncio.ensure_future(asyncio.to_thread(self._apply, events))
-        try:
-            return await asyncio.wait_for(asyncio.shield(task), deadline)
-        except TimeoutError:
-            # still waiting for a lock or a server: it may commit later (harmless, storing
-            # is idempotent); its pending ids then join the inbox
-            task.add_done_callback(self._late_commit)
-            raise
+        """Store ``events``; past ``deadline`` :class:`TimeoutError` (it may commit later:
+        harmless, storing is idempotent; its pending ids then join the inbox)."""
+        return await self._store.store(events, deadline, self._pending_later)
 
     async def _store_or_journal(self, events: list[Event]) -> ApplyStats:
         """Store ``events``, or journal them when the database cannot take them now.
@@ -304,10 +309,6 @@ class EventBatcher:
             )
         self._journalled = True
         self._arm_drain()
-
-    def _late_commit(self, task: asyncio.Future[ApplyStats]) -> None:
-        if not task.cancelled() and task.exception() is None:
-            self._pending_later(task.result())
 
     def _pending_later(self, stats: ApplyStats) -> None:
         """:meth:`_note_pending` outside the batcher's task: queue the pass when due."""
@@ -367,20 +368,7 @@ class EventBatcher:
 
     async def _drain_chunk(self, events: list[Event]) -> ApplyStats | None:
         """Store ``events``; None when the database is still locked or away."""
-        try:
-            if self._store is not None:
-                stats = await self._store(events)
-                if stats is not None:
-                    return stats
-            if self._inline is not None:
-                return self._inline(events)  # never waits: a lock is WouldBlock
-            return await asyncio.to_thread(self._apply, events) or ApplyStats()
-        except WouldBlock:
-            return None
-        except Exception as exc:
-            if is_unavailable_error(exc):
-                return None
-            raise
+        return await self._store.store_nowait(events)
 
     async def _commit(self, batch: list[_Item]) -> None:
         events = [e for evs, _ in batch for e in evs]
@@ -414,7 +402,7 @@ class EventBatcher:
 
     def _note_pending(self, stats: ApplyStats) -> bool:
         """Queue ``stats.pending`` for the inbox pass; True when the pass is due now."""
-        if self._apply_later is None or not stats.pending:
+        if not stats.pending:
             return False
         self._later.update(dict.fromkeys(stats.pending))
         if len(self._later) >= self._later_events:
@@ -434,7 +422,7 @@ class EventBatcher:
         if self._later_timer is not None:
             self._later_timer.cancel()
             self._later_timer = None
-        if not self._later or self._apply_later is None:
+        if not self._later:
             return
         ids = list(self._later)
         step = max(self._later_events, 1)
@@ -465,20 +453,10 @@ class EventBatcher:
         batch could be stored or journalled (the gateway's requests timed out). The events
         are stored; they are applied on a later pass.
         """
-        assert self._apply_later is not None
-        if self._inline_later is not None:
-            try:
-                self._inline_later(ids)
-            except WouldBlock:
-                return False
-            return True
-        await asyncio.to_thread(self._apply_later, ids)
-        return True
+        return await self._store.apply(ids)
 
     def _arm_sweep(self) -> None:
         """After activity: sweep once the batcher has been idle for ``sweep_after``."""
-        if self._sweep is None:
-            return
         self._sweeps_left = SWEEPS_AFTER_ACTIVITY
         self._schedule_sweep()
 
@@ -494,10 +472,9 @@ class EventBatcher:
             self._sweeping = asyncio.create_task(self._run_sweep())
 
     async def _run_sweep(self) -> None:
-        assert self._sweep is not None
         self._sweeps_left -= 1
         try:
-            applied = await asyncio.to_thread(self._sweep)
+            applied = await asyncio.to_thread(self._store.sweep)
             if applied:
                 log.info("applied %d webhook event(s) whose send was recorded late", applied)
         except Exception as exc:
@@ -539,7 +516,7 @@ __all__ = [
     "MAX_WAIT_SECONDS",
     "SWEEPS_AFTER_ACTIVITY",
     "SWEEP_AFTER_IDLE_SECONDS",
+    "BatcherConfig",
     "EventBatcher",
-    "NotStored",
-    "WouldBlock",
+    "Store",
 ]

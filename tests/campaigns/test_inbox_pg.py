@@ -1,4 +1,5 @@
-"""The PostgreSQL status store on the event loop (:mod:`gatecast.web.webhook_pg`)."""
+"""PostgreSQL: status batches stored on the event loop (:mod:`campaigns.inbox.store`'s
+``writer.statuses`` path, the writer :func:`storage.event_store.open_writer` gives)."""
 
 from __future__ import annotations
 
@@ -16,16 +17,18 @@ from fastapi import FastAPI
 from pydantic import SecretStr
 from sqlalchemy import Engine, func, select, text
 
-from gatecast.settings import Settings
+from campaigns.inbox import Inbox
+from campaigns.inbox.batcher import BatcherConfig
+from campaigns.inbox.guard import LOAD_RETRY_SECONDS
+from campaigns.inbox.journal import EventJournal
+from campaigns.inbox.store import InboxStore
+from gatecast.settings import DEFAULT_OPT_OUT_KEYWORDS, Settings
 from gatecast.web import webhook
 from gatecast.web.context import AppContext
-from gatecast.web.webhook_batcher import EventBatcher
-from gatecast.web.webhook_guard import LOAD_RETRY_SECONDS
-from gatecast.web.webhook_journal import EventJournal
-from gatecast.web.webhook_pg import PgStatusStore, make_pg_store
 from gateway.event_parsing import parse_webhook
 from gateway.events import Event
 from storage.engine import make_engine
+from storage.event_store import AsyncStatusInserter, open_writer
 from storage.queries import instances as iq
 from tests.campaigns.campaign_fixtures import NOW, phone
 from tests.web.test_webhook import (
@@ -67,22 +70,39 @@ def _stored(engine: Engine) -> list[tuple[str, str, bool]]:
     return [(str(m), str(s), bool(a)) for m, s, a in rows]
 
 
-def _backend_pid(store: PgStatusStore) -> int:
-    conn = store.inserter._conn
+def _store(engine: Engine) -> InboxStore:
+    return InboxStore(
+        open_writer(engine), opt_out_keywords=DEFAULT_OPT_OUT_KEYWORDS, clock=lambda: NOW
+    )
+
+
+def _inserter(store: InboxStore) -> AsyncStatusInserter:
+    assert store.writer.statuses is not None
+    return store.writer.statuses
+
+
+def _backend_pid(store: InboxStore) -> int:
+    conn = _inserter(store)._conn
     assert conn is not None
     return int(conn.info.backend_pid)
 
 
+def _use(store: InboxStore, engine: Engine) -> None:
+    """Point the store (its threads, its async connection, its guard's reads) at ``engine``."""
+    store.engine = _inserter(store).engine = engine
+
+
 def test_only_for_postgres(sqlite_engine: Engine, pg_engine: Engine) -> None:
-    assert make_pg_store(_ctx(sqlite_engine)) is None
-    assert isinstance(make_pg_store(_ctx(pg_engine)), PgStatusStore)
+    sqlite_writer, pg_writer = open_writer(sqlite_engine), open_writer(pg_engine)
+    assert sqlite_writer.statuses is None and sqlite_writer.nowait is not None
+    assert pg_writer.statuses is not None and pg_writer.nowait is None
 
 
 def test_stores_status_batches_committed_and_deduplicated(pg_engine: Engine) -> None:
-    store = PgStatusStore(_ctx(pg_engine))
+    store = _store(pg_engine)
 
     async def go() -> None:
-        first = await store(
+        first = await store.on_loop(
             _events(_status(1, "delivered"), _status(1, "delivered"), _status(2, "read"))
         )
         assert first is not None
@@ -92,9 +112,9 @@ def test_stores_status_batches_committed_and_deduplicated(pg_engine: Engine) -> 
             ("m0000001", "delivered", False),
             ("m0000002", "read", False),
         ]
-        again = await store(_events(_status(2, "read"), _status(1, "read")))
+        again = await store.on_loop(_events(_status(2, "read"), _status(1, "read")))
         assert again is not None and again.pending == ["m0000002", "m0000001"]
-        ignored = await store(_events(_status(3, "pending")))
+        ignored = await store.on_loop(_events(_status(3, "pending")))
         assert ignored is not None and ignored.pending == [] and ignored.ignored == 1
         await store.close()
 
@@ -107,9 +127,9 @@ def test_stores_status_batches_committed_and_deduplicated(pg_engine: Engine) -> 
 
 
 def test_a_batch_with_other_events_is_left_to_the_thread_path(pg_engine: Engine) -> None:
-    store = PgStatusStore(_ctx(pg_engine))
+    store = _store(pg_engine)
     reply = {"event": "message", "instance_id": "A", "data": {"id": "in-1", "chat": "1@g.us"}}
-    assert asyncio.run(store(_events(_status(1, "read"), reply))) is None
+    assert asyncio.run(store.on_loop(_events(_status(1, "read"), reply))) is None
     assert _stored(pg_engine) == []
 
 
@@ -136,22 +156,23 @@ def test_mixed_requests_through_http(pg_engine: Engine) -> None:
 
 
 def test_reconnects_after_the_connection_is_closed_or_killed(pg_engine: Engine) -> None:
-    store = PgStatusStore(_ctx(pg_engine))
+    store = _store(pg_engine)
 
     async def go() -> None:
-        assert await store(_events(_status(1, "sent")))
+        assert await store.on_loop(_events(_status(1, "sent")))
         old = _backend_pid(store)
         # the server ends the session (as on a restart): the next batch reconnects
         with pg_engine.connect() as conn:
             conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": old})
         await asyncio.sleep(0.05)
-        stats = await store(_events(_status(2, "sent")))
+        stats = await store.on_loop(_events(_status(2, "sent")))
         assert stats is not None and stats.pending == ["m0000002"]
         assert _backend_pid(store) != old
         # closed under it
-        assert store.inserter._conn is not None
-        await store.inserter._conn.close()
-        assert await store(_events(_status(3, "sent")))
+        held = _inserter(store)._conn
+        assert held is not None
+        await held.close()
+        assert await store.on_loop(_events(_status(3, "sent")))
         await store.close()
 
     asyncio.run(go())
@@ -161,29 +182,28 @@ def test_reconnects_after_the_connection_is_closed_or_killed(pg_engine: Engine) 
 def test_a_failed_store_answers_503_and_the_next_batch_recovers(pg_engine: Engine) -> None:
     """Server unreachable: the batch fails (503), nothing half-stored; later it works."""
     ctx = _ctx(pg_engine)
-    store = PgStatusStore(ctx)
-    good = ctx.engine
+    inbox = Inbox(_store(pg_engine))
+    good = pg_engine
     # the same database through a port nothing listens on
-    ctx.engine = make_engine(good.url.set(port=1).render_as_string(hide_password=False))
-    store.inserter.engine = ctx.engine
+    bad = make_engine(good.url.set(port=1).render_as_string(hide_password=False))
+    _use(inbox.store, bad)
     with good.begin() as conn:  # the webhook hears held instances only
         iq.mark_state(conn, "A", "connected", now=NOW)
 
     async def go() -> list[int]:
-        batcher = EventBatcher(lambda _: pytest.fail("thread path"), store=store)
-        await batcher.start()
+        await inbox.start()
         codes: list[int] = []
         app = FastAPI(lifespan=None)
         app.state.ctx = ctx
-        app.state.webhook_batcher = batcher
+        app.state.inbox = inbox
         body = json.dumps(_status(1, "read")).encode()
         codes.append((await webhook.accept_body(app, ctx, body))[0])
-        ctx.engine.dispose()
-        ctx.engine = store.inserter.engine = good
+        bad.dispose()
+        _use(inbox.store, good)
         await asyncio.sleep(LOAD_RETRY_SECONDS)  # the instances held are read again
         codes.append((await webhook.accept_body(app, ctx, body))[0])
-        await batcher.stop()
-        await store.close()
+        await inbox.batcher.stop()  # stopped before the pass: the row stays unapplied
+        await inbox.store.close()
         return codes
 
     assert asyncio.run(go()) == [503, 200]
@@ -195,21 +215,19 @@ def test_with_a_journal_an_unreachable_server_is_acknowledged_and_drained_later(
 ) -> None:
     """Server unreachable: the batch is journalled (200); stored once the server is back."""
     ctx = _ctx(pg_engine)
-    store = PgStatusStore(ctx)
-    good = ctx.engine
+    journal = EventJournal(tmp_path / "journal.jsonl")
+    inbox = Inbox(_store(pg_engine), journal=journal, config=BatcherConfig(drain_every=0.05))
+    store = inbox.store
+    good = pg_engine
     bad = make_engine(good.url.set(port=1).render_as_string(hide_password=False))
     with good.begin() as conn:
         iq.mark_state(conn, "A", "connected", now=NOW)
-    journal = EventJournal(tmp_path / "journal.jsonl")
 
     async def go() -> list[int]:
-        batcher = EventBatcher(
-            lambda _: pytest.fail("thread path"), store=store, journal=journal, drain_every=0.05
-        )
-        await batcher.start()
+        await inbox.start()
         app = FastAPI(lifespan=None)
         app.state.ctx = ctx
-        app.state.webhook_batcher = batcher
+        app.state.inbox = inbox
 
         async def post(i: int) -> int:
             body = json.dumps(_status(i, "read")).encode()
@@ -217,16 +235,16 @@ def test_with_a_journal_an_unreachable_server_is_acknowledged_and_drained_later(
 
         codes = [await post(1)]  # the receiver knows the instances held
         await store.close()
-        store.inserter.engine = bad  # the server goes away
+        _inserter(store).engine = bad  # the server goes away
         codes += [await post(2), await post(3)]
         assert len(journal.read()) == 2
         assert [m for m, _, _ in _stored(good)] == ["m0000001"]
-        store.inserter.engine = good  # and comes back
+        _inserter(store).engine = good  # and comes back
         for _ in range(100):
             if not journal:
                 break
             await asyncio.sleep(0.05)
-        await batcher.stop()
+        await inbox.batcher.stop()
         await store.close()
         return codes
 
@@ -283,8 +301,8 @@ def test_cold_start_with_postgresql_away_answers_503_then_accepts_once_it_return
 ) -> None:
     """Before the instances held are known the receiver refuses (503, promptly, never a
     hang or a 500); once the database answers it loads them and accepts."""
+    from campaigns.inbox.guard import LOAD_WAIT_SECONDS
     from gatecast.web.app import create_app
-    from gatecast.web.webhook_guard import LOAD_WAIT_SECONDS
 
     with pg_engine.begin() as conn:
         iq.mark_state(conn, "A", "connected", now=NOW)

@@ -1,11 +1,13 @@
 """The webhook journal: accepted events kept in a local file while the database is away.
 
 When a batch cannot be stored because the database is locked, full or unreachable, the
-batcher appends its events here (one JSON line per event, fsynced) and acknowledges them;
-it drains the file into the database, oldest first, once the database answers again.
-Storing is idempotent (status events dedupe by message id and status, replies by message
-id), so an event stored twice (a drain cut short) changes nothing. The file I/O is
-:class:`storage.journal.Journal`'s; this module encodes events and finds the file.
+batcher (:mod:`campaigns.inbox.batcher`) appends its events here (one JSON line per event,
+fsynced) and acknowledges them; it drains the file into the database, oldest first, once
+the database answers again. Storing is idempotent (status events dedupe by message id
+and status, replies by message id), so an event stored twice (a drain cut short) changes
+nothing. The file I/O is
+:class:`storage.journal.Journal`'s, and so is the choice of its folder
+(:func:`storage.journal.journal_folder`); this module encodes events and names the file.
 """
 
 from __future__ import annotations
@@ -14,12 +16,11 @@ import json
 from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from gatecast.settings import Settings
 from gateway.events import ConnectionStatus, DeliveryStatus, Event, IncomingMessage, MessageStatus
-from storage.engine import Engine, is_sqlite_file
-from storage.journal import Journal
+from storage.engine import Engine
+from storage.journal import Journal, journal_folder
 
 #: the journal's file name, in ``GATECAST_JOURNAL_DIR`` (default: next to a SQLite file)
 JOURNAL_FILE = "gatecast-webhook-journal.jsonl"
@@ -54,11 +55,20 @@ def decode(line: str) -> Event:
     return cls(**fields)
 
 
+class JournalSettings(Protocol):
+    """What the journal's place depends on (``gatecast.settings.Settings`` has it)."""
+
+    @property
+    def journal_dir(self) -> str | None:
+        """``GATECAST_JOURNAL_DIR``: the journal's folder, when set."""
+        ...
+
+
 class EventJournal:
     """Events in a :class:`storage.journal.Journal` file (see the module docstring)."""
 
     @classmethod
-    def for_settings(cls, settings: Settings, engine: Engine) -> EventJournal | None:
+    def for_settings(cls, settings: JournalSettings, engine: Engine) -> EventJournal | None:
         """The journal at :func:`journal_path`, or None where there is none."""
         path = journal_path(settings, engine)
         return cls(path) if path is not None else None
@@ -91,18 +101,13 @@ class EventJournal:
         return bool(self.file)
 
 
-def journal_path(settings: Settings, engine: Engine) -> Path | None:
+def journal_path(settings: JournalSettings, engine: Engine) -> Path | None:
     """Where the journal file goes: the setting, else next to a SQLite file, else here.
 
     None for an in-memory SQLite database (nothing outlives the process anyway).
     """
-    if engine.dialect.name == "sqlite" and not is_sqlite_file(engine):
-        return None
-    if settings.journal_dir:
-        return Path(settings.journal_dir) / JOURNAL_FILE
-    if is_sqlite_file(engine) and engine.url.database:
-        return Path(engine.url.database).resolve().parent / JOURNAL_FILE
-    return Path.cwd() / JOURNAL_FILE
+    folder = journal_folder(engine, settings.journal_dir)
+    return folder / JOURNAL_FILE if folder is not None else None
 
 
-__all__ = ["JOURNAL_FILE", "EventJournal", "decode", "encode", "journal_path"]
+__all__ = ["JOURNAL_FILE", "EventJournal", "JournalSettings", "decode", "encode", "journal_path"]

@@ -1,4 +1,4 @@
-"""The webhook journal: events acknowledged while the database is away, drained later."""
+"""The inbox's journal: events acknowledged while the database is away, drained later."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
 
 from campaigns.gateway_events import ApplyStats
+from campaigns.inbox.batcher import EventBatcher
+from campaigns.inbox.journal import EventJournal, decode, encode
 from gatecast.settings import Settings
 from gatecast.web.context import AppContext
-from gatecast.web.webhook_batcher import EventBatcher
-from gatecast.web.webhook_journal import EventJournal, decode, encode
 from gateway.events import (
     ConnectionStatus,
     DeliveryStatus,
@@ -27,6 +27,7 @@ from gateway.events import (
     MessageStatus,
 )
 from storage.queries import instances as iq
+from tests.campaigns.inbox_fakes import make_batcher
 
 AT = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 SECRET = "s3cr3t-webhook-path"
@@ -67,7 +68,7 @@ class _Database:
 
 
 def _batcher(db: _Database, journal: EventJournal, **kw: Any) -> EventBatcher:
-    return EventBatcher(db.apply, journal=journal, journal_after=0.2, drain_every=0.05, **kw)
+    return make_batcher(db.apply, journal=journal, journal_after=0.2, drain_every=0.05, **kw)
 
 
 async def _drained(batcher: EventBatcher) -> bool:
@@ -146,7 +147,7 @@ def test_an_error_that_is_not_the_database_being_away_still_fails(tmp_path: Path
         raise ValueError("bad data")
 
     async def go() -> None:
-        batcher = EventBatcher(apply, journal=journal)
+        batcher = make_batcher(apply, journal=journal)
         await batcher.start()
         with pytest.raises(RuntimeError):
             await batcher.submit([_status(1)])
@@ -170,7 +171,7 @@ def test_a_journalled_event_the_database_refuses_does_not_block_the_rest(
         return ApplyStats()
 
     async def go() -> None:
-        batcher = EventBatcher(apply, journal=journal, drain_every=0.05)
+        batcher = make_batcher(apply, journal=journal, drain_every=0.05)
         await batcher.start()
         await batcher.stop()
 
@@ -185,8 +186,8 @@ def test_a_full_journal_disk_with_the_database_locked_answers_503_with_retry_aft
     """Neither the database nor the journal can take the batch: 503, never a 200 or 500."""
     import sqlite3
 
+    from campaigns.inbox.journal import JOURNAL_FILE
     from gatecast.web.app import create_app
-    from gatecast.web.webhook_journal import JOURNAL_FILE
 
     with sqlite_engine.begin() as conn:
         iq.mark_state(conn, "A", "connected", now=AT)
@@ -235,7 +236,7 @@ def test_a_full_journal_disk_with_the_database_locked_answers_503_with_retry_aft
 def test_a_long_drain_and_its_inbox_pass_yield_the_loop_between_chunks(tmp_path: Path) -> None:
     """Thousands of journalled events are stored and applied in chunks with the loop free
     between them: a drain on the loop once held it for seconds (gateway POSTs timed out)."""
-    from gatecast.web.webhook_batcher import APPLY_LATER_EVENTS, MAX_BATCH_EVENTS
+    from campaigns.inbox.batcher import APPLY_LATER_EVENTS, MAX_BATCH_EVENTS
 
     journal = EventJournal(tmp_path / "j.jsonl")
     journal.append([_status(i) for i in range(3000)])
@@ -279,7 +280,7 @@ def test_stored_events_wait_for_a_locked_database_without_holding_up_new_batches
 ) -> None:
     """Applying stored events under another writer's lock is put off, never waited for in
     the batcher's task: new batches are still stored (or journalled) meanwhile."""
-    from gatecast.web.webhook_batcher import WouldBlock
+    from campaigns.inbox.store import WouldBlock
 
     locked, released = threading.Event(), threading.Event()
     locked.set()
