@@ -27,14 +27,15 @@ import os
 import select
 import socket
 import threading
+import time
 from pathlib import Path
 
 from fastapi import FastAPI
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gatecast.intake.proxy import WebProxy
 from gatecast.intake.supervisor import WEB_FILE, unix_address
-from gatecast.web import webhook
+from gatecast.web import metrics, webhook
 from gatecast.web.context import AppContext
 from storage.engine import DatabaseError, Engine, ping
 
@@ -77,14 +78,52 @@ class IntakeRest:
         await send({"type": "http.response.body", "body": body})
 
 
-def create_intake_app(ctx: AppContext, web_address: str) -> webhook.WebhookFastPath:
+class CountedHere:
+    """ASGI middleware: the requests this process answers itself (the webhook,
+    ``/healthz``) go into the HTTP metrics by route template, as the web process counts
+    its own (``gatecast.web.app``); relayed ones are counted there, not twice."""
+
+    def __init__(self, app: webhook.WebhookFastPath) -> None:
+        self.app = app
+        #: the FastAPI app whose lifespan starts the inbox (``app.state``)
+        self.fastapi_app = app.fastapi_app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = str(scope.get("path", ""))
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if path.startswith(webhook.PATH_PREFIX):
+            route = webhook.PATH_PREFIX + "{secret}"  # never the secret itself
+        elif path == "/healthz":
+            route = path
+        else:
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        answered = 500  # what the server sends when nothing answered
+
+        async def watch(message: Message) -> None:
+            nonlocal answered
+            if message["type"] == "http.response.start":
+                answered = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        finally:
+            seconds = time.perf_counter() - started
+            metrics.observe_http(route, scope["method"], answered, seconds)
+
+
+def create_intake_app(ctx: AppContext, web_address: str) -> CountedHere:
     """The intake's ASGI app: the webhook (its router: lifespan and batcher), ``/healthz``,
     and the web process at ``web_address`` for the rest."""
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
     app.state.ctx = ctx
     app.include_router(webhook.router)
     rest = IntakeRest(app, ctx.engine, WebProxy(web_address))
-    return webhook.WebhookFastPath(rest, app)
+    return CountedHere(webhook.WebhookFastPath(rest, app))
 
 
 def main(argv: list[str] | None = None) -> int:
