@@ -1,0 +1,201 @@
+"""Why is it waiting? Each hold read from the CLI, the API and the dashboard in the same
+words (scheduler/holds.py), and the README walk-through with the default warm-up.
+
+Over the sandbox (CLI subprocesses, ``gatecast serve``, real HTTP, SQLite files): the
+README's walk-through on a fresh database (warm-up used), a daily cap then a logged-out
+sender (daily cap reached, no usable sender), and a sandbox that refuses every send
+(retry backoff, then sender paused after a burst) beside a campaign outside its window.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.journeys.harness import (
+    API_KEY,
+    SAMPLES,
+    Server,
+    Workspace,
+    table_value,
+    wait_for,
+    workspace,
+)
+from tests.journeys.test_senders import _own_sandbox
+
+FAST = {"per_minute = 20": "per_minute = 600", "delay_seconds = [5, 15]": "delay_seconds = [0, 0]"}
+
+
+def _import_customers(ws: Workspace) -> None:
+    """README step 2."""
+    out = ws.run("contacts", "import", str(SAMPLES / "contacts.csv"), "--list", "customers").output
+    assert table_value(out, "imported (new)") == "44", out
+
+
+def _create(ws: Workspace, name: str, **replace: str) -> int:
+    """README step 3 with ``samples/campaign.toml`` (fields replaced: a quicker pace)."""
+    text = (SAMPLES / "campaign.toml").read_text(encoding="utf-8")
+    for old, new in replace.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    path = ws.path / f"{name}.toml"
+    path.write_text(text, encoding="utf-8")
+    return int(ws.run("campaign", "create", str(path), "--json").json()["id"])
+
+
+def _shown(ws: Workspace, cid: int) -> tuple[str, dict[str, Any]]:
+    """``campaign show`` as a person reads it, and its JSON."""
+    text = ws.run("campaign", "show", str(cid)).output
+    return text, ws.run("campaign", "show", str(cid), "--json").json()
+
+
+def _dashboard(server: Server, cid: int) -> tuple[str, str]:
+    """The campaign's dashboard page and the campaign list, signed in."""
+    with httpx.Client(base_url=server.url, timeout=30) as browser:
+        signed = browser.post("/login", data={"api_key": API_KEY, "next": "/campaigns"})
+        assert signed.status_code == 303, signed.text
+        return browser.get(f"/campaigns/{cid}").text, browser.get("/campaigns").text
+
+
+def _every_face_says(ws: Workspace, server: Server, cid: int, kind: str) -> dict[str, Any]:
+    """The CLI, the API (one campaign and the list) and the dashboard (the campaign's
+    page and the list) name the same hold in the same words; returns the API's hold."""
+    with server.api() as api:
+        hold = wait_for(
+            lambda: (
+                (h := api.get(f"/api/v1/campaigns/{cid}").json()["hold"])
+                and h["kind"] == kind
+                and h
+            ),
+            timeout=60,
+            what=f"campaign {cid}'s hold to be {kind}",
+        )
+        listed = api.get("/api/v1/campaigns").json()["items"]
+    text, shown = _shown(ws, cid)
+    assert shown["hold"]["kind"] == kind, shown["hold"]
+    words = hold["words"]
+    assert f"Waiting: {words}" in text, text
+    assert "--" not in (hold["action"] or ""), hold  # no CLI flags on the web
+    assert "command" not in hold, hold
+    assert [c["hold"]["words"] for c in listed if c["id"] == cid] == [words], listed
+    page, listing = _dashboard(server, cid)
+    assert words in html.unescape(page), page
+    assert f"waiting: {words}" in html.unescape(listing), listing
+    return dict(hold)
+
+
+def _sent(shown: dict[str, Any]) -> int:
+    counts = shown["counts"]
+    return int(counts["sent"] + counts["delivered"] + counts["read"])
+
+
+def test_the_readme_walkthrough_names_the_warm_up_hold(ws: Workspace) -> None:
+    """README steps 1-4 with the defaults (the warm-up on): the run sends the new sender's
+    day-1 allowance, ends with exit code 4 and says why the rest waits and until when;
+    ``campaign show``, the API and the dashboard say the same; turning the warm-up off
+    (the README's way to lift it for a try) sends the rest."""
+    ws.settings["GATECAST_WARMUP_ENABLED"] = "true"  # the default a user has
+    instance_id = ws.link_sender()
+    _import_customers(ws)
+    cid = _create(ws, "walkthrough", **FAST)
+    run = ws.run("campaign", "run", str(cid), "--webhook", "--settle", "1", ok=False)
+    assert run.code == 4, run.output
+    assert "Waiting: warm-up allowance used today" in run.output, run.output
+    assert f"gatecast instance warmup {instance_id} --off" in run.output, run.output
+    text, shown = _shown(ws, cid)
+    hold = shown["hold"]
+    assert hold["kind"] == "warmup_used", hold
+    sent = _sent(shown)
+    assert 12 <= sent <= 18, shown["counts"]  # day 1: 15 +/- 20 %
+    assert f"warm-up allowance used today ({sent} of {sent})" in hold["words"], hold
+    assert f"Waiting: {hold['words']}" in text, text
+    local = datetime.now(UTC) + timedelta(days=1)
+    midnight = datetime(local.year, local.month, local.day, tzinfo=UTC)
+    assert hold["until"] == midnight.isoformat(), hold
+    server = ws.serve()
+    try:
+        _every_face_says(ws, server, cid, "warmup_used")
+    finally:
+        server.stop()
+    ws.run("instance", "warmup", instance_id, "--off")
+    ws.run("campaign", "run", str(cid), "--webhook", "--settle", "1")
+    text, shown = _shown(ws, cid)
+    assert shown["state"] == "completed" and shown["hold"] is None, shown
+    assert "Waiting:" not in text, text
+
+
+def test_a_daily_cap_then_a_logged_out_sender(ws: Workspace) -> None:
+    """The run stops at the cap and says when it resets; once the only sender is logged
+    out, the hold says no sender can send and what to do."""
+    instance_id = ws.link_sender()
+    _import_customers(ws)
+    cid = _create(ws, "capped", **FAST, **{"daily_cap = 500": "daily_cap = 3"})
+    run = ws.run("campaign", "run", str(cid), ok=False)
+    assert run.code == 4, run.output
+    assert "Waiting: daily cap reached (3 of 3 today); resets at 00:00" in run.output, run.output
+    text, shown = _shown(ws, cid)
+    assert _sent(shown) == 3, shown["counts"]
+    assert "Waiting: daily cap reached (3 of 3 today)" in text, text
+    ws.run("instance", "logout", instance_id)
+    server = ws.serve()
+    try:
+        hold = _every_face_says(ws, server, cid, "no_usable_sender")
+    finally:
+        server.stop()
+    assert f"sender {instance_id} is logged out" in hold["words"], hold
+    assert "scan its QR code" in (hold["action"] or ""), hold
+
+
+def _people(ws: Workspace, name: str, count: int, offset: int) -> None:
+    path = ws.path / f"{name}.csv"
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["Name", "Phone"])
+        for n in range(count):
+            writer.writerow([f"{name} {n}", f"+1415555{offset + n:04d}"])
+    ws.run("contacts", "import", str(path), "--list", name)
+
+
+def _campaign(ws: Workspace, name: str, extra: str) -> int:
+    path = ws.path / f"{name}.toml"
+    path.write_text(
+        f'name = "{name}"\nlist = "{name}"\n\n[message]\ntype = "text"\ntext = "Hello"\n\n'
+        f'[schedule]\ntimezone = "UTC"\n{extra}\n[pace]\nper_minute = 600\n'
+        "delay_seconds = [0, 0]\n\n[retry]\nmax_attempts = 4\nbackoff_seconds = 3600\n",
+        encoding="utf-8",
+    )
+    return int(ws.run("campaign", "create", str(path), "--json").json()["id"])
+
+
+def test_outside_the_window_a_retry_backoff_then_a_paused_sender(tmp_path: Path) -> None:
+    """A gateway that refuses every send: the first recipients wait for their retry; a
+    burst of refusals pauses the sender, and its campaign says so with the reason. A
+    campaign outside its window says when it opens (the clock set to 10:00 UTC)."""
+    with (
+        _own_sandbox(tmp_path / "sandbox", "--fault-rate", "1.0") as sandbox,
+        workspace(tmp_path / "work", sandbox.url) as ws,
+    ):
+        ws.clock_start = datetime.now(UTC).replace(hour=10, minute=0, second=0, microsecond=0)
+        ws.link_sender()
+        _people(ws, "evening", 2, 0)
+        _people(ws, "retried", 2, 100)
+        _people(ws, "burst", 6, 200)
+        windowed = _campaign(ws, "evening", 'window = ["18:00", "20:00"]\n')
+        retried = _campaign(ws, "retried", "")
+        server = ws.serve()
+        try:
+            hold = _every_face_says(ws, server, windowed, "outside_window")
+            assert "opens at 18:00" in hold["words"], hold
+            hold = _every_face_says(ws, server, retried, "retry_backoff")
+            assert "next try at" in hold["words"], hold
+            burst = _campaign(ws, "burst", "")
+            hold = _every_face_says(ws, server, burst, "sender_paused")
+            assert "is paused since" in hold["words"], hold
+            assert "resume the sender" in (hold["action"] or ""), hold
+        finally:
+            server.stop()
