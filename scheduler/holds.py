@@ -501,6 +501,21 @@ def campaign_hold(
     return campaign_holds(conn_or_engine, [campaign_id], now).get(campaign_id, CampaignHold(None))
 
 
+def announce(conn: Connection, campaign_ids: Sequence[int], now: datetime) -> int:
+    """Store the running campaigns' holds whose kind changed since the last call, which
+    writes one ``campaign.held`` webhook event each (with kind, words and until; none
+    when the hold clears); how many changed. The dispatcher calls it every few seconds."""
+    found = campaign_holds(conn, campaign_ids, now)
+    rows: list[tuple[int, str | None, str | None, datetime | None]] = []
+    for cid, hold in found.items():
+        primary = hold.primary
+        if primary is None:
+            rows.append((cid, None, None, None))
+        else:
+            rows.append((cid, primary.kind, primary.words[:1000], primary.until))
+    return waiting.announce(conn, rows, now=now)
+
+
 @dataclass(frozen=True)
 class RecipientHold:
     """One queued recipient and its own hold (None: due now, sending at its pace)."""
@@ -570,6 +585,7 @@ __all__ = [
     "CampaignHold",
     "Hold",
     "RecipientHold",
+    "announce",
     "campaign_hold",
     "campaign_holds",
     "combine",

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, literal_column, select
+from sqlalchemy import Connection, literal_column, select, update
 
 from storage import states, tables
 
@@ -130,4 +130,23 @@ def queued_page(
     return [(int(r[0]), str(r[1]), r[2], r[3], int(r[4] or 0), r[5], r[6]) for r in rows]
 
 
-__all__ = ["CampaignRow", "FirstQueued", "campaign_rows", "first_queued", "queued_page"]
+def announce(
+    conn: Connection,
+    held: Sequence[tuple[int, str | None, str | None, datetime | None]],
+    *,
+    now: datetime,
+) -> int:
+    """Store each campaign's hold ``(id, kind, words, until)`` where its kind changed
+    (the ``campaign.held`` trigger writes the event of a new kind); how many changed."""
+    changed = 0
+    for cid, kind, words, until in held:
+        result = conn.execute(
+            update(_c)
+            .where(_c.c.id == cid, _c.c.held_kind.is_distinct_from(kind))
+            .values(held_kind=kind, held_words=words, held_until=until, held_at=now)
+        )
+        changed += result.rowcount or 0
+    return changed
+
+
+__all__ = ["CampaignRow", "FirstQueued", "announce", "campaign_rows", "first_queued", "queued_page"]

@@ -3,6 +3,7 @@ real database, and which hold is the campaign's primary one."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, update
 
+from campaigns.webhook_endpoints import create_endpoint
 from scheduler import holds
 from scheduler.holds import Hold, combine
 from storage import tables
@@ -198,3 +200,36 @@ def test_the_primary_hold_is_the_one_that_lifts_last_among_what_blocks_everythin
     some = combine([], {"S1": None, "S2": paused})
     assert some.primary is None and some.senders == (paused,)
     assert some.line() is not None and "S2" in some.line()  # type: ignore[operator]
+
+
+def _held_events(engine: Engine) -> list[dict[str, Any]]:
+    m = tables.webhook_messages
+    with engine.connect() as conn:
+        rows = conn.execute(
+            m.select().with_only_columns(m.c.data).where(m.c.event == "campaign.held")
+        ).all()
+    return [json.loads(r[0]) if isinstance(r[0], str) else dict(r[0]) for r in rows]
+
+
+def test_campaign_held_is_written_once_per_new_kind(engine: Engine) -> None:
+    """The dispatcher announces the running campaigns' holds every few seconds: a
+    subscribed endpoint gets one ``campaign.held`` per new kind, none when it clears."""
+    add_instances(engine, ["S1"], T0 - timedelta(days=1))
+    cid = _warmup(engine)
+    create_endpoint(engine, "https://hooks.example.com/in", ["campaign.held"], now=T0)
+    for _ in range(2):
+        with engine.begin() as conn:
+            holds.announce(conn, [cid], T0)
+    (event,) = _held_events(engine)
+    hold = holds.campaign_hold(engine, cid, T0).primary
+    assert hold is not None
+    assert (event["campaign_id"], event["kind"], event["words"]) == (cid, hold.kind, hold.words)
+    assert event["until"] is not None and event["until"].startswith("2026-12-02")
+    _sender(engine, warmup_off=True)  # the hold clears: no event
+    with engine.begin() as conn:
+        holds.announce(conn, [cid], T0)
+    assert len(_held_events(engine)) == 1
+    _sender(engine, paused_reason="relogin required", paused_at=T0)
+    with engine.begin() as conn:
+        holds.announce(conn, [cid], T0)
+    assert [e["kind"] for e in _held_events(engine)] == ["warmup_used", "sender_paused"]
