@@ -170,19 +170,17 @@ def _campaign(ws: Workspace, name: str, extra: str) -> int:
     return int(ws.run("campaign", "create", str(path), "--json").json()["id"])
 
 
-def test_outside_the_window_a_retry_backoff_then_a_paused_sender(tmp_path: Path) -> None:
-    """A gateway that refuses every send: the first recipients wait for their retry; a
-    burst of refusals pauses the sender, and its campaign says so with the reason. A
+def test_outside_the_window_and_a_retry_backoff(tmp_path: Path) -> None:
+    """A gateway that answers every send 429: the recipients wait for their retry. A
     campaign outside its window says when it opens (the clock set to 10:00 UTC)."""
     with (
-        _own_sandbox(tmp_path / "sandbox", "--fault-rate", "1.0") as sandbox,
+        _own_sandbox(tmp_path / "sandbox", "--rate-429", "1.0") as sandbox,
         workspace(tmp_path / "work", sandbox.url) as ws,
     ):
         ws.clock_start = datetime.now(UTC).replace(hour=10, minute=0, second=0, microsecond=0)
         ws.link_sender()
         _people(ws, "evening", 2, 0)
         _people(ws, "retried", 2, 100)
-        _people(ws, "burst", 6, 200)
         windowed = _campaign(ws, "evening", 'window = ["18:00", "20:00"]\n')
         retried = _campaign(ws, "retried", "")
         server = ws.serve()
@@ -191,9 +189,28 @@ def test_outside_the_window_a_retry_backoff_then_a_paused_sender(tmp_path: Path)
             assert "opens at 18:00" in hold["words"], hold
             hold = _every_face_says(ws, server, retried, "retry_backoff")
             assert "next try at" in hold["words"], hold
-            burst = _campaign(ws, "burst", "")
-            hold = _every_face_says(ws, server, burst, "sender_paused")
-            assert "is paused since" in hold["words"], hold
-            assert "resume the sender" in (hold["action"] or ""), hold
         finally:
             server.stop()
+
+
+def test_a_sender_paused_by_the_gateway(tmp_path: Path) -> None:
+    """The gateway's quota pauses the only sender after two sends: the run ends (no
+    sender can send) and every face says the sender is paused, why, since when, and
+    what to do."""
+    with (
+        _own_sandbox(tmp_path / "sandbox", "--quota-after", "2") as sandbox,
+        workspace(tmp_path / "work", sandbox.url) as ws,
+    ):
+        instance_id = ws.link_sender()
+        _people(ws, "quota", 4, 300)
+        cid = _campaign(ws, "quota", "")
+        run = ws.run("campaign", "run", str(cid), ok=False)
+        assert run.code == 3, run.output
+        server = ws.serve()
+        try:
+            hold = _every_face_says(ws, server, cid, "sender_paused")
+        finally:
+            server.stop()
+        assert f"sender {instance_id} is paused since" in hold["words"], hold
+        assert "quota" in hold["words"], hold
+        assert "resume the sender" in (hold["action"] or ""), hold
