@@ -198,7 +198,7 @@ def test_a_sender_paused_by_the_gateway(tmp_path: Path) -> None:
     sender can send) and every face says the sender is paused, why, since when, and
     what to do."""
     with (
-        _own_sandbox(tmp_path / "sandbox", "--quota-after", "2") as sandbox,
+        _own_sandbox(tmp_path / "sandbox", "--monthly-quota", "2") as sandbox,
         workspace(tmp_path / "work", sandbox.url) as ws,
     ):
         instance_id = ws.link_sender()
