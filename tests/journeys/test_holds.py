@@ -88,6 +88,15 @@ def _every_face_says(ws: Workspace, server: Server, cid: int, kind: str) -> dict
     return dict(hold)
 
 
+def _served_hold(ws: Workspace, cid: int, kind: str) -> dict[str, Any]:
+    """Start ``serve``, check every face names the hold ``kind``, stop it."""
+    server = ws.serve()
+    try:
+        return _every_face_says(ws, server, cid, kind)
+    finally:
+        server.stop()
+
+
 def _sent(shown: dict[str, Any]) -> int:
     counts = shown["counts"]
     return int(counts["sent"] + counts["delivered"] + counts["read"])
@@ -116,11 +125,7 @@ def test_the_readme_walkthrough_names_the_warm_up_hold(ws: Workspace) -> None:
     local = datetime.now(UTC) + timedelta(days=1)
     midnight = datetime(local.year, local.month, local.day, tzinfo=UTC)
     assert hold["until"] == midnight.isoformat(), hold
-    server = ws.serve()
-    try:
-        _every_face_says(ws, server, cid, "warmup_used")
-    finally:
-        server.stop()
+    _served_hold(ws, cid, "warmup_used")
     ws.run("instance", "warmup", instance_id, "--off")
     done = ws.run("campaign", "run", str(cid), "--webhook", "--settle", "1").output
     assert f"campaign {cid} is completed" in done and "waiting:" not in done, done
@@ -140,11 +145,7 @@ def test_a_daily_cap_then_a_logged_out_sender(ws: Workspace) -> None:
     assert _sent(shown) == 3, shown["counts"]
     assert shown["hold"]["kind"] == "daily_cap", shown["hold"]
     ws.run("instance", "logout", instance_id)
-    server = ws.serve()
-    try:
-        hold = _every_face_says(ws, server, cid, "no_usable_sender")
-    finally:
-        server.stop()
+    hold = _served_hold(ws, cid, "no_usable_sender")
     assert f"sender {instance_id} is logged out" in hold["words"], hold
     assert "scan its QR code" in (hold["action"] or ""), hold
 
@@ -206,11 +207,7 @@ def test_a_sender_paused_by_the_gateway(tmp_path: Path) -> None:
         cid = _campaign(ws, "quota", "")
         run = ws.run("campaign", "run", str(cid), ok=False)
         assert run.code == 3, run.output
-        server = ws.serve()
-        try:
-            hold = _every_face_says(ws, server, cid, "sender_paused")
-        finally:
-            server.stop()
+        hold = _served_hold(ws, cid, "sender_paused")
         assert f"sender {instance_id} is paused since" in hold["words"], hold
         assert "quota" in hold["words"], hold
         assert "resume the sender" in (hold["action"] or ""), hold
