@@ -427,6 +427,13 @@ def combine(campaign: Sequence[Hold], senders: dict[str | None, Hold | None]) ->
     return CampaignHold(primary, held if len(senders) > 1 or primary is None else ())
 
 
+def _zone(name: str) -> ZoneInfo:
+    try:
+        return ZoneInfo(name)
+    except (ValueError, KeyError):
+        return _UTC
+
+
 def _policy(row: waiting.CampaignRow) -> CampaignPolicy | None:
     try:
         return policy_from_spec(row.spec, timezone=row.timezone)
@@ -445,15 +452,13 @@ def campaign_holds(
     conn = conn_or_engine
     out: dict[int, CampaignHold] = {}
     for row in waiting.campaign_rows(conn, campaign_ids):
+        if row.state != lifecycle.RUNNING:  # its zone: the row's copy of the spec's
+            out[row.id] = CampaignHold(_state_hold(row, _zone(row.timezone)))
+            continue
         policy = _policy(row)
-        if policy is None:
-            out[row.id] = CampaignHold(None)
-            continue
-        own = _state_hold(row, policy.timezone)
-        if own is not None or row.state != lifecycle.RUNNING:
-            out[row.id] = CampaignHold(own)
-            continue
-        out[row.id] = _running_hold(conn, row, policy, now)
+        out[row.id] = (
+            CampaignHold(None) if policy is None else _running_hold(conn, row, policy, now)
+        )
     return out
 
 
