@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import csv
 import html
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ from tests.journeys.harness import (
     workspace,
 )
 from tests.journeys.test_senders import _own_sandbox
+from tests.webhook_receiver import Receiver
 
 FAST = {"per_minute = 20": "per_minute = 600", "delay_seconds = [5, 15]": "delay_seconds = [0, 0]"}
 
@@ -88,13 +91,33 @@ def _every_face_says(ws: Workspace, server: Server, cid: int, kind: str) -> dict
     return dict(hold)
 
 
-def _served_hold(ws: Workspace, cid: int, kind: str) -> dict[str, Any]:
-    """Start ``serve``, check every face names the hold ``kind``, stop it."""
+def _served_hold(
+    ws: Workspace, cid: int, kind: str, receiver: Receiver | None = None
+) -> dict[str, Any]:
+    """Start ``serve``, check every face names the hold ``kind`` (and, with a
+    ``receiver``, that its ``campaign.held`` event says it once), stop it."""
     server = ws.serve()
     try:
-        return _every_face_says(ws, server, cid, kind)
+        hold = _every_face_says(ws, server, cid, kind)
+        if receiver is not None:
+            held = wait_for(
+                lambda: receiver.of_type("campaign.held"), timeout=60, what="campaign.held"
+            )
+            assert [e["data"]["kind"] for e in held] == [kind], held
+            data = held[0]["data"]
+            assert (data["campaign_id"], data["words"]) == (cid, hold["words"]), data
+        return hold
     finally:
         server.stop()
+
+
+@contextmanager
+def _receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    try:
+        yield r
+    finally:
+        r.stop()
 
 
 def _sent(shown: dict[str, Any]) -> int:
@@ -190,6 +213,13 @@ def test_outside_the_window_and_a_retry_backoff(tmp_path: Path) -> None:
             assert "opens at 18:00" in hold["words"], hold
             hold = _every_face_says(ws, server, retried, "retry_backoff")
             assert "next try at" in hold["words"], hold
+            # on request, each queued recipient's own hold
+            with server.api() as api:
+                each = api.get(f"/api/v1/campaigns/{retried}?recipients=true").json()
+            kinds = [r["hold"]["kind"] for r in each["recipient_holds"]]
+            assert kinds == ["retry_backoff", "retry_backoff"], each["recipient_holds"]
+            listed = ws.run("campaign", "show", str(retried), "--recipients").output
+            assert listed.count("retry backoff after a failed attempt") >= 3, listed
         finally:
             server.stop()
 
@@ -197,17 +227,22 @@ def test_outside_the_window_and_a_retry_backoff(tmp_path: Path) -> None:
 def test_a_sender_paused_by_the_gateway(tmp_path: Path) -> None:
     """The gateway's quota pauses the only sender after two sends: the run ends (no
     sender can send) and every face says the sender is paused, why, since when, and
-    what to do."""
+    what to do; an endpoint subscribed to ``campaign.held`` gets the same words."""
     with (
         _own_sandbox(tmp_path / "sandbox", "--monthly-quota", "2") as sandbox,
         workspace(tmp_path / "work", sandbox.url) as ws,
+        _receiver() as receiver,
     ):
         instance_id = ws.link_sender()
+        added = ws.run(
+            "webhook-endpoints", "add", receiver.url, "--events", "campaign.held", "--json"
+        )
+        receiver.secret = added.json()["secret"]
         _people(ws, "quota", 4, 300)
         cid = _campaign(ws, "quota", "")
         run = ws.run("campaign", "run", str(cid), ok=False)
         assert run.code == 3, run.output
-        hold = _served_hold(ws, cid, "sender_paused")
+        hold = _served_hold(ws, cid, "sender_paused", receiver)
         assert f"sender {instance_id} is paused since" in hold["words"], hold
         assert "quota" in hold["words"], hold
         assert "resume the sender" in (hold["action"] or ""), hold
