@@ -22,6 +22,7 @@ from rich.table import Table
 
 from gatecast.commands import campaign_run
 from gatecast.commands.common import INT64_MAX, fail, id_argument, open_engine_or_fail
+from gatecast.runtime.holds_view import hold_lines
 
 if TYPE_CHECKING:
     from campaigns.campaign_file import CampaignSpec
@@ -401,17 +402,28 @@ def list_cmd(
 def show_cmd(
     campaign_id: int = id_argument("Campaign id."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    recipients: bool = typer.Option(
+        False, "--recipients", help="Also show why each queued recipient waits (the first 100)."
+    ),
 ) -> None:
-    """Show one campaign: state, schedule, pace and delivery counts."""
+    """Show one campaign: state, schedule, pace, delivery counts and what it waits for."""
     from campaigns import service
     from gatecast.commands.variants_view import ab_text, variants_table
+    from scheduler.holds import campaign_hold, recipient_holds
+    from storage.types import utcnow
 
     with _errors():
-        d = service.get_campaign(open_engine_or_fail(), campaign_id)
+        engine = open_engine_or_fail()
+        d = service.get_campaign(engine, campaign_id)
+        hold = campaign_hold(engine, campaign_id, utcnow())
+        waiting = recipient_holds(engine, campaign_id, utcnow()) if recipients else []
     if as_json:
         data = asdict(d)
         data["spec"] = d.spec.model_dump(mode="json")
         data["total"] = d.total
+        data["hold"] = hold.as_dict()
+        if recipients:
+            data["recipient_holds"] = [r.as_dict() for r in waiting]
         _print_json(data)
         return
     table = Table(title=f"Campaign {d.id}: {escape(d.name)}", show_header=False)
@@ -455,6 +467,11 @@ def show_cmd(
         if d.counts.get(state):
             table.add_row(f"  {state}", f"{d.counts[state]:,}")
     console.print(table)
+    for line in hold_lines(hold):
+        console.print(escape(line), highlight=False)
+    for r in waiting:
+        why = r.hold.words if r.hold is not None else "due now"
+        console.print(escape(f"  {r.target} ({r.sender or 'no sender'}): {why}"), highlight=False)
     if (compared := variants_table(d.variants)) is not None:
         console.print(compared)
 

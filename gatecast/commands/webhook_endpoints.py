@@ -46,7 +46,8 @@ def add_cmd(
             "-e",
             help="an event (repeatable, or comma-separated): delivery.sent, delivery.delivered, "
             "delivery.read, delivery.failed, reply.received, contact.opted_out, "
-            "campaign.state_changed, instance.state_changed; '*' for all (the default)",
+            "campaign.state_changed, campaign.held, instance.state_changed; '*' for all "
+            "(the default)",
         ),
     ] = None,
     description: Annotated[str, typer.Option("--description", help="a note for you")] = "",
