@@ -163,7 +163,7 @@ def create_cmd(
             _print_check(spec, settings.contact_cooldown_hours, as_json)
             return
         created = service.create_campaign(
-            open_engine_or_fail(),
+            open_engine_or_fail(create=True),
             spec,
             strict=strict,
             default_cooldown_hours=settings.contact_cooldown_hours,

@@ -47,3 +47,28 @@ def test_a_whole_day_window_is_accepted_and_shown_as_written(ws: Workspace) -> N
     assert "00:00-24:00" in shown, shown
     exported = ws.run("campaign", "export", str(campaign_id)).output
     assert 'window = ["00:00", "24:00"]' in exported, exported
+
+
+def test_a_read_in_another_folder_says_there_is_no_database_and_creates_none(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    """The default database is ``gatecast.db`` in the folder a command runs in: a read
+    elsewhere names the file it looked for and how to point at one; an import creates it."""
+    _customers(ws)
+    with workspace(tmp_path / "elsewhere", GATECAST_DATABASE_URL="sqlite:///gatecast.db") as away:
+        here = away.path / "gatecast.db"
+        for command in (
+            ("campaign", "show", "1"),
+            ("instance", "status"),
+            ("campaign", "run", "1"),
+        ):
+            done = away.run(*command, ok=False)
+            assert done.code == 1, done.output
+            text = " ".join(done.output.split())
+            assert "there is no gatecast database here" in text, text
+            assert str(here) in text and "GATECAST_DATABASE_URL" in text, text
+            assert "does not exist" in text and "campaign 1" not in text, text
+            assert not here.exists(), command
+        away.run("contacts", "import", str(SAMPLES / "contacts.csv"), "--list", "customers")
+        assert here.exists()
+        assert "customers" in away.run("contacts", "lists").output
