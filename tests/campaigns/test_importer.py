@@ -395,13 +395,16 @@ def test_progress_reaches_its_total(sqlite_engine: Engine) -> None:
     assert [d for d, _ in seen] == sorted(d for d, _ in seen)
 
 
-def test_header_only_file_creates_an_empty_list(sqlite_engine: Engine, tmp_path: Path) -> None:
+def test_header_only_file_is_refused_creating_no_list(
+    sqlite_engine: Engine, tmp_path: Path
+) -> None:
     path = tmp_path / "empty.csv"
     path.write_bytes(b"\xef\xbb\xbfphone,name\n")
-    report = import_file(sqlite_engine, path, ImportOptions("nobody"))
-    assert (report.rows_read, report.imported, report.invalid) == (0, 0, 0)
-    assert _members(sqlite_engine, "nobody") == set()
-    assert _jobs(sqlite_engine)[-1].status == "completed"
+    with pytest.raises(ImportFailed, match=r"empty.csv: no contacts to import.*phone, name"):
+        import_file(sqlite_engine, path, ImportOptions("nobody"))
+    with sqlite_engine.connect() as conn:
+        assert q.get_list_id(conn, "nobody") is None
+    assert _jobs(sqlite_engine)[-1].status == "failed"
 
 
 def test_phone_column_named_case_insensitively(sqlite_engine: Engine, tmp_path: Path) -> None:

@@ -72,3 +72,23 @@ def test_a_read_in_another_folder_says_there_is_no_database_and_creates_none(
         away.run("contacts", "import", str(SAMPLES / "contacts.csv"), "--list", "customers")
         assert here.exists()
         assert "customers" in away.run("contacts", "lists").output
+
+
+def test_files_that_are_not_contacts_are_refused_in_the_users_terms(ws: Workspace) -> None:
+    """A PDF renamed .csv, an unsupported type (the list names every type, .vcf too) and a
+    header-only file: one clear line naming the file, exit 1, no list made."""
+    (ws.path / "prices.csv").write_bytes(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\n<<>>,;\x00\x01\n")
+    (ws.path / "people.pages").write_bytes(b"PK\x03\x04 not read")
+    (ws.path / "header-only.csv").write_text("Name,Phone\n", encoding="utf-8")
+    expected = {
+        "prices.csv": "prices.csv: not a CSV file: it is a PDF document",
+        "people.pages": "unsupported file type '.pages' (use one of .csv, .tsv, .txt, .xlsx",
+        "header-only.csv": "header-only.csv: no contacts to import: the file has a header row",
+    }
+    for name, words in expected.items():
+        done = ws.run("contacts", "import", name, "--list", "nobody", ok=False)
+        text = " ".join(done.output.split())
+        assert done.code == 1 and words in text, text
+        assert "tokeniz" not in text.lower() and "C error" not in text, text
+        assert name != "people.pages" or ".vcf" in text, text
+    assert "nobody" not in ws.run("contacts", "lists").output
