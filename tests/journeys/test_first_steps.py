@@ -5,11 +5,12 @@ and the Google Contacts step. CLI subprocesses against one sandbox per module.""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from tests.journeys.harness import SAMPLES, Workspace, table_value, workspace
+from tests.journeys.harness import ROOT, SAMPLES, Workspace, table_value, workspace
 
 NEW_YORK = ZoneInfo("America/New_York")
 
@@ -92,3 +93,23 @@ def test_files_that_are_not_contacts_are_refused_in_the_users_terms(ws: Workspac
         assert "tokeniz" not in text.lower() and "C error" not in text, text
         assert name != "people.pages" or ".vcf" in text, text
     assert "nobody" not in ws.run("contacts", "lists").output
+
+
+def test_the_same_people_from_csv_and_xlsx_are_unchanged(ws: Workspace) -> None:
+    """samples/contacts.xlsx holds contacts.csv's people, 14 phones written another way
+    (number cells, other formats): the same numbers, so nothing is updated, either way."""
+    _customers(ws)
+    for sample in ("contacts.xlsx", "contacts.csv", "contacts.xlsx"):
+        out = ws.run("contacts", "import", str(SAMPLES / sample), "--list", "customers")
+        counts = {k: table_value(out.output, k) for k in ("imported (new)", "updated", "unchanged")}
+        assert counts == {"imported (new)": "0", "updated": "0", "unchanged": "44"}, (sample, out)
+
+
+def test_the_readmes_google_contacts_step_works_as_written(ws: Workspace) -> None:
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    found = re.search(r"`gatecast (contacts import samples/google-contacts\.csv[^`]*)`", readme)
+    assert found, "the README gives no command for samples/google-contacts.csv"
+    args = [str(ROOT / a) if a.startswith("samples/") else a for a in found.group(1).split()]
+    out = ws.run(*args).output
+    assert table_value(out, "imported (new)") == "8", out
+    assert table_value(out, "invalid (rejected)") == "1", out  # the card without a number
