@@ -5,14 +5,28 @@ and the Google Contacts step. CLI subprocesses against one sandbox per module.""
 
 from __future__ import annotations
 
+import csv
+import json
 import re
 from datetime import datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from tests.journeys.harness import ROOT, SAMPLES, Workspace, table_value, workspace
+from tests.journeys.harness import (
+    QUICK_STATUSES,
+    ROOT,
+    SAMPLES,
+    Workspace,
+    campaign_over_api,
+    ok,
+    table_value,
+    workspace,
+)
 
 NEW_YORK = ZoneInfo("America/New_York")
+#: Olivia Johnson of samples/contacts.csv is not on the app here (a failed status, 404)
+NOT_ON_APP = "+12025550143"
+SANDBOX_ARGS = (*QUICK_STATUSES, "--not-on-app", NOT_ON_APP)
 
 
 def _customers(ws: Workspace) -> None:
@@ -113,3 +127,30 @@ def test_the_readmes_google_contacts_step_works_as_written(ws: Workspace) -> Non
     out = ws.run(*args).output
     assert table_value(out, "imported (new)") == "8", out
     assert table_value(out, "invalid (rejected)") == "1", out  # the card without a number
+
+
+def test_a_failure_has_the_same_words_in_the_report_and_on_the_dashboard(ws: Workspace) -> None:
+    """A number not on the app: the report (CSV, JSON) says "not on WhatsApp" as the
+    API's (and the dashboard's) reason does, not "failed by the gateway (code 404)"."""
+    ws.link_sender()
+    _customers(ws)
+    fast = (SAMPLES / "campaign.toml").read_text(encoding="utf-8")
+    fast = fast.replace("per_minute = 20", "per_minute = 0").replace("[5, 15]", "[0, 0]")
+    (ws.path / "fast.toml").write_text(fast, encoding="utf-8")
+    campaign_id = str(ws.run("campaign", "create", "fast.toml", "--json").json()["id"])
+    ws.run("campaign", "run", campaign_id, "--webhook", "--settle", "3", timeout=300)
+    ws.run("report", campaign_id, "--output", "r.csv")
+    ws.run("report", campaign_id, "--output", "r.json")
+    with (ws.path / "r.csv").open(encoding="utf-8-sig") as fh:
+        failed = [r for r in csv.DictReader(fh) if r["target"] == NOT_ON_APP]
+    assert [(r["state"], r["error"]) for r in failed] == [("failed", "not on WhatsApp (code 404)")]
+    rows = json.loads((ws.path / "r.json").read_text(encoding="utf-8"))["deliveries"]
+    assert [r["error"] for r in rows if r["target"] == NOT_ON_APP] == ["not on WhatsApp (code 404)"]
+    server = ws.serve()
+    assert campaign_over_api(server, int(campaign_id))["state"] == "completed"
+    with server.api() as api:
+        page = ok(
+            api.get(f"/api/v1/campaigns/{campaign_id}/deliveries", params={"q": NOT_ON_APP}), 200
+        )
+    assert [d["reason"] for d in page["items"]] == ["not on WhatsApp"], page
+    server.stop()
