@@ -164,7 +164,7 @@ def create_cmd(
             _print_check(spec, settings.contact_cooldown_hours, as_json)
             return
         created = service.create_campaign(
-            open_engine_or_fail(),
+            open_engine_or_fail(create=True),
             spec,
             strict=strict,
             default_cooldown_hours=settings.contact_cooldown_hours,
@@ -408,6 +408,7 @@ def show_cmd(
 ) -> None:
     """Show one campaign: state, schedule, pace, delivery counts and what it waits for."""
     from campaigns import service
+    from campaigns.campaign_file import window_texts
     from gatecast.commands.variants_view import ab_text, variants_table
     from scheduler.holds import campaign_hold, recipient_holds
     from storage.types import utcnow
@@ -430,7 +431,7 @@ def show_cmd(
     table.add_column("field")
     table.add_column("value", overflow="fold")
     sched = d.spec.schedule
-    window = f"{sched.window[0]:%H:%M}-{sched.window[1]:%H:%M}" if sched.window else "any time"
+    window = "-".join(window_texts(sched.window)) if sched.window else "any time"
     if sched.recipient_timezone:
         window += " in each recipient's zone"
     pace = d.spec.pace

@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from gatecast.commands.common import id_argument, log_to_stderr
+from gatecast.commands.common import id_argument, log_to_stderr, missing_database
 from scheduler.defaults import DEFAULT_SENDER_GRACE_SECONDS
 
 if TYPE_CHECKING:
@@ -46,6 +46,10 @@ def run_command(
         settle,
     )
 
+    problem = missing_database(settings)
+    if problem is not None:
+        console.print(f"[red]error:[/] {problem}", highlight=False, soft_wrap=True)
+        return 1
     try:
         engine = open_engine(settings)
         make_gateway_client(settings).close()  # fail fast, naming the missing variable

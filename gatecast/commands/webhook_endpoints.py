@@ -57,7 +57,7 @@ def add_cmd(
     from campaigns.webhook_endpoints import EndpointError, create_endpoint
 
     names = [n for given in (events or ["*"]) for n in given.split(",")]
-    engine = open_engine_or_fail()
+    engine = open_engine_or_fail(create=True)
     try:
         created = create_endpoint(engine, url, names, description=description)
     except EndpointError as exc:
