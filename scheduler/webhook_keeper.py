@@ -23,7 +23,7 @@ from sqlalchemy import Engine
 
 from campaigns.instances import (
     InstanceGone,
-    connected_ids,
+    linked_ids,
     registered_webhook_digests,
     set_webhook,
     webhook_digest,
@@ -54,7 +54,7 @@ class WebhookKeeper:
 
     def run_once(self, now: datetime) -> list[str]:
         """Register the webhook where it is due; returns the instances registered."""
-        ids = connected_ids(self.engine)
+        ids = linked_ids(self.engine)
         clock = self.monotonic()
         full = self._last_full is None or clock - self._last_full >= self.every_seconds
         due = ids if full else [i for i in ids if i not in self._known]

@@ -174,6 +174,12 @@ def qr_cmd(
 
         segno.make(text, error="l").terminal(compact=True)
     console.print(f"QR code saved to [bold]{path}[/]; scan it within ~20 s (it rotates)")
+    if qr.state == "unconfirmed":
+        console.print(
+            "once scanned, campaigns may send through it: a connection event from the "
+            "gateway, or its first send, confirms the link (`gatecast instance status`)",
+            highlight=False,
+        )
 
 
 @instance_app.command("status")
@@ -228,6 +234,15 @@ def status_cmd(
         if r.instance_id in care and r.state != "gone":
             line = describe(care[r.instance_id])
             console.print(f"care {escape(r.instance_id)}: {escape(line)}", highlight=False)
+    unconfirmed = [r for r in records if r.state == "unconfirmed"]
+    if unconfirmed:
+        console.print(
+            f"{len(unconfirmed)} instance(s) unconfirmed: their QR code was shown and the "
+            "gateway has not said whether it was scanned (some gateways never do); "
+            "campaigns send through them and the first send confirms the link: "
+            + ", ".join(escape(r.instance_id) for r in unconfirmed),
+            highlight=False,
+        )
     gone = [r for r in records if r.state == "gone"]
     paused = [r for r in records if r.paused_reason and r.state != "gone"]
     if gone:

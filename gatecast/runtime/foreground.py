@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from rich.console import Console
 
 from campaigns import delivery_lifecycle, lifecycle
-from campaigns.instances import InstanceGone, connected_ids, set_webhook, webhook_registered
+from campaigns.instances import InstanceGone, linked_ids, set_webhook, webhook_registered
 from campaigns.service import campaign_counts, campaign_instances, campaign_state
 from gatecast.runtime import make_gateway_client
 from gatecast.runtime.webhooks import (
@@ -191,7 +191,7 @@ def receive_webhooks(
     server = stack.enter_context(
         AsgiServer(app, host=settings.host, port=port, forwarded_allow_ips=settings.trusted_proxies)
     )
-    ids = campaign_instances(engine, campaign_id) or connected_ids(engine)
+    ids = campaign_instances(engine, campaign_id) or linked_ids(engine)
     before = webhook_registered(engine, ids)  # what serve (or a user) registered
     url = webhook_url(settings, server.url)
     with make_gateway_client(settings) as client:

@@ -14,6 +14,7 @@ from sqlalchemy import (
     Connection,
     and_,
     bindparam,
+    case,
     delete,
     insert,
     literal_column,
@@ -33,6 +34,14 @@ _QUEUED = _d.c.state == literal_column(f"'{states.QUEUED}'")
 #: The state of an instance that no longer exists at the gateway (reset without a new
 #: id, "Instance ID Invalidated", the demo's embedded sandbox stopped): it never sends.
 GONE = "gone"
+#: The state of an instance whose link an event or the gateway confirmed (or a send proved).
+CONNECTED = "connected"
+#: The state of an instance whose QR code was shown and whose link nothing confirmed yet
+#: (a gateway that posts no connection event): it is used, and its first send proves
+#: (``connected``) or disproves (``waiting_scan``, ``logged_out``) the link.
+UNCONFIRMED = "unconfirmed"
+#: States of an instance gatecast sends through unnamed (a campaign without ``instances``).
+LINKED_STATES = (CONNECTED, UNCONFIRMED)
 #: States in which an instance cannot send (a new login, a reconnect or nothing helps).
 UNABLE_STATES = ("disconnected", "logged_out", GONE)
 
@@ -72,18 +81,21 @@ def ensure(conn: Connection, instance_ids: Sequence[str], *, now: datetime) -> N
         )
 
 
-def connected_ids(conn: Connection) -> list[str]:
-    """Instance ids known to gatecast whose state is ``connected``, in id order."""
-    rows = conn.execute(select(_i.c.instance_id).where(_i.c.state == "connected").order_by(_i.c.id))
+def linked_ids(conn: Connection) -> list[str]:
+    """Instance ids known to gatecast that are linked (:data:`LINKED_STATES`: connected,
+    or unconfirmed after a QR code was shown), paused or not, in id order."""
+    rows = conn.execute(
+        select(_i.c.instance_id).where(_i.c.state.in_(LINKED_STATES)).order_by(_i.c.id)
+    )
     return [str(r[0]) for r in rows]
 
 
 def usable_ids(conn: Connection) -> list[str]:
-    """Connected, unpaused instances, in id order: the senders a campaign without
-    ``instances`` may hand recipients to."""
+    """Linked (:data:`LINKED_STATES`), unpaused instances, in id order: the senders a
+    campaign without ``instances`` may hand recipients to."""
     rows = conn.execute(
         select(_i.c.instance_id)
-        .where(_i.c.state == "connected", _i.c.paused_reason.is_(None))
+        .where(_i.c.state.in_(LINKED_STATES), _i.c.paused_reason.is_(None))
         .order_by(_i.c.id)
     )
     return [str(r[0]) for r in rows]
@@ -139,19 +151,51 @@ def reassign_queued(conn: Connection, moves: Sequence[tuple[int, str]]) -> int:
     return int(result.rowcount or 0)
 
 
-def mark_linked_by_send(conn: Connection, instance_ids: Sequence[str], *, now: datetime) -> None:
-    """An accepted send proves the session is linked: ``created``/``waiting_scan`` rows of
-    ``instance_ids`` become ``connected`` (gateways that post no connection events)."""
-    if not instance_ids:
-        return
-    conn.execute(
-        update(_i)
-        .where(
-            _i.c.instance_id.in_(list(instance_ids)),
-            _i.c.state.in_(("created", "waiting_scan")),
+def mark_linked_by_send(
+    conn: Connection,
+    proofs: Sequence[tuple[str, datetime]],
+    *,
+    now: datetime,
+    clears: Sequence[str],
+) -> None:
+    """An accepted send proves the session is linked: each ``(instance id, when its send
+    started)`` row becomes ``connected`` (gateways that post no connection events), and a
+    pause whose reason starts with one of ``clears`` (the connection problems) is lifted.
+
+    An unable state (:data:`UNABLE_STATES`) recorded after the send started (a logout
+    meanwhile) is newer than the proof and stays; ``gone`` stays gone."""
+    for instance_id, since in proofs:
+        conn.execute(
+            update(_i)
+            .where(
+                _i.c.instance_id == instance_id,
+                _i.c.state != GONE,
+                or_(_i.c.state != CONNECTED, _i.c.paused_reason.is_not(None)),
+                or_(_i.c.state.not_in(UNABLE_STATES), _i.c.updated_at <= since),
+            )
+            .values(
+                state=CONNECTED,
+                updated_at=now,
+                paused_reason=case(
+                    (or_(*(_i.c.paused_reason.startswith(p) for p in clears)), None),
+                    else_=_i.c.paused_reason,
+                ),
+            )
         )
-        .values(state="connected", updated_at=now)
-    )
+
+
+def mark_unlinked_by_send(
+    conn: Connection, instance_id: str, state: str, *, now: datetime, kept: Sequence[str]
+) -> str | None:
+    """A send refused because the session is not linked: record ``state`` (``logged_out``,
+    ``waiting_scan``) unless the row's state is one of ``kept``; the state it had before
+    (None: no row)."""
+    before = conn.execute(select(_i.c.state).where(_i.c.instance_id == instance_id)).scalar()
+    if before is not None and before not in kept and before != state:
+        conn.execute(
+            update(_i).where(_i.c.instance_id == instance_id).values(state=state, updated_at=now)
+        )
+    return None if before is None else str(before)
 
 
 def set_webhook_registered(
@@ -357,19 +401,23 @@ def resume(conn: Connection, instance_id: str, *, now: datetime) -> bool:
 
 
 __all__ = [
+    "CONNECTED",
     "GONE",
+    "LINKED_STATES",
     "UNABLE_STATES",
+    "UNCONFIRMED",
     "SenderHealth",
     "all_ids",
-    "connected_ids",
     "ensure",
     "forget",
     "has_unassigned",
     "health",
     "held_ids",
+    "linked_ids",
     "mark_gone",
     "mark_linked_by_send",
     "mark_state",
+    "mark_unlinked_by_send",
     "move_waiting_deliveries",
     "next_send_times",
     "pause",
