@@ -189,6 +189,7 @@ def status_cmd(
     """What gatecast knows about its instances, paused senders with their reason
     (updated by the webhook and the dispatcher; not a live query)."""
     from campaigns import instances as domain
+    from campaigns.delivery_lifecycle import BAD_TOKEN_PAUSE
     from gatecast.settings import get_settings
 
     settings = get_settings()
@@ -259,6 +260,12 @@ def status_cmd(
         for r in paused:
             console.print(
                 f"  {escape(r.instance_id)}: {escape(r.paused_reason or '')}", highlight=False
+            )
+        if any(r.paused_reason == BAD_TOKEN_PAUSE for r in paused):
+            console.print(
+                "the gateway refused the access token (one for every sender, not a "
+                "sender's link): set GATECAST_ACCESS_TOKEN to the right token",
+                highlight=False,
             )
         console.print("fix the cause, then `gatecast instance resume ID`", highlight=False)
 

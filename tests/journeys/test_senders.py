@@ -174,6 +174,61 @@ def test_campaign_run_ends_when_no_sender_can_send(tmp_path: Path, sandbox_dir: 
         assert "no sender can send" in run.output, run.output
         assert sender in run.output and "relogin" in run.output, run.output
         assert "44 recipient" in run.output, run.output
+        # the refused send showed the session logged out: the status says so
+        assert "logged_out" in _status_row(ws, sender)
+
+
+# -- (c2) a sender logged out through gatecast is not used until linked again -------------
+
+
+def test_logged_out_sender_waits_until_linked_again(ws: Workspace) -> None:
+    sender = _link(ws)
+    ws.run("instance", "logout", sender)
+    _import(ws)
+    campaign_id = _campaign(ws, extra=f'instances = ["{sender}"]\n')
+
+    def refused() -> int:  # sends the sandbox refused as logged out (the module shares it)
+        stats = httpx.get(f"{ws.gateway_url}/sandbox/stats", timeout=10).json()
+        return int(stats["errors"].get("This WhatsApp account relogin required", 0))
+
+    before = refused()
+    run = ws.run("campaign", "run", str(campaign_id), "--no-progress", ok=False, timeout=60)
+    assert run.code == 3, run.output
+    assert f"{sender} (logged_out: link it again" in run.output, run.output
+    assert refused() == before  # nothing was even tried through it
+    sent = httpx.get(f"{ws.gateway_url}/sandbox/messages?instance_id={sender}").json()
+    assert sent == []
+    # linked again: a new QR code, the scan; the next run sends and proves the link
+    ws.run("instance", "qr", sender)
+    httpx.post(f"{ws.gateway_url}/sandbox/instances/{sender}/scan").raise_for_status()
+    again = ws.run("campaign", "run", str(campaign_id), "--no-progress", "--settle", "0")
+    assert _show(ws, campaign_id)["state"] == "completed", again.output
+    assert " connected " in f" {_status_row(ws, sender)} "
+
+
+# -- (c3) a refused access token: the setting, for every sender, not a sender's link -----
+
+
+def test_refused_access_token_names_the_setting(ws: Workspace) -> None:
+    sender = _link(ws)
+    _import(ws)
+    campaign_id = _campaign(ws)
+    run = ws.run(
+        "campaign",
+        "run",
+        str(campaign_id),
+        "--no-progress",
+        ok=False,
+        timeout=60,
+        GATECAST_ACCESS_TOKEN="a-token-the-gateway-never-gave",
+    )
+    assert run.code == 3, run.output
+    assert "refused the access token" in run.output, run.output
+    assert "GATECAST_ACCESS_TOKEN" in run.output and "instance qr" not in run.output
+    status = ws.run("instance", "status").output
+    assert "GATECAST_ACCESS_TOKEN" in status, status
+    row = _status_row(ws, sender)
+    assert "bad_token" in row and " connected " in f" {row} ", row  # its link is fine
 
 
 # -- (d) forget an instance ---------------------------------------------------------------
@@ -237,6 +292,37 @@ def test_no_connection_events_link_by_qr_and_serve(tmp_path: Path, sandbox_dir: 
         events = httpx.get(f"{sb.url}/sandbox/events").json()["events"]
         assert not [e for e in events if e["event"] == "connection"]
         assert api.get(f"/api/v1/instances/{sender}").json()["state"] == "connected"
+
+
+def test_strict_gateway_link_by_qr_then_a_campaign_without_instances(
+    tmp_path: Path, sandbox_dir: Path
+) -> None:
+    """A gateway that follows the spec to the letter: no connection event, and a QR
+    request of a linked instance answers a QR code. The README's steps on the CLI alone:
+    create, show the QR, scan, a campaign without ``instances``, run: all delivered, and
+    the first accepted send confirmed the link."""
+    with (
+        _own_sandbox(sandbox_dir, "--no-auto-link", "--strict") as sb,
+        workspace(tmp_path / "work", sb.url) as ws,
+    ):
+        sender = _created_id(ws.run("instance", "create").output)
+        shown = ws.run("instance", "qr", sender).output
+        assert "first send" in shown, shown
+        httpx.post(f"{sb.url}/sandbox/instances/{sender}/scan").raise_for_status()
+        again = ws.run("instance", "qr", sender).output  # still a QR code: no confirmation
+        assert "already linked" not in again, again
+        assert "unconfirmed" in _status_row(ws, sender)
+        _import(ws)
+        campaign_id = _campaign(ws)
+        run = ws.run("campaign", "run", str(campaign_id), "--webhook", "--settle", "2")
+        assert "44/44" in run.output, run.output
+        counts = _show(ws, campaign_id)["counts"]
+        assert (
+            isinstance(counts, dict) and counts.get("delivered", 0) + counts.get("read", 0) == 44
+        ), counts
+        assert " connected " in f" {_status_row(ws, sender)} "
+        events = httpx.get(f"{sb.url}/sandbox/events").json()["events"]
+        assert not [e for e in events if e["event"] == "connection"]
 
 
 def _toml_with(**replace: str) -> str:
