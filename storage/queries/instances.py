@@ -407,7 +407,6 @@ __all__ = [
     "UNABLE_STATES",
     "UNCONFIRMED",
     "SenderHealth",
-    "all_ids",
     "ensure",
     "forget",
     "has_unassigned",
@@ -459,11 +458,6 @@ def held_ids(conn: Connection) -> set[str]:
     """The instance ids gatecast holds: a row that is not ``gone`` (webhook events of
     any other id are refused)."""
     return {str(r[0]) for r in conn.execute(select(_i.c.instance_id).where(_i.c.state != GONE))}
-
-
-def all_ids(conn: Connection) -> list[str]:
-    """Every instance id known to gatecast, in id order."""
-    return [str(r[0]) for r in conn.execute(select(_i.c.instance_id).order_by(_i.c.id))]
 
 
 def resume_connection_pause(

@@ -353,6 +353,17 @@ def test_reset_without_new_id_marks_the_old_id_gone(tmp_path: Path, sandbox_dir:
         campaign_id = _campaign(ws)
         run = ws.run("campaign", "run", str(campaign_id), ok=False, timeout=60)
         assert run.code == 1 and "no sender instance" in run.output, run.output
+        # a campaign naming it, or an id gatecast never knew: only usable senders are offered
+        usable = _link(ws)
+        named = ws.path / "named.toml"
+        text = (SAMPLES / "campaign.toml").read_text(encoding="utf-8")
+        named.write_text(f'instances = ["{sender}", "NOSUCHSENDER1"]\n' + text, encoding="utf-8")
+        refused = ws.run("campaign", "create", str(named), ok=False)
+        assert refused.code != 0, refused.output
+        flat = " ".join(refused.output.split())
+        assert "gatecast has no sender instance NOSUCHSENDER1" in flat, flat
+        assert f"{sender} no longer exists at the gateway (gone)" in flat, flat
+        assert f"the usable ones: {usable}." in flat, flat
 
 
 # -- (g) webhook: disable without a URL, restored after a foreground run -----------------
