@@ -83,10 +83,17 @@ def _call(fn: Callable[[], T]) -> T:
 
 def _default_webhook_url(settings: Settings) -> str | None:
     """The deployment's webhook URL (``GATECAST_PUBLIC_URL`` + route + secret; None
-    without both: a CLI command has no address of its own to register)."""
+    without an address: a CLI command has none of its own to register). The secret is
+    ``GATECAST_WEBHOOK_SECRET``, else the one generated into ``.gatecast-webhook-secret``
+    (generated now when there is none, as ``serve`` would, which reads the same file)."""
     from campaigns.instances import webhook_address
+    from gatecast.runtime.webhooks import with_webhook_secret
 
-    return webhook_address(settings.public_url, "", settings.webhook_secret.get_secret_value())
+    if not settings.public_url.strip():
+        return None
+    with_secret, _ = with_webhook_secret(settings)
+    secret = with_secret.webhook_secret.get_secret_value()
+    return webhook_address(settings.public_url, "", secret)
 
 
 @instance_app.command("create")
@@ -458,8 +465,8 @@ def webhook_cmd(
     target = url or _default_webhook_url(settings) or ""
     if not target and not disable:
         fail(
-            "no webhook address: pass --url, or set GATECAST_PUBLIC_URL and "
-            "GATECAST_WEBHOOK_SECRET",
+            "no webhook address: pass --url, or set GATECAST_PUBLIC_URL (the address that "
+            "reaches `gatecast serve`)",
             2,
         )
     engine = open_engine_or_fail(settings)
@@ -469,12 +476,24 @@ def webhook_cmd(
                 engine, client, instance_id, target, now=utcnow(), enable=not disable
             )
         )
-    shown = redact(target, configured_secrets())  # the URL carries the webhook secret
+    # the URL carries the webhook secret (the file's too)
+    secrets = (*configured_secrets(), *_secret_in(target))
+    shown = redact(target, secrets)
     console.print(
         f"instance [bold]{instance_id}[/]: webhook "
         + ("disabled" if disable else "set to " + escape(shown)),
         highlight=False,
     )
+
+
+def _secret_in(url: str) -> tuple[str, ...]:
+    """The webhook secret in a URL of gatecast's webhook route (nothing for others)."""
+    from urllib.parse import unquote
+
+    from campaigns.instances import WEBHOOK_PATH
+
+    _, route, secret = url.partition(WEBHOOK_PATH)
+    return (unquote(secret),) if route and secret else ()
 
 
 def register(app: typer.Typer) -> None:

@@ -366,25 +366,32 @@ def test_reset_without_new_id_marks_the_old_id_gone(tmp_path: Path, sandbox_dir:
         assert f"the usable ones: {usable}." in flat, flat
 
 
-# -- (g) webhook: disable without a URL, restored after a foreground run -----------------
+# -- (g) webhook: the generated secret, disable without a URL, no serve to restore to ----
 
 
-def test_webhook_disable_and_restore_after_campaign_run(ws: Workspace) -> None:
+def test_webhook_secret_file_disable_and_no_restore_without_serve(ws: Workspace) -> None:
     served, fresh = _link(ws), _link(ws)
-    before = _sandbox_instances(ws.gateway_url)
     port = _free_port()
     serve = ws.spawn("serve", "--port", str(port), GATECAST_PORT=str(port))
     wait_for(lambda: "gatecast serving on" in serve.output(), timeout=60, what="serve")
-    serve.stop()
+    serve.stop()  # serve registered its webhook for both, and generated the secret file
     serve_url = f"http://127.0.0.1:{port}/***"
     assert _sandbox_instances(ws.gateway_url)[served]["webhook_url"] == serve_url
-    del before
+    secret_file = ws.path / ".gatecast-webhook-secret"
+    secret = secret_file.read_text(encoding="utf-8")
 
-    # a sender whose webhook serve never registered: off after the run, with a warning
+    # `instance webhook` takes the secret serve generated: it asks for none
+    hook = ws.run("instance", "webhook", served, GATECAST_PUBLIC_URL="https://hooks.example")
+    assert "set to https://hooks.example/webhooks/gateway/***" in hook.output, hook.output
+    assert secret.strip() not in hook.output
+    assert secret_file.read_text(encoding="utf-8") == secret
+    assert _sandbox_instances(ws.gateway_url)[served]["webhook_url"] == "https://hooks.example/***"
+
     off = ws.run("instance", "webhook", fresh, "--disable")
     assert "disabled" in off.output, off.output
     assert _sandbox_instances(ws.gateway_url)[fresh]["webhook_enabled"] is False
 
+    # no serve runs: after the run, nothing is "restored" to an address nobody serves
     _import(ws)
     campaign_id = _campaign(ws)
     run = ws.run(
@@ -399,10 +406,11 @@ def test_webhook_disable_and_restore_after_campaign_run(ws: Workspace) -> None:
     )
     assert _show(ws, campaign_id)["state"] == "completed"
     after = _sandbox_instances(ws.gateway_url)
-    assert after[served]["webhook_url"] == serve_url and after[served]["webhook_enabled"], after
-    assert after[fresh]["webhook_enabled"] is False, after
-    assert f"webhook of {served} restored" in run.output, run.output
-    assert "not received until `gatecast serve` runs" in run.output, run.output
+    assert not after[served]["webhook_enabled"] and not after[fresh]["webhook_enabled"], after
+    assert "restored" not in run.output, run.output
+    flat = " ".join(run.output.split())
+    assert f"the webhook of {served}, {fresh} is turned off" in flat, flat
+    assert "not received until `gatecast serve` runs" in flat, flat
 
 
 # -- (h) slow senders keep their pace under `serve` ----------------------------------------
