@@ -468,8 +468,13 @@ def mark_connected(engine: Engine, instance_id: str, *, now: datetime) -> None:
 
 def linked_ids(engine: Engine) -> list[str]:
     """The ids of the linked instances (connected or unconfirmed), oldest first."""
+    return list(linked_states(engine))
+
+
+def linked_states(engine: Engine) -> dict[str, str]:
+    """``instance_id -> state`` of the linked instances (connected or unconfirmed)."""
     with engine.connect() as conn:
-        return iq.linked_ids(conn)
+        return iq.linked_states(conn)
 
 
 def webhook_registered(engine: Engine, instance_ids: Sequence[str]) -> dict[str, bool]:
@@ -577,6 +582,7 @@ __all__ = [
     "forget",
     "get",
     "linked_ids",
+    "linked_states",
     "list_all",
     "mark_connected",
     "mark_gone",

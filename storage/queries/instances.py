@@ -81,13 +81,18 @@ def ensure(conn: Connection, instance_ids: Sequence[str], *, now: datetime) -> N
         )
 
 
-def linked_ids(conn: Connection) -> list[str]:
-    """Instance ids known to gatecast that are linked (:data:`LINKED_STATES`: connected,
-    or unconfirmed after a QR code was shown), paused or not, in id order."""
+def linked_states(conn: Connection) -> dict[str, str]:
+    """``instance_id -> state`` of the instances that are linked (:data:`LINKED_STATES`:
+    connected, or unconfirmed after a QR code was shown), paused or not, in id order."""
     rows = conn.execute(
-        select(_i.c.instance_id).where(_i.c.state.in_(LINKED_STATES)).order_by(_i.c.id)
+        select(_i.c.instance_id, _i.c.state).where(_i.c.state.in_(LINKED_STATES)).order_by(_i.c.id)
     )
-    return [str(r[0]) for r in rows]
+    return {str(r[0]): str(r[1]) for r in rows}
+
+
+def linked_ids(conn: Connection) -> list[str]:
+    """The ids of :func:`linked_states`, in id order."""
+    return list(linked_states(conn))
 
 
 def usable_ids(conn: Connection) -> list[str]:
@@ -413,6 +418,7 @@ __all__ = [
     "health",
     "held_ids",
     "linked_ids",
+    "linked_states",
     "mark_gone",
     "mark_linked_by_send",
     "mark_state",

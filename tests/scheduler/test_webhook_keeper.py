@@ -67,3 +67,33 @@ def test_connected_webhooks_are_put_back_on_schedule_and_on_connection(
         with engine.begin() as conn:
             conn.execute(update(_i).where(_i.c.instance_id == later).values(state="connected"))
         assert keeper.run_once(T0) == [later]
+
+
+def test_an_unconfirmed_sender_refused_before_its_scan_waits_for_its_confirmation(
+    engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = [0.0]
+    # the reference gateway refuses a webhook before the scan
+    with run_sandbox_in_thread(SandboxConfig(dialect="reference", strict=True)) as sb:
+        with GatewayClient(sb.url, sb.access_token, timeout=10) as gw:
+            instance = gw.create_instance()
+        add_instances(engine, [instance], T0)
+        with engine.begin() as conn:  # its QR code was shown: linked, unconfirmed
+            conn.execute(update(_i).where(_i.c.instance_id == instance).values(state="unconfirmed"))
+        keeper = WebhookKeeper(
+            engine,
+            lambda: GatewayClient(sb.url, sb.access_token, timeout=10),
+            URL,
+            every_seconds=60,
+            monotonic=lambda: clock[0],
+        )
+        assert keeper.run_once(T0) == []
+        assert caplog.text.count(f"webhook of instance {instance} not registered") == 1
+        clock[0] = 1
+        assert keeper.run_once(T0) == []  # not asked again every tick
+        assert caplog.text.count(f"webhook of instance {instance} not registered") == 1
+        sb.state.instances[instance].state = "connected"  # scanned; a send confirms it
+        with engine.begin() as conn:
+            conn.execute(update(_i).where(_i.c.instance_id == instance).values(state="connected"))
+        assert keeper.run_once(T0) == [instance]
+        assert sb.state.instances[instance].webhook_url == URL
