@@ -404,28 +404,12 @@ def test_strict_gateway_shows_no_link_but_by_a_send() -> None:
         again = op(sb, "get_qrcode", instance_id=iid)
         assert again["status"] == "success" and again["base64"], again
         assert sb.state.instances[iid].state == "connected"
-        sent = HTTP.get(
-            f"{sb.url}/api/send",
-            params={
-                "number": "15551234567",
-                "type": "text",
-                "message": "hi",
-                "instance_id": iid,
-                "access_token": TOKEN,
-            },
-        ).json()
+        params = {"number": "15551234567", "type": "text", "message": "hi"}
+        params.update(instance_id=iid, access_token=TOKEN)
+        sent = HTTP.get(f"{sb.url}/api/send", params=params).json()
         assert sent["message"]["key"]["id"], sent
         op(sb, "logout", instance_id=iid)
-        refused = HTTP.get(
-            f"{sb.url}/api/send",
-            params={
-                "number": "15551234567",
-                "type": "text",
-                "message": "hi",
-                "instance_id": iid,
-                "access_token": TOKEN,
-            },
-        ).json()
+        refused = HTTP.get(f"{sb.url}/api/send", params=params).json()
         assert refused == {"status": "error", "message": "This WhatsApp account relogin required"}
         events = HTTP.get(f"{sb.url}/sandbox/events").json()["events"]
         assert not [e for e in events if e["event"] == "connection"]

@@ -213,15 +213,8 @@ def test_refused_access_token_names_the_setting(ws: Workspace) -> None:
     sender = _link(ws)
     _import(ws)
     campaign_id = _campaign(ws)
-    run = ws.run(
-        "campaign",
-        "run",
-        str(campaign_id),
-        "--no-progress",
-        ok=False,
-        timeout=60,
-        GATECAST_ACCESS_TOKEN="a-token-the-gateway-never-gave",
-    )
+    wrong = "a-token-the-gateway-never-gave"
+    run = ws.run("campaign", "run", str(campaign_id), ok=False, GATECAST_ACCESS_TOKEN=wrong)
     assert run.code == 3, run.output
     assert "refused the access token" in run.output, run.output
     assert "GATECAST_ACCESS_TOKEN" in run.output and "instance qr" not in run.output
@@ -394,16 +387,7 @@ def test_webhook_secret_file_disable_and_no_restore_without_serve(ws: Workspace)
     # no serve runs: after the run, nothing is "restored" to an address nobody serves
     _import(ws)
     campaign_id = _campaign(ws)
-    run = ws.run(
-        "campaign",
-        "run",
-        str(campaign_id),
-        "--webhook",
-        "--settle",
-        "1",
-        timeout=120,
-        GATECAST_PORT=str(port),
-    )
+    run = ws.run("campaign", "run", str(campaign_id), "--webhook", "--settle", "1")
     assert _show(ws, campaign_id)["state"] == "completed"
     after = _sandbox_instances(ws.gateway_url)
     assert not after[served]["webhook_enabled"] and not after[fresh]["webhook_enabled"], after

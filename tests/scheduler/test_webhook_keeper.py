@@ -9,7 +9,7 @@ from sqlalchemy import Engine, update
 
 from campaigns.instances import set_webhook
 from gateway.client import GatewayClient
-from gateway.sandbox import SandboxConfig, run_sandbox_in_thread
+from gateway.sandbox import Sandbox, SandboxConfig, run_sandbox_in_thread
 from scheduler.webhook_keeper import WebhookKeeper
 from storage import tables
 from tests.scheduler.helpers import add_instances
@@ -19,6 +19,17 @@ URL = "https://hooks.example/webhooks/gateway/s3cr3t"
 _i = tables.instances
 
 
+def _keeper(engine: Engine, sb: Sandbox, clock: list[float]) -> WebhookKeeper:
+    """A keeper for ``sb``'s instances, a full pass every 60 s of ``clock[0]``."""
+    return WebhookKeeper(
+        engine,
+        lambda: GatewayClient(sb.url, sb.access_token, timeout=10),
+        URL,
+        every_seconds=60,
+        monotonic=lambda: clock[0],
+    )
+
+
 def test_connected_webhooks_are_put_back_on_schedule_and_on_connection(
     engine: Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -26,13 +37,7 @@ def test_connected_webhooks_are_put_back_on_schedule_and_on_connection(
     with run_sandbox_in_thread(SandboxConfig(auto_link=True)) as sb:
         first, later = sb.create_linked_instance(), sb.create_linked_instance()
         add_instances(engine, [first], T0)
-        keeper = WebhookKeeper(
-            engine,
-            lambda: GatewayClient(sb.url, sb.access_token, timeout=10),
-            URL,
-            every_seconds=60,
-            monotonic=lambda: clock[0],
-        )
+        keeper = _keeper(engine, sb, clock)
         assert keeper.run_once(T0) == [first]  # the first run registers every one
         assert sb.state.instances[first].webhook_url == URL
         assert f"webhook of instance {first} was not the deployment's" in caplog.text
@@ -80,13 +85,7 @@ def test_an_unconfirmed_sender_refused_before_its_scan_waits_for_its_confirmatio
         add_instances(engine, [instance], T0)
         with engine.begin() as conn:  # its QR code was shown: linked, unconfirmed
             conn.execute(update(_i).where(_i.c.instance_id == instance).values(state="unconfirmed"))
-        keeper = WebhookKeeper(
-            engine,
-            lambda: GatewayClient(sb.url, sb.access_token, timeout=10),
-            URL,
-            every_seconds=60,
-            monotonic=lambda: clock[0],
-        )
+        keeper = _keeper(engine, sb, clock)
         assert keeper.run_once(T0) == []
         assert caplog.text.count(f"webhook of instance {instance} not registered") == 1
         clock[0] = 1
