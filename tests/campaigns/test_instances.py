@@ -360,3 +360,27 @@ def test_a_gone_instance_is_refused_before_the_gateway_is_asked(
 def _all(engine: Engine) -> list[domain.InstanceRecord]:
     with engine.connect() as conn:
         return domain.list_all(conn)
+
+
+def test_status_follows_what_sends_prove(engine: Engine) -> None:
+    later = NOW + timedelta(seconds=2)
+    with engine.begin() as conn:
+        for iid, state in (("OUT1", "logged_out"), ("UNC1", "unconfirmed"), ("GONE1", "gone")):
+            iq.mark_state(conn, iid, state, now=NOW)
+        iq.pause(conn, "OUT1", delivery_lifecycle.LOGGED_OUT_PAUSE, now=NOW)
+        iq.mark_state(conn, "OUT2", "logged_out", now=later)  # logged out after the send began
+        iq.mark_state(conn, "UNC2", "unconfirmed", now=later)
+        proofs = [(i, NOW + timedelta(seconds=1)) for i in ("OUT1", "OUT2", "UNC1", "UNC2")]
+        iq.mark_linked_by_send(conn, [*proofs, ("GONE1", later)], now=later, clears=("logged_out",))
+        refused = iq.mark_unlinked_by_send(
+            conn, "UNC1", "waiting_scan", now=later, kept=delivery_lifecycle.KEPT_BY_REFUSAL
+        )
+    assert refused == "connected"  # the proof just before: a logout signal is due
+    rows = {r.instance_id: (r.state, r.paused_reason) for r in _all(engine)}
+    assert rows == {
+        "OUT1": ("connected", None),  # its send was accepted: linked again, pause lifted
+        "UNC1": ("waiting_scan", None),
+        "GONE1": ("gone", None),
+        "OUT2": ("logged_out", None),  # the logout is newer than the send's proof
+        "UNC2": ("connected", None),
+    }
