@@ -306,8 +306,16 @@ instance_app.command(
     "reconnect",
     help="Restart the connection after a connection loss (lifts a connection pause).",
 )(_operation("reconnect", "reconnect requested"))
-instance_app.command("logout", help="Log the instance out of the web client.")(
-    _operation("logout", "logged out")
+instance_app.command(
+    "logout",
+    help="Log the instance out of the web client (nothing is sent through it until it is "
+    "linked again).",
+)(
+    _operation(
+        "logout",
+        "logged out; nothing is sent through it until it is linked again "
+        "(`gatecast instance qr`, then the scan)",
+    )
 )
 
 
