@@ -168,8 +168,20 @@ def mark_linked_by_send(
     pause whose reason starts with one of ``clears`` (the connection problems) is lifted.
 
     An unable state (:data:`UNABLE_STATES`) recorded after the send started (a logout
-    meanwhile) is newer than the proof and stays; ``gone`` stays gone."""
-    for instance_id, since in proofs:
+    meanwhile) is newer than the proof and stays; ``gone`` stays gone. One read when every
+    sender is already connected and unpaused (the usual batch)."""
+    if not proofs:
+        return
+    started = dict(proofs)
+    unproven = conn.execute(
+        select(_i.c.instance_id).where(
+            _i.c.instance_id.in_(list(started)),
+            _i.c.state != GONE,
+            or_(_i.c.state != CONNECTED, _i.c.paused_reason.is_not(None)),
+        )
+    )
+    for instance_id in [str(r[0]) for r in unproven]:
+        since = started[instance_id]
         conn.execute(
             update(_i)
             .where(
