@@ -28,7 +28,7 @@ from typing import NamedTuple, Protocol
 
 from campaigns.cooldown import is_cooldown_error
 from gateway.events import DeliveryStatus
-from gateway.outcomes import OutcomeKind, SendOutcome
+from gateway.outcomes import InstanceProblem, OutcomeKind, SendOutcome
 from storage.queries.events import StatusRules
 from storage.states import (
     ALL,
@@ -168,8 +168,39 @@ OPTED_OUT_ERROR = "opted out"
 #: Why a contact is opted out after replying with an opt-out keyword.
 OPT_OUT_REASON = "replied with an opt-out keyword"
 
-#: Paused reasons (prefixes) that a reconnect (a "connected" event) clears.
-CONNECTION_PAUSE_REASONS = ("relogin_required", "not_activated", "disconnected")
+#: Paused reasons (prefixes) that a reconnect (a "connected" event), a new QR code shown
+#: for the sender, or a send it got accepted clears.
+CONNECTION_PAUSE_REASONS = ("relogin_required", "not_activated", "disconnected", "logged_out")
+
+#: Why a sender is paused once it is logged out (``instance logout``, the dashboard's Log
+#: out, or a ``logged_out`` connection event): nothing is sent through it until it is
+#: linked again (a new QR code, then its first send or a connection event confirms it).
+LOGGED_OUT_PAUSE = "logged_out: link it again with a new QR code"
+
+#: Why a sender is paused when the gateway refuses the access token: one token serves
+#: every sender, so the fix is the token setting, not this sender's link.
+BAD_TOKEN_PAUSE = (
+    "bad_token: the gateway refused the access token; it is the same for every sender: "  # noqa: S105  (words, not a secret)
+    "correct the access token setting, then resume the senders"
+)
+
+
+def instance_pause_reason(problem: InstanceProblem | None) -> str:
+    """Why a sender whose send met the instance ``problem`` is paused (the reason starts
+    with the problem's name)."""
+    if problem is InstanceProblem.BAD_TOKEN:
+        return BAD_TOKEN_PAUSE
+    return problem.value if problem else "instance problem"
+
+
+#: The state a send refused for these problems shows the session is in (not linked).
+UNLINKED_BY_PROBLEM = {
+    InstanceProblem.RELOGIN_REQUIRED: "logged_out",
+    InstanceProblem.NOT_ACTIVATED: "waiting_scan",
+}
+#: States such a refusal leaves alone: a dropped connection (gateways refuse its sends
+#: as "relogin required" too, and the reconnect heals it) and gone.
+KEPT_BY_REFUSAL = ("disconnected", "gone")
 
 #: The gateway's error code for "this account may not reach new contacts for a while"
 #: (an early ban sign): a failed status with it starts a timelock for cold contacts
@@ -285,6 +316,7 @@ def classify(
 __all__ = [
     "ALL",
     "ATTEMPTED",
+    "BAD_TOKEN_PAUSE",
     "CLAIM",
     "CONNECTION_PAUSE_REASONS",
     "DELIVERED",
@@ -297,8 +329,10 @@ __all__ = [
     "FORWARD_FROM",
     "GATEWAY_FAILED_ERROR",
     "GIVE_UP",
+    "KEPT_BY_REFUSAL",
     "LEASE_EXPIRED",
     "LEASE_EXPIRED_ERROR",
+    "LOGGED_OUT_PAUSE",
     "MOVES",
     "OPEN",
     "OPTED_OUT_ERROR",
@@ -333,12 +367,14 @@ __all__ = [
     "TERMINAL",
     "UNKNOWN",
     "UNKNOWN_SETTLE_PERIOD",
+    "UNLINKED_BY_PROBLEM",
     "Bucket",
     "Move",
     "SupportsRetry",
     "Verdict",
     "burst_pause_reason",
     "classify",
+    "instance_pause_reason",
     "is_evidence",
     "reply_time",
 ]

@@ -19,7 +19,8 @@ webhook receiver's inbox, which applies them in larger batches with ``apply_pend
   :data:`campaigns.delivery_lifecycle.REPLY_CLOCK_SKEW`) gets the reply; a message that is only
   an opt-out keyword (trimmed, case-insensitive, accents folded) opts the contact out.
 * connection states update the instance; "connected" lifts a pause that a connection
-  problem caused (relogin_required, not_activated, disconnected).
+  problem caused (relogin_required, not_activated, disconnected, logged_out);
+  "logged_out" pauses it until it is linked again.
 
 Only the instances gatecast holds may speak: :func:`split_foreign` sets apart the events
 of any other instance id (no row, or ``gone``; or none given), which the webhook refuses
@@ -531,6 +532,8 @@ def _record_in(
         signal = _CONNECTION_SIGNALS.get(ev.state)
         if ev.instance_id and signal:  # the health score's disconnect or logout
             care.count_signal(conn, ev.instance_id, signal)
+        if ev.instance_id and ev.state == "logged_out":  # not used until linked again
+            iq.pause(conn, ev.instance_id, dl.LOGGED_OUT_PAUSE, now=now)
         if ev.instance_id and q.set_instance_state(
             conn,
             ev.instance_id,

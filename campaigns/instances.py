@@ -9,9 +9,11 @@ present. Every function takes ``now`` so time stays injectable.
 Row bookkeeping per operation:
 
 * create -> a row (state ``created``) with the label;
-* QR code -> ``waiting_scan`` (from created, logged_out or disconnected), or
-  ``connected`` when the gateway says the instance is already logged in;
-* reboot -> ``waiting_scan``; logout -> ``logged_out``;
+* QR code shown -> ``unconfirmed`` (from any state but connected and gone), and a pause
+  a connection problem caused is lifted: the user is linking it; or ``connected`` when
+  the gateway says the instance is already logged in;
+* reboot -> ``waiting_scan``; logout -> ``logged_out``, paused until linked again
+  (:data:`campaigns.delivery_lifecycle.LOGGED_OUT_PAUSE`);
 * reconnect -> lifts a pause a connection problem caused (the state itself follows the
   webhook's ConnectionStatus events);
 * reset -> the row takes the NEW id; deliveries still waiting (queued or sending) and
@@ -26,11 +28,21 @@ Row bookkeeping per operation:
   it, so reports still name it.
 
 An instance is *usable* (a campaign without ``instances`` sends through it, ``serve``
-registers its webhook) when its state is ``connected``: a connection event said so, the
-gateway answered a QR request with "already logged in" (its QR was scanned; ``serve``
-asks about every instance waiting for a scan when it starts, see
-:func:`confirm_scans`), or the gateway accepted a send through it. Gateways that post no
-connection events are covered by the last two. ``gone`` instances are never used again.
+registers its webhook) when it is linked (``storage.queries.instances.LINKED_STATES``)
+and not paused:
+
+* ``connected``: a connection event said so, the gateway answered a QR request with
+  "already logged in" (``serve`` asks about every instance waiting for a scan when it
+  starts, see :func:`confirm_scans`), or the gateway accepted a send through it;
+* ``unconfirmed``: its QR code was shown and nothing confirmed the scan yet. A gateway
+  that follows the spec posts no connection event, so a scan is known only by what
+  sends prove: the first accepted send makes it ``connected``; a send refused as "not
+  activated" makes it ``waiting_scan`` and "relogin required" ``logged_out`` (both paused
+  until its QR code is shown again). On a gateway that posts events, the event decides.
+
+Status follows what sends prove, both ways: a sender shown logged out whose send is
+accepted is ``connected`` again, a connected one whose send is refused as logged out is
+``logged_out``. ``gone`` instances are never used again.
 """
 
 from __future__ import annotations
@@ -66,8 +78,8 @@ DISABLED_WEBHOOK_URL = "http://webhook-disabled.invalid/"
 WEBHOOK_PATH = "/webhooks/gateway/"
 #: the pause of an instance reset by a gateway that did not say its new id
 GONE_AFTER_RESET = "gone: reset at the gateway, which did not return the new id"
-#: states a QR code request moves to ``waiting_scan``
-_SCANNABLE = ("created", "logged_out", "disconnected")
+#: states a QR code shown does not change (linked for sure, or gone for good)
+_KEPT_BY_QR = (iq.CONNECTED, iq.GONE)
 
 
 class InstanceGone(RuntimeError):
@@ -124,7 +136,7 @@ class QrOutcome:
     """What a QR code request found."""
 
     instance_id: str
-    state: str  # waiting_scan, or connected when already linked
+    state: str  # unconfirmed (a QR code shown), or connected when already linked
     data_uri: str | None  # None: already linked, or the gateway posts it to the webhook
     already_linked: bool = False
     newly_connected: bool = False  # already linked, and the row did not say so before
@@ -229,8 +241,9 @@ def create(engine: Engine, client: GatewayClient, *, now: datetime, label: str =
 def fetch_qr(
     engine: Engine, client: GatewayClient, instance_id: str, *, now: datetime
 ) -> QrOutcome:
-    """Ask for the login QR code and record ``waiting_scan`` (or ``connected`` when the
-    gateway says the instance is already logged in). :class:`InstanceGone` for a gone one."""
+    """Ask for the login QR code and record ``unconfirmed`` (a scan may follow: its first
+    send proves it), lifting a pause a connection problem caused; ``connected`` when the
+    gateway says the instance is already logged in. :class:`InstanceGone` for a gone one."""
     _refuse_gone(engine, instance_id)
     try:
         qr = client.get_qrcode(instance_id)
@@ -251,12 +264,15 @@ def fetch_qr(
         )
     with engine.begin() as conn:
         before = _remember(conn, instance_id, now)
-        if before.state in _SCANNABLE:
-            _set(conn, instance_id, now, state="waiting_scan")
+        state = before.state
+        if state not in _KEPT_BY_QR:
+            state = iq.UNCONFIRMED
+            _set(conn, instance_id, now, state=state)
+            iq.resume_connection_pause(
+                conn, instance_id, now=now, reasons=delivery_lifecycle.CONNECTION_PAUSE_REASONS
+            )
     detail = "" if qr.data_uri else "the gateway sends the QR code through the webhook"
-    return QrOutcome(
-        instance_id=instance_id, state="waiting_scan", data_uri=qr.data_uri, detail=detail
-    )
+    return QrOutcome(instance_id=instance_id, state=state, data_uri=qr.data_uri, detail=detail)
 
 
 def webhook_address(public_url: str, own_address: str, secret: str) -> str | None:
@@ -322,6 +338,8 @@ def operate(
         state = _STATE_AFTER.get(operation, record.state)
         if operation in _STATE_AFTER:
             _set(conn, instance_id, now, state=state)
+        if operation == "logout":  # nothing goes through it until it is linked again
+            iq.pause(conn, instance_id, delivery_lifecycle.LOGGED_OUT_PAUSE, now=now)
         if operation == "reconnect":
             resumed = iq.resume_connection_pause(
                 conn, instance_id, now=now, reasons=delivery_lifecycle.CONNECTION_PAUSE_REASONS
@@ -448,10 +466,15 @@ def mark_connected(engine: Engine, instance_id: str, *, now: datetime) -> None:
         iq.mark_state(conn, instance_id, "connected", now=now)
 
 
-def connected_ids(engine: Engine) -> list[str]:
-    """The ids of the connected instances, oldest first."""
+def linked_ids(engine: Engine) -> list[str]:
+    """The ids of the linked instances (connected or unconfirmed), oldest first."""
+    return list(linked_states(engine))
+
+
+def linked_states(engine: Engine) -> dict[str, str]:
+    """``instance_id -> state`` of the linked instances (connected or unconfirmed)."""
     with engine.connect() as conn:
-        return iq.connected_ids(conn)
+        return iq.linked_states(conn)
 
 
 def webhook_registered(engine: Engine, instance_ids: Sequence[str]) -> dict[str, bool]:
@@ -554,11 +577,12 @@ __all__ = [
     "WarmupChange",
     "WarmupRefused",
     "confirm_scans",
-    "connected_ids",
     "create",
     "fetch_qr",
     "forget",
     "get",
+    "linked_ids",
+    "linked_states",
     "list_all",
     "mark_connected",
     "mark_gone",

@@ -439,22 +439,34 @@ def count_recipients(
 
 
 def _check_senders(conn: Connection, spec: CampaignSpec) -> None:
-    """Every sender the campaign names must be one gatecast has a record of."""
+    """Every sender the campaign names must be one gatecast has a record of and that
+    still exists at the gateway (not ``gone``); the error lists the usable ones."""
     if not spec.instances:
         return
-    known = iq.all_ids(conn)
-    unknown = [i for i in spec.instances if i not in known]
+    states = {i: h.state for i, h in iq.health(conn, spec.instances).items()}
+    unknown = [i for i in spec.instances if i not in states]
+    gone = [i for i in spec.instances if states.get(i) == iq.GONE]
+    if not unknown and not gone:
+        return
+    problems = []
     if unknown:
-        knows = (
-            f"the ones it knows: {', '.join(known)}"
-            if known
-            else "it knows none yet (create and link a sender first)"
+        problems.append(f"gatecast has no sender instance {', '.join(unknown)}")
+    if gone:
+        problems.append(
+            f"{', '.join(gone)} no longer {'exists' if len(gone) == 1 else 'exist'} at the "
+            "gateway (gone)"
         )
-        raise CampaignSetupError(
-            f"instances: gatecast has no sender instance {', '.join(unknown)}; {knows}. "
-            "Omit instances to send through every connected sender.",
-            "instances",
-        )
+    usable = iq.usable_ids(conn)
+    choice = (
+        f"the usable ones: {', '.join(usable)}"
+        if usable
+        else "no sender is usable now (create and link one first)"
+    )
+    raise CampaignSetupError(
+        f"instances: {'; '.join(problems)}; {choice}. "
+        "Omit instances to send through every linked sender.",
+        "instances",
+    )
 
 
 def _check_start(spec: CampaignSpec, now: datetime) -> None:

@@ -42,6 +42,7 @@ from zoneinfo import ZoneInfo
 from sqlalchemy import Connection, Engine
 
 from campaigns import lifecycle
+from campaigns.delivery_lifecycle import BAD_TOKEN_PAUSE, CONNECTION_PAUSE_REASONS
 from scheduler import health, timelock, warmup
 from scheduler.content_guard import HELD_PREFIX
 from scheduler.pacing import cap_remaining
@@ -306,12 +307,13 @@ def _sender_hold(
                 sender,
             )
         since = f" since {local_text(state.paused_at, tz)}" if state.paused_at else ""
+        action, command = _unpause_advice(sender, reason)
         return Hold(
             SENDER_PAUSED,
             f"sender {sender} is paused{since}: {reason}",
             None,
-            "fix what the reason says, then resume the sender",
-            f"gatecast instance resume {sender}",
+            action,
+            command,
             sender,
         )
     if first.due_at is None:  # only undated rows: the rest of an A/B test
@@ -348,6 +350,25 @@ def _sender_hold(
         "wait for tomorrow's allowance, or turn the sender's warm-up off for a try",
         f"gatecast instance warmup {sender} --off",
         sender,
+    )
+
+
+def _unpause_advice(sender: str, reason: str) -> tuple[str, str | None]:
+    """What lifts a sender's pause, by its reason: a refused access token is the
+    gateway-wide setting, a lost link a new QR scan, anything else a resume."""
+    if reason == BAD_TOKEN_PAUSE:
+        return (
+            "correct the gateway access token setting, then resume the sender",
+            "set GATECAST_ACCESS_TOKEN, then gatecast instance resume " + sender,
+        )
+    if reason.split(":", 1)[0] in CONNECTION_PAUSE_REASONS:
+        return (
+            "link the sender again: show its QR code and scan it",
+            f"gatecast instance qr {sender}",
+        )
+    return (
+        "fix what the reason says, then resume the sender",
+        f"gatecast instance resume {sender}",
     )
 
 

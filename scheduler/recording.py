@@ -30,9 +30,6 @@ from storage.queries import sender_care as sc
 
 log = logging.getLogger("gatecast.dispatch")
 
-#: instance problems that are a logout signal of the health score (401-like)
-_LOGOUTS = (InstanceProblem.RELOGIN_REQUIRED, InstanceProblem.NOT_ACTIVATED)
-
 #: applies stored status events of these message ids (``campaigns.gateway_events.apply_pending``)
 ApplyPending = Callable[[Connection, Sequence[str], datetime], int]
 
@@ -109,7 +106,8 @@ class Recorder:
         skipped: list[tuple[int, str | None, str | None]] = []
         pauses: dict[str, str] = {}
         gone: set[str] = set()
-        linked: set[str] = set()
+        linked: dict[str, datetime] = {}  # sender -> when its first accepted send started
+        unlinked: dict[str, str] = {}  # sender -> the state a refused send shows
         chats: list[tuple[str, str]] = []  # (sender, target) messaged
         signals: dict[str, Counter[str]] = {}  # sender -> health signals
         for job in jobs:
@@ -126,18 +124,19 @@ class Recorder:
                 # sent_at: the gateway's acceptance of this send, not this batch's recording
                 sent.append((row.id, outcome.message_id, job.answered_at or now))
                 self._streaks[sender] = 0
-                linked.add(sender)
+                started = row.attempted_at or now
+                linked[sender] = min(linked.get(sender, started), started)
                 chats.append((sender, row.target))
             elif bucket is Bucket.REQUEUE:
                 delay = job.policy.retry.delay(row.attempts, self.rng, outcome.retry_after)
                 requeue.append((row.id, now + timedelta(seconds=delay), error))
             elif bucket is Bucket.REFUND:
-                reason = outcome.problem.value if outcome.problem else "instance problem"
+                reason = dl.instance_pause_reason(outcome.problem)
                 pauses.setdefault(sender, reason)
                 if outcome.problem is InstanceProblem.INVALID_INSTANCE:
                     gone.add(sender)
-                if outcome.problem in _LOGOUTS:
-                    signals.setdefault(sender, Counter())["logout"] = 1
+                if outcome.problem in dl.UNLINKED_BY_PROBLEM:
+                    unlinked[sender] = dl.UNLINKED_BY_PROBLEM[outcome.problem]
                 if outcome.problem is not InstanceProblem.QUOTA_EXHAUSTED or (
                     job.policy.retry.horizon_seconds <= 0
                 ):
@@ -180,7 +179,16 @@ class Recorder:
                     self.note_pause(sender, reason)
             for sender in gone:  # the gateway no longer knows this id
                 iq.mark_state(conn, sender, iq.GONE, now=now)
-            iq.mark_linked_by_send(conn, sorted(linked - set(pauses)), now=now)
+            for sender, state in sorted(unlinked.items()):
+                # a logout signal of the health score only when the link was proven: a
+                # sender never confirmed (its QR shown, not yet scanned) is no ban sign
+                before = iq.mark_unlinked_by_send(
+                    conn, sender, state, now=now, kept=dl.KEPT_BY_REFUSAL
+                )
+                if before == iq.CONNECTED:
+                    signals.setdefault(sender, Counter())["logout"] = 1
+            proofs = [(s, at) for s, at in sorted(linked.items()) if s not in pauses]
+            iq.mark_linked_by_send(conn, proofs, now=now, clears=dl.CONNECTION_PAUSE_REASONS)
             for sender, counts in sorted(signals.items()):
                 health.add_signals(conn, sender, counts, now, note_pause=self.note_pause)
             if sent:

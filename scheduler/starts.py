@@ -46,9 +46,9 @@ CANCELLED_WHILE_STARTING = "campaign cancelled"
 
 #: why a campaign without a sender to send through failed to start
 NO_SENDER = (
-    "no sender instance: none named in the campaign and none connected "
-    "(linked: a connection event, its QR code answered 'already logged in', "
-    "or a send accepted); link a sender, then create the campaign again"
+    "no sender instance: none named in the campaign and none linked (a sender is linked "
+    "once its QR code was shown for the scan, or a connection event or an accepted send "
+    "said so); link a sender, then create the campaign again"
 )
 
 #: campaigns being started by this process
@@ -142,8 +142,8 @@ def _check(
                 "campaign %s: %s (grace %s min)", campaign_id, reason, policy.missed_grace_minutes
             )
             return StartResult(campaign_id, "missed", reason)
-        # without ``instances``: every usable (connected) one, see campaigns.instances
-        instances = list(policy.instances) or iq.connected_ids(conn)
+        # without ``instances``: every linked one (connected, unconfirmed): campaigns.instances
+        instances = list(policy.instances) or iq.linked_ids(conn)
         if not instances:
             _mark_failed(conn, campaign_id, NO_SENDER, now=now)
             log.error("campaign %s failed to start: %s", campaign_id, NO_SENDER)

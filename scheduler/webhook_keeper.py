@@ -1,10 +1,11 @@
-"""The leader keeps every connected instance's webhook at the deployment's URL.
+"""The leader keeps every linked instance's webhook at the deployment's URL.
 
 The gateway cannot report an instance's current webhook (its spec has no such
 operation), so what it holds is unknown: another process, a user or the gateway itself
 may have changed it. The leader therefore registers the deployment's URL
-(:func:`campaigns.instances.webhook_address`) again for every connected instance each
-``every_seconds``, and at once for an instance that became connected (a new link, or a
+(:func:`campaigns.instances.webhook_address`) again for every linked instance (connected,
+or unconfirmed: its QR code shown) each ``every_seconds``, and at once for an instance
+that became linked or changed state (a new link, a first send that confirmed it, a
 reconnect after a connection loss). An instance whose row says gatecast last registered
 another URL (its ``webhook_digest``: by hand, or a process without
 ``GATECAST_PUBLIC_URL``) or none is named in a warning (never the URL: it holds the
@@ -23,13 +24,14 @@ from sqlalchemy import Engine
 
 from campaigns.instances import (
     InstanceGone,
-    connected_ids,
+    linked_states,
     registered_webhook_digests,
     set_webhook,
     webhook_digest,
 )
 from gateway.client import GatewayClient
 from gateway.errors import GatewayError
+from storage.queries.instances import CONNECTED
 
 log = logging.getLogger("gatecast.webhooks")
 
@@ -44,7 +46,7 @@ class WebhookKeeper:
     url: str
     every_seconds: float
     monotonic: Callable[[], float] = time.monotonic
-    _known: set[str] = field(default_factory=set, init=False)
+    _known: dict[str, str] = field(default_factory=dict, init=False)
     _last_full: float | None = field(default=None, init=False)
 
     def forget(self) -> None:
@@ -54,13 +56,16 @@ class WebhookKeeper:
 
     def run_once(self, now: datetime) -> list[str]:
         """Register the webhook where it is due; returns the instances registered."""
-        ids = connected_ids(self.engine)
+        states = linked_states(self.engine)
+        ids = list(states)
         clock = self.monotonic()
         full = self._last_full is None or clock - self._last_full >= self.every_seconds
-        due = ids if full else [i for i in ids if i not in self._known]
+        # due: every one on a full pass, else those newly linked or whose state changed
+        # (an unconfirmed one that a send confirmed)
+        due = ids if full else [i for i in ids if self._known.get(i) != states[i]]
         if full:
             self._last_full = clock
-        self._known = set(ids)
+        self._known = dict(states)
         if not due:
             return []
         recorded = registered_webhook_digests(self.engine, due)
@@ -72,7 +77,10 @@ class WebhookKeeper:
                     set_webhook(self.engine, client, instance_id, self.url, now=now)
                 except (GatewayError, InstanceGone) as exc:
                     log.warning("webhook of instance %s not registered: %s", instance_id, exc)
-                    self._known.discard(instance_id)  # try again at the next run
+                    if states[instance_id] == CONNECTED:  # try again at the next run
+                        self._known.pop(instance_id, None)
+                    # an unconfirmed one (some gateways refuse the webhook before the
+                    # scan) again once its state changes, or at the next full pass
                     continue
                 if recorded.get(instance_id) != expected:
                     log.warning(

@@ -76,9 +76,9 @@ def run_command(
         except NoSenderCanSend as exc:
             console.print(
                 f"[red]campaign {campaign_id} cannot go on: no sender can send:[/] {exc.why}. "
-                "Link or resume a sender (`gatecast instance status`, `gatecast instance qr "
-                f"ID`, `gatecast instance resume ID`), then `gatecast campaign run {campaign_id}` "
-                "again, or let `gatecast serve` send it.",
+                + _what_to_do(exc.why)
+                + f", then `gatecast campaign run {campaign_id}` again, or let `gatecast "
+                "serve` send it.",
                 highlight=False,
             )
             return 3
@@ -113,6 +113,23 @@ def held_text(exc: HeldUntilLater) -> str:
         f"{cid}` again then); `gatecast campaign show {cid}` says why it waits.",
     ]
     return "\n".join(escape(line) for line in lines)
+
+
+def _what_to_do(why: str) -> str:
+    """The advice after "no sender can send: WHY": a refused access token is fixed in the
+    settings (it is the same for every sender), anything else by linking or resuming."""
+    from campaigns.delivery_lifecycle import BAD_TOKEN_PAUSE
+
+    if BAD_TOKEN_PAUSE in why:
+        return (
+            "The gateway refused the access token, which serves every sender (not a "
+            "sender's link): set GATECAST_ACCESS_TOKEN to the token your gateway gave you, "
+            "then `gatecast instance resume ID` for each paused sender"
+        )
+    return (
+        "Link or resume a sender (`gatecast instance status`, `gatecast instance qr ID`, "
+        "`gatecast instance resume ID`)"
+    )
 
 
 def register_run(campaign_app: typer.Typer) -> None:

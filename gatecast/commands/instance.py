@@ -83,10 +83,17 @@ def _call(fn: Callable[[], T]) -> T:
 
 def _default_webhook_url(settings: Settings) -> str | None:
     """The deployment's webhook URL (``GATECAST_PUBLIC_URL`` + route + secret; None
-    without both: a CLI command has no address of its own to register)."""
+    without an address: a CLI command has none of its own to register). The secret is
+    ``GATECAST_WEBHOOK_SECRET``, else the one generated into ``.gatecast-webhook-secret``
+    (generated now when there is none, as ``serve`` would, which reads the same file)."""
     from campaigns.instances import webhook_address
+    from gatecast.runtime.webhooks import with_webhook_secret
 
-    return webhook_address(settings.public_url, "", settings.webhook_secret.get_secret_value())
+    if not settings.public_url.strip():
+        return None
+    with_secret, _ = with_webhook_secret(settings)
+    secret = with_secret.webhook_secret.get_secret_value()
+    return webhook_address(settings.public_url, "", secret)
 
 
 @instance_app.command("create")
@@ -174,6 +181,12 @@ def qr_cmd(
 
         segno.make(text, error="l").terminal(compact=True)
     console.print(f"QR code saved to [bold]{path}[/]; scan it within ~20 s (it rotates)")
+    if qr.state == "unconfirmed":
+        console.print(
+            "once scanned, campaigns may send through it: a connection event from the "
+            "gateway, or its first send, confirms the link (`gatecast instance status`)",
+            highlight=False,
+        )
 
 
 @instance_app.command("status")
@@ -183,6 +196,7 @@ def status_cmd(
     """What gatecast knows about its instances, paused senders with their reason
     (updated by the webhook and the dispatcher; not a live query)."""
     from campaigns import instances as domain
+    from campaigns.delivery_lifecycle import BAD_TOKEN_PAUSE
     from gatecast.settings import get_settings
 
     settings = get_settings()
@@ -228,6 +242,15 @@ def status_cmd(
         if r.instance_id in care and r.state != "gone":
             line = describe(care[r.instance_id])
             console.print(f"care {escape(r.instance_id)}: {escape(line)}", highlight=False)
+    unconfirmed = [r for r in records if r.state == "unconfirmed"]
+    if unconfirmed:
+        console.print(
+            f"{len(unconfirmed)} instance(s) unconfirmed: their QR code was shown and the "
+            "gateway has not said whether it was scanned (some gateways never do); "
+            "campaigns send through them and the first send confirms the link: "
+            + ", ".join(escape(r.instance_id) for r in unconfirmed),
+            highlight=False,
+        )
     gone = [r for r in records if r.state == "gone"]
     paused = [r for r in records if r.paused_reason and r.state != "gone"]
     if gone:
@@ -244,6 +267,12 @@ def status_cmd(
         for r in paused:
             console.print(
                 f"  {escape(r.instance_id)}: {escape(r.paused_reason or '')}", highlight=False
+            )
+        if any(r.paused_reason == BAD_TOKEN_PAUSE for r in paused):
+            console.print(
+                "the gateway refused the access token (one for every sender, not a "
+                "sender's link): set GATECAST_ACCESS_TOKEN to the right token",
+                highlight=False,
             )
         console.print("fix the cause, then `gatecast instance resume ID`", highlight=False)
 
@@ -277,8 +306,16 @@ instance_app.command(
     "reconnect",
     help="Restart the connection after a connection loss (lifts a connection pause).",
 )(_operation("reconnect", "reconnect requested"))
-instance_app.command("logout", help="Log the instance out of the web client.")(
-    _operation("logout", "logged out")
+instance_app.command(
+    "logout",
+    help="Log the instance out of the web client (nothing is sent through it until it is "
+    "linked again).",
+)(
+    _operation(
+        "logout",
+        "logged out; nothing is sent through it until it is linked again "
+        "(`gatecast instance qr`, then the scan)",
+    )
 )
 
 
@@ -436,8 +473,8 @@ def webhook_cmd(
     target = url or _default_webhook_url(settings) or ""
     if not target and not disable:
         fail(
-            "no webhook address: pass --url, or set GATECAST_PUBLIC_URL and "
-            "GATECAST_WEBHOOK_SECRET",
+            "no webhook address: pass --url, or set GATECAST_PUBLIC_URL (the address that "
+            "reaches `gatecast serve`)",
             2,
         )
     engine = open_engine_or_fail(settings, create=True)  # records the instance
@@ -447,12 +484,24 @@ def webhook_cmd(
                 engine, client, instance_id, target, now=utcnow(), enable=not disable
             )
         )
-    shown = redact(target, configured_secrets())  # the URL carries the webhook secret
+    # the URL carries the webhook secret (the file's too)
+    secrets = (*configured_secrets(), *_secret_in(target))
+    shown = redact(target, secrets)
     console.print(
         f"instance [bold]{instance_id}[/]: webhook "
         + ("disabled" if disable else "set to " + escape(shown)),
         highlight=False,
     )
+
+
+def _secret_in(url: str) -> tuple[str, ...]:
+    """The webhook secret in a URL of gatecast's webhook route (nothing for others)."""
+    from urllib.parse import unquote
+
+    from campaigns.instances import WEBHOOK_PATH
+
+    _, route, secret = url.partition(WEBHOOK_PATH)
+    return (unquote(secret),) if route and secret else ()
 
 
 def register(app: typer.Typer) -> None:

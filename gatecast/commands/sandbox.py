@@ -113,6 +113,14 @@ def sandbox(
             "that post none)."
         ),
     ] = True,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            help="Follow the gateway spec to the letter: no connection events, and a QR "
+            "request of a linked instance answers a QR code, not 'already logged in'.",
+        ),
+    ] = False,
     reset_without_id: Annotated[
         bool,
         typer.Option(
@@ -164,6 +172,7 @@ def sandbox(
             max_instances_per_token=max_instances,
             disconnect_after_sends=disconnect_after,
             connection_events=connection_events,
+            strict=strict,
             reset_returns_id=not reset_without_id,
         )
     except ValueError as exc:

@@ -49,7 +49,7 @@ def start_worker(
     """Confirm scans, register the webhook, and start the scheduler and dispatcher
     (stopped when ``stack`` closes). ``settings`` hold the webhook secret; ``own_address``
     is the receiver's ``http://host:port``, used when ``GATECAST_PUBLIC_URL`` is unset."""
-    from campaigns.instances import confirm_scans, connected_ids
+    from campaigns.instances import confirm_scans, linked_ids
     from gatecast.runtime import make_gateway_client
     from gatecast.runtime.webhooks import register_webhooks, webhook_url
     from scheduler.service import Service, ServiceOptions
@@ -70,7 +70,7 @@ def start_worker(
         linked = confirm_scans(engine, client, now=utcnow())
         if linked:
             console.print(f"linked (QR code scanned): {', '.join(linked)}")
-        register_webhooks(engine, client, url, connected_ids(engine), out=console)
+        register_webhooks(engine, client, url, linked_ids(engine), out=console)
     return stack.enter_context(
         Service(
             engine,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from rich.console import Console
 
 from campaigns import delivery_lifecycle, lifecycle
-from campaigns.instances import InstanceGone, connected_ids, set_webhook, webhook_registered
+from campaigns.instances import InstanceGone, linked_ids, set_webhook, webhook_registered
 from campaigns.service import campaign_counts, campaign_instances, campaign_state
 from gatecast.runtime import make_gateway_client
 from gatecast.runtime.holds_view import progress_text
@@ -249,32 +249,46 @@ def receive_webhooks(
     server = stack.enter_context(
         AsgiServer(app, host=settings.host, port=port, forwarded_allow_ips=settings.trusted_proxies)
     )
-    ids = campaign_instances(engine, campaign_id) or connected_ids(engine)
+    ids = campaign_instances(engine, campaign_id) or linked_ids(engine)
     before = webhook_registered(engine, ids)  # what serve (or a user) registered
     url = webhook_url(settings, server.url)
     with make_gateway_client(settings) as client:
         done = register_webhooks(engine, client, url, ids, out=console)
-    serve_url = webhook_url(settings, f"http://{settings.host}:{settings.port}")
-    if serve_url != url:  # a port of this process: give it back
-        stack.callback(_restore_webhooks, engine, settings, serve_url, done, before, console)
+    if not settings.public_url:  # an address of this process: give it back at the end
+        stack.callback(_restore_webhooks, engine, settings, done, before, console)
     return settings
+
+
+def running_serve_address(settings: Settings, engine: Engine) -> str | None:
+    """The address of the ``gatecast serve`` running for this state folder (its intake's,
+    else its receiver's), or None when none runs."""
+    from gatecast.intake.supervisor import running_intake
+    from gatecast.runtime.receiver_control import running_receiver, state_folder
+
+    folder = state_folder(settings, engine)
+    intake = running_intake(folder)
+    if intake is not None and intake.get("url"):
+        return str(intake["url"])
+    receiver = running_receiver(folder)
+    return receiver.url if receiver is not None else None
 
 
 def _restore_webhooks(
     engine: Engine,
     settings: Settings,
-    serve_url: str,
     borrowed: list[str],
     before: dict[str, bool],
     console: Console,
 ) -> None:
-    """After a ``--webhook`` run: point each sender's webhook back at ``gatecast serve``
-    (``GATECAST_PUBLIC_URL``, else ``http://GATECAST_HOST:GATECAST_PORT``) when it was
-    registered before the run, else turn it off and warn that replies are not received."""
-    restore = [i for i in borrowed if before.get(i)]
-    disable = [i for i in borrowed if not before.get(i)]
+    """After a ``--webhook`` run: point each sender's webhook back at the running
+    ``gatecast serve`` when it was registered before the run; turn it off (with a warning
+    that replies are not received) when it was not, or when no ``serve`` runs now."""
+    address = running_serve_address(settings, engine)
+    serve_url = webhook_url(settings, address) if address else None
+    restore = [i for i in borrowed if before.get(i)] if serve_url else []
+    disable = [i for i in borrowed if i not in restore]
     with make_gateway_client(settings) as client:
-        if restore:
+        if restore and serve_url:
             done = register_webhooks(engine, client, serve_url, restore, out=Console(quiet=True))
             shown = shown_webhook_url(serve_url)
             for iid in done:

@@ -64,6 +64,11 @@ class SandboxConfig:
     # none), so a client learns of a link only from a QR request ("already logged in")
     # or an accepted send
     connection_events: bool = True
+    # True: follow gateway-spec.md to the letter where it shows nothing: no connection
+    # event (as connection_events=False), and a QR request of a linked instance answers a
+    # QR code like any other (the spec names no "already logged in" answer), so a client
+    # learns of a link only from an accepted send
+    strict: bool = False
     # False: answer reset_instance without the new id (as some gateways do); the old id
     # is deleted and a new unscanned instance exists all the same
     reset_returns_id: bool = True

@@ -185,9 +185,9 @@ class SandboxState:
         """A scannable QR PNG (also posted to the webhook); the instance now waits for a scan."""
         with self.lock:
             inst = self.instance_for(token, instance_id)
-            if inst.state == CONNECTED:
+            if inst.state == CONNECTED and not self.config.strict:
                 raise GatewayRefusal("This instance is already logged in")
-            if inst.state != WAITING_SCAN:
+            if inst.state not in (WAITING_SCAN, CONNECTED):  # strict: a linked one stays linked
                 inst.state = WAITING_SCAN
                 self._emit_connection(inst, "qr requested")
             content = self.current_qr_content(inst.id)
@@ -410,7 +410,7 @@ class SandboxState:
     def _emit_connection(self, inst: Instance, reason: str) -> None:
         if inst.state == CONNECTED:
             inst.sends_since_connect = 0
-        if not self.config.connection_events:
+        if not self.config.connection_events or self.config.strict:
             return
         body = ev.connection_body(
             self.config.dialect, inst.id, inst.state, reason=reason, phone=inst.phone

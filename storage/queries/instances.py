@@ -14,6 +14,7 @@ from sqlalchemy import (
     Connection,
     and_,
     bindparam,
+    case,
     delete,
     insert,
     literal_column,
@@ -33,6 +34,14 @@ _QUEUED = _d.c.state == literal_column(f"'{states.QUEUED}'")
 #: The state of an instance that no longer exists at the gateway (reset without a new
 #: id, "Instance ID Invalidated", the demo's embedded sandbox stopped): it never sends.
 GONE = "gone"
+#: The state of an instance whose link an event or the gateway confirmed (or a send proved).
+CONNECTED = "connected"
+#: The state of an instance whose QR code was shown and whose link nothing confirmed yet
+#: (a gateway that posts no connection event): it is used, and its first send proves
+#: (``connected``) or disproves (``waiting_scan``, ``logged_out``) the link.
+UNCONFIRMED = "unconfirmed"
+#: States of an instance gatecast sends through unnamed (a campaign without ``instances``).
+LINKED_STATES = (CONNECTED, UNCONFIRMED)
 #: States in which an instance cannot send (a new login, a reconnect or nothing helps).
 UNABLE_STATES = ("disconnected", "logged_out", GONE)
 
@@ -72,18 +81,26 @@ def ensure(conn: Connection, instance_ids: Sequence[str], *, now: datetime) -> N
         )
 
 
-def connected_ids(conn: Connection) -> list[str]:
-    """Instance ids known to gatecast whose state is ``connected``, in id order."""
-    rows = conn.execute(select(_i.c.instance_id).where(_i.c.state == "connected").order_by(_i.c.id))
-    return [str(r[0]) for r in rows]
+def linked_states(conn: Connection) -> dict[str, str]:
+    """``instance_id -> state`` of the instances that are linked (:data:`LINKED_STATES`:
+    connected, or unconfirmed after a QR code was shown), paused or not, in id order."""
+    rows = conn.execute(
+        select(_i.c.instance_id, _i.c.state).where(_i.c.state.in_(LINKED_STATES)).order_by(_i.c.id)
+    )
+    return {str(r[0]): str(r[1]) for r in rows}
+
+
+def linked_ids(conn: Connection) -> list[str]:
+    """The ids of :func:`linked_states`, in id order."""
+    return list(linked_states(conn))
 
 
 def usable_ids(conn: Connection) -> list[str]:
-    """Connected, unpaused instances, in id order: the senders a campaign without
-    ``instances`` may hand recipients to."""
+    """Linked (:data:`LINKED_STATES`), unpaused instances, in id order: the senders a
+    campaign without ``instances`` may hand recipients to."""
     rows = conn.execute(
         select(_i.c.instance_id)
-        .where(_i.c.state == "connected", _i.c.paused_reason.is_(None))
+        .where(_i.c.state.in_(LINKED_STATES), _i.c.paused_reason.is_(None))
         .order_by(_i.c.id)
     )
     return [str(r[0]) for r in rows]
@@ -139,19 +156,63 @@ def reassign_queued(conn: Connection, moves: Sequence[tuple[int, str]]) -> int:
     return int(result.rowcount or 0)
 
 
-def mark_linked_by_send(conn: Connection, instance_ids: Sequence[str], *, now: datetime) -> None:
-    """An accepted send proves the session is linked: ``created``/``waiting_scan`` rows of
-    ``instance_ids`` become ``connected`` (gateways that post no connection events)."""
-    if not instance_ids:
+def mark_linked_by_send(
+    conn: Connection,
+    proofs: Sequence[tuple[str, datetime]],
+    *,
+    now: datetime,
+    clears: Sequence[str],
+) -> None:
+    """An accepted send proves the session is linked: each ``(instance id, when its send
+    started)`` row becomes ``connected`` (gateways that post no connection events), and a
+    pause whose reason starts with one of ``clears`` (the connection problems) is lifted.
+
+    An unable state (:data:`UNABLE_STATES`) recorded after the send started (a logout
+    meanwhile) is newer than the proof and stays; ``gone`` stays gone. One read when every
+    sender is already connected and unpaused (the usual batch)."""
+    if not proofs:
         return
-    conn.execute(
-        update(_i)
-        .where(
-            _i.c.instance_id.in_(list(instance_ids)),
-            _i.c.state.in_(("created", "waiting_scan")),
+    started = dict(proofs)
+    unproven = conn.execute(
+        select(_i.c.instance_id).where(
+            _i.c.instance_id.in_(list(started)),
+            _i.c.state != GONE,
+            or_(_i.c.state != CONNECTED, _i.c.paused_reason.is_not(None)),
         )
-        .values(state="connected", updated_at=now)
     )
+    for instance_id in [str(r[0]) for r in unproven]:
+        since = started[instance_id]
+        conn.execute(
+            update(_i)
+            .where(
+                _i.c.instance_id == instance_id,
+                _i.c.state != GONE,
+                or_(_i.c.state != CONNECTED, _i.c.paused_reason.is_not(None)),
+                or_(_i.c.state.not_in(UNABLE_STATES), _i.c.updated_at <= since),
+            )
+            .values(
+                state=CONNECTED,
+                updated_at=now,
+                paused_reason=case(
+                    (or_(*(_i.c.paused_reason.startswith(p) for p in clears)), None),
+                    else_=_i.c.paused_reason,
+                ),
+            )
+        )
+
+
+def mark_unlinked_by_send(
+    conn: Connection, instance_id: str, state: str, *, now: datetime, kept: Sequence[str]
+) -> str | None:
+    """A send refused because the session is not linked: record ``state`` (``logged_out``,
+    ``waiting_scan``) unless the row's state is one of ``kept``; the state it had before
+    (None: no row)."""
+    before = conn.execute(select(_i.c.state).where(_i.c.instance_id == instance_id)).scalar()
+    if before is not None and before not in kept and before != state:
+        conn.execute(
+            update(_i).where(_i.c.instance_id == instance_id).values(state=state, updated_at=now)
+        )
+    return None if before is None else str(before)
 
 
 def set_webhook_registered(
@@ -357,19 +418,23 @@ def resume(conn: Connection, instance_id: str, *, now: datetime) -> bool:
 
 
 __all__ = [
+    "CONNECTED",
     "GONE",
+    "LINKED_STATES",
     "UNABLE_STATES",
+    "UNCONFIRMED",
     "SenderHealth",
-    "all_ids",
-    "connected_ids",
     "ensure",
     "forget",
     "has_unassigned",
     "health",
     "held_ids",
+    "linked_ids",
+    "linked_states",
     "mark_gone",
     "mark_linked_by_send",
     "mark_state",
+    "mark_unlinked_by_send",
     "move_waiting_deliveries",
     "next_send_times",
     "pause",
@@ -411,11 +476,6 @@ def held_ids(conn: Connection) -> set[str]:
     """The instance ids gatecast holds: a row that is not ``gone`` (webhook events of
     any other id are refused)."""
     return {str(r[0]) for r in conn.execute(select(_i.c.instance_id).where(_i.c.state != GONE))}
-
-
-def all_ids(conn: Connection) -> list[str]:
-    """Every instance id known to gatecast, in id order."""
-    return [str(r[0]) for r in conn.execute(select(_i.c.instance_id).order_by(_i.c.id))]
 
 
 def resume_connection_pause(

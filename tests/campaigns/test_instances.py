@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, insert, select
 
+from campaigns import delivery_lifecycle
 from campaigns import instances as domain
 from gateway.client import GatewayClient
 from gateway.errors import GatewayError
@@ -242,7 +243,8 @@ def test_qr_and_operations_record_states(
     assert row is not None and (row.label, row.state) == ("front desk", "created")
     qr = domain.fetch_qr(engine, client, iid, now=NOW)
     assert qr.data_uri and not qr.already_linked
-    assert _row(engine, iid).state == "waiting_scan"  # type: ignore[union-attr]
+    # a QR code shown: linked once scanned, which only its first send may tell
+    assert _row(engine, iid).state == "unconfirmed"  # type: ignore[union-attr]
     sandbox.scan(iid)
     qr = domain.fetch_qr(engine, client, iid, now=NOW)
     assert (qr.already_linked, qr.newly_connected, qr.state) == (True, True, "connected")
@@ -251,7 +253,12 @@ def test_qr_and_operations_record_states(
     assert _row(engine, iid).webhook_url_registered is True  # type: ignore[union-attr]
     assert domain.operate(engine, client, iid, "reboot", now=NOW).state == "waiting_scan"
     assert domain.operate(engine, client, iid, "logout", now=NOW).state == "logged_out"
-    assert _row(engine, iid).state == "logged_out"  # type: ignore[union-attr]
+    row = _row(engine, iid)
+    assert row is not None and row.state == "logged_out"
+    assert row.paused_reason == delivery_lifecycle.LOGGED_OUT_PAUSE  # until linked again
+    domain.fetch_qr(engine, client, iid, now=NOW)  # a new QR code: the user links it again
+    row = _row(engine, iid)
+    assert row is not None and (row.state, row.paused_reason) == ("unconfirmed", None)
     with pytest.raises(ValueError, match="unknown instance operation"):
         domain.operate(engine, client, iid, "explode", now=NOW)
 
@@ -329,7 +336,8 @@ def test_confirm_scans_finds_scanned_instances_without_connection_events(
         iq.mark_state(conn, scanned, "waiting_scan", now=NOW)
     assert domain.confirm_scans(engine, client, now=NOW) == [scanned]
     states = {r.instance_id: r.state for r in _all(engine)}
-    assert states == {scanned: "connected", waiting: "waiting_scan"}
+    # an unconfirmed one is not asked (a QR request may end a linked session)
+    assert states == {scanned: "connected", waiting: "unconfirmed"}
 
 
 def test_a_gone_instance_is_refused_before_the_gateway_is_asked(
@@ -346,9 +354,33 @@ def test_a_gone_instance_is_refused_before_the_gateway_is_asked(
             call()
     domain.set_webhook(engine, client, iid, "", now=NOW, enable=False)  # turning off is fine
     with engine.connect() as conn:
-        assert iid not in iq.connected_ids(conn)
+        assert iid not in iq.linked_ids(conn)
 
 
 def _all(engine: Engine) -> list[domain.InstanceRecord]:
     with engine.connect() as conn:
         return domain.list_all(conn)
+
+
+def test_status_follows_what_sends_prove(engine: Engine) -> None:
+    later = NOW + timedelta(seconds=2)
+    with engine.begin() as conn:
+        for iid, state in (("OUT1", "logged_out"), ("UNC1", "unconfirmed"), ("GONE1", "gone")):
+            iq.mark_state(conn, iid, state, now=NOW)
+        iq.pause(conn, "OUT1", delivery_lifecycle.LOGGED_OUT_PAUSE, now=NOW)
+        iq.mark_state(conn, "OUT2", "logged_out", now=later)  # logged out after the send began
+        iq.mark_state(conn, "UNC2", "unconfirmed", now=later)
+        proofs = [(i, NOW + timedelta(seconds=1)) for i in ("OUT1", "OUT2", "UNC1", "UNC2")]
+        iq.mark_linked_by_send(conn, [*proofs, ("GONE1", later)], now=later, clears=("logged_out",))
+        refused = iq.mark_unlinked_by_send(
+            conn, "UNC1", "waiting_scan", now=later, kept=delivery_lifecycle.KEPT_BY_REFUSAL
+        )
+    assert refused == "connected"  # the proof just before: a logout signal is due
+    rows = {r.instance_id: (r.state, r.paused_reason) for r in _all(engine)}
+    assert rows == {
+        "OUT1": ("connected", None),  # its send was accepted: linked again, pause lifted
+        "UNC1": ("waiting_scan", None),
+        "GONE1": ("gone", None),
+        "OUT2": ("logged_out", None),  # the logout is newer than the send's proof
+        "UNC2": ("connected", None),
+    }

@@ -205,16 +205,21 @@ def test_every_sample_stored_reads_back_equal(engine: Engine, sample: str) -> No
     service.cancel_campaign(engine, cid)
 
 
-def test_an_unknown_sender_is_refused_naming_the_known_ones(engine: Engine) -> None:
+def test_an_unknown_sender_is_refused_naming_the_usable_ones(engine: Engine) -> None:
     make_list(engine, "customers", people(2))
     with pytest.raises(service.CampaignSetupError) as info:
         service.create_campaign(engine, spec(instances=["6501A9176BD17"]), now=NOW)
     assert info.value.field == "instances"
-    assert "6501A9176BD17" in str(info.value) and "knows none yet" in str(info.value)
+    assert "6501A9176BD17" in str(info.value) and "no sender is usable" in str(info.value)
     with engine.begin() as conn:
-        iq.ensure(conn, ["KNOWN1", "KNOWN2"], now=NOW)
-    with pytest.raises(service.CampaignSetupError, match="knows: KNOWN1, KNOWN2"):
+        iq.ensure(conn, ["KNOWN1", "KNOWN2", "GONE1"], now=NOW)
+        iq.mark_state(conn, "KNOWN1", "connected", now=NOW)
+        iq.mark_state(conn, "KNOWN2", "unconfirmed", now=NOW)
+        iq.mark_gone(conn, "GONE1", "gone: test", now=NOW)
+    with pytest.raises(service.CampaignSetupError, match="usable ones: KNOWN1, KNOWN2\\."):
         service.create_campaign(engine, spec(instances=["KNOWN1", "NOPE"]), now=NOW)
+    with pytest.raises(service.CampaignSetupError, match="GONE1 no longer exists"):
+        service.create_campaign(engine, spec(instances=["GONE1"]), now=NOW)
     assert service.list_campaigns(engine).items == []
     assert service.create_campaign(engine, spec(instances=["KNOWN2"]), now=NOW).id
 

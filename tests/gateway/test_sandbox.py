@@ -395,6 +395,26 @@ def test_in_process_asgi_app_without_sockets() -> None:
         app.state.close()
 
 
+def test_strict_gateway_shows_no_link_but_by_a_send() -> None:
+    with run_sandbox_in_thread(SandboxConfig(strict=True)) as sb:
+        iid = op(sb, "create_instance")["instance_id"]
+        assert op(sb, "get_qrcode", instance_id=iid)["base64"].startswith("data:image/png")
+        sb.scan(iid)
+        # linked: a QR request answers a QR code all the same, and the link stays
+        again = op(sb, "get_qrcode", instance_id=iid)
+        assert again["status"] == "success" and again["base64"], again
+        assert sb.state.instances[iid].state == "connected"
+        params = {"number": "15551234567", "type": "text", "message": "hi"}
+        params.update(instance_id=iid, access_token=TOKEN)
+        sent = HTTP.get(f"{sb.url}/api/send", params=params).json()
+        assert sent["message"]["key"]["id"], sent
+        op(sb, "logout", instance_id=iid)
+        refused = HTTP.get(f"{sb.url}/api/send", params=params).json()
+        assert refused == {"status": "error", "message": "This WhatsApp account relogin required"}
+        events = HTTP.get(f"{sb.url}/sandbox/events").json()["events"]
+        assert not [e for e in events if e["event"] == "connection"]
+
+
 def test_no_connection_events_and_reset_without_id() -> None:
     cfg = SandboxConfig(connection_events=False, reset_returns_id=False)
     with run_sandbox_in_thread(cfg) as sb:

@@ -174,6 +174,54 @@ def test_campaign_run_ends_when_no_sender_can_send(tmp_path: Path, sandbox_dir: 
         assert "no sender can send" in run.output, run.output
         assert sender in run.output and "relogin" in run.output, run.output
         assert "44 recipient" in run.output, run.output
+        # the refused send showed the session logged out: the status says so
+        assert "logged_out" in _status_row(ws, sender)
+
+
+# -- (c2) a sender logged out through gatecast is not used until linked again -------------
+
+
+def test_logged_out_sender_waits_until_linked_again(ws: Workspace) -> None:
+    sender = _link(ws)
+    ws.run("instance", "logout", sender)
+    _import(ws)
+    campaign_id = _campaign(ws, extra=f'instances = ["{sender}"]\n')
+
+    def refused() -> int:  # sends the sandbox refused as logged out (the module shares it)
+        stats = httpx.get(f"{ws.gateway_url}/sandbox/stats", timeout=10).json()
+        return int(stats["errors"].get("This WhatsApp account relogin required", 0))
+
+    before = refused()
+    run = ws.run("campaign", "run", str(campaign_id), "--no-progress", ok=False, timeout=60)
+    assert run.code == 3, run.output
+    assert f"{sender} (logged_out: link it again" in run.output, run.output
+    assert refused() == before  # nothing was even tried through it
+    sent = httpx.get(f"{ws.gateway_url}/sandbox/messages?instance_id={sender}").json()
+    assert sent == []
+    # linked again: a new QR code, the scan; the next run sends and proves the link
+    ws.run("instance", "qr", sender)
+    httpx.post(f"{ws.gateway_url}/sandbox/instances/{sender}/scan").raise_for_status()
+    again = ws.run("campaign", "run", str(campaign_id), "--no-progress", "--settle", "0")
+    assert _show(ws, campaign_id)["state"] == "completed", again.output
+    assert " connected " in f" {_status_row(ws, sender)} "
+
+
+# -- (c3) a refused access token: the setting, for every sender, not a sender's link -----
+
+
+def test_refused_access_token_names_the_setting(ws: Workspace) -> None:
+    sender = _link(ws)
+    _import(ws)
+    campaign_id = _campaign(ws)
+    wrong = "a-token-the-gateway-never-gave"
+    run = ws.run("campaign", "run", str(campaign_id), ok=False, GATECAST_ACCESS_TOKEN=wrong)
+    assert run.code == 3, run.output
+    assert "refused the access token" in run.output, run.output
+    assert "GATECAST_ACCESS_TOKEN" in run.output and "instance qr" not in run.output
+    status = ws.run("instance", "status").output
+    assert "GATECAST_ACCESS_TOKEN" in status, status
+    row = _status_row(ws, sender)
+    assert "bad_token" in row and " connected " in f" {row} ", row  # its link is fine
 
 
 # -- (d) forget an instance ---------------------------------------------------------------
@@ -239,6 +287,37 @@ def test_no_connection_events_link_by_qr_and_serve(tmp_path: Path, sandbox_dir: 
         assert api.get(f"/api/v1/instances/{sender}").json()["state"] == "connected"
 
 
+def test_strict_gateway_link_by_qr_then_a_campaign_without_instances(
+    tmp_path: Path, sandbox_dir: Path
+) -> None:
+    """A gateway that follows the spec to the letter: no connection event, and a QR
+    request of a linked instance answers a QR code. The README's steps on the CLI alone:
+    create, show the QR, scan, a campaign without ``instances``, run: all delivered, and
+    the first accepted send confirmed the link."""
+    with (
+        _own_sandbox(sandbox_dir, "--no-auto-link", "--strict") as sb,
+        workspace(tmp_path / "work", sb.url) as ws,
+    ):
+        sender = _created_id(ws.run("instance", "create").output)
+        shown = ws.run("instance", "qr", sender).output
+        assert "first send" in shown, shown
+        httpx.post(f"{sb.url}/sandbox/instances/{sender}/scan").raise_for_status()
+        again = ws.run("instance", "qr", sender).output  # still a QR code: no confirmation
+        assert "already linked" not in again, again
+        assert "unconfirmed" in _status_row(ws, sender)
+        _import(ws)
+        campaign_id = _campaign(ws)
+        run = ws.run("campaign", "run", str(campaign_id), "--webhook", "--settle", "2")
+        assert "44/44" in run.output, run.output
+        counts = _show(ws, campaign_id)["counts"]
+        assert (
+            isinstance(counts, dict) and counts.get("delivered", 0) + counts.get("read", 0) == 44
+        ), counts
+        assert " connected " in f" {_status_row(ws, sender)} "
+        events = httpx.get(f"{sb.url}/sandbox/events").json()["events"]
+        assert not [e for e in events if e["event"] == "connection"]
+
+
 def _toml_with(**replace: str) -> str:
     text = (SAMPLES / "campaign.toml").read_text(encoding="utf-8")
     for old, new in replace.items():
@@ -267,45 +346,55 @@ def test_reset_without_new_id_marks_the_old_id_gone(tmp_path: Path, sandbox_dir:
         campaign_id = _campaign(ws)
         run = ws.run("campaign", "run", str(campaign_id), ok=False, timeout=60)
         assert run.code == 1 and "no sender instance" in run.output, run.output
+        # a campaign naming it, or an id gatecast never knew: only usable senders are offered
+        usable = _link(ws)
+        named = ws.path / "named.toml"
+        text = (SAMPLES / "campaign.toml").read_text(encoding="utf-8")
+        named.write_text(f'instances = ["{sender}", "NOSUCHSENDER1"]\n' + text, encoding="utf-8")
+        refused = ws.run("campaign", "create", str(named), ok=False)
+        assert refused.code != 0, refused.output
+        flat = " ".join(refused.output.split())
+        assert "gatecast has no sender instance NOSUCHSENDER1" in flat, flat
+        assert f"{sender} no longer exists at the gateway (gone)" in flat, flat
+        assert f"the usable ones: {usable}." in flat, flat
 
 
-# -- (g) webhook: disable without a URL, restored after a foreground run -----------------
+# -- (g) webhook: the generated secret, disable without a URL, no serve to restore to ----
 
 
-def test_webhook_disable_and_restore_after_campaign_run(ws: Workspace) -> None:
+def test_webhook_secret_file_disable_and_no_restore_without_serve(ws: Workspace) -> None:
     served, fresh = _link(ws), _link(ws)
-    before = _sandbox_instances(ws.gateway_url)
     port = _free_port()
     serve = ws.spawn("serve", "--port", str(port), GATECAST_PORT=str(port))
     wait_for(lambda: "gatecast serving on" in serve.output(), timeout=60, what="serve")
-    serve.stop()
+    serve.stop()  # serve registered its webhook for both, and generated the secret file
     serve_url = f"http://127.0.0.1:{port}/***"
     assert _sandbox_instances(ws.gateway_url)[served]["webhook_url"] == serve_url
-    del before
+    secret_file = ws.path / ".gatecast-webhook-secret"
+    secret = secret_file.read_text(encoding="utf-8")
 
-    # a sender whose webhook serve never registered: off after the run, with a warning
+    # `instance webhook` takes the secret serve generated: it asks for none
+    hook = ws.run("instance", "webhook", served, GATECAST_PUBLIC_URL="https://hooks.example")
+    assert "set to https://hooks.example/webhooks/gateway/***" in hook.output, hook.output
+    assert secret.strip() not in hook.output
+    assert secret_file.read_text(encoding="utf-8") == secret
+    assert _sandbox_instances(ws.gateway_url)[served]["webhook_url"] == "https://hooks.example/***"
+
     off = ws.run("instance", "webhook", fresh, "--disable")
     assert "disabled" in off.output, off.output
     assert _sandbox_instances(ws.gateway_url)[fresh]["webhook_enabled"] is False
 
+    # no serve runs: after the run, nothing is "restored" to an address nobody serves
     _import(ws)
     campaign_id = _campaign(ws)
-    run = ws.run(
-        "campaign",
-        "run",
-        str(campaign_id),
-        "--webhook",
-        "--settle",
-        "1",
-        timeout=120,
-        GATECAST_PORT=str(port),
-    )
+    run = ws.run("campaign", "run", str(campaign_id), "--webhook", "--settle", "1")
     assert _show(ws, campaign_id)["state"] == "completed"
     after = _sandbox_instances(ws.gateway_url)
-    assert after[served]["webhook_url"] == serve_url and after[served]["webhook_enabled"], after
-    assert after[fresh]["webhook_enabled"] is False, after
-    assert f"webhook of {served} restored" in run.output, run.output
-    assert "not received until `gatecast serve` runs" in run.output, run.output
+    assert not after[served]["webhook_enabled"] and not after[fresh]["webhook_enabled"], after
+    assert "restored" not in run.output, run.output
+    flat = " ".join(run.output.split())
+    assert f"the webhook of {served}, {fresh} is turned off" in flat, flat
+    assert "not received until `gatecast serve` runs" in flat, flat
 
 
 # -- (h) slow senders keep their pace under `serve` ----------------------------------------

@@ -9,7 +9,7 @@ from sqlalchemy import Engine, update
 
 from campaigns.instances import set_webhook
 from gateway.client import GatewayClient
-from gateway.sandbox import SandboxConfig, run_sandbox_in_thread
+from gateway.sandbox import Sandbox, SandboxConfig, run_sandbox_in_thread
 from scheduler.webhook_keeper import WebhookKeeper
 from storage import tables
 from tests.scheduler.helpers import add_instances
@@ -19,6 +19,17 @@ URL = "https://hooks.example/webhooks/gateway/s3cr3t"
 _i = tables.instances
 
 
+def _keeper(engine: Engine, sb: Sandbox, clock: list[float]) -> WebhookKeeper:
+    """A keeper for ``sb``'s instances, a full pass every 60 s of ``clock[0]``."""
+    return WebhookKeeper(
+        engine,
+        lambda: GatewayClient(sb.url, sb.access_token, timeout=10),
+        URL,
+        every_seconds=60,
+        monotonic=lambda: clock[0],
+    )
+
+
 def test_connected_webhooks_are_put_back_on_schedule_and_on_connection(
     engine: Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -26,13 +37,7 @@ def test_connected_webhooks_are_put_back_on_schedule_and_on_connection(
     with run_sandbox_in_thread(SandboxConfig(auto_link=True)) as sb:
         first, later = sb.create_linked_instance(), sb.create_linked_instance()
         add_instances(engine, [first], T0)
-        keeper = WebhookKeeper(
-            engine,
-            lambda: GatewayClient(sb.url, sb.access_token, timeout=10),
-            URL,
-            every_seconds=60,
-            monotonic=lambda: clock[0],
-        )
+        keeper = _keeper(engine, sb, clock)
         assert keeper.run_once(T0) == [first]  # the first run registers every one
         assert sb.state.instances[first].webhook_url == URL
         assert f"webhook of instance {first} was not the deployment's" in caplog.text
@@ -67,3 +72,27 @@ def test_connected_webhooks_are_put_back_on_schedule_and_on_connection(
         with engine.begin() as conn:
             conn.execute(update(_i).where(_i.c.instance_id == later).values(state="connected"))
         assert keeper.run_once(T0) == [later]
+
+
+def test_an_unconfirmed_sender_refused_before_its_scan_waits_for_its_confirmation(
+    engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = [0.0]
+    # the reference gateway refuses a webhook before the scan
+    with run_sandbox_in_thread(SandboxConfig(dialect="reference", strict=True)) as sb:
+        with GatewayClient(sb.url, sb.access_token, timeout=10) as gw:
+            instance = gw.create_instance()
+        add_instances(engine, [instance], T0)
+        with engine.begin() as conn:  # its QR code was shown: linked, unconfirmed
+            conn.execute(update(_i).where(_i.c.instance_id == instance).values(state="unconfirmed"))
+        keeper = _keeper(engine, sb, clock)
+        assert keeper.run_once(T0) == []
+        assert caplog.text.count(f"webhook of instance {instance} not registered") == 1
+        clock[0] = 1
+        assert keeper.run_once(T0) == []  # not asked again every tick
+        assert caplog.text.count(f"webhook of instance {instance} not registered") == 1
+        sb.state.instances[instance].state = "connected"  # scanned; a send confirms it
+        with engine.begin() as conn:
+            conn.execute(update(_i).where(_i.c.instance_id == instance).values(state="connected"))
+        assert keeper.run_once(T0) == [instance]
+        assert sb.state.instances[instance].webhook_url == URL

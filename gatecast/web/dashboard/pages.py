@@ -146,6 +146,7 @@ SEGMENTS_PER_PAGE = 50
 INSTANCE_STATE_LABELS = {
     "created": "not linked",
     "waiting_scan": "waiting for the scan",
+    "unconfirmed": "scanned? the first send confirms the link",
     "connected": "connected",
     "disconnected": "reconnecting",
     "logged_out": "logged out",

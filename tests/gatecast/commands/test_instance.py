@@ -81,7 +81,8 @@ def test_instance_commands_end_to_end(
     assert res.exit_code == 0, res.output
     assert read_qr(png_path.read_bytes()) in (shown_before, sandbox.state.current_qr_content(iid))
     assert "█" in res.output or "▀" in res.output  # the terminal rendering
-    assert rows(db_url)[iid]["state"] == "waiting_scan"
+    assert rows(db_url)[iid]["state"] == "unconfirmed"  # its first send confirms the scan
+    assert "first send" in res.flat
 
     sandbox.scan(iid)
     res = invoke("qr", iid)
@@ -181,7 +182,7 @@ def test_qr_that_comes_through_the_webhook(
     assert "through the webhook" in res.flat
     assert list(tmp_path.glob("*.png")) == []
     assert [r.url.path for r in seen] == ["/api/get_qrcode"]
-    assert rows(sqlite_url)["ABC123"]["state"] == "waiting_scan"
+    assert rows(sqlite_url)["ABC123"]["state"] == "unconfirmed"
 
 
 def test_webhook_default_address_carries_the_secret_but_never_shows_it(

@@ -38,9 +38,9 @@ def test_link_an_instance_by_its_qr(
         assert "access_token" not in res.text
 
         qr = api.post(f"/api/v1/instances/{iid}/link").json()
-        assert qr["state"] == "waiting_scan"
+        assert qr["state"] == "unconfirmed"
         content = decode_qr(qr["data_uri"])
-        assert api.get(f"/api/v1/instances/{iid}").json()["state"] == "waiting_scan"
+        assert api.get(f"/api/v1/instances/{iid}").json()["state"] == "unconfirmed"
 
         # the phone scans the code it was shown
         scan = httpx.post(f"{sandbox.url}/sandbox/instances/{iid}/scan", json={"code": content})
