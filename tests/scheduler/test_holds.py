@@ -233,3 +233,23 @@ def test_campaign_held_is_written_once_per_new_kind(engine: Engine) -> None:
     with engine.begin() as conn:
         holds.announce(conn, [cid], T0)
     assert [e["kind"] for e in _held_events(engine)] == ["warmup_used", "sender_paused"]
+
+
+@pytest.mark.parametrize(
+    ("reason", "command"),
+    [
+        (
+            "bad_token: the gateway refused the access token; it is the same for every sender: "
+            "correct the access token setting, then resume the senders",
+            "set GATECAST_ACCESS_TOKEN, then gatecast instance resume S1",
+        ),
+        ("logged_out: link it again with a new QR code", "gatecast instance qr S1"),
+        ("relogin_required", "gatecast instance qr S1"),
+        ("health high (score 45): 5 failed", "gatecast instance resume S1"),
+    ],
+)
+def test_a_paused_sender_is_advised_by_its_pause_reason(reason: str, command: str) -> None:
+    """A refused token is the setting, a lost link a new QR code, the rest a resume."""
+    action, cli = holds._unpause_advice("S1", reason)
+    assert cli == command
+    assert "GATECAST" not in action and "gatecast" not in action
