@@ -3,14 +3,16 @@ from when until around when (the one home of the send-time estimate).
 
 :func:`estimate_sends` is the arithmetic, day by day and window by window, per sender:
 
-- **Shares.** Each recipient goes to the sender the create will give it
-  (``campaigns.delivery_rows.pick_sender``; without recipients, the messages are spread
-  evenly). A sender sends its share one mean gap apart (``scheduler.pacing``: the larger
-  of ``60 / per_minute`` and the random delay, whose mean is taken); the senders work in
+- **Shares.** Each recipient goes to the sender a first create gives it
+  (``campaigns.delivery_rows.pick_sender``: a contact kept by the sender that last
+  messaged it is not followed; without recipients, the messages are spread evenly). A
+  sender sends its share one mean gap apart (``scheduler.pacing``: the larger of
+  ``60 / per_minute`` and the random delay, whose mean is taken); the senders work in
   parallel and the finish is the last sender's last send.
 - **Windows.** Sends happen only while the window is open (``scheduler.windows``): in
-  the campaign's zone, or in recipient time in each recipient's own zone (a sender sends
-  the rows of the zones open at the moment, those whose window closes first first).
+  the campaign's zone, or in recipient time in each recipient's own zone (not before the
+  start's wall time there, ``campaigns.recipient_time.FirstDue``; a sender sends the rows
+  of the zones open at the moment, those whose window closes first first).
 - **A day's limit** (a local day of the campaign's zone) is the smaller of the daily
   cap's remainder (what the sender already sent today counts, as the cap counts it:
   ``scheduler.sender_usage``) and the warm-up's (``scheduler.warmup``: the sender's
@@ -20,8 +22,8 @@ from when until around when (the one home of the send-time estimate).
   you own). When the day's limit is spent, the rest waits for the next local day.
 - **Margin.** With random delays the finish varies: :attr:`SendEstimate.margin_seconds`
   is two standard deviations of the sum of the biggest share's gaps (about 19 times in
-  20 the finish falls within it); the sentence states it ("± N min") when it is a
-  minute or more.
+  20 the finish falls within it); the sentence states it ("± N min") when it rounds
+  to a minute or more.
 
 :func:`final_check` reads the rest: the recipients as a create counts them
 (``campaigns.service.count_recipients``: opted out, cooldown and unrenderable excluded),
@@ -47,13 +49,14 @@ from sqlalchemy import Connection, Engine
 
 from campaigns.campaign_file import CampaignSpec
 from campaigns.delivery_rows import pick_sender
+from campaigns.recipient_time import FirstDue
 from campaigns.segments import describe
 from campaigns.service import count_recipients
 from scheduler import warmup
 from scheduler.policy import Pace, policy_of
 from scheduler.recurrence import next_fire_time
 from scheduler.sender_usage import sends_today_by_sender
-from scheduler.windows import in_window, next_local_day_start, next_window_open
+from scheduler.windows import next_local_day_start, next_window_open
 from storage.queries import instances as iq
 from storage.queries import sender_care as sc
 from storage.queries.sender_care import CareRow
@@ -179,9 +182,17 @@ def _one_sender(
     window: tuple[time, time] | None,
     gap: float,
     pace: Pace,
+    due: dict[str, datetime],
 ) -> SenderFinish:
     remaining = {z: n for z, n in share.zones.items() if n > 0}
     zones = {z: _zone(z, tz) for z in remaining}
+
+    def opens(moment: datetime, z: str | None) -> datetime:
+        """When zone ``z``'s rows may next be sent: its first due moment (recipient
+        time), then its window."""
+        at = max(moment, due.get(z, moment)) if z is not None else moment
+        return next_window_open(at, zones[z], window)
+
     t = start
     day = _Day(next_local_day_start(t, tz), _day_limit(share, t, start, pace, tz))
     first: datetime | None = None
@@ -195,8 +206,9 @@ def _one_sender(
         if day.left == 0:  # the day's limit is spent: the next local day
             t = day.end
             continue
-        opened = [z for z in remaining if in_window(t, zones[z], window)]
-        closed = [next_window_open(t, zones[z], window) for z in remaining if z not in opened]
+        moments = {z: opens(t, z) for z in remaining}
+        opened = [z for z, at in moments.items() if at == t]
+        closed = [at for at in moments.values() if at != t]
         if not opened:
             t = min(closed)
             continue
@@ -265,9 +277,11 @@ def estimate_sends(
     window: tuple[time, time] | None,
     sent_today: dict[str, int] | None = None,
     shares: list[SenderShare] | None = None,
+    first_due: dict[str, datetime] | None = None,
 ) -> SendEstimate:
     """The estimate (see the module's docstring); ``start`` is UTC-aware. ``shares``:
-    each sender's (default: :func:`even_shares`)."""
+    each sender's (default: :func:`even_shares`); ``first_due``: in recipient time, when
+    each zone's rows are first due (``campaigns.recipient_time.FirstDue``)."""
     gap = mean_gap_seconds(pace)
     if shares is None:
         shares = even_shares(messages, senders, sent_today)
@@ -275,7 +289,7 @@ def estimate_sends(
     if not senders or messages <= 0 or not shares:
         first = next_window_open(start, tz, window)
         return SendEstimate(messages, len(senders), first, first if messages <= 0 else None, gap, 0)
-    finishes = [_one_sender(s, start, tz, window, gap, pace) for s in shares]
+    finishes = [_one_sender(s, start, tz, window, gap, pace, first_due or {}) for s in shares]
     first = min(f.first for f in finishes)
     lasts = [f.last for f in finishes]
     finish = None if any(x is None for x in lasts) else max(x for x in lasts if x is not None)
@@ -386,7 +400,7 @@ def final_check(
         # the recipients a create would send to (those excluded by the cooldown are not
         # told apart: the last ones are left out)
         sendable = counts.sendable[: counts.messages]
-        shares = _shares(conn, sendable, senders, today)
+        shares = _shares(conn, sendable, senders, today, groups=bool(spec.groups))
     start = max(spec.start_at_utc() or now, now)
     occurrences: list[datetime] = []
     if spec.schedule.cron:
@@ -401,6 +415,7 @@ def final_check(
         window=policy.window,
         shares=shares if len(sendable) == counts.messages else None,
         sent_today=today,
+        first_due=_first_due(sendable, start, policy.timezone),
     )
     return FinalCheck(
         messages=counts.messages,
@@ -420,11 +435,22 @@ def final_check(
     )
 
 
+def _first_due(
+    sendable: list[tuple[str, str | None]], start: datetime, tz: ZoneInfo
+) -> dict[str, datetime]:
+    """Recipient time: each zone's first due moment, as the start materialises it (the
+    start's wall time in that zone, not before the start)."""
+    due = FirstDue(start, tz, start)
+    return {zone: due(zone) for zone in {z for _, z in sendable if z is not None}}
+
+
 def _shares(
     conn: Connection,
     sendable: list[tuple[str, str | None]],
     senders: list[str],
     today: dict[str, int],
+    *,
+    groups: bool = False,
 ) -> list[SenderShare]:
     """Each sender's share of ``sendable`` (``(target, zone)``): the sender a create picks
     (``pick_sender``), the recipient zones, the contacts it already knows, its care row."""
@@ -441,7 +467,8 @@ def _shares(
         SenderShare(
             sender,
             dict(Counter(zone for _, zone in rows)),
-            known=sum(1 for t, _ in rows if (sender, t) in chats),
+            # a group counts as known (the claim's rule)
+            known=len(rows) if groups else sum(1 for t, _ in rows if (sender, t) in chats),
             sent_today=today.get(sender, 0),
             care=care.get(sender),
         )

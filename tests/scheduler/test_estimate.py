@@ -172,3 +172,20 @@ def test_the_margin_grows_with_the_random_delay_and_the_share() -> None:
         200, ["a", "b"], start=START, pace=Pace(20, 5, 15, None), tz=UTC_ZONE, window=None
     )
     assert e.margin_seconds == pytest.approx(margin_seconds(Pace(20, 5, 15, None), 100))
+
+
+def test_recipient_time_waits_for_the_starts_wall_time_in_each_zone() -> None:
+    # no window: a start at 08:00 UTC is 08:00 in New York too (13:00 UTC)
+    ny = datetime(2030, 1, 1, 13, 0, tzinfo=UTC)
+    share = SenderShare("a", {"UTC": 1, "America/New_York": 2})
+    e = estimate_sends(
+        3,
+        ["a"],
+        start=START,
+        pace=Pace(60, 0, 0, None),
+        tz=UTC_ZONE,
+        window=None,
+        shares=[share],
+        first_due={"UTC": START, "America/New_York": ny},
+    )
+    assert (e.start, e.finish) == (START, datetime(2030, 1, 1, 13, 0, 1, tzinfo=UTC))
