@@ -1,15 +1,18 @@
 """Estimates that come true (issue 29, item 2): the finish a public face predicts is the
 finish the sandbox sees.
 
-Each journey reads the predicted start and finish from a public face (``campaign create
---dry-run --json``, or ``POST /api/v1/campaigns/check`` of a running ``serve``), sends
-the campaign with ``gatecast serve`` to the module's sandbox over HTTP, and compares the
+The journey reads the predicted start and finish of four campaigns from the public
+faces (``campaign create --dry-run --json``, ``campaign create``, and the dashboard's
+``POST /api/v1/campaigns/check`` of a running ``serve``), sends them with one ``gatecast
+serve`` to the module's sandbox over HTTP, each through its own sender, and compares each
 prediction with the last send the sandbox recorded: within 10 % of the predicted wait
 (from the estimate to the finish) or the estimate's stated margin, whichever is larger.
 A plain, a windowed, a capped and a warm-up campaign, on SQLite and on PostgreSQL.
 
-The process clock is injected (``ws.clock_start``): a window's opening or a local
-midnight is reached in seconds. The sandbox keeps real time; a send's time at the
+The process clock is injected (``ws.clock_start``) a few seconds before 09:00 UTC, the
+moment the windowed campaign's window opens and a new local day begins in the capped and
+warm-up campaigns' zone (``Etc/GMT+9``, UTC-9: its midnight is 09:00 UTC), so one
+``serve`` crosses all of them in seconds. The sandbox keeps real time; a send's time at the
 sandbox is put on the campaign's clock by the offset between the two, read from the
 sends themselves (the report's ``sent_at`` beside the sandbox's record of the same
 message: one offset per ``serve``, as its clock runs at real speed).
@@ -39,8 +42,13 @@ DAY = datetime(2026, 12, 1, tzinfo=UTC)
 #: two sends a second apart: no random delay, so the estimate states no margin
 PACE = "per_minute = 120\ndelay_seconds = [0, 0]"
 SENT_STATES = ("sent", "delivered", "read")
-#: ``serve`` starts this long before a campaign's start on its clock (its boot's time)
-HEADROOM = timedelta(seconds=20)
+#: ``serve``'s clock starts this long before the campaigns are created (its boot's time)
+HEADROOM = timedelta(seconds=30)
+#: UTC-9: its local midnight is 09:00 UTC
+ZONE = "Etc/GMT+9"
+NINE = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+#: the campaigns are created (each CLI process's clock starts here)
+MADE_AT = NINE - timedelta(seconds=20)
 
 DATABASES = pytest.mark.parametrize(
     "database", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
@@ -57,18 +65,20 @@ def db_ws(ws: Workspace, database: str, request: pytest.FixtureRequest) -> Works
     return ws
 
 
-def _people(ws: Workspace, count: int) -> None:
-    path = ws.path / "people.csv"
-    rows = [f"Person {n},+4915112{n:06d}" for n in range(count)]
+def _people(ws: Workspace, name: str, count: int, first: int) -> None:
+    """Import ``count`` new contacts into the list ``name``."""
+    path = ws.path / f"{name}.csv"
+    rows = [f"Person {n},+4915112{n:06d}" for n in range(first, first + count)]
     path.write_text("Name,Phone\n" + "\n".join(rows) + "\n", encoding="utf-8")
-    ws.run("contacts", "import", str(path), "--list", "people")
+    ws.run("contacts", "import", str(path), "--list", name)
 
 
-def _file(ws: Workspace, name: str, schedule: str = "", pace: str = PACE) -> Path:
+def _file(ws: Workspace, name: str, sender: str, schedule: str, pace: str = PACE) -> Path:
+    """A campaign file to the list ``name``, sent by ``sender`` alone."""
     path = ws.path / f"{name}.toml"
     path.write_text(
-        f'name = "{name}"\nlist = "people"\n\n[message]\ntype = "text"\n'
-        f'text = "Hello {{{{ name }}}}"\n\n[schedule]\ntimezone = "UTC"\n{schedule}\n\n'
+        f'name = "{name}"\nlist = "{name}"\ninstances = ["{sender}"]\n\n[message]\n'
+        f'type = "text"\ntext = "Hello {{{{ name }}}}"\n\n[schedule]\n{schedule}\n\n'
         f"[pace]\n{pace}\n",
         encoding="utf-8",
     )
@@ -93,23 +103,6 @@ def _api_check(server: Server, path: Path) -> dict[str, Any]:
         spec = ok(api.post("/api/v1/campaigns/from-toml", json={"toml": path.read_text()}))
         found: dict[str, Any] = ok(api.post("/api/v1/campaigns/check", json=spec["spec"]))
     return found
-
-
-def _send(ws: Workspace, made_at: datetime, campaign_id: int, path: Path | None = None) -> Any:
-    """``gatecast serve`` until the campaign completed, then stopped. Its clock starts
-    :data:`HEADROOM` before ``made_at`` (the campaign's start): a loaded machine's boot
-    does not delay the start. With ``path``: the API's final check of that file, read
-    once ``serve`` is up (before ``made_at``)."""
-    ws.clock_start = made_at - HEADROOM
-    server = ws.serve()
-    check = None if path is None else _api_check(server, path)
-    wait_for(
-        lambda: campaign_over_api(server, campaign_id)["state"] == "completed",
-        timeout=90,
-        what=f"campaign {campaign_id} to complete",
-    )
-    server.stop()
-    return check
 
 
 def _sandbox_finish(ws: Workspace, sandbox: Process, campaign_id: int) -> datetime:
@@ -146,98 +139,73 @@ def _same_finish(dry_run: dict[str, Any], api: dict[str, Any]) -> None:
 
 
 @DATABASES
-def test_a_plain_campaign_finishes_when_the_dry_run_says(
-    db_ws: Workspace, sandbox_process: Process
-) -> None:
-    """No window, cap or warm-up: 12 messages a second apart end 11 s after the start
-    (a start 10 s ahead: every process's clock starts at ``made_at`` when it starts)."""
-    ws = db_ws
-    made_at = DAY.replace(hour=10)
-    start = made_at + timedelta(seconds=10)
-    ws.clock_start = made_at
-    ws.link_sender()
-    _people(ws, 12)
-    pace = "per_minute = 60\ndelay_seconds = [0, 0]"
-    path = _file(ws, "Plain", 'start = "2026-12-01T10:00:10"', pace)
-    check = _dry_run(ws, path)
-    assert datetime.fromisoformat(check["start"]) == start, check
-    assert datetime.fromisoformat(check["finish"]) == start + timedelta(seconds=11), check
-    assert check["margin_seconds"] == 0 and "±" not in check["sentence"], check
-    campaign_id, out = _created(ws, path)
-    assert "starting 2026-12-01 10:00 UTC, finishing around 2026-12-01 10:00" in out, out
-    _send(ws, start, campaign_id)
-    _assert_came_true(check, made_at, _sandbox_finish(ws, sandbox_process, campaign_id))
+def test_estimates_come_true(db_ws: Workspace, sandbox_process: Process) -> None:
+    """Four campaigns, each through its own new sender, the default warm-up on (its first
+    day set to 4 new contacts) for the warm-up one only:
 
-
-@DATABASES
-def test_a_windowed_campaign_starts_when_its_window_opens(
-    db_ws: Workspace, sandbox_process: Process
-) -> None:
-    """Created at 08:59:50 with a 09:00-17:00 window: the dry run, the create and the
-    dashboard's check all say it starts at 09:00 (not "now"), and the sandbox sees it
-    end when they said."""
-    ws = db_ws
-    made_at = DAY.replace(hour=8, minute=59, second=50)
-    ws.clock_start = made_at
-    ws.link_sender()
-    _people(ws, 6)
-    path = _file(ws, "Windowed", 'window = ["09:00", "17:00"]')
-    check = _dry_run(ws, path)
-    assert datetime.fromisoformat(check["start"]) == DAY.replace(hour=9), check
-    assert "starting 2026-12-01 09:00 UTC, finishing around 2026-12-01 09:00" in check["sentence"]
-    campaign_id, out = _created(ws, path)
-    assert "starting 2026-12-01 09:00 UTC" in out and "starts now" not in out, out
-    api_check = _send(ws, made_at, campaign_id, path)
-    _same_finish(check, api_check)
-    assert datetime.fromisoformat(api_check["start"]) == DAY.replace(hour=9), api_check
-    assert api_check["sentence"] == check["sentence"], (api_check, check)
-    _assert_came_true(check, made_at, _sandbox_finish(ws, sandbox_process, campaign_id))
-
-
-@DATABASES
-def test_a_capped_campaign_finishes_the_next_day(
-    db_ws: Workspace, sandbox_process: Process
-) -> None:
-    """A daily cap of 3 and 6 recipients, created 8 s before midnight: 3 today, 3 from
-    midnight, as the estimate says (without the cap it would end today)."""
-    ws = db_ws
-    made_at = DAY.replace(hour=23, minute=59, second=52)
-    ws.clock_start = made_at
-    ws.link_sender()
-    _people(ws, 6)
-    path = _file(ws, "Capped", pace=f"{PACE}\ndaily_cap = 3")
-    check = _dry_run(ws, path)
-    midnight = DAY + timedelta(days=1)
-    assert datetime.fromisoformat(check["finish"]) == midnight + timedelta(seconds=1), check
-    campaign_id, out = _created(ws, path)
-    assert "finishing around 2026-12-02 00:00" in out, out
-    _same_finish(check, _send(ws, made_at, campaign_id, path))
-    _assert_came_true(check, made_at, _sandbox_finish(ws, sandbox_process, campaign_id))
-
-
-@DATABASES
-def test_a_new_senders_warm_up_is_in_the_estimate(
-    db_ws: Workspace, sandbox_process: Process
-) -> None:
-    """The default warm-up ramp (its first day set to 4 new contacts, about double the
-    next): a new sender sends its day-1 allowance, the rest from midnight, and the dry
-    run said so (without the warm-up it would say before midnight)."""
+    - plain: 12 messages a second apart from 09:00:00: the last at 09:00:11;
+    - windowed: created at 08:59:40 with a 09:00-17:00 window: every face says it starts
+      at 09:00 (``campaign create`` no longer says "starts now"), 6 sends to 09:00:02.5;
+    - capped: a daily cap of 3 for 6 messages: 3 at once, 3 from the zone's midnight;
+    - warm-up: 8 new contacts, day 1 allows 3 to 5: the rest from the zone's midnight.
+    """
     ws = db_ws
     ws.settings["GATECAST_WARMUP_ENABLED"] = "true"
     ws.settings["GATECAST_WARMUP_FIRST_DAY"] = "4"
-    made_at = DAY.replace(hour=23, minute=59, second=52)
-    ws.clock_start = made_at
-    instance_id = ws.link_sender()
-    _people(ws, 8)
-    path = _file(ws, "Warm-up", pace=f"{PACE}\ndaily_cap = 500")
-    check = _dry_run(ws, path)
-    assert instance_id in check["senders"], check
-    midnight = DAY + timedelta(days=1)
-    assert datetime.fromisoformat(check["finish"]) >= midnight, check  # day 1 allows 3-5
+    ws.clock_start = MADE_AT
+    senders = {name: ws.link_sender() for name in ("plain", "windowed", "capped", "warm")}
+    for name in ("plain", "windowed", "capped"):
+        ws.run("instance", "warmup", senders[name], "--off")
+    sizes = {"plain": 12, "windowed": 6, "capped": 6, "warm": 8}
+    first = 0
+    for name, size in sizes.items():
+        _people(ws, name, size, first)
+        first += size
+    utc, zone = 'timezone = "UTC"', f'timezone = "{ZONE}"'
+    paths = {
+        "plain": _file(
+            ws,
+            "plain",
+            senders["plain"],
+            f'{utc}\nstart = "2026-12-01T09:00:00"',
+            "per_minute = 60\ndelay_seconds = [0, 0]",
+        ),
+        "windowed": _file(
+            ws, "windowed", senders["windowed"], f'{utc}\nwindow = ["09:00", "17:00"]'
+        ),
+        "capped": _file(ws, "capped", senders["capped"], zone, f"{PACE}\ndaily_cap = 3"),
+        "warm": _file(ws, "warm", senders["warm"], zone),
+    }
+    checks = {name: _dry_run(ws, path) for name, path in paths.items()}
+    finishes = {name: datetime.fromisoformat(c["finish"]) for name, c in checks.items()}
+    assert finishes["plain"] == NINE + timedelta(seconds=11), checks["plain"]
+    assert datetime.fromisoformat(checks["windowed"]["start"]) == NINE, checks["windowed"]
+    assert finishes["windowed"] == NINE + timedelta(seconds=2.5), checks["windowed"]
+    assert finishes["capped"] == NINE + timedelta(seconds=1), checks["capped"]
+    assert NINE <= finishes["warm"] <= NINE + timedelta(seconds=2), checks["warm"]
+    assert all(c["margin_seconds"] == 0 and "±" not in c["sentence"] for c in checks.values())
     status = ws.run("instance", "status").output
     assert "warm-up day 1: 0 of " in status, status
-    campaign_id, _ = _created(ws, path)
-    _same_finish(check, _send(ws, made_at, campaign_id, path))
-    finish = _sandbox_finish(ws, sandbox_process, campaign_id)
-    assert finish >= midnight, finish
-    _assert_came_true(check, made_at, finish)
+
+    ids = {}
+    for name, path in paths.items():
+        ids[name], out = _created(ws, path)
+        assert checks[name]["sentence"].split(", starting ")[1].split(" at this pace")[0] in out
+    assert "starts now" not in out
+
+    # ``serve`` boots before the campaigns' time on its clock; the dashboard's check of
+    # each file, read then, gives the same finish
+    ws.clock_start = MADE_AT - HEADROOM
+    server = ws.serve()
+    for name in ("windowed", "capped", "warm"):
+        _same_finish(checks[name], _api_check(server, paths[name]))
+    wait_for(
+        lambda: all(campaign_over_api(server, cid)["state"] == "completed" for cid in ids.values()),
+        timeout=120,
+        what="the four campaigns to complete",
+    )
+    server.stop()
+    for name, cid in ids.items():
+        finish = _sandbox_finish(ws, sandbox_process, cid)
+        _assert_came_true(checks[name], MADE_AT, finish)
+    assert _sandbox_finish(ws, sandbox_process, ids["warm"]) >= NINE  # not all on day 1
