@@ -31,6 +31,7 @@ from pydantic import (
 )
 
 from campaigns.names import name_problem
+from campaigns.relative_starts import looks_relative, resolve_start
 from campaigns.templating import (
     MAX_SPINTAX_DEPTH,
     BoundedEnvironment,
@@ -39,6 +40,7 @@ from campaigns.templating import (
 )
 from campaigns.variety import DEFAULT_MAX_IDENTICAL_IN_ROW
 from gateway.text import unstorable_at
+from storage.types import utcnow
 
 MessageType = Literal["text", "media", "interactive", "template", "list"]
 ButtonKind = Literal["quick_reply", "cta_url", "cta_call", "cta_copy"]
@@ -73,6 +75,8 @@ MIN_RETRY_EVERY = timedelta(minutes=1)
 DEFAULT_RETRY_EVERY = timedelta(hours=6)
 MAX_IDENTICAL_IN_ROW = 1_000_000
 _HOUR_MINUTE = re.compile(r"^([0-9]{1,2}):([0-9]{2})(?::([0-9]{2}))?$")
+#: a word in a start (not a date's T or Z): a start said in words ("monday 10:00")
+_WORD = re.compile(r"[A-Za-z]{2,}")
 _GROUP_ID = re.compile(r"^[0-9A-Za-z\-]+@g\.us$")
 _PHONE_PLUS = re.compile(r"^\+[0-9]{6,15}$")
 _syntax_env = BoundedEnvironment()
@@ -362,11 +366,17 @@ def _time_text(value: time) -> str:
     return f"{value:%H:%M:%S}" if value.second or value.microsecond else f"{value:%H:%M}"
 
 
+def window_texts(window: tuple[time, time]) -> tuple[str, str]:
+    """A window as written: HH:MM each, the whole day (00:00 to midnight) as 00:00-24:00."""
+    begin, end = (_time_text(t) for t in window)
+    return (begin, "24:00") if window[0] == window[1] == time(0) else (begin, end)
+
+
 class ScheduleSpec(_Model):
     """When to send: a start in a timezone, an optional daily window and recurrence.
 
     ``window`` may wrap midnight (``["22:00", "06:00"]`` means from 22:00 to 06:00 the
-    next morning); start and end must differ.
+    next morning); start and end must differ, but for the whole day (``["00:00", "24:00"]``).
     """
 
     start: datetime | None = None
@@ -377,10 +387,34 @@ class ScheduleSpec(_Model):
     #: the window and the start in each recipient's own zone (``scheduler.recipient_zones``)
     recipient_timezone: bool = False
 
+    @model_validator(mode="before")
+    @classmethod
+    def _dated(cls, data: Any) -> Any:
+        """A start without a date ("10:00", "monday 10:00", a TOML time of day) becomes
+        the next such local time in ``timezone`` (:mod:`campaigns.relative_starts`)."""
+        if not isinstance(data, Mapping):
+            return data
+        start = data.get("start")
+        if isinstance(start, time):
+            start = f"{start:%H:%M}"
+        if not isinstance(start, str) or not (looks_relative(start) or _WORD.search(start)):
+            return data
+        name = data.get("timezone", "UTC")
+        ok = isinstance(name, str) and not timezone_problem(name)
+        zone = ZoneInfo(name if ok else "UTC")
+        try:
+            resolved = resolve_start(start, zone, utcnow())
+        except ValueError as exc:
+            raise _RuleErrors([("start", str(exc))]) from None
+        return {**data, "start": resolved}
+
     @field_validator("window", mode="before")
     @classmethod
     def _hours(cls, value: Any) -> Any:
-        """Accept "9:00" for "09:00", "24:00" as the end of the day, and HH:MM:SS."""
+        """Accept "9:00" for "09:00", "24:00" as the end of the day, and HH:MM:SS.
+
+        The end of the day is midnight (``time(0)``), so ``["00:00", "24:00"]`` (the whole
+        day) is held as ``(00:00, 00:00)``, the one window whose start and end are equal."""
         if not isinstance(value, list | tuple):
             return value
         out: builtins.list[Any] = []
@@ -399,9 +433,7 @@ class ScheduleSpec(_Model):
     @field_serializer("window", when_used="json")
     def _window_json(self, window: tuple[time, time] | None) -> builtins.list[str] | None:
         """Stored and shown as written: HH:MM (HH:MM:SS only when seconds are given)."""
-        if window is None:
-            return None
-        return [_time_text(t) for t in window]
+        return None if window is None else list(window_texts(window))
 
     @model_validator(mode="after")
     def _rules(self) -> ScheduleSpec:
@@ -412,8 +444,6 @@ class ScheduleSpec(_Model):
             errors.append(("timezone", problem))
         else:
             zone = ZoneInfo(self.timezone)
-        if self.window is not None and self.window[0] == self.window[1]:
-            errors.append(("window", "start and end must differ"))
         if self.cron is not None:
             from apscheduler.triggers.cron import CronTrigger
 
@@ -421,6 +451,8 @@ class ScheduleSpec(_Model):
                 CronTrigger.from_crontab(self.cron, timezone=zone)
             except ValueError as exc:
                 errors.append(("cron", f"not a valid crontab expression: {exc}"))
+        if self.window is not None and self.window[0] == self.window[1] != time(0):
+            errors.append(("window", 'start and end must differ (all day: ["00:00", "24:00"])'))
         if errors:
             raise _RuleErrors(errors)
         return self
@@ -1016,4 +1048,5 @@ __all__ = [
     "start_missed",
     "stored_spec",
     "timezone_problem",
+    "window_texts",
 ]

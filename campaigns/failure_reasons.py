@@ -12,6 +12,7 @@ import re
 
 from campaigns.cooldown import is_cooldown_error
 from campaigns.delivery_lifecycle import (
+    GATEWAY_FAILED_ERROR,
     LEASE_EXPIRED_ERROR,
     OPTED_OUT_ERROR,
     RESTRICTION_CODE,
@@ -33,6 +34,14 @@ OPTED_OUT = "opted out"
 COOLDOWN = "messaged recently by another campaign (contact cooldown)"
 INVALID_NUMBER = "not a valid phone number"
 CANCELLED = "campaign cancelled before it was sent"
+
+#: the gateway's error codes gatecast knows, in words: how a failed status with that
+#: code is recorded (:func:`gateway_failure`) and shown (:func:`plain_reason`)
+GATEWAY_CODE_WORDS: tuple[tuple[str, str], ...] = (
+    (NOT_ON_APP_CODE, NOT_ON_APP),
+    (RESTRICTION_CODE, RESTRICTED),
+)
+_CODE_WORDS = dict(GATEWAY_CODE_WORDS)
 
 #: (pattern over the lower-cased error, words); the first that matches wins
 _TEXT_RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
@@ -62,10 +71,8 @@ def plain_reason(error: str | None, error_code: str | None = None) -> str | None
     if code is None and error:
         found = _CODE.search(error)
         code = found.group(1) if found else None
-    if code == NOT_ON_APP_CODE:
-        return NOT_ON_APP
-    if code == RESTRICTION_CODE:
-        return RESTRICTED
+    if code in _CODE_WORDS:
+        return _CODE_WORDS[code]
     text = error or ""
     if text == OPTED_OUT_ERROR:
         return OPTED_OUT
@@ -79,8 +86,31 @@ def plain_reason(error: str | None, error_code: str | None = None) -> str | None
             gave_up = re.match(r"gave up after (\d+) attempts", low)
             return f"{words} (gave up after {gave_up.group(1)} attempts)" if gave_up else words
     if code and not text:
-        return f"failed by the gateway (code {code})"
+        return gateway_failure(code)
     return text
 
 
-__all__ = ["NOT_ON_APP", "NOT_ON_APP_CODE", "plain_reason"]
+def gateway_failure(code: str | None) -> str:
+    """The error a failed status event records on its row, in the words every face
+    shows: "not on WhatsApp (code 404)", else "failed by the gateway (code N)"; the
+    report prints it as stored, the dashboard and the API as :func:`plain_reason`."""
+    if code is None:
+        return GATEWAY_FAILED_ERROR
+    return f"{_CODE_WORDS.get(code, GATEWAY_FAILED_ERROR)} (code {code})"
+
+
+#: the errors :func:`gateway_failure` records for the known codes, for the statement that
+#: fails rows in bulk (``storage.queries.events``)
+GATEWAY_CODE_ERRORS: tuple[tuple[str, str], ...] = tuple(
+    (code, gateway_failure(code)) for code, _ in GATEWAY_CODE_WORDS
+)
+
+
+__all__ = [
+    "GATEWAY_CODE_ERRORS",
+    "GATEWAY_CODE_WORDS",
+    "NOT_ON_APP",
+    "NOT_ON_APP_CODE",
+    "gateway_failure",
+    "plain_reason",
+]

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Container, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
@@ -38,6 +38,7 @@ from sqlalchemy import Connection, Engine
 
 from campaigns import delivery_lifecycle as dl
 from campaigns.delivery_lifecycle import OPT_OUT_REASON, STATUS_TO_STATE
+from campaigns.failure_reasons import GATEWAY_CODE_ERRORS, gateway_failure
 from gateway.events import (
     ConnectionStatus,
     Event,
@@ -53,6 +54,9 @@ from storage.queries.contacts import set_opt_out
 
 #: delivery states that prove a message reached its chat (a known chat)
 _REACHED = (dl.DELIVERED, dl.READ)
+#: how status events move rows, a failure recorded in the words every face shows
+#: ("not on WhatsApp (code 404)": ``campaigns.failure_reasons``)
+STATUS_RULES = replace(dl.STATUS_RULES, code_errors=GATEWAY_CODE_ERRORS)
 #: connection states counted as health signals (``scheduler/health.py``)
 _CONNECTION_SIGNALS = {"disconnected": "disconnect", "logged_out": "logout"}
 
@@ -179,7 +183,7 @@ def apply_pending(
     (:func:`settle_unknown`). Returns how many events were applied; ``timings`` gets
     each applied event's times (:data:`storage.queries.events.Timing`).
     """
-    applied = q.apply_unapplied(conn, message_ids, dl.STATUS_RULES, timings)
+    applied = q.apply_unapplied(conn, message_ids, STATUS_RULES, timings)
     applied += apply_test_send_events(conn, message_ids)
     return applied + settle_unknown(conn, now=now).events
 
@@ -222,9 +226,7 @@ def apply_test_send_events(conn: Connection, message_ids: Sequence[str]) -> int:
         if moves:
             change["state"] = status
             if status == dl.FAILED:
-                change["error"] = dl.GATEWAY_FAILED_ERROR + (
-                    f" (code {ev['error_code']})" if ev["error_code"] else ""
-                )
+                change["error"] = gateway_failure(ev["error_code"] or None)
                 change["error_code"] = ev["error_code"]
     for test_id, values in changes.items():
         tq.update_test_send(conn, test_id, values)
@@ -261,7 +263,7 @@ def settle_unknown(conn: Connection, *, now: datetime, since: datetime | None = 
     if not pairs:
         return Settled(0, 0)
     taken = q.take_message_ids(conn, pairs)
-    return Settled(len(taken), q.apply_unapplied(conn, taken, dl.STATUS_RULES))
+    return Settled(len(taken), q.apply_unapplied(conn, taken, STATUS_RULES))
 
 
 def apply_recent_pending(

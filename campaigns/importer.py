@@ -741,6 +741,11 @@ def _run(
     frame = table.frame
     columns = table.columns
     mapping = map_columns(path, columns, opts)
+    if frame.empty:  # a list of nobody is a mistake (the wrong file, an export cut short)
+        raise ImportFailed(
+            f"{path}: no contacts to import: the file has a header row "
+            f"({', '.join(columns)}) but no rows under it; nothing was imported"
+        )
     report = ImportReport(
         import_id=import_id,
         list_id=0,

@@ -45,6 +45,13 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from campaigns.file_types import (
+    WORKBOOK_SUFFIXES,
+    ZIP_WORKBOOK_SUFFIXES,
+    not_text,
+    unsupported_problem,
+)
+
 DEFAULT_MAX_BYTES = 200 * 1024 * 1024
 DEFAULT_MAX_UNCOMPRESSED = 1024 * 1024 * 1024
 DEFAULT_MAX_COLUMNS = 1_000
@@ -54,9 +61,8 @@ DEFAULT_MAX_CELL_CHARS = 32_767  # Excel's own limit for a cell
 MAX_COMPRESSION_RATIO = 200
 _RATIO_MIN_BYTES = 1024 * 1024
 _DELIMITERS = (",", ";", "\t", "|")
-_EXCEL_SUFFIXES = {".xlsx", ".xlsm", ".xls", ".xlsb", ".ods"}
-_ZIP_SUFFIXES = {".xlsx", ".xlsm", ".xlsb", ".ods"}
-_TEXT_SUFFIXES = {".csv", ".tsv", ".txt", ""}
+_EXCEL_SUFFIXES = frozenset(WORKBOOK_SUFFIXES)
+_ZIP_SUFFIXES = frozenset(ZIP_WORKBOOK_SUFFIXES)
 _SNIFF_BYTES = 64 * 1024
 #: how many rows from the top may hold the header row (rows above it: titles, blanks)
 HEADER_SEARCH_ROWS = 10
@@ -297,7 +303,14 @@ def read_csv(
     mixed: frozenset[int] = frozenset()
     if encoding is None:
         enc, mixed = mixed_lines(path, enc)
-    sample = _read_sample(path, enc) if delimiter is None or is_header is not None else ""
+    sample = _read_sample(path, enc)
+    with path.open("rb") as fh:
+        kind = not_text(fh.read(16), sample)
+    if kind is not None:
+        raise SpreadsheetError(
+            f"{path}: not a CSV file: it is {kind}. A CSV file is text, one contact a line "
+            "(export your contacts as CSV, Excel or vCard and import that file)"
+        )
     sep = delimiter or sniff_delimiter(sample)
     skip = 0
     if is_header is not None:
@@ -330,13 +343,28 @@ def read_csv(
     except pd.errors.EmptyDataError:
         raise SpreadsheetError(f"{path}: the file is empty (no header row)") from None
     except pd.errors.ParserError as exc:
-        raise SpreadsheetError(f"{path}: cannot parse as CSV ({exc})") from None
+        raise SpreadsheetError(f"{path}: {_parse_problem(exc, skip)}") from None
     except UnicodeDecodeError as exc:
         raise SpreadsheetError(f"{path}: not valid {enc} text ({exc.reason})") from None
     if len(frame) > limits.rows:
         raise limits.too_many_rows(path)
     frame = _finish(path, frame, first_row=skip + 2, limits=limits)
     return Table(path, frame, encoding=enc, delimiter=sep, header_row=skip + 1, mixed_rows=mixed)
+
+
+_FIELDS = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
+
+
+def _parse_problem(exc: Exception, skip: int) -> str:
+    """A CSV parser's complaint in the user's terms (a line's cells, not a tokenizer)."""
+    found = _FIELDS.search(str(exc))
+    if found is None:
+        return "not a well-formed CSV file (a quote left open, or not CSV at all)"
+    header, line, saw = (int(g) for g in found.groups())
+    return (
+        f"line {line + skip} has {saw} cells but the header row has {header}: not a "
+        "well-formed CSV file (a cell with the delimiter in it needs quotes)"
+    )
 
 
 def _first_rows(sample: str, sep: str) -> list[list[str]]:
@@ -689,10 +717,9 @@ def read_table(
     ``is_header`` lets a later row be the header row (module notes).
     """
     check_size(path, max_bytes)
-    suffix = path.suffix.lower()
-    if suffix not in _EXCEL_SUFFIXES and suffix not in _TEXT_SUFFIXES:
-        known = ", ".join(sorted(_EXCEL_SUFFIXES | _TEXT_SUFFIXES - {""}))
-        raise SpreadsheetError(f"{path}: unsupported file type {suffix!r} (use one of {known})")
+    problem = unsupported_problem(path)
+    if problem is not None:
+        raise SpreadsheetError(f"{path}: {problem}")
     if is_excel(path):
         return read_workbook(
             path,

@@ -46,14 +46,16 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from campaigns.file_types import WORKBOOK_SUFFIXES, ZIP_WORKBOOK_SUFFIXES
+
 if TYPE_CHECKING:  # pandas is imported where a file is read, not with the settings
     from campaigns.spreadsheets import ExcelEngine, Extent, HeaderTest, Table, TableLimits
 
 DEFAULT_PARSE_MEMORY = 1024 * 1024 * 1024
 DEFAULT_PARSE_SECONDS = 60.0
 DEFAULT_PARSE_OUTPUT = 512 * 1024 * 1024
-_ZIP_SUFFIXES = (".xlsx", ".xlsm", ".xlsb", ".ods")
-_WORKBOOK_SUFFIXES = (*_ZIP_SUFFIXES, ".xls")
+_ZIP_SUFFIXES = ZIP_WORKBOOK_SUFFIXES
+_WORKBOOK_SUFFIXES = WORKBOOK_SUFFIXES
 #: as :data:`campaigns.spreadsheets.DEFAULT_MAX_UNCOMPRESSED`
 _MAX_UNCOMPRESSED = 1024 * 1024 * 1024
 _CELLS = "cells.csv"

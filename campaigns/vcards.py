@@ -36,6 +36,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from campaigns.file_types import VCARD_SUFFIXES
 from campaigns.spreadsheets import SpreadsheetError, Table, TableLimits
 
 #: the columns of the table a vCard file becomes
@@ -44,7 +45,7 @@ PHONE_COLUMN = "phone"
 ORGANISATION_COLUMN = "organisation"
 COLUMNS = (NAME_COLUMN, PHONE_COLUMN, ORGANISATION_COLUMN)
 #: the suffixes read as vCard
-SUFFIXES = frozenset({".vcf", ".vcard"})
+SUFFIXES = frozenset(VCARD_SUFFIXES)
 
 _MOBILE = {"cell", "mobile", "iphone"}
 _ELSEWHERE = {"home", "work"}

@@ -35,6 +35,7 @@ EVENTS = (
     "reply.received",
     "contact.opted_out",
     "campaign.state_changed",
+    "campaign.held",
     "instance.state_changed",
 )
 ALL_EVENTS = "*"

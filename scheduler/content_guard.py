@@ -27,12 +27,14 @@ from storage.queries import deliveries as dq
 
 #: how long a sender holds a body that would lengthen its identical run past the limit
 HOLD = timedelta(minutes=10)
+#: how a held row's error starts (:mod:`scheduler.holds` tells such a wait by it)
+HELD_PREFIX = "held:"
 
 
 def held_reason(limit: int, until: datetime) -> str:
     """The held row's error while it waits."""
     return (
-        f"held: {limit} identical messages in a row from this sender; "
+        f"{HELD_PREFIX} {limit} identical messages in a row from this sender; "
         f"waits until {until:%Y-%m-%d %H:%M} UTC (vary the text with spintax or variables)"
     )
 
@@ -72,4 +74,4 @@ def hold_runs(
     return kept
 
 
-__all__ = ["HOLD", "held_reason", "hold_runs"]
+__all__ = ["HELD_PREFIX", "HOLD", "held_reason", "hold_runs"]

@@ -24,7 +24,7 @@ from campaigns import lifecycle
 from campaigns.delivery_rows import pick_sender
 from campaigns.gateway_events import settle_unknown
 from gateway.outcomes import InstanceProblem
-from scheduler import health, timelock
+from scheduler import health, holds, timelock
 from scheduler.claiming import RunningCampaign
 from scheduler.clock import Clock
 from scheduler.recording import ApplyPending
@@ -42,6 +42,8 @@ log = logging.getLogger("gatecast.dispatch")
 RACE_LOOKBACK = timedelta(hours=1)
 #: how often rows stranded on a paused sender past their retry horizon are looked for
 STRANDED_EVERY = timedelta(minutes=1)
+#: how often the running campaigns' holds are announced (``campaign.held``)
+HOLDS_EVERY = timedelta(seconds=5)
 
 
 @dataclass(eq=False)
@@ -56,6 +58,7 @@ class Sweeper:
     sender_grace: timedelta
     _last_sweep: datetime | None = field(default=None, init=False)
     _last_stranded: datetime | None = field(default=None, init=False)
+    _last_holds: datetime | None = field(default=None, init=False)
     _last_hand_over: dict[int, datetime] = field(default_factory=dict, init=False)
     #: running campaigns no sender can send for: campaign id -> why (senders, reasons)
     stalled: dict[int, str] = field(default_factory=dict, init=False)
@@ -82,10 +85,16 @@ class Sweeper:
             self._last_hand_over.pop(cid, None)
 
     def sweep_now_and_then(self, now: datetime) -> None:
-        """:meth:`sweep_pending_events`, about once a second."""
+        """:meth:`sweep_pending_events`, about once a second; the running campaigns'
+        holds (``campaign.held``), every :data:`HOLDS_EVERY`."""
         if self._last_sweep is None or now - self._last_sweep >= timedelta(seconds=1):
             self._last_sweep = now
             self.sweep_pending_events()
+        last = self._last_holds
+        if self.campaigns and (last is None or now - last >= HOLDS_EVERY):
+            self._last_holds = now
+            with self.engine.begin() as conn:
+                holds.announce(conn, sorted(self.campaigns), now)
 
     def sweep_pending_events(self) -> int:
         """Apply stored status events whose message id a delivery now carries.

@@ -15,7 +15,7 @@ from sqlmodel import Field, SQLModel
 from storage.types import BigId, JsonDoc, UTCDateTime, utcnow
 
 #: the Alembic revision these models describe (``storage/migrations/versions``)
-HEAD_REVISION = "0021"
+HEAD_REVISION = "0022"
 
 
 #: the predicate of the partial indexes over the queue (a query must say it literally,
@@ -332,6 +332,12 @@ class Campaign(SQLModel, table=True):
     deleted_at: datetime | None = _dt()
     # the A/B test's pick (``campaigns/variants.py``): winner, rate, rates, when; None before
     ab_pick: dict[str, Any] | None = Field(default=None, sa_column=Column(JsonDoc, nullable=True))
+    # the hold the ``campaign.held`` webhook event last announced (scheduler/holds.py,
+    # migration 0022): its kind, words, end and when; None: nothing held or announced
+    held_kind: str | None = Field(default=None, max_length=32)
+    held_words: str | None = Field(default=None, max_length=1000)
+    held_until: datetime | None = _dt()
+    held_at: datetime | None = _dt()
 
 
 class Delivery(SQLModel, table=True):

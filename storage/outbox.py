@@ -46,11 +46,13 @@ class Source:
     sqlite_event: str  # AFTER <this> ON table
     when: str  # the change that makes an event (SQL over n and o)
     statement_level: bool  # PostgreSQL: over transition tables
+    #: the trigger's name part when a table has more than one source (default: the table)
+    name: str = ""
 
     @property
     def trigger(self) -> str:
         """The trigger's name (the pattern :func:`present` looks for)."""
-        return f"tr_{self.table}_outbox"
+        return f"tr_{self.name or self.table}_outbox"
 
     @property
     def function(self) -> str:
@@ -145,6 +147,24 @@ SOURCES = (
         "id",
         (("campaign_id", "n.id"), ("name", "n.name")),
         (("reason", "n.state_reason"),),
+    ),
+    Source(  # the hold the dispatcher announces (scheduler/holds.py), once per kind
+        table="campaigns",
+        name="campaigns_held",
+        events=("campaign.held",),
+        event="'campaign.held'",
+        recipient="'campaign:' || n.id",
+        occurred="n.held_at",
+        data=(
+            ("campaign_id", "n.id"),
+            ("name", "n.name"),
+            ("kind", "n.held_kind"),
+            ("words", "n.held_words"),
+            ("until", "n.held_until"),
+        ),
+        sqlite_event="UPDATE OF held_kind",
+        when="o.held_kind IS NOT n.held_kind AND n.held_kind IS NOT NULL",
+        statement_level=False,
     ),
     _state_changed(
         "instances",

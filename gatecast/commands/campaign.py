@@ -22,6 +22,7 @@ from rich.table import Table
 
 from gatecast.commands import campaign_run
 from gatecast.commands.common import INT64_MAX, fail, id_argument, open_engine_or_fail
+from gatecast.runtime.holds_view import hold_lines
 
 if TYPE_CHECKING:
     from campaigns.campaign_file import CampaignSpec
@@ -165,7 +166,7 @@ def create_cmd(
             return
         from scheduler.estimate import final_check
 
-        engine = open_engine_or_fail()
+        engine = open_engine_or_fail(create=True)
         # the estimate the dry run gives, read before the create (the same recipients)
         check = final_check(engine, spec, default_cooldown_hours=settings.contact_cooldown_hours)
         created = service.create_campaign(
@@ -415,24 +416,36 @@ def list_cmd(
 def show_cmd(
     campaign_id: int = id_argument("Campaign id."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    recipients: bool = typer.Option(
+        False, "--recipients", help="Also show why each queued recipient waits (the first 100)."
+    ),
 ) -> None:
-    """Show one campaign: state, schedule, pace and delivery counts."""
+    """Show one campaign: state, schedule, pace, delivery counts and what it waits for."""
     from campaigns import service
+    from campaigns.campaign_file import window_texts
     from gatecast.commands.variants_view import ab_text, variants_table
+    from scheduler.holds import campaign_hold, recipient_holds
+    from storage.types import utcnow
 
     with _errors():
-        d = service.get_campaign(open_engine_or_fail(), campaign_id)
+        engine = open_engine_or_fail()
+        d = service.get_campaign(engine, campaign_id)
+        hold = campaign_hold(engine, campaign_id, utcnow())
+        waiting = recipient_holds(engine, campaign_id, utcnow()) if recipients else []
     if as_json:
         data = asdict(d)
         data["spec"] = d.spec.model_dump(mode="json")
         data["total"] = d.total
+        data["hold"] = hold.as_dict()
+        if recipients:
+            data["recipient_holds"] = [r.as_dict() for r in waiting]
         _print_json(data)
         return
     table = Table(title=f"Campaign {d.id}: {escape(d.name)}", show_header=False)
     table.add_column("field")
     table.add_column("value", overflow="fold")
     sched = d.spec.schedule
-    window = f"{sched.window[0]:%H:%M}-{sched.window[1]:%H:%M}" if sched.window else "any time"
+    window = "-".join(window_texts(sched.window)) if sched.window else "any time"
     if sched.recipient_timezone:
         window += " in each recipient's zone"
     pace = d.spec.pace
@@ -469,6 +482,11 @@ def show_cmd(
         if d.counts.get(state):
             table.add_row(f"  {state}", f"{d.counts[state]:,}")
     console.print(table)
+    for line in hold_lines(hold):
+        console.print(escape(line), highlight=False)
+    for r in waiting:
+        why = r.hold.words if r.hold is not None else "due now"
+        console.print(escape(f"  {r.target} ({r.sender or 'no sender'}): {why}"), highlight=False)
     if (compared := variants_table(d.variants)) is not None:
         console.print(compared)
 

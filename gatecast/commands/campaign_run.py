@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
-from gatecast.commands.common import id_argument, log_to_stderr
+from gatecast.commands.common import id_argument, log_to_stderr, missing_database
 from scheduler.defaults import DEFAULT_SENDER_GRACE_SECONDS
 
 if TYPE_CHECKING:
-    from gatecast.runtime.foreground import RunOptions
+    from gatecast.runtime.foreground import HeldUntilLater, RunOptions
     from gatecast.settings import Settings
 
 
@@ -37,6 +38,7 @@ def run_command(
     from campaigns.service import campaign_state
     from gatecast.runtime import GatewayNotConfigured, make_gateway_client, open_engine
     from gatecast.runtime.foreground import (
+        HeldUntilLater,
         NoSenderCanSend,
         StartRefused,
         receive_webhooks,
@@ -44,6 +46,10 @@ def run_command(
         settle,
     )
 
+    problem = missing_database(settings)
+    if problem is not None:
+        console.print(f"[red]error:[/] {problem}", highlight=False, soft_wrap=True)
+        return 1
     try:
         engine = open_engine(settings)
         make_gateway_client(settings).close()  # fail fast, naming the missing variable
@@ -76,6 +82,9 @@ def run_command(
                 highlight=False,
             )
             return 3
+        except HeldUntilLater as exc:
+            console.print(held_text(exc), highlight=False)
+            return 4
         if options.webhook:
             console.print("waiting for delivery statuses…")
             counts = settle(engine, campaign_id, options.settle_seconds)
@@ -90,6 +99,20 @@ def run_command(
             "resends them"
         )
     return 0 if state == lifecycle.COMPLETED else 1
+
+
+def held_text(exc: HeldUntilLater) -> str:
+    """What ``campaign run`` says when the rest waits for a later day."""
+    from gatecast.runtime.holds_view import hold_lines
+
+    cid = exc.campaign_id
+    lines = [
+        f"campaign {cid} stops here for today; it stays running.",
+        *hold_lines(exc.hold),
+        f"`gatecast serve` sends the rest when the hold lifts (or run `gatecast campaign run "
+        f"{cid}` again then); `gatecast campaign show {cid}` says why it waits.",
+    ]
+    return "\n".join(escape(line) for line in lines)
 
 
 def register_run(campaign_app: typer.Typer) -> None:
@@ -128,7 +151,9 @@ def register_run(campaign_app: typer.Typer) -> None:
         """Run campaign ID in the foreground until nothing is left to send.
 
         Exit code 0 when it completed, 1 when it ended otherwise (paused, failed), 3 when
-        no sender can send its waiting recipients (it stays running for `serve`).
+        no sender can send its waiting recipients, 4 when the rest waits for a later day
+        (the warm-up allowance or the daily cap: it says why and when); with 3 and 4 it
+        stays running for `serve`.
         """
         from gatecast.runtime.foreground import RunOptions
         from gatecast.settings import get_settings

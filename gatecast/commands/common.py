@@ -51,13 +51,42 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
-def open_engine_or_fail(settings: Settings | None = None) -> Engine:
-    """The configured database, or a clean exit naming what is wrong with it."""
+def missing_database(settings: Settings) -> str | None:
+    """Why there is no database to read (a SQLite file that does not exist), in the
+    user's words, or None when there is one (or it is a server's)."""
+    from storage.engine import sqlite_file
+
+    database = sqlite_file(settings.database_url)
+    if database is None or database.exists():
+        return None
+    return (
+        f"there is no gatecast database here: {database.absolute()} does not exist. "
+        "Run gatecast in your project's folder (where you imported contacts or created "
+        "campaigns), or point GATECAST_DATABASE_URL at its database "
+        "(e.g. sqlite:////path/to/project/gatecast.db)"
+    )
+
+
+def fail_without_database(settings: Settings) -> None:
+    """End a command that only works on an existing database when there is none, rather
+    than create an empty one (a command run in the wrong folder)."""
+    problem = missing_database(settings)
+    if problem is not None:
+        fail(problem)
+
+
+def open_engine_or_fail(settings: Settings | None = None, *, create: bool = False) -> Engine:
+    """The configured database, or a clean exit naming what is wrong with it. Only a
+    command that creates (``create``: an import, ``campaign create``, ``instance
+    create`` ...) makes a SQLite file that does not exist yet."""
     from gatecast.runtime import SchemaOutOfDate, open_engine
     from gatecast.settings import get_settings
 
+    settings = settings or get_settings()
+    if not create:
+        fail_without_database(settings)
     try:
-        return open_engine(settings or get_settings())
+        return open_engine(settings)
     except SchemaOutOfDate as exc:
         fail(str(exc), 2)
     except Exception as exc:  # unreachable server, bad URL, permissions

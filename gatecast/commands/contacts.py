@@ -152,7 +152,7 @@ def import_cmd(
     )
     if not file.is_file():
         fail(f"{file}: no such file")
-    engine = open_engine_or_fail()
+    engine = open_engine_or_fail(create=True)
     show_bar = not as_json and file.stat().st_size >= PROGRESS_MIN_BYTES
     try:
         if show_bar:

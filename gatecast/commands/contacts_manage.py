@@ -27,11 +27,12 @@ PAGE_SIZE = 20
 
 
 @contextmanager
-def _engine() -> Iterator[Engine]:
-    """An engine for one command; a ContactError ends the command with its message."""
+def _engine(*, create: bool = False) -> Iterator[Engine]:
+    """An engine for one command (``create``: the database made if missing); a
+    ContactError ends the command with its message."""
     from campaigns.contacts import ContactError
 
-    engine = open_engine_or_fail()
+    engine = open_engine_or_fail(create=create)
     try:
         yield engine
     except ContactError as exc:
@@ -115,7 +116,7 @@ def add_cmd(
     from campaigns.contacts import add_contact, attributes_from
     from storage.types import utcnow
 
-    with _engine() as engine:
+    with _engine(create=True) as engine:
         made = add_contact(
             engine,
             phone,

@@ -26,10 +26,12 @@ def upgrade_cmd() -> None:
 @db_app.command("current")
 def current_cmd() -> None:
     """Print the schema revision of the configured database."""
+    from gatecast.commands.common import fail_without_database
     from gatecast.settings import get_settings
     from storage.engine import current_revision, make_engine
 
     settings = get_settings()
+    fail_without_database(settings)
     engine = make_engine(settings.database_url)
     console.print(current_revision(engine) or "empty (run `gatecast db upgrade`)")
 

@@ -99,7 +99,7 @@ def create_cmd(
     from storage.types import utcnow
 
     settings = get_settings()
-    engine = open_engine_or_fail(settings)
+    engine = open_engine_or_fail(settings, create=True)
     with _client(settings) as client:
         instance_id = _call(lambda: domain.create(engine, client, now=utcnow(), label=label))
     console.print(f"instance [bold]{instance_id}[/] created")
@@ -153,7 +153,7 @@ def qr_cmd(
     from storage.types import utcnow
 
     settings = get_settings()
-    engine = open_engine_or_fail(settings)
+    engine = open_engine_or_fail(settings, create=True)  # records the instance
     with _client(settings) as client:
         qr = _call(lambda: domain.fetch_qr(engine, client, instance_id, now=utcnow()))
     if qr.already_linked:
@@ -440,7 +440,7 @@ def webhook_cmd(
             "GATECAST_WEBHOOK_SECRET",
             2,
         )
-    engine = open_engine_or_fail(settings)
+    engine = open_engine_or_fail(settings, create=True)  # records the instance
     with _client(settings) as client:
         _call(
             lambda: domain.set_webhook(

@@ -20,12 +20,14 @@ def register(app: typer.Typer) -> None:
     @app.command("stop")
     def stop_cmd() -> None:
         """Stop the intake of this state folder and every `gatecast serve` using it."""
+        from gatecast.commands.common import fail_without_database
         from gatecast.intake import supervisor as sup
         from gatecast.runtime import open_engine
         from gatecast.runtime.receiver_control import state_folder
         from gatecast.settings import get_settings
 
         settings = get_settings()
+        fail_without_database(settings)
         folder = state_folder(settings, open_engine(settings))
         running = sup.running_intake(folder)
         if running is None:

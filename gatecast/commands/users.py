@@ -75,7 +75,7 @@ def _add(name: str, role: str, from_stdin: bool) -> None:
     except UserError as exc:
         fail(str(exc))
     password = _password(from_stdin)
-    engine = open_engine_or_fail()
+    engine = open_engine_or_fail(create=True)
     try:
         _show_user(create_user(engine, name, role, password, _hashing(), _now()))
     except UserError as exc:

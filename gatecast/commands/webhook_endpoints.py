@@ -46,7 +46,8 @@ def add_cmd(
             "-e",
             help="an event (repeatable, or comma-separated): delivery.sent, delivery.delivered, "
             "delivery.read, delivery.failed, reply.received, contact.opted_out, "
-            "campaign.state_changed, instance.state_changed; '*' for all (the default)",
+            "campaign.state_changed, campaign.held, instance.state_changed; '*' for all "
+            "(the default)",
         ),
     ] = None,
     description: Annotated[str, typer.Option("--description", help="a note for you")] = "",
@@ -56,7 +57,7 @@ def add_cmd(
     from campaigns.webhook_endpoints import EndpointError, create_endpoint
 
     names = [n for given in (events or ["*"]) for n in given.split(",")]
-    engine = open_engine_or_fail()
+    engine = open_engine_or_fail(create=True)
     try:
         created = create_endpoint(engine, url, names, description=description)
     except EndpointError as exc:

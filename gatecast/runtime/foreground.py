@@ -8,6 +8,7 @@ in this process and the campaign's senders post their statuses to it.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from campaigns import delivery_lifecycle, lifecycle
 from campaigns.instances import InstanceGone, connected_ids, set_webhook, webhook_registered
 from campaigns.service import campaign_counts, campaign_instances, campaign_state
 from gatecast.runtime import make_gateway_client
+from gatecast.runtime.holds_view import progress_text
 from gatecast.runtime.webhooks import (
     register_webhooks,
     shown_webhook_url,
@@ -26,8 +28,10 @@ from gatecast.runtime.webhooks import (
 )
 from gatecast.settings import Settings
 from gateway.errors import GatewayError
+from scheduler import holds
 from scheduler.defaults import DEFAULT_SEND_CONCURRENCY, DEFAULT_SENDER_GRACE_SECONDS
 from scheduler.dispatcher import Dispatcher, SupportsSend, TickResult
+from scheduler.holds import CampaignHold
 from scheduler.starts import start_campaign
 from storage.engine import Engine
 from storage.types import utcnow
@@ -60,6 +64,48 @@ class NoSenderCanSend(RuntimeError):
         super().__init__(f"campaign {campaign_id}: no sender can send: {why}")
 
 
+class HeldUntilLater(RuntimeError):
+    """Every queued recipient waits for a later day (the warm-up allowance or the daily
+    cap): a foreground run ends and says why instead of waiting until then."""
+
+    def __init__(self, campaign_id: int, hold: CampaignHold) -> None:
+        self.campaign_id = campaign_id
+        self.hold = hold
+        super().__init__(f"campaign {campaign_id} waits: {hold.line()}")
+
+
+#: holds that end a foreground run: they lift on a later day
+_DAY_HOLDS = frozenset({holds.WARMUP, holds.DAILY_CAP})
+#: how often a run reads its campaign's hold
+_HOLD_EVERY = 1.0
+
+
+class _HoldWatch:
+    """Reads the campaign's hold now and then (for the progress line), and stops the run
+    when it waits for a later day."""
+
+    def __init__(self, engine: Engine, campaign_id: int) -> None:
+        self.engine = engine
+        self.campaign_id = campaign_id
+        self.stop = threading.Event()
+        self.hold = holds.CampaignHold(None)
+        self._read_at = 0.0
+
+    def tick(self, result: TickResult) -> None:
+        now = time.monotonic()
+        if now - self._read_at < _HOLD_EVERY:
+            return
+        self._read_at = now
+        self.hold = holds.campaign_hold(self.engine, self.campaign_id, utcnow())
+        primary = self.hold.primary
+        if primary is not None and primary.kind in _DAY_HOLDS and not result.waiting:
+            self.stop.set()
+
+    @property
+    def held(self) -> bool:
+        return self.stop.is_set()
+
+
 class StartRefused(RuntimeError):
     """The campaign's start failed (no sender, a missed start...); the message says why."""
 
@@ -78,7 +124,8 @@ def run_campaign(
     Returns the final counts per delivery state. Raises ``LookupError`` for an unknown
     campaign, ``lifecycle.InvalidTransition`` when it cannot run (cancelled...),
     :class:`StartRefused` when its start fails (the reason is recorded on it) and
-    :class:`NoSenderCanSend` when it stalls (the campaign stays ``running``).
+    :class:`NoSenderCanSend` when it stalls and :class:`HeldUntilLater` when what is left
+    waits for a later day (the campaign stays ``running`` for ``serve``).
     """
     options = options or RunOptions()
     console = console or Console(stderr=True)
@@ -110,14 +157,23 @@ def run_campaign(
         sender_grace_seconds=options.sender_grace_seconds,
         send_concurrency=options.send_concurrency,
     ) as dispatcher:
+        watch = _HoldWatch(engine, campaign_id)
+
+        def ticked(result: TickResult) -> None:
+            watch.tick(result)
+            if on_tick is not None:
+                on_tick(result)
+
         if not options.progress:
-            dispatcher.run(until_done=True, on_tick=on_tick, stop_when_stalled=True)
+            dispatcher.run(watch.stop, until_done=True, on_tick=ticked, stop_when_stalled=True)
         else:
-            _run_with_progress(engine, campaign_id, dispatcher, console, on_tick)
+            _run_with_progress(engine, campaign_id, dispatcher, console, ticked, watch)
         why = dispatcher.stalled.get(campaign_id)
     found = campaign_state(engine, campaign_id)
     if why is not None and found is not None and found[0] == lifecycle.RUNNING:
         raise NoSenderCanSend(campaign_id, why)
+    if watch.held and found is not None and found[0] == lifecycle.RUNNING:
+        raise HeldUntilLater(campaign_id, watch.hold)
     return campaign_counts(engine, campaign_id)
 
 
@@ -127,6 +183,7 @@ def _run_with_progress(
     dispatcher: Dispatcher,
     console: Console,
     on_tick: Callable[[TickResult], None] | None,
+    watch: _HoldWatch,
 ) -> None:
     from rich.progress import (
         BarColumn,
@@ -164,9 +221,10 @@ def _run_with_progress(
                 detail += " | paused senders: " + ", ".join(
                     f"{k} ({v})" for k, v in dispatcher.paused_senders.items()
                 )
+            detail += progress_text(watch.hold)
             bar.update(task, completed=done, detail=detail)
 
-        dispatcher.run(until_done=True, on_tick=update, stop_when_stalled=True)
+        dispatcher.run(watch.stop, until_done=True, on_tick=update, stop_when_stalled=True)
         c = campaign_counts(engine, campaign_id)
         bar.update(task, completed=sum(v for k, v in c.items() if k not in _PENDING))
 

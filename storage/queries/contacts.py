@@ -366,28 +366,25 @@ class StagedExisting(NamedTuple):
 
 
 def _would_change(
-    conn: Connection, raw_phone: Any, name: Any, attributes: ColumnElement[Any]
+    conn: Connection, name: Any, attributes: ColumnElement[Any]
 ) -> ColumnElement[bool]:
-    """Whether upserting ``raw_phone``, ``name`` and ``attributes`` (JSON) changes a stored
-    contact (the rules of :func:`upsert_staged`: an empty name changes nothing, the
-    attributes are merged)."""
+    """Whether upserting ``name`` and ``attributes`` (JSON) changes a stored contact (the
+    rules of :func:`upsert_staged`: an empty name changes nothing, the attributes are
+    merged). The number as written (``raw_phone``) is only its formatting: the same
+    number written ``(202) 555-0143`` in one file and ``2025550143`` in another leaves the
+    contact unchanged: not counted as updated, not written (it keeps the number as written
+    when it last changed)."""
     stored = contacts.c.attributes
     if conn.dialect.name == "postgresql":
         attributes_change: ColumnElement[bool] = stored.op("||")(attributes) != stored
     else:  # SQLite: both sides as minified JSON text
         attributes_change = func.json_patch(stored, attributes) != func.json(stored)
-    return or_(
-        contacts.c.raw_phone != raw_phone,
-        and_(name != "", contacts.c.name != name),
-        attributes_change,
-    )
+    return or_(and_(name != "", contacts.c.name != name), attributes_change)
 
 
 def staged_existing(conn: Connection) -> StagedExisting:
     """How many staged phones are already contacts, opted out, or would be changed."""
-    changed = _would_change(
-        conn, contact_stage.c.raw_phone, contact_stage.c.name, _staged_attributes(conn)
-    )
+    changed = _would_change(conn, contact_stage.c.name, _staged_attributes(conn))
     not_opted_out = contacts.c.opted_out.is_(False)
     stmt = select(
         func.count(),
@@ -572,7 +569,7 @@ def upsert_staged(conn: Connection, now: datetime, *, existing_only: bool = Fals
     stmt = stmt.on_conflict_do_update(
         index_elements=[contacts.c.phone],
         set_=_contact_update(conn, excluded),
-        where=_would_change(conn, excluded.raw_phone, excluded.name, excluded.attributes),
+        where=_would_change(conn, excluded.name, excluded.attributes),
     )
     conn.execute(stmt)
 

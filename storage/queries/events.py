@@ -74,6 +74,9 @@ class StatusRules:
     failed_from: tuple[str, ...]
     failed_error: str
     times: tuple[tuple[str, tuple[tuple[str, ...], tuple[str, ...]]], ...]
+    #: (gateway code, the error recorded for it) for the codes with words of their own
+    #: (``campaigns.failure_reasons.GATEWAY_CODE_ERRORS``); other codes: ``failed_error``
+    code_errors: tuple[tuple[str, str], ...] = ()
 
     def bounds(self, status: str) -> tuple[Any, Any]:
         """``status``'s lower and upper time bounds as column expressions (or None)."""
@@ -259,6 +262,7 @@ def _failed_statement(rules: StatusRules, match: ColumnElement[bool] = _match) -
             failed_at=status_time(*rules.bounds(states.FAILED)),
             error_code=_ev.c.error_code,
             error=case(
+                *((_ev.c.error_code == code, literal(error)) for code, error in rules.code_errors),
                 (
                     _ev.c.error_code.is_not(None),
                     literal(f"{rules.failed_error} (code ") + _ev.c.error_code + literal(")"),

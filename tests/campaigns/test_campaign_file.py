@@ -430,3 +430,14 @@ def test_toml_nested_too_deeply_is_a_file_error(raw: bytes) -> None:
     with pytest.raises(CampaignFileError) as caught:
         parse_toml(raw, "deep.toml")
     assert str(caught.value) == "deep.toml: 1 problem\n  not valid TOML: nested too deeply"
+
+
+def test_a_whole_day_window_is_kept_as_written() -> None:
+    spec = parse_campaign({**_base(), "schedule": {"window": ["00:00", "24:00"]}})
+    assert spec.schedule.in_window(datetime(2026, 1, 1, 23, 59, tzinfo=UTC))
+    assert spec.schedule.in_window(datetime(2026, 1, 1, 0, 0, tzinfo=UTC))
+    stored = spec.model_dump(mode="json")
+    assert stored["schedule"]["window"] == ["00:00", "24:00"]
+    assert stored_spec(stored) == spec
+    errs = _errors({**_base(), "schedule": {"window": ["09:00", "09:00"]}})
+    assert "must differ" in errs["schedule.window"]

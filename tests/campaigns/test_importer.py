@@ -205,7 +205,9 @@ def test_reimport_updates_and_keeps_opt_outs(engine: Engine, tmp_path: Path) -> 
     third = tmp_path / "c.csv"
     third.write_text("phone,name,plan\n+447911123456,,gold\n+12025550143,Robert,silver\n")
     report = import_file(engine, third, ImportOptions("three"), now=NOW)
-    assert (report.imported, report.updated, report.skipped_opted_out) == (0, 1, 1)
+    # Amy's number only written another way: unchanged (issue 29)
+    assert (report.imported, report.updated, report.unchanged) == (0, 0, 1)
+    assert report.skipped_opted_out == 1
     people = _contacts(engine)
     amy = people["+447911123456"]
     assert amy.name == "Amy"  # an empty name never replaces a stored one
@@ -395,13 +397,16 @@ def test_progress_reaches_its_total(sqlite_engine: Engine) -> None:
     assert [d for d, _ in seen] == sorted(d for d, _ in seen)
 
 
-def test_header_only_file_creates_an_empty_list(sqlite_engine: Engine, tmp_path: Path) -> None:
+def test_header_only_file_is_refused_creating_no_list(
+    sqlite_engine: Engine, tmp_path: Path
+) -> None:
     path = tmp_path / "empty.csv"
     path.write_bytes(b"\xef\xbb\xbfphone,name\n")
-    report = import_file(sqlite_engine, path, ImportOptions("nobody"))
-    assert (report.rows_read, report.imported, report.invalid) == (0, 0, 0)
-    assert _members(sqlite_engine, "nobody") == set()
-    assert _jobs(sqlite_engine)[-1].status == "completed"
+    with pytest.raises(ImportFailed, match=r"empty.csv: no contacts to import.*phone, name"):
+        import_file(sqlite_engine, path, ImportOptions("nobody"))
+    with sqlite_engine.connect() as conn:
+        assert q.get_list_id(conn, "nobody") is None
+    assert _jobs(sqlite_engine)[-1].status == "failed"
 
 
 def test_phone_column_named_case_insensitively(sqlite_engine: Engine, tmp_path: Path) -> None:
@@ -444,7 +449,8 @@ def test_unchanged_reimport_updates_nothing(engine: Engine, tmp_path: Path) -> N
     again = import_file(engine, SAMPLES / "contacts.csv", ImportOptions("customers"), now=later)
     assert (again.imported, again.updated, again.unchanged) == (0, 0, 44)
     assert _contacts(engine)["+12025550143"].updated_at == stamp  # not rewritten
-    # one new attribute value, one new name, one new raw form: three updated
+    # one new attribute value, one new name: two updated; one number only written another
+    # way (the same number: its formatting) is unchanged
     text = (SAMPLES / "contacts.csv").read_text(encoding="utf-8")
     text = text.replace("Noah Brown,212.555.0115,", "Noah B,212.555.0115,")
     text = text.replace(
@@ -454,7 +460,7 @@ def test_unchanged_reimport_updates_nothing(engine: Engine, tmp_path: Path) -> N
     changed = tmp_path / "changed.csv"
     changed.write_text(text, encoding="utf-8")
     third = import_file(engine, changed, ImportOptions("customers"), now=later)
-    assert (third.imported, third.updated, third.unchanged) == (0, 3, 41)
+    assert (third.imported, third.updated, third.unchanged) == (0, 2, 42)
     people = _contacts(engine)
     assert people["+12125550115"].name == "Noah B"
     assert people["+12125550115"].updated_at == later

@@ -170,7 +170,9 @@ def test_broken_and_unsupported_files(tmp_path: Path) -> None:
 def test_ragged_csv_row_is_an_error_naming_the_file(tmp_path: Path) -> None:
     path = tmp_path / "ragged.csv"
     path.write_text("a,b\n1,2\n3,4,5\n", encoding="utf-8")
-    with pytest.raises(SpreadsheetError, match=r"ragged.csv: cannot parse as CSV.*line 3"):
+    with pytest.raises(
+        SpreadsheetError, match=r"ragged.csv: line 3 has 3 cells but the header row has 2"
+    ):
         read_table(path)
 
 

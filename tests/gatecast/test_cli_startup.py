@@ -52,9 +52,14 @@ def _after_command(argv: list[str], modules: tuple[str, ...], env: dict[str, str
 
 @pytest.fixture
 def user_env(tmp_path: Path) -> dict[str, str]:
-    """A user's environment with an empty SQLite file of their own."""
+    """A user's environment with an empty database of their own (made by ``db upgrade``:
+    a command that only reads ends at once where there is none)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GATECAST_")}
     env["GATECAST_DATABASE_URL"] = f"sqlite:///{tmp_path / 'gatecast.db'}"
+    made = subprocess.run(
+        [str(GATECAST), "db", "upgrade"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert made.returncode == 0, made.stderr
     return env
 
 

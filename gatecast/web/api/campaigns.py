@@ -52,6 +52,7 @@ from gatecast.web.api.common import (
 from gatecast.web.api.segments import AudienceCountPublic
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.idempotency import IDEMPOTENT, run_once
+from scheduler.holds import CampaignHold, campaign_hold, campaign_holds, recipient_holds
 
 router = APIRouter(tags=["campaigns"])
 Ctx = Annotated[AppContext, Depends(get_ctx)]
@@ -151,6 +152,43 @@ class CampaignPreview(BaseModel):
     variety: VarietyPublic | None = None
 
 
+class HoldPublic(BaseModel):
+    """Why recipients wait and when that lifts (``scheduler/holds.py``; docs/http-api.md,
+    "Holds")."""
+
+    kind: str | None = Field(
+        description="not_started, warmup_used, daily_cap, outside_window, sender_paused, "
+        "no_usable_sender, health_cooldown, timelock, identical_content, retry_backoff, "
+        "not_due, variant_test, campaign_paused, safety_pause (null: some senders send)"
+    )
+    words: str = Field(description="One sentence for a person, as every face says it")
+    until: datetime | None = Field(description="When it lifts (UTC); null: when someone acts")
+    action: str | None = Field(None, description="What the operator can do, in plain words")
+    sender: str | None = Field(None, description="The sender it holds; null: the campaign")
+
+
+class CampaignHoldPublic(HoldPublic):
+    """A campaign's hold: the one that keeps everything from sending, and each held
+    sender's when some senders send and others wait."""
+
+    senders: list[HoldPublic] = Field(default_factory=list)
+
+
+class RecipientHoldPublic(BaseModel):
+    """A queued recipient and its own hold (null: due now, sent at the sender's pace)."""
+
+    delivery_id: int
+    target: str
+    sender: str | None
+    hold: HoldPublic | None
+
+
+def hold_public(hold: CampaignHold) -> CampaignHoldPublic | None:
+    """The API form of a campaign's hold (null when nothing waits)."""
+    data = hold.as_dict()
+    return None if data is None else CampaignHoldPublic.model_validate(data)
+
+
 class CampaignPublic(BaseModel):
     """A campaign in a listing, with counts per delivery state."""
 
@@ -171,6 +209,9 @@ class CampaignPublic(BaseModel):
         None, description="When it was archived (left out of the default list); null: not"
     )
     timezone: str = Field("UTC", description="The campaign's timezone (IANA)")
+    hold: CampaignHoldPublic | None = Field(
+        None, description="Why its queued recipients wait and when that lifts; null: none wait"
+    )
 
 
 class CampaignDetailPublic(CampaignPublic):
@@ -189,6 +230,9 @@ class CampaignDetailPublic(CampaignPublic):
         description="[[message.variants]] compared: each variant's recipients, sent and "
         "delivered, read, reply and opt-out rates, the two-proportion z-tests against the "
         "best, a significance note, and the [ab] test with its pick ({} without variants)",
+    )
+    recipient_holds: list[RecipientHoldPublic] | None = Field(
+        None, description="With ?recipients=true: the first queued recipients, each's hold"
     )
 
     @field_validator("spec", mode="before")
@@ -317,7 +361,13 @@ def get_campaigns(
         limit=limit,
         offset=offset,
     )
-    items = [_summary(s) for s in page.items]
+    found = campaign_holds(ctx.engine, [s.id for s in page.items], ctx.clock())
+    items = [
+        _summary(s).model_copy(update={"hold": hold_public(found[s.id])})
+        if s.id in found
+        else _summary(s)
+        for s in page.items
+    ]
     return Page[CampaignPublic](items=items, total=page.total, limit=limit, offset=offset)
 
 
@@ -410,9 +460,23 @@ def post_preview_toml(
 
 
 @router.get("/campaigns/{campaign_id}", response_model=CampaignDetailPublic)
-def get_one(campaign_id: Id, ctx: Ctx) -> CampaignDetailPublic:
-    """One campaign with its file, times and counts."""
-    return detail_public(get_campaign(ctx.engine, campaign_id))
+def get_one(
+    campaign_id: Id,
+    ctx: Ctx,
+    recipients: Annotated[
+        bool, Query(description="Also each of the first 100 queued recipients' own hold")
+    ] = False,
+) -> CampaignDetailPublic:
+    """One campaign with its file, times, counts and hold (why it waits, until when)."""
+    detail = detail_public(get_campaign(ctx.engine, campaign_id))
+    now = ctx.clock()
+    extra: dict[str, Any] = {"hold": hold_public(campaign_hold(ctx.engine, campaign_id, now))}
+    if recipients:
+        extra["recipient_holds"] = [
+            RecipientHoldPublic.model_validate(r.as_dict())
+            for r in recipient_holds(ctx.engine, campaign_id, now)
+        ]
+    return detail.model_copy(update=extra)
 
 
 @router.get("/campaigns/{campaign_id}/progress", response_model=CampaignProgress)

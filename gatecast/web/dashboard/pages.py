@@ -251,10 +251,14 @@ def campaigns_page(
         limit=CAMPAIGNS_PER_PAGE,
         offset=offset,
     )
+    from scheduler.holds import campaign_holds
+
+    held = campaign_holds(ctx.engine, [c.id for c in found.items], ctx.clock())
     return render(
         request,
         "campaigns.html",
         campaigns=found,
+        holds={cid: h.line() for cid, h in held.items() if h.line()},
         q=q,
         state=state if state in STATES else "",
         states=STATES,
@@ -359,12 +363,14 @@ def new_campaign_page(
 def campaign_page(request: Request, campaign_id: Id, ctx: Ctx) -> HTMLResponse:
     """One campaign: live progress, chart, actions, deliveries, report downloads."""
     from campaigns.service import CampaignNotFound, get_campaign
-    from gatecast.web.api.campaigns import detail_public
+    from gatecast.web.api.campaigns import detail_public, hold_public
+    from scheduler.holds import campaign_hold
 
     try:
         detail = detail_public(get_campaign(ctx.engine, campaign_id))
     except CampaignNotFound:
         return _not_found(request, f"campaign {campaign_id}")
+    hold = hold_public(campaign_hold(ctx.engine, campaign_id, ctx.clock()))
     from campaigns.test_sends import STATES as TEST_STATES
     from gatecast.web.api.instances import list_instance_rows
 
@@ -373,6 +379,7 @@ def campaign_page(request: Request, campaign_id: Id, ctx: Ctx) -> HTMLResponse:
         request,
         "campaign.html",
         campaign=detail,
+        hold=hold,
         delivery_states=states.ALL,
         senders=senders,
         test_states=TEST_STATES,

@@ -116,6 +116,7 @@ def test_xlsx_sheet_by_number() -> None:
     ],
 )
 def test_bad_input_exits_1_with_one_line_error(args: list[str], message: str) -> None:
+    assert _run("db", "upgrade")[0] == 0  # a database to look in (a read never makes one)
     code, out, err = _run(*args)
     assert code == 1
     assert message in " ".join(err.split())
