@@ -32,6 +32,7 @@ from campaigns.delivery_rows import (
 from campaigns.failure_reasons import plain_reason
 from campaigns.gateway_events import settle_unknown
 from campaigns.paging import Page
+from campaigns.recipient_time import recipient_zone
 from campaigns.render import RenderError, RenderLimit, recipient_rng, render_message
 from campaigns.segments import (
     AudienceCount,
@@ -263,6 +264,9 @@ class _Scan:
     first: list[Recipient] = field(default_factory=list)
     spintax_varies: bool = False
     variety: VarietyCount = field(default_factory=VarietyCount)
+    #: with ``targets``: each recipient that renders, ``(target, zone)`` (the zone in
+    #: recipient time, else None), for the send-time estimate
+    sendable: list[tuple[str, str | None]] | None = None
 
     def audience_count(self) -> AudienceCount | None:
         """The audience's count, with the recipients the cooldown excludes."""
@@ -278,8 +282,10 @@ def _scan(
     first: int,
     now: datetime,
     at_most: int | None = None,
+    targets: bool = False,
 ) -> _Scan:
-    """Check every recipient (the first ``at_most``) renders; keep the first ``first``.
+    """Check every recipient (the first ``at_most``) renders; keep the first ``first``
+    (and with ``targets`` every one that renders, with its recipient zone).
 
     The one rule for what creation and preview report: opted-out recipients are skipped,
     a recipient whose message cannot render is listed with the reason, recipients
@@ -298,6 +304,9 @@ def _scan(
         except AudienceError as exc:
             raise CampaignSetupError(str(exc), exc.field) from None
     watch = _SpinWatch(0)  # whether a message renders does not depend on the spintax choices
+    zoned = spec.schedule.recipient_timezone
+    if targets:
+        out.sendable = []
     chunk: list[Recipient]
     for chunk in _recipients(conn, spec, out.list_id, out.audience):
         if spec.cooldown_hours > 0:
@@ -329,6 +338,13 @@ def _scan(
                 if len(out.unrenderable) < UNRENDERABLE_LISTED:
                     out.unrenderable.append((rcp.target, exc.reason))
                 continue
+            if out.sendable is not None:
+                zone = (
+                    recipient_zone(rcp.target, rcp.contact.attributes, spec.schedule.timezone)
+                    if zoned
+                    else None
+                )
+                out.sendable.append((rcp.target, zone))
             if len(out.first) < first:
                 out.first.append(rcp)
     out.spintax_varies = watch.varied
@@ -409,6 +425,8 @@ class RecipientCounts:
     unrenderable: int
     #: what an ``[audience]`` selects (None: a list or groups)
     audience: AudienceCount | None = None
+    #: each recipient that renders: ``(target, zone in recipient time or None)``
+    sendable: list[tuple[str, str | None]] = field(default_factory=list)
 
     @property
     def messages(self) -> int:
@@ -428,13 +446,14 @@ def count_recipients(
     (nothing stored); :class:`CampaignSetupError` as a create would raise it."""
     spec = spec.with_cooldown_default(default_cooldown_hours)
     with engine.connect() as conn:
-        scan = _scan(conn, spec, first=0, now=now or utcnow())
+        scan = _scan(conn, spec, first=0, now=now or utcnow(), targets=True)
     return RecipientCounts(
         recipients=scan.total,
         opted_out=scan.opted_out,
         cooldown_excluded=scan.cooled,
         unrenderable=scan.bad,
         audience=scan.audience_count(),
+        sendable=scan.sendable or [],
     )
 
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from campaigns.campaign_file import CampaignSpec
     from campaigns.reports import ReportSummary
     from campaigns.service import CreatedCampaign
+    from scheduler.estimate import FinalCheck
     from storage.engine import Engine
 
 console = Console()
@@ -163,14 +164,19 @@ def create_cmd(
         if dry_run:
             _print_check(spec, settings.contact_cooldown_hours, as_json)
             return
+        from scheduler.estimate import final_check
+
+        engine = open_engine_or_fail(create=True)
+        # the estimate the dry run gives, read before the create (the same recipients)
+        check = final_check(engine, spec, default_cooldown_hours=settings.contact_cooldown_hours)
         created = service.create_campaign(
-            open_engine_or_fail(create=True),
+            engine,
             spec,
             strict=strict,
             default_cooldown_hours=settings.contact_cooldown_hours,
             default_max_identical=settings.max_identical_in_row,
         )
-    _print_created(created, spec, as_json)
+    _print_created(created, spec, as_json, check)
 
 
 def _print_check(spec: CampaignSpec, cooldown: float, as_json: bool) -> None:
@@ -187,18 +193,26 @@ def _print_check(spec: CampaignSpec, cooldown: float, as_json: bool) -> None:
     console.print("[dim]dry run: nothing was stored[/]")
 
 
-def _print_created(created: CreatedCampaign, spec: CampaignSpec, as_json: bool) -> None:
-    """What a create (or a clone) made: its state, schedule, counts and first messages."""
+def _print_created(
+    created: CreatedCampaign, spec: CampaignSpec, as_json: bool, check: FinalCheck | None = None
+) -> None:
+    """What a create (or a clone) made: its state, schedule (with ``check``: the start and
+    finish the estimate gives, as the dry run does), counts and first messages."""
     if as_json:
         out = asdict(created)
         out["audience"] = None if created.audience is None else created.audience.to_dict()
+        if check is not None:
+            out["estimate"] = check.to_dict()
         _print_json(out)
         return
     if created.audience is not None:
         console.print(f"audience: {created.audience.summary()}")
+    when = _schedule_text(created.start_at, spec.schedule.cron, spec.schedule.timezone)
+    if check is not None and not spec.schedule.cron:
+        when = check.when()
     console.print(
         f"campaign [bold]{created.id}[/] [green]{escape(spec.name)}[/] is {created.state}, "
-        f"{_schedule_text(created.start_at, spec.schedule.cron, spec.schedule.timezone)}; "
+        f"{escape(when)}; "
         f"{created.recipients:,} recipient(s)"
         + (
             f", {created.cooldown_excluded:,} excluded by cooldown"

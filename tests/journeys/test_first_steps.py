@@ -46,7 +46,7 @@ def test_the_dated_sample_starts_on_its_next_friday_whatever_today_is(ws: Worksp
     assert now < start <= now + timedelta(days=7), (now, start)
     ws.clock_start = datetime(2026, 12, 11, 10, 0, tzinfo=NEW_YORK)  # a Friday, 10:00
     later = ws.run("campaign", "create", sample).output
-    assert "starts 2026-12-18 09:00 America/New_York" in later, later
+    assert "starting 2026-12-18 09:00 America/New_York" in later, later
 
 
 def test_a_whole_day_window_is_accepted_and_shown_as_written(ws: Workspace) -> None:
