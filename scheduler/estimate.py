@@ -27,7 +27,7 @@ from when until around when (the one home of the send-time estimate).
 
 :func:`final_check` reads the rest: the recipients as a create counts them
 (``campaigns.service.count_recipients``: opted out, cooldown and unrenderable excluded),
-the senders (the file's ``instances``, else the connected unpaused ones), their care rows,
+the senders (the file's ``instances``, else the linked unpaused ones), their care rows,
 the contacts each already knows, their sends today, and a recurrence's next start. The
 dry run, ``campaign create`` and the dashboard's final check (``POST /campaigns/check``)
 all say this one estimate. An estimate, not a promise: retries, failures, pauses, a
