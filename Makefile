@@ -30,7 +30,7 @@ test: install          ## the fast suite: journeys, SQLite and PostgreSQL, sandb
 	$(BIN)/pytest -n 2 --dist worksteal  # an idle worker takes tests waiting on the other
 
 test-slow: install     ## kill/soak and browser runs
-	$(BIN)/pytest -m slow
+	$(BIN)/pytest -m slow -n 2 --dist loadgroup  # groups: tests/conftest.py SLOW_GROUPS
 
 test-all: test test-slow
 
