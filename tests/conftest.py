@@ -10,6 +10,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -17,6 +18,7 @@ from sqlalchemy import Engine
 
 from gateway.sandbox import Sandbox, SandboxConfig, WebhookSink, run_sandbox_in_thread
 from storage.engine import make_engine, upgrade
+from tests.browser import launched_chromium
 
 PG_ADMIN_URL = os.environ.get(
     "GATECAST_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -169,3 +171,9 @@ def webhook_sink() -> Iterator[WebhookSink]:
     """A local webhook receiver collecting every POSTed body (``.url``, ``.bodies``)."""
     with WebhookSink() as sink:
         yield sink
+
+
+@pytest.fixture(scope="session")
+def chromium_browser() -> Iterator[Any]:
+    """One headless Chromium for the session's browser tests (each opens its own context)."""
+    yield from launched_chromium()
