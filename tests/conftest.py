@@ -25,36 +25,18 @@ PG_ADMIN_URL = os.environ.get(
 )
 
 
-#: the slow suite runs on two workers (``make test-slow``: ``-n 2 --dist loadgroup``); the
-#: tests of one group run on one worker, one after the other
-SLOW_GROUPS = {
-    # the PostgreSQL restart scenario stops the shared server: no other test may use it then
-    "postgres": "the slow tests on PostgreSQL",
-    # the nothing-lost scenarios: the longest tests, each judging event flow under a
-    # disturbance; one at a time, beside the browser tests rather than beside each other
-    "kill-suite": "tests/e2e/test_nothing_lost.py",
-}
+#: the fixtures that reach the PostgreSQL server
+PG_FIXTURES = ("pg_server", "pg_url", "pg_engine")
 
 
-def _slow_group(item: pytest.Item) -> str | None:
-    """The :data:`SLOW_GROUPS` name of a slow test, or None (any worker, any time)."""
-    if item.get_closest_marker("slow") is None:
-        return None
-    uses = getattr(item, "fixturenames", ())
-    if item.get_closest_marker("postgres") is not None or "pg_url" in uses:
-        return "postgres"
-    if item.nodeid.startswith(SLOW_GROUPS["kill-suite"]):
-        return "kill-suite"
-    return None
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Put each slow test that must not run beside others of its kind in its group."""
+    """Mark ``postgres`` every test using the PostgreSQL server through a fixture: ``make
+    test-slow`` runs the slow ones apart from the rest, one after the other (the kill
+    suite's restart scenario stops the server)."""
     for item in items:
-        group = _slow_group(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+        if set(PG_FIXTURES) & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.postgres)
 
 
 @pytest.fixture(autouse=True, scope="session")
