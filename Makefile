@@ -29,8 +29,15 @@ demo: install          ## the main job: sandbox + SQLite, import, campaign, repo
 test: install          ## the fast suite: journeys, SQLite and PostgreSQL, sandbox over real HTTP
 	$(BIN)/pytest -n 2 --dist worksteal  # an idle worker takes tests waiting on the other
 
+# Two sessions at once: the slow tests on PostgreSQL one after the other (the kill suite's
+# restart scenario stops the server, so no other test may use it then; its output comes
+# after), the rest on two workers beside them (mostly waiting on paces, kills and events).
 test-slow: install     ## kill/soak and browser runs
-	$(BIN)/pytest -m slow
+	mkdir -p test-artifacts
+	$(BIN)/pytest -m "slow and postgres" -p no:cacheprovider >test-artifacts/slow-postgres.log 2>&1 & \
+	pg=$$!; $(BIN)/pytest -m "slow and not postgres" -n 2 --dist worksteal; rest=$$?; \
+	wait $$pg; pgrc=$$?; cat test-artifacts/slow-postgres.log; \
+	test $$rest -eq 0 -a $$pgrc -eq 0
 
 test-all: test test-slow
 

@@ -10,6 +10,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -17,10 +18,25 @@ from sqlalchemy import Engine
 
 from gateway.sandbox import Sandbox, SandboxConfig, WebhookSink, run_sandbox_in_thread
 from storage.engine import make_engine, upgrade
+from tests.browser import launched_chromium
 
 PG_ADMIN_URL = os.environ.get(
     "GATECAST_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
+
+
+#: the fixtures that reach the PostgreSQL server
+PG_FIXTURES = ("pg_server", "pg_url", "pg_engine")
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``postgres`` every test using the PostgreSQL server through a fixture: ``make
+    test-slow`` runs the slow ones apart from the rest, one after the other (the kill
+    suite's restart scenario stops the server)."""
+    for item in items:
+        if set(PG_FIXTURES) & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.postgres)
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -137,3 +153,9 @@ def webhook_sink() -> Iterator[WebhookSink]:
     """A local webhook receiver collecting every POSTed body (``.url``, ``.bodies``)."""
     with WebhookSink() as sink:
         yield sink
+
+
+@pytest.fixture(scope="session")
+def chromium_browser() -> Iterator[Any]:
+    """One headless Chromium for the session's browser tests (each opens its own context)."""
+    yield from launched_chromium()

@@ -15,7 +15,6 @@ The browser journeys are ``slow`` (deselected by default: ``pytest -m slow``).
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 import uuid
@@ -38,15 +37,6 @@ from tests.journeys.harness import (
 from tests.journeys.harness import assert_nothing_leaked as _assert_nothing_leaked
 from tests.journeys.harness import assert_problem as _assert_problem
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 
 CAMPAIGN: dict[str, Any] = {
@@ -205,19 +195,9 @@ def test_an_upload_error_names_the_original_file_not_a_temp_path(ws: Workspace) 
 
 
 @pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    """One headless Chromium (Debian's binary) for the module's browser journeys."""
-    if not CHROMIUM.exists():
-        reason = f"{CHROMIUM} is missing (apt-get install chromium)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+def chromium(chromium_browser: Any) -> Any:
+    """The headless Chromium for the module's browser journeys (the session's one)."""
+    return chromium_browser
 
 
 @pytest.fixture

@@ -28,15 +28,6 @@ from tests.web.conftest import API_KEY, LiveApp, gateway_factory_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts" / "screenshots"
 DOCS_SHOTS = ROOT / "docs" / "screenshots"
@@ -45,33 +36,19 @@ SAMPLES = ROOT / "samples"
 SIDEWAYS = "() => document.scrollingElement.scrollWidth > window.innerWidth"
 
 
-def _require_chromium() -> None:
-    if CHROMIUM.exists():
-        return
-    reason = f"{CHROMIUM} is missing (apt-get install chromium); browser tests cannot run"
-    if os.environ.get("CI") == "true":
-        pytest.fail(reason + " (CI=true)")
-    pytest.skip(reason)
-
-
 @pytest.fixture
-def browser_page() -> Iterator[Any]:
-    """A Chromium page (Debian's binary, headless)."""
-    _require_chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        context = browser.new_context(
-            viewport={"width": 1280, "height": 900}, accept_downloads=True
-        )
-        page = context.new_page()
-        page.set_default_timeout(20_000)
-        try:
-            yield page
-        finally:
-            context.close()
-            browser.close()
+def browser_page(chromium_browser: Any) -> Iterator[Any]:
+    """A Chromium page in a fresh context of the session's browser (no other test's
+    cookies)."""
+    context = chromium_browser.new_context(
+        viewport={"width": 1280, "height": 900}, accept_downloads=True
+    )
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    try:
+        yield page
+    finally:
+        context.close()
 
 
 @pytest.fixture

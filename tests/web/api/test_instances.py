@@ -242,13 +242,10 @@ def test_reset_reports_what_followed_the_new_id(
 @pytest.mark.slow
 @pytest.mark.browser
 def test_resume_button_in_the_browser(
-    make_live: Callable[..., LiveApp], sqlite_engine: Engine, sandbox: Any
+    make_live: Callable[..., LiveApp], sqlite_engine: Engine, sandbox: Any, chromium_browser: Any
 ) -> None:
     """The dashboard's Resume sending button lifts the pause and the card updates in place."""
-    from tests.web import test_browser as tb
-
-    tb._require_chromium()
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     from storage.queries import instances as iq
     from storage.types import utcnow
@@ -258,23 +255,22 @@ def test_resume_button_in_the_browser(
     with sqlite_engine.begin() as conn:
         iq.mark_state(conn, iid, "connected", now=utcnow())
         iq.pause(conn, iid, "error 463 reported by the gateway", now=utcnow())
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(tb.CHROMIUM), args=tb.CHROMIUM_ARGS)
-        try:
-            page = browser.new_page()
-            page.set_default_timeout(20_000)
-            page.goto(f"{live.url}/login?next=/instances")
-            page.fill("#api_key", API_KEY)
-            page.click("#sign-in")
-            card = page.locator(f'.instance[data-instance="{iid}"]')
-            paused = card.locator("[data-role=paused]")
-            expect(paused).to_be_visible()
-            expect(paused).to_contain_text("error 463")
-            card.locator("button[data-op=resume]").click()
-            expect(card.locator("[data-role=msg]")).to_contain_text("resumed")
-            expect(paused).to_be_hidden()
-        finally:
-            browser.close()
+    context = chromium_browser.new_context()
+    try:
+        page = context.new_page()
+        page.set_default_timeout(20_000)
+        page.goto(f"{live.url}/login?next=/instances")
+        page.fill("#api_key", API_KEY)
+        page.click("#sign-in")
+        card = page.locator(f'.instance[data-instance="{iid}"]')
+        paused = card.locator("[data-role=paused]")
+        expect(paused).to_be_visible()
+        expect(paused).to_contain_text("error 463")
+        card.locator("button[data-op=resume]").click()
+        expect(card.locator("[data-role=msg]")).to_contain_text("resumed")
+        expect(paused).to_be_hidden()
+    finally:
+        context.close()
     with sqlite_engine.connect() as conn:
         assert iq.pause_state(conn, [iid]) == {iid: None}
 
