@@ -22,7 +22,6 @@ from rich.table import Table
 
 from gatecast.commands import campaign_run
 from gatecast.commands.common import INT64_MAX, fail, id_argument, open_engine_or_fail
-from gatecast.runtime.holds_view import hold_lines
 
 if TYPE_CHECKING:
     from campaigns.campaign_file import CampaignSpec
@@ -482,6 +481,8 @@ def show_cmd(
         if d.counts.get(state):
             table.add_row(f"  {state}", f"{d.counts[state]:,}")
     console.print(table)
+    from gatecast.runtime.holds_view import hold_lines  # the runtime loads the engine
+
     for line in hold_lines(hold):
         console.print(escape(line), highlight=False)
     for r in waiting:
