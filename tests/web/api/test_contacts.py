@@ -208,7 +208,7 @@ def test_an_upload_its_first_rows_show_unusable_is_refused_before_a_job_starts(
         "empty.csv": (b"", "the file is empty"),
         "blank.csv": (b"\n\n\n", "the file is empty"),
         "broken.xlsx": (b"\x00\x01\x02garbage", "not a valid .xlsx file"),
-        "binary.csv": (bytes(range(256)) * 20, "no phone column found"),
+        "binary.csv": (bytes(range(256)) * 20, "not a CSV file"),
         "names.csv": (b"name,city\nAnn,Rome\n", "no phone column found"),
     }
     with live_sqlite.client() as api:
