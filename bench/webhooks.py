@@ -138,6 +138,7 @@ class RawReference:
         self._writer: Any = None
         self._tasks: list[asyncio.Task[None]] = []
         self.batches = 0
+        self.retries = 0
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -203,10 +204,10 @@ class RawReference:
             batch = [await self._queue.get()]
             while len(batch) < MAX_BATCH and not self._queue.empty():
                 batch.append(self._queue.get_nowait())
-            fields = [f for f, _ in batch]
+            fields = sorted((f for f, _ in batch), key=lambda f: f[1])  # rows locked in order
             try:
                 if conn is not None:
-                    await self._store_pg(conn, fields)
+                    await self._store_pg_retrying(conn, fields)
                 else:
                     await loop.run_in_executor(self._writer, self._store_sqlite, fields)
             except Exception as exc:  # each waiting request answers the error
@@ -237,6 +238,20 @@ class RawReference:
         WHERE d.message_id = m.mid AND (d.state = ANY(%(before_read)s)
             OR (m.status = 'read' AND d.state = 'delivered'))
     """
+
+    async def _store_pg_retrying(self, conn: Any, fields: list[Fields]) -> None:
+        """:meth:`_store_pg`, again when PostgreSQL chose this batch as a deadlock's victim
+        (two batches' joins may lock shared index pages or rows in different orders)."""
+        import psycopg
+
+        for attempt in range(5):
+            try:
+                await self._store_pg(conn, fields)
+                return
+            except psycopg.errors.DeadlockDetected:
+                if attempt == 4:
+                    raise
+                self.retries += 1
 
     async def _store_pg(self, conn: Any, fields: list[Fields]) -> None:
         moves = _furthest(fields)
