@@ -139,31 +139,44 @@ LIVE_ROWS = 20_000  # rows of the live campaign the arriving events are about
 class Feeder:
     """Status events arriving while a run dispatches: ``delivered`` and ``read`` of the
     live campaign's rows (:data:`LIVE_ROWS`), posted one per request to the database's
-    intake at ``rate`` a second from one keep-alive connection (wrapping around: later
-    rounds are duplicates, which the intake deduplicates)."""
+    intake at ``rate`` a second in all from :data:`CONNECTIONS` keep-alive connections
+    (a gateway posts concurrently; each POST waits for its batch's commit), wrapping
+    around (later rounds are duplicates, which the intake deduplicates)."""
+
+    CONNECTIONS = 8
 
     def __init__(self, port: int, campaign_id: int, rate: float) -> None:
+        import threading
+
         self.port, self.campaign_id, self.rate = port, campaign_id, rate
         self.k = 0
         self.posted = 0
         self.seconds = 0.0
+        self._base = 0
+        self._lock = threading.Lock()
 
     @contextlib.contextmanager
     def flowing(self) -> Iterator[None]:
         import threading
 
         stop = threading.Event()
-        thread = threading.Thread(target=self._run, args=(stop,), daemon=True)
-        t0 = time.perf_counter()
-        thread.start()
+        start = time.perf_counter()
+        self._base = self.posted
+        threads = [
+            threading.Thread(target=self._run, args=(stop, start), daemon=True)
+            for _ in range(self.CONNECTIONS)
+        ]
+        for thread in threads:
+            thread.start()
         try:
             yield
         finally:
             stop.set()
-            thread.join()
-            self.seconds += time.perf_counter() - t0
+            for thread in threads:
+                thread.join()
+            self.seconds += time.perf_counter() - start
 
-    def _run(self, stop: Any) -> None:
+    def _run(self, stop: Any, start: float) -> None:
         import http.client
 
         from bench.webhooks import SECRET as HOOK_SECRET
@@ -172,21 +185,20 @@ class Feeder:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
         path = f"/webhooks/gateway/{HOOK_SECRET}"
         at = int(time.time())
-        start, sent = time.perf_counter(), 0
         while not stop.is_set():
-            due = start + sent / self.rate
+            with self._lock:  # the next event, due at its place in the schedule
+                k, self.k = self.k, self.k + 1
+                due = start + (self.posted - self._base) / self.rate
+                self.posted += 1
             pause = due - time.perf_counter()
             if pause > 0:
                 time.sleep(pause)
-            body = event_body(self.campaign_id, self.k % (2 * LIVE_ROWS), at)
+            body = event_body(self.campaign_id, k % (2 * LIVE_ROWS), at)
             conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
             resp = conn.getresponse()
             resp.read()
             if resp.status != 200:
                 raise BenchError(f"the intake answered {resp.status}")
-            self.k += 1
-            sent += 1
-            self.posted += 1
         conn.close()
 
 
