@@ -9,7 +9,8 @@ fresh database (contacts, list, a text campaign through one sender, warm-up as u
 have it: ``bench.common.warmup_as_users``), starts ``serve`` configured through
 ``GATECAST_*`` variables, starts the campaign (pacing off) as ``gatecast campaign
 start`` would, in its own process (the parent), and waits until the campaign completed,
-every row is ``read`` and no event waits to be applied. The figures: each process's
+no event waits to be applied and every row is ``read`` (or no row was read for 20 s: the
+rows left are counted as never read, their events lost). The figures: each process's
 peak RSS (``VmHWM``: the worker, which materialises nothing here, the web child, the
 intake's supervisor and handlers) and their sum, the send rate, the time until every
 row is read.
@@ -47,6 +48,8 @@ from bench.dispatch import (
     unpace,
 )
 
+#: seconds without a row read, once the campaign completed, after which no event comes
+SETTLE_SECONDS = 20.0
 SECRET = "bench-memory-secret-0123456789abcdef"  # noqa: S105 (a throwaway local secret)
 
 
@@ -151,6 +154,7 @@ def run_size(tmp: Path, rows: int, pg: bool, delays: str, timeout: float) -> dic
             unpace(engine, cid)
             deadline = time.monotonic() + timeout
             sent_s = 0.0
+            last_read, still_since = -1, time.monotonic()
             while True:
                 time.sleep(0.5)
                 for p in [serve, *serve.children(recursive=True)]:
@@ -158,8 +162,11 @@ def run_size(tmp: Path, rows: int, pg: bool, delays: str, timeout: float) -> dic
                 state, sent, read, waiting = _counts(engine, cid)
                 if not sent_s and state != "running":
                     sent_s = time.perf_counter() - t0
-                if state != "running" and read >= rows and not waiting:
-                    break
+                if read != last_read:
+                    last_read, still_since = read, time.monotonic()
+                settled = time.monotonic() - still_since > SETTLE_SECONDS
+                if state != "running" and not waiting and (read >= rows or settled):
+                    break  # every row read, or no event came for a while: the rest is lost
                 if time.monotonic() > deadline:
                     raise BenchError(
                         f"{rows:,}: {state}, {sent} sent, {read} read, {waiting} events"
@@ -237,8 +244,8 @@ def measure(args: argparse.Namespace, small: int, big: int, figures: Figures) ->
         results: dict[int, dict[str, Any]] = {}
         for n in (small, big):
             results[n] = r = run_size(tmp, n, args.pg, args.status_delays, args.timeout)
-            if r["sent"] != n or r["read"] != n:
-                raise BenchError(f"{n:,}: {r['sent']} sent, {r['read']} read")
+            if r["sent"] != n:
+                raise BenchError(f"{n:,}: {r['sent']} sent")
             worker = r["peaks"].get("serve (worker, jobs)", 0.0)
             figures.add(
                 f"serve's worker peak RSS, {n:,} recipients",
@@ -253,7 +260,8 @@ def measure(args: argparse.Namespace, small: int, big: int, figures: Figures) ->
                 if role != "serve (worker, jobs)":
                     figures.add(f"{role} peak RSS, {n:,}", mb, "MB")
             figures.add(f"send {n:,}", n / r["send_s"], "msg/s")
-            figures.add(f"start to every row read {n:,}", r["done_s"], "s")
+            figures.add(f"start to the last row read {n:,}", r["done_s"], "s")
+            figures.add(f"rows never read {n:,} (their events never came)", n - r["read"], "rows")
     figures.ratio(
         f"worker peak RSS {big:,} / {small:,}",
         results[big]["peaks"].get("serve (worker, jobs)", 0.0),
