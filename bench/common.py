@@ -32,6 +32,30 @@ def _no_warmup() -> None:
 
 _no_warmup()
 
+#: the warm-up day :func:`warmup_as_users` gives each sender: past the ramp
+#: (``scheduler.care``: 7 doubling days), an established number's
+ESTABLISHED_DAY = 30
+#: how a figure measured with :func:`warmup_as_users` says so
+WARMUP_AS_USERS = f"on (each sender on day {ESTABLISHED_DAY}: an established number)"
+
+
+def warmup_as_users(engine: Any, senders: Iterable[str]) -> None:
+    """Warm-up as users have it for numbers they bring: on (in this process and in the
+    processes it starts from now on), each of ``senders`` set to day
+    :data:`ESTABLISHED_DAY` as ``gatecast instance warmup --day`` does, so its bookkeeping
+    (the allowance, the known-chat probes) runs on every claim and only the daily cap
+    limits. A new number's day 1 (15 messages) would measure nothing but the cap."""
+    import os
+
+    from campaigns.instances import WarmupChange, set_warmup
+    from scheduler.care import DEFAULTS, configure
+    from storage.types import utcnow
+
+    os.environ["GATECAST_WARMUP_ENABLED"] = "true"
+    configure(DEFAULTS)
+    for iid in senders:
+        set_warmup(engine, iid, WarmupChange(day=ESTABLISHED_DAY), now=utcnow())
+
 
 class BenchError(RuntimeError):
     """The benchmark could not measure what it claims (wrong counts, a dead helper)."""

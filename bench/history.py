@@ -8,8 +8,13 @@ ago, so within the default retention: kept), plus paused senders with old error-
 events (the ban-signal check's own history). On each, a text campaign of ``--rows``
 recipients is started and dispatched to the end (pacing off, the dispatcher's default
 workers and batch) against an in-process gateway stand-in that accepts at once, so the
-figure is gatecast's own work; the runs alternate (empty then history, history then
-empty, ...) and the best of each counts.
+figure is gatecast's own work, while the receiver runs and events arrive as users have
+them: each database has gatecast's intake running (``bench.webhooks.IntakeServer``: the
+supervisor and handler ``serve`` starts, its inbox applying events) and, during every
+run, ``delivered``/``read`` events of a live campaign of 20,000 sent rows posted to it
+at ``--event-rate`` a second (default 200); warm-up as users have it for the numbers
+they bring (``bench.common.warmup_as_users``). The runs alternate (empty then history,
+history then empty, ...) and the best of each counts.
 
 The reference is the run without history, in the same run: the goal is dispatch with
 history >= 0.95x dispatch without (issue 17). Default 1,000,000 events; ``--full`` is the
@@ -27,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import tempfile
 import time
 from collections import defaultdict
@@ -38,7 +44,14 @@ from typing import Any
 from sqlalchemy import Engine, event, insert, text, update
 
 from bench.claim_cost import Accepting, pg_available
-from bench.common import BenchError, Figures, report, stopwatch
+from bench.common import (
+    WARMUP_AS_USERS,
+    BenchError,
+    Figures,
+    report,
+    stopwatch,
+    warmup_as_users,
+)
 from bench.dispatch import (
     PG_ADMIN,
     create_campaign_for,
@@ -118,6 +131,89 @@ def seed_history(engine: Engine, events: int) -> None:
             iq.pause(conn, b, "error 463", now=received + timedelta(seconds=1))
         if conn.dialect.name == "postgresql":
             conn.exec_driver_sql("ANALYZE status_events, deliveries, instances")
+
+
+LIVE_ROWS = 20_000  # rows of the live campaign the arriving events are about
+
+
+class Feeder:
+    """Status events arriving while a run dispatches: ``delivered`` and ``read`` of the
+    live campaign's rows (:data:`LIVE_ROWS`), posted one per request to the database's
+    intake at ``rate`` a second in all from :data:`CONNECTIONS` keep-alive connections
+    (a gateway posts concurrently; each POST waits for its batch's commit), wrapping
+    around (later rounds are duplicates, which the intake deduplicates)."""
+
+    CONNECTIONS = 8
+
+    def __init__(self, port: int, campaign_id: int, rate: float) -> None:
+        import threading
+
+        self.port, self.campaign_id, self.rate = port, campaign_id, rate
+        self.k = 0
+        self.posted = 0
+        self.seconds = 0.0
+        self._base = 0
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def flowing(self) -> Iterator[None]:
+        import threading
+
+        stop = threading.Event()
+        start = time.perf_counter()
+        self._base = self.posted
+        threads = [
+            threading.Thread(target=self._run, args=(stop, start), daemon=True)
+            for _ in range(self.CONNECTIONS)
+        ]
+        for thread in threads:
+            thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join()
+            self.seconds += time.perf_counter() - start
+
+    def _run(self, stop: Any, start: float) -> None:
+        import http.client
+
+        from bench.webhooks import SECRET as HOOK_SECRET
+        from bench.webhooks import event_body
+
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        path = f"/webhooks/gateway/{HOOK_SECRET}"
+        at = int(time.time())
+        while not stop.is_set():
+            with self._lock:  # the next event, due at its place in the schedule
+                k, self.k = self.k, self.k + 1
+                due = start + (self.posted - self._base) / self.rate
+                self.posted += 1
+            pause = due - time.perf_counter()
+            if pause > 0:
+                time.sleep(pause)
+            body = event_body(self.campaign_id, k % (2 * LIVE_ROWS), at)
+            conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            resp.read()
+            if resp.status != 200:
+                raise BenchError(f"the intake answered {resp.status}")
+        conn.close()
+
+
+def live_campaign(engine: Engine) -> int:
+    """The campaign the arriving events are about: :data:`LIVE_ROWS` rows ``sent``, their
+    sender connected (the webhook hears only instances gatecast holds)."""
+    from bench.webhooks import INSTANCE
+    from storage.queries import instances as iq
+    from storage.types import utcnow
+
+    cid = seed_campaign(engine, LIVE_ROWS, state="sent", with_contacts=False, name="live")
+    with engine.begin() as conn:
+        iq.mark_state(conn, INSTANCE, "connected", now=utcnow())
+        iq.ensure(conn, [SENDER], now=utcnow())
+    return cid
 
 
 def dispatch_once(
@@ -321,26 +417,54 @@ def run_db(kind: str, args: argparse.Namespace, events: int, figures: Figures) -
                 seed_history(engines["history"], events)
             figures.add(f"seeding {events:,} events of history", t_seed[0], "s", db=kind)
         profiles = {name: Profile(engine) for name, engine in engines.items()}
+        from bench.webhooks import IntakeServer
+
+        feeders: dict[str, Feeder] = {}
+        for name, engine in engines.items():  # the receiver running, events arriving
+            live = live_campaign(engine)
+            warmup_as_users(engine, [SENDER])
+            folder = tmpdir / f"intake-{name}"
+            folder.mkdir()
+            url = empty_url if name == "empty" else history_url
+            port = stack.enter_context(IntakeServer("gatecast", url, folder, "auto", "auto"))
+            feeders[name] = Feeder(port, live, args.event_rate)
         # each run sends to its own slice of the list: a list per run
         best: dict[str, float] = {}
         for r in range(runs):
             order = list(engines.items())
             for name, engine in order if r % 2 == 0 else order[::-1]:
                 _use_slice(engine, offset + r, args.rows)
-                rate = dispatch_once(
-                    engine,
-                    args.rows,
-                    args.workers,
-                    args.batch,
-                    profiles[name] if args.profile else None,
-                )
+                with feeders[name].flowing():
+                    rate = dispatch_once(
+                        engine,
+                        args.rows,
+                        args.workers,
+                        args.batch,
+                        profiles[name] if args.profile else None,
+                    )
                 best[name] = max(best.get(name, 0.0), rate)
         for engine in engines.values():
             engine.dispose()
     if args.profile:
         for name, profile in profiles.items():
             profile.print(f"{kind} {name}", args.rows * runs)
-    figures.add("dispatch, no history", best["empty"], "msg/s", db=kind, rows=args.rows)
+    for name, feeder in feeders.items():
+        figures.add(
+            f"events arriving during dispatch ({name})",
+            feeder.posted / feeder.seconds,
+            "events/s",
+            db=kind,
+            target=args.event_rate,
+        )
+    figures.add(
+        "dispatch, no history",
+        best["empty"],
+        "msg/s",
+        db=kind,
+        rows=args.rows,
+        warmup=WARMUP_AS_USERS,
+        load=round(os.getloadavg()[0], 1),
+    )
     figures.add(
         f"dispatch, {events:,} events of history",
         best["history"],
@@ -385,6 +509,9 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=5_000, help="recipients per run")
     parser.add_argument("--rounds", type=int, default=3, help="runs per database")
     parser.add_argument("--workers", type=int, default=4, help="dispatcher send workers")
+    parser.add_argument(
+        "--event-rate", type=float, default=200.0, help="status events a second while dispatching"
+    )
     parser.add_argument("--batch", type=int, default=256, help="dispatcher batch size")
     parser.add_argument("--db", choices=("sqlite", "postgresql", "both"), default="both")
     parser.add_argument("--pg", action="store_true", help="PostgreSQL only")

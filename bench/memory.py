@@ -1,35 +1,46 @@
 """Service memory: ``python -m bench.memory [--rows N] [--big M] [--full] [--pg]``.
 
-For each size, the parent seeds a fresh database (contacts, list, a scheduled text
-campaign through one sender) and starts a sandbox (``gatecast sandbox``, its own
-process, status events an hour away). A fresh child process then does what the service
-does: ``start_campaign`` (materialisation: one delivery row per recipient) and
-:class:`scheduler.service.Service` (dispatcher thread, pacing off, no APScheduler jobs)
-until the campaign completes. Its peak RSS (``VmHWM``) is the figure.
+What users run: ``gatecast serve`` (its worker with the leader's background jobs, the
+intake receiving the webhook, the ``gatecast web`` child), against a sandbox gateway (its
+own process) that sends each message's ``sent``, ``delivered`` and ``read`` events to
+the webhook ``serve`` registered (``--status-delays``, default 0.5, 1 and 2 s), so the
+receiver and the inbox work while the campaign sends. For each size the parent seeds a
+fresh database (contacts, list, a text campaign through one sender, warm-up as users
+have it: ``bench.common.warmup_as_users``), starts ``serve`` configured through
+``GATECAST_*`` variables, starts the campaign (pacing off) as ``gatecast campaign
+start`` would, in its own process (the parent), and waits until the campaign completed,
+no event waits to be applied and every row is ``read`` (or no row was read for 20 s: the
+rows left are counted as never read, their events lost). The figures: each process's
+peak RSS (``VmHWM``: the worker, which materialises nothing here, the web child, the
+intake's supervisor and handlers) and their sum, the send rate, the time until every
+row is read.
 
-Goals: under 250 MB at both sizes, and the big run within 20% of the small one.
-Default sizes 10,000 and 50,000 recipients (sending is most of the time: at ~650 msg/s
-on a slow 2-core machine, 20,000 and 100,000 took 3.75 of ``make bench``'s 10 minutes);
-``--full`` is the issue's 100,000 and 1,000,000 (a 1M-recipient run sends a million
-messages: plan for the time it takes).
+Goals: the worker under 250 MB at both sizes, and the big run within 20% of the small
+one (the sum is reported beside it). Until issue 30 this bench ran the dispatcher
+alone, without the receiver, events or background jobs. Default sizes 10,000 and 50,000
+recipients; ``--full`` is the issue's 100,000 and 1,000,000.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import os
+import signal
+import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import BenchError, Figures, child_report, peak_rss_mb, report
+import psutil
+
+from bench.common import WARMUP_AS_USERS, BenchError, Figures, report, warmup_as_users
 from bench.dispatch import (
     TOKEN,
     create_campaign_for,
     database,
+    gatecast_exe,
     linked_instance,
     open_db,
     sandbox_process,
@@ -37,82 +48,176 @@ from bench.dispatch import (
     unpace,
 )
 
+#: seconds without a row read, once the campaign completed, after which no event comes
+SETTLE_SECONDS = 20.0
+SECRET = "bench-memory-secret-0123456789abcdef"  # noqa: S105 (a throwaway local secret)
 
-def _child(url: str, sandbox_url: str, campaign_id: int, timeout: float) -> dict[str, Any]:
-    """Start the campaign and run the service until it completes; figures of this process."""
-    from gateway.client import GatewayClient
-    from scheduler.service import Service, ServiceOptions
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _peak_mb(pid: int) -> float:
+    """``VmHWM`` of a live process, in MB (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def _role(proc: psutil.Process) -> str:
+    cmd = " ".join(proc.cmdline())
+    for needle, role in (
+        ("intake.handler", "intake handler"),
+        ("intake.supervisor", "intake supervisor"),
+        (" web", "web"),
+        (" worker", "worker child"),
+        (" serve", "serve (worker, jobs)"),
+    ):
+        if needle in cmd:
+            return role
+    return "other"
+
+
+def _counts(engine: Any, campaign_id: int) -> tuple[str, int, int, int]:
+    """The campaign's state, its rows sent or further, its rows read, the events stored
+    but not applied yet."""
+    with engine.connect() as conn:
+        state = conn.exec_driver_sql(
+            f"SELECT state FROM campaigns WHERE id = {int(campaign_id)}"
+        ).scalar_one()
+        sent = conn.exec_driver_sql(
+            "SELECT count(*) FROM deliveries WHERE campaign_id = "
+            f"{int(campaign_id)} AND state IN ('sent', 'delivered', 'read')"
+        ).scalar_one()
+        read = conn.exec_driver_sql(
+            f"SELECT count(*) FROM deliveries WHERE campaign_id = {int(campaign_id)}"
+            " AND state = 'read'"
+        ).scalar_one()
+        waiting = conn.exec_driver_sql(
+            "SELECT count(*) FROM status_events WHERE NOT applied"
+            if engine.dialect.name == "postgresql"
+            else "SELECT count(*) FROM status_events WHERE applied = 0"
+        ).scalar_one()
+    return str(state), int(sent), int(read), int(waiting)
+
+
+def run_size(tmp: Path, rows: int, pg: bool, delays: str, timeout: float) -> dict[str, Any]:
+    """Seed, serve, send one campaign of ``rows`` with its events; the figures."""
     from scheduler.starts import start_campaign
-    from storage.engine import make_engine
-    from storage.queries.tallies import delivery_counts
     from storage.types import utcnow
 
-    engine = make_engine(url)
-    t0 = time.perf_counter()
-    started = start_campaign(engine, campaign_id, now=utcnow(), enforce_grace=False)
-    if started.outcome != "started":
-        raise BenchError(f"campaign did not start: {started.detail}")
-    after_materialise = peak_rss_mb()
-    t1 = time.perf_counter()
-    unpace(engine, campaign_id)
-
-    def client() -> GatewayClient:
-        return GatewayClient(sandbox_url, TOKEN, timeout=30.0)
-
-    service = Service(
-        engine,
-        client,
-        options=ServiceOptions(run_jobs=False, poll_seconds=0.2),
-        campaign_ids=[campaign_id],
-    )
-    service.start()
-    samples: list[float] = []
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            time.sleep(0.5)
-            samples.append(peak_rss_mb())
-            with engine.connect() as conn:
-                state = conn.exec_driver_sql(
-                    f"SELECT state FROM campaigns WHERE id = {int(campaign_id)}"
-                ).scalar_one()
-            if state != "running":
-                break
-            if time.monotonic() > deadline:
-                raise BenchError(f"campaign still running after {timeout:.0f} s")
-    finally:
-        service.stop()
-    t2 = time.perf_counter()
-    with engine.connect() as conn:
-        counts = {k: v for k, v in delivery_counts(conn, campaign_id).items() if v}
-    engine.dispose()
-    return {
-        "state": state,
-        "counts": counts,
-        "materialise_s": t1 - t0,
-        "send_s": t2 - t1,
-        "rss_after_materialise_mb": after_materialise,
-        "peak_rss_mb": peak_rss_mb(),
-    }
-
-
-def run_size(tmp: Path, rows: int, pg: bool, timeout: float) -> dict[str, Any]:
-    """Seed, then run one campaign of ``rows`` recipients in a fresh child process."""
-    with database(tmp, pg, name=f"memory-{rows}") as url, sandbox_process(tmp) as sb_url:
+    folder = tmp / f"state-{rows}"
+    folder.mkdir()
+    with (
+        database(tmp, pg, name=f"memory-{rows}") as url,
+        sandbox_process(tmp, "--status-delays", delays) as sb_url,
+    ):
         engine = open_db(url)
         iid = linked_instance(sb_url)
         seed_audience(engine, rows)
         cid = create_campaign_for(engine, iid)
-        engine.dispose()
-        cmd = [sys.executable, "-m", "bench.memory", "--child", "--url", url]
-        cmd += ["--sandbox", sb_url, "--campaign", str(cid), "--timeout", str(timeout)]
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=False)
-        if proc.returncode != 0:
-            raise BenchError(f"service run of {rows:,} recipients failed (exit {proc.returncode})")
-        result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    if result["counts"].get("sent") != rows:
-        raise BenchError(f"{rows:,} recipients: not every row sent: {result['counts']}")
-    return result
+        warmup_as_users(engine, [iid])
+        port = _free_port()
+        env = {
+            **os.environ,
+            "GATECAST_DATABASE_URL": url,
+            "GATECAST_GATEWAY_URL": sb_url,
+            "GATECAST_ACCESS_TOKEN": TOKEN,
+            "GATECAST_PUBLIC_URL": f"http://127.0.0.1:{port}",
+            "GATECAST_WEBHOOK_SECRET": SECRET,
+            "GATECAST_JOURNAL_DIR": str(folder),
+            "GATECAST_INTAKE_LINGER": "0",
+            "GATECAST_LOG_LEVEL": "WARNING",
+        }
+        log = (tmp / f"serve-{rows}.log").open("w")
+        serve = psutil.Popen(
+            [gatecast_exe(), "serve", "--port", str(port)],
+            env=env,
+            cwd=folder,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        seen: dict[int, psutil.Process] = {}
+        try:
+            _wait_serving(serve, port, tmp / f"serve-{rows}.log")
+            t0 = time.perf_counter()
+            started = start_campaign(engine, cid, now=utcnow(), enforce_grace=False)
+            if started.outcome != "started":
+                raise BenchError(f"campaign did not start: {started.detail}")
+            unpace(engine, cid)
+            deadline = time.monotonic() + timeout
+            sent_s = 0.0
+            last_read, still_since = -1, time.monotonic()
+            while True:
+                time.sleep(0.5)
+                for p in [serve, *serve.children(recursive=True)]:
+                    seen.setdefault(p.pid, p)
+                state, sent, read, waiting = _counts(engine, cid)
+                if not sent_s and state != "running":
+                    sent_s = time.perf_counter() - t0
+                if read != last_read:
+                    last_read, still_since = read, time.monotonic()
+                settled = time.monotonic() - still_since > SETTLE_SECONDS
+                if state != "running" and not waiting and (read >= rows or settled):
+                    break  # every row read, or no event came for a while: the rest is lost
+                if time.monotonic() > deadline:
+                    raise BenchError(
+                        f"{rows:,}: {state}, {sent} sent, {read} read, {waiting} events"
+                        " waiting"
+                        f" after {timeout:.0f} s"
+                    )
+            done_s = time.perf_counter() - t0
+            roles: dict[str, float] = {}
+            for pid, p in seen.items():
+                mb = _peak_mb(pid)
+                if mb:
+                    role = _role(p)
+                    roles[role] = max(roles.get(role, 0.0), mb)
+                    roles["sum"] = roles.get("sum", 0.0) + mb
+        finally:
+            serve.send_signal(signal.SIGINT)  # Ctrl-C: serve stops the intake too
+            try:
+                serve.wait(60)
+            except psutil.TimeoutExpired:
+                serve.kill()
+            for p in seen.values():
+                if p.is_running() and p.pid != serve.pid:
+                    p.terminate()
+            log.close()
+            engine.dispose()
+    return {
+        "peaks": roles,
+        "sent": sent,
+        "read": read,
+        "send_s": sent_s,
+        "done_s": done_s,
+    }
+
+
+def _wait_serving(serve: psutil.Popen, port: int, log: Path) -> None:
+    import http.client
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if serve.poll() is not None:
+            raise BenchError(f"serve exited: {log.read_text()[-2000:]}")
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", "/healthz")
+            if conn.getresponse().status == 200:
+                conn.close()
+                return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise BenchError("serve did not answer /healthz in 120 s")
 
 
 def main() -> int:
@@ -121,43 +226,52 @@ def main() -> int:
     parser.add_argument("--big", type=int, default=50_000, help="big campaign (50,000)")
     parser.add_argument("--full", action="store_true", help="100,000 and 1,000,000")
     parser.add_argument("--pg", action="store_true", help="PostgreSQL instead of SQLite")
+    parser.add_argument(
+        "--status-delays", default="0.5,1,2", help="the sandbox's sent, delivered, read delays"
+    )
     parser.add_argument("--timeout", type=float, default=7200.0, help="seconds per run")
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--url", help=argparse.SUPPRESS)
-    parser.add_argument("--sandbox", help=argparse.SUPPRESS)
-    parser.add_argument("--campaign", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child:
-        return child_report(
-            "memory child", lambda: _child(args.url, args.sandbox, args.campaign, args.timeout)
-        )
     small, big = (100_000, 1_000_000) if args.full else (args.rows, args.big)
     figures = Figures.begin("memory")
     return report(figures, lambda: measure(args, small, big, figures))
 
 
 def measure(args: argparse.Namespace, small: int, big: int, figures: Figures) -> None:
-    """Both sizes, each in a fresh database and child process; then the figures."""
+    """Both sizes, each in a fresh database with its own ``serve``; then the figures."""
     db_kind = "postgresql" if args.pg else "sqlite"
     with tempfile.TemporaryDirectory(prefix="gatecast-bench-") as tmpdir:
         tmp = Path(tmpdir)
-        results = {n: run_size(tmp, n, args.pg, args.timeout) for n in (small, big)}
-    for n, r in results.items():
-        figures.add(
-            f"service peak RSS, {n:,} recipients",
-            r["peak_rss_mb"],
-            "MB",
-            goal="< 250",
-            db=db_kind,
-        )
-        figures.add(f"after materialise, {n:,}", r["rss_after_materialise_mb"], "MB")
-        figures.add(f"materialise {n:,}", n / r["materialise_s"], "rows/s")
-        figures.add(f"send {n:,}", n / r["send_s"], "msg/s")
+        results: dict[int, dict[str, Any]] = {}
+        for n in (small, big):
+            results[n] = r = run_size(tmp, n, args.pg, args.status_delays, args.timeout)
+            if r["sent"] != n:
+                raise BenchError(f"{n:,}: {r['sent']} sent")
+            worker = r["peaks"].get("serve (worker, jobs)", 0.0)
+            figures.add(
+                f"serve's worker peak RSS, {n:,} recipients",
+                worker,
+                "MB",
+                goal="< 250",
+                db=db_kind,
+                warmup=WARMUP_AS_USERS,
+                load=round(os.getloadavg()[0], 1),
+            )
+            for role, mb in sorted(r["peaks"].items()):
+                if role != "serve (worker, jobs)":
+                    figures.add(f"{role} peak RSS, {n:,}", mb, "MB")
+            figures.add(f"send {n:,}", n / r["send_s"], "msg/s")
+            figures.add(f"start to the last row read {n:,}", r["done_s"], "s")
+            figures.add(f"rows never read {n:,} (their events never came)", n - r["read"], "rows")
     figures.ratio(
-        f"peak RSS {big:,} / {small:,}",
-        results[big]["peak_rss_mb"],
-        results[small]["peak_rss_mb"],
+        f"worker peak RSS {big:,} / {small:,}",
+        results[big]["peaks"].get("serve (worker, jobs)", 0.0),
+        results[small]["peaks"].get("serve (worker, jobs)", 0.0),
         goal="<= 1.2",
+    )
+    figures.add(
+        f"all processes' peak RSS {big:,} / {small:,}",
+        results[big]["peaks"]["sum"] / results[small]["peaks"]["sum"],
+        "x",
     )
 
 

@@ -7,14 +7,16 @@ campaign through ``--senders`` paced senders, a sandbox gateway in its own proce
 Every worker count gets a fresh campaign over the same list; the workers are started
 together, warm up (``--warmup``: the sender leases settle), then a window is measured.
 
-- **latency-bound** (the goal's case): the sandbox answers each send after
-  ``--latency-ms`` and each worker lets ``--concurrency`` sends wait at once
-  (``GATECAST_SEND_CONCURRENCY``), so one worker's rate is bounded by concurrency /
-  latency and the campaign's configured rate is well above what 4 workers reach.
-  Reported: msg/s per worker count (rows with ``sent_at`` in the window), the ratio to 1
-  worker (goal: 4 workers >= 3.6x) and CPU per message, the CPU-seconds of the worker
-  processes (user + system) over the messages of the window (goal: 4 workers' <= 1.2x
-  one's).
+- **latency-bound**: the sandbox answers each send after ``--latency-ms``; each worker
+  lets ``--concurrency`` sends wait at once, by default gatecast's own
+  (``GATECAST_SEND_CONCURRENCY``, 256) as users run it. (Until issue 30 the bench set 8,
+  which bounded one worker at 8 / latency, 16 msg/s, and made 4 workers scale about 4x
+  by construction.) Reported: msg/s per worker count (rows with ``sent_at`` in the
+  window), its share of the configured pace (``--senders`` x ``--per-minute``), the
+  ratio to 1 worker and CPU per message, the CPU-seconds of the worker processes (user +
+  system) over the messages of the window (goal: 4 workers' <= 1.2x one's). At the
+  default limit one worker can keep 256 / latency sends a second in flight, so whether
+  more workers add anything depends on the CPU, not on a cap.
 - **CPU-bound**: no latency, the campaign unpaced (as the scheduler's tests do): msg/s
   per worker count and the ratio to 1, beside the **reference**, a textbook ``SKIP
   LOCKED`` loop in as many processes (lock 50 queued rows ``FOR UPDATE SKIP LOCKED``,
@@ -49,9 +51,10 @@ from typing import Any
 import psutil
 from sqlalchemy import Engine, func, select, text
 
-from bench.common import BenchError, Figures, report
+from bench.common import WARMUP_AS_USERS, BenchError, Figures, report, warmup_as_users
 from bench.dispatch import TEXT, TOKEN, database, open_db, sandbox_process, seed_audience, unpace
 from bench.senders import create_instances
+from scheduler.defaults import DEFAULT_SEND_CONCURRENCY
 from storage import tables
 
 LIST = "bench"
@@ -289,8 +292,12 @@ def scaling(
         "senders": len(senders),
         "latency_ms": args.latency_ms if latency else 0,
         "concurrency": args.concurrency,
+        "warmup": WARMUP_AS_USERS,
         "load": round(os.getloadavg()[0], 1),
     }
+    pace = len(senders) * args.per_minute / 60
+    if latency:
+        figures.add("latency-bound, configured pace", pace, "msg/s", **extra)
     for count in args.counts:
         cid = start_campaign(engine, senders, LIST, args.per_minute, paced=latency)
         argv = worker_argv(url, gateway, args.concurrency, args.lease, True)
@@ -301,11 +308,12 @@ def scaling(
         rates[count], cpus[count] = rate, cpu
         extra["load"] = round(os.getloadavg()[0], 1)
         figures.add(f"{bound}-bound, {count} workers", rate, "msg/s", **extra)
+        if latency:
+            figures.add(f"{bound}-bound, {count} workers, of pace", rate / pace, "x")
         figures.add(f"{bound}-bound, {count} workers, CPU per message", cpu, "ms", **extra)
     one = rates[args.counts[0]]
     for count in args.counts[1:]:
-        goal = ">= 3.6" if latency and count == 4 else "(report)"
-        figures.add(f"{bound}-bound, {count} workers / 1", rates[count] / one, "x", goal=goal)
+        figures.add(f"{bound}-bound, {count} workers / 1", rates[count] / one, "x")
         if latency:
             figures.add(
                 f"{bound}-bound, CPU per message, {count} workers / 1",
@@ -405,6 +413,7 @@ def measure(args: argparse.Namespace, figures: Figures) -> None:
                 senders = create_instances(sb, args.senders)
                 for iid in senders:
                     mark_connected(engine, iid, now=utcnow())
+                warmup_as_users(engine, senders)
                 if bound in args.parts:
                     scaling(args, engine, url, sb, senders, figures, bound=bound)
                 if bound == "CPU" and "starts" in args.parts and args.starts:
@@ -425,7 +434,12 @@ def main() -> int:
     parser.add_argument("--senders", type=int, default=96)
     parser.add_argument("--per-minute", type=float, default=120.0)
     parser.add_argument("--latency-ms", type=int, default=500)
-    parser.add_argument("--concurrency", type=int, default=8, help="sends waiting per worker")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=DEFAULT_SEND_CONCURRENCY,
+        help=f"sends waiting per worker (default {DEFAULT_SEND_CONCURRENCY}, as users run it)",
+    )
     parser.add_argument("--lease", type=float, default=6.0, help="sender lease seconds")
     parser.add_argument("--rows", type=int, default=40_000, help="recipients per campaign")
     parser.add_argument("--warmup", type=float, default=8.0)
