@@ -23,7 +23,7 @@ from storage.engine import (
     upgrade,
     upgrades_itself,
 )
-from storage.models import HEAD_REVISION
+from storage.revision import HEAD_REVISION
 from storage.types import utcnow
 
 
@@ -46,15 +46,14 @@ def open_engine(settings: Settings, *, auto_upgrade: bool | None = None) -> Engi
     engine = make_engine(url)
     if auto_upgrade is None:
         auto_upgrade = upgrades_itself(url)
-    if auto_upgrade:
+    rev = current_revision(engine)  # one query; Alembic is loaded only to upgrade
+    if rev != HEAD_REVISION and auto_upgrade:
         upgrade(engine)
-    else:
-        rev = current_revision(engine)
-        if rev != HEAD_REVISION:
-            raise SchemaOutOfDate(
-                f"database schema is at {rev or 'nothing'}, gatecast needs {HEAD_REVISION}: "
-                "run `gatecast db upgrade`"
-            )
+    elif rev != HEAD_REVISION:
+        raise SchemaOutOfDate(
+            f"database schema is at {rev or 'nothing'}, gatecast needs {HEAD_REVISION}: "
+            "run `gatecast db upgrade`"
+        )
     return engine
 
 
