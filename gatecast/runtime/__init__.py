@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gatecast.settings import Settings
-from gateway.client import GatewayClient
 from gateway.errors import RequestValidationError
 from storage.engine import (
     Engine,
@@ -25,6 +24,9 @@ from storage.engine import (
 )
 from storage.revision import HEAD_REVISION
 from storage.types import utcnow
+
+if TYPE_CHECKING:  # loaded by make_gateway_client: a command that only reads never needs httpx
+    from gateway.client import GatewayClient
 
 
 class SchemaOutOfDate(RuntimeError):
@@ -77,6 +79,8 @@ def make_gateway_client(settings: Settings) -> GatewayClient:
         "timeout": "GATECAST_HTTP_TIMEOUT_SECONDS",
         "access_token": "GATECAST_ACCESS_TOKEN",
     }
+    from gateway.client import GatewayClient
+
     try:
         return GatewayClient(
             settings.gateway_url,
