@@ -119,7 +119,7 @@ def measure(figures: Figures, installs: list[Install], runs: int) -> None:
             for label, args, expect in COMMANDS:
                 argv = install.argv([a.format(id=campaign_id) for a in args])
                 plan.append((install, label, argv, expect))
-        for install, label, argv, expect in plan:  # compile into the pycache folder first
+        for _install, _label, argv, expect in plan:  # compile into the pycache folder first
             _run(argv, env, folder, expect)
         for _ in range(runs):
             for install, label, argv, expect in plan:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, Engine, text
