@@ -180,6 +180,8 @@ def record_cli_command(root: Any, argv: list[str], exit_code: int) -> None:
     action, its first argument as the target, its arguments (option values that may be
     secrets hidden) in the detail. A usage error (exit 2) changed nothing and is not
     recorded; an entry that cannot be stored after a success is said on stderr."""
+    if "--help" in argv:  # also ``campaign --help``: the group's words pass over the option
+        return
     path, args = command_path(root, argv)
     if exit_code == 2 or not is_changing(path, args):
         return
