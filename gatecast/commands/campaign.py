@@ -53,14 +53,15 @@ def _errors(*also: type[Exception]) -> Iterator[None]:
     from campaigns.campaign_file import CampaignFileError
     from storage.engine import DatabaseError
 
-    try:
-        yield
-    except (
+    refusals: tuple[type[Exception], ...] = (
         service.CampaignNotFound,
         service.CampaignSetupError,
         lifecycle.InvalidTransition,
         *also,
-    ) as exc:
+    )
+    try:
+        yield
+    except refusals as exc:
         fail(str(exc))
     except CampaignFileError as exc:
         err.print(f"[red]error:[/] {escape(exc.source)}: the campaign file is not valid")
