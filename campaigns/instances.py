@@ -51,18 +51,20 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from sqlalchemy import Connection, Engine, select, update
 
 from campaigns import delivery_lifecycle, lifecycle
 from campaigns.names import name_problem
-from gateway.client import GatewayClient
 from gateway.errors import GatewayError
 from storage import tables
 from storage.queries import instances as iq
 from storage.queries import sender_care
+
+if TYPE_CHECKING:  # the caller hands the client in: reading senders never loads httpx
+    from gateway.client import GatewayClient
 
 _i = tables.instances
 _c = tables.campaigns

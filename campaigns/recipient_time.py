@@ -22,9 +22,6 @@ from functools import lru_cache
 from typing import Any
 from zoneinfo import ZoneInfo
 
-import phonenumbers
-from phonenumbers import timezone as phone_zones
-
 from campaigns.campaign_file import timezone_problem
 
 #: the contact attribute that names a recipient's zone (``campaigns.importer.TIMEZONE_KEY``)
@@ -34,6 +31,9 @@ TIMEZONE_ATTRIBUTE = "timezone"
 def phone_zone(phone: str) -> str | None:
     """The zone phonenumbers gives an E.164 ``phone`` when it gives exactly one (by its
     region, or a finer prefix such as a US area code), else None."""
+    import phonenumbers  # here: a command that never places a recipient never loads it
+    from phonenumbers import timezone as phone_zones
+
     try:
         number = phonenumbers.parse(phone)
     except phonenumbers.NumberParseException:

@@ -1,5 +1,5 @@
 """``python -m gatecast``: the command line (how ``serve`` starts its receiver process)."""
 
-from gatecast.cli import main
+from gatecast.entry import main
 
 main()

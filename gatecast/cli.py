@@ -57,17 +57,10 @@ for module in (
     module.register(app)
 
 
-def version_text() -> str:
-    """``gatecast --version``: the installed version and the database schema it needs."""
-    from importlib.metadata import version
-
-    from storage.models import HEAD_REVISION
-
-    return f"gatecast {version('gatecast')} (database schema {HEAD_REVISION})"
-
-
 def _print_version(value: bool) -> None:
     if value:
+        from gatecast.entry import version_text
+
         typer.echo(version_text())
         raise typer.Exit()
 

@@ -1,9 +1,7 @@
 """Persistence: tables, engines, migrations and the hot SQL statements.
 
-Imports nothing of gatecast's other packages.
+Imports nothing of gatecast's other packages. Importing the package itself imports
+nothing: ``storage.revision`` (the schema a version needs) stays light for
+``gatecast --version``; import what you use from its modules (docs/architecture.md,
+"light packages").
 """
-
-from storage.engine import current_revision, is_postgres, make_engine, session_scope, upgrade
-from storage.types import utcnow
-
-__all__ = ["current_revision", "is_postgres", "make_engine", "session_scope", "upgrade", "utcnow"]

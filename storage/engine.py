@@ -205,11 +205,20 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
 
 
 def current_revision(engine: Engine) -> str | None:
-    """The schema's Alembic revision, or None for an empty database."""
-    from alembic.runtime.migration import MigrationContext
+    """The schema's Alembic revision, or None for an empty database.
+
+    Read from Alembic's own table with one plain query: every command checks it when it
+    opens the database, and loading Alembic for that cost more than the command.
+    """
+    from sqlalchemy import inspect
 
     with engine.connect() as conn:
-        return MigrationContext.configure(conn).get_current_revision()
+        if not inspect(conn).has_table("alembic_version"):
+            return None
+        rows = conn.exec_driver_sql("SELECT version_num FROM alembic_version").all()
+    if len(rows) > 1:  # several heads: never this project's linear history
+        raise RuntimeError(f"the database has several schema heads: {sorted(r[0] for r in rows)}")
+    return str(rows[0][0]) if rows else None
 
 
 @contextmanager

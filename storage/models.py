@@ -12,11 +12,8 @@ from typing import Any
 from sqlalchemy import Column, Index, Integer, Text, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
+from storage.revision import HEAD_REVISION
 from storage.types import BigId, JsonDoc, UTCDateTime, utcnow
-
-#: the Alembic revision these models describe (``storage/migrations/versions``)
-HEAD_REVISION = "0022"
-
 
 #: the predicate of the partial indexes over the queue (a query must say it literally,
 #: ``state = 'queued'``, for SQLite and a generic PostgreSQL plan to use them)

@@ -12,9 +12,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from typing import TYPE_CHECKING
 
-import psycopg
 from sqlalchemy import Connection, Engine, text
+
+if TYPE_CHECKING:  # imported by the listener (PostgreSQL only): a SQLite command never loads it
+    import psycopg
 
 log = logging.getLogger("gatecast.dispatch")
 
@@ -38,6 +41,8 @@ class WorkListener:
         self._conn: psycopg.Connection[tuple[object, ...]] | None = None
 
     def _connection(self) -> psycopg.Connection[tuple[object, ...]]:
+        import psycopg
+
         if self._conn is None or self._conn.closed:
             self._conn = psycopg.connect(self._conninfo, autocommit=True)
             self._conn.execute(f"LISTEN {CHANNEL}")
@@ -48,6 +53,8 @@ class WorkListener:
 
         A lost connection counts as a wake-up after ``timeout`` (work may have come
         meanwhile); the next call reconnects."""
+        import psycopg
+
         try:
             conn = self._connection()
             got = False
@@ -65,6 +72,8 @@ class WorkListener:
 
     def close(self) -> None:
         """Close the listening connection."""
+        import psycopg
+
         if self._conn is not None:
             with contextlib.suppress(psycopg.Error):
                 self._conn.close()

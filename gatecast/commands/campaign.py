@@ -46,20 +46,22 @@ def _delivery_states() -> tuple[str, ...]:
 
 
 @contextmanager
-def _errors() -> Iterator[None]:
-    """Turn the domain's errors into one red line and exit code 1."""
-    from campaigns import lifecycle, reports, service
+def _errors(*also: type[Exception]) -> Iterator[None]:
+    """Turn the domain's errors (and ``also``: a command's own, such as the report's) into
+    one red line and exit code 1."""
+    from campaigns import lifecycle, service
     from campaigns.campaign_file import CampaignFileError
     from storage.engine import DatabaseError
 
-    try:
-        yield
-    except (
+    refusals: tuple[type[Exception], ...] = (
         service.CampaignNotFound,
         service.CampaignSetupError,
         lifecycle.InvalidTransition,
-        reports.ReportError,
-    ) as exc:
+        *also,
+    )
+    try:
+        yield
+    except refusals as exc:
         fail(str(exc))
     except CampaignFileError as exc:
         err.print(f"[red]error:[/] {escape(exc.source)}: the campaign file is not valid")
@@ -584,7 +586,7 @@ def report_cmd(
     """Write a per-recipient report and print its summary."""
     from campaigns import reports
 
-    with _errors():
+    with _errors(reports.ReportError):
         engine = open_engine_or_fail()
         path = reports.write_report(engine, campaign_id, output)
         summary = reports.report_summary(engine, campaign_id)

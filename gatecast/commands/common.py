@@ -105,24 +105,36 @@ PROCESS_COMMANDS = frozenset({"sandbox", "serve", "receive", "worker", "demo", "
 _SECRET_OPTION = ("pass", "secret", "token", "key")
 
 
-def command_path(root: Any, argv: list[str]) -> tuple[list[str], list[str]]:
+def command_path(root: typer.Typer, argv: list[str]) -> tuple[list[str], list[str]]:
     """``(the command's words, the arguments after them)`` of ``argv`` for the Typer app
-    ``root``: ``campaign pause 3`` -> ``(["campaign", "pause"], ["3"])``."""
-    import typer.main
+    ``root``: ``campaign pause 3`` -> ``(["campaign", "pause"], ["3"])``.
 
-    command: Any = typer.main.get_command(root)
+    Walks the apps' registered groups and commands (every group here is added with its
+    name) rather than build Click's command tree again: that costs a light command a
+    tenth of a second after it ran (docs/architecture.md, decision 38)."""
+    from typer.main import get_command_name
+
+    app: typer.Typer | None = root
     path: list[str] = []
     rest = list(argv)
-    while rest and hasattr(command, "get_command"):
+    while rest and app is not None:
         word = rest[0]
         if word.startswith("-"):
             rest.pop(0)
             continue
-        sub = command.get_command(None, word)
-        if sub is None:
+        groups = {group.name: group.typer_instance for group in app.registered_groups}
+        commands = {
+            command.name or get_command_name(command.callback.__name__)
+            for command in app.registered_commands
+            if command.callback is not None
+        }
+        if word in groups:
+            app = groups[word]
+        elif word not in commands:
             break
+        else:
+            app = None  # a leaf command: what follows are its arguments
         path.append(rest.pop(0))
-        command = sub
     return path, rest
 
 
@@ -168,6 +180,8 @@ def record_cli_command(root: Any, argv: list[str], exit_code: int) -> None:
     action, its first argument as the target, its arguments (option values that may be
     secrets hidden) in the detail. A usage error (exit 2) changed nothing and is not
     recorded; an entry that cannot be stored after a success is said on stderr."""
+    if "--help" in argv:  # also ``campaign --help``: the group's words pass over the option
+        return
     path, args = command_path(root, argv)
     if exit_code == 2 or not is_changing(path, args):
         return

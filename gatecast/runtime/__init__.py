@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gatecast.settings import Settings
-from gateway.client import GatewayClient
 from gateway.errors import RequestValidationError
 from storage.engine import (
     Engine,
@@ -23,8 +22,11 @@ from storage.engine import (
     upgrade,
     upgrades_itself,
 )
-from storage.models import HEAD_REVISION
+from storage.revision import HEAD_REVISION
 from storage.types import utcnow
+
+if TYPE_CHECKING:  # loaded by make_gateway_client: a command that only reads never needs httpx
+    from gateway.client import GatewayClient
 
 
 class SchemaOutOfDate(RuntimeError):
@@ -46,15 +48,14 @@ def open_engine(settings: Settings, *, auto_upgrade: bool | None = None) -> Engi
     engine = make_engine(url)
     if auto_upgrade is None:
         auto_upgrade = upgrades_itself(url)
-    if auto_upgrade:
+    rev = current_revision(engine)  # one query; Alembic is loaded only to upgrade
+    if rev != HEAD_REVISION and auto_upgrade:
         upgrade(engine)
-    else:
-        rev = current_revision(engine)
-        if rev != HEAD_REVISION:
-            raise SchemaOutOfDate(
-                f"database schema is at {rev or 'nothing'}, gatecast needs {HEAD_REVISION}: "
-                "run `gatecast db upgrade`"
-            )
+    elif rev != HEAD_REVISION:
+        raise SchemaOutOfDate(
+            f"database schema is at {rev or 'nothing'}, gatecast needs {HEAD_REVISION}: "
+            "run `gatecast db upgrade`"
+        )
     return engine
 
 
@@ -78,6 +79,8 @@ def make_gateway_client(settings: Settings) -> GatewayClient:
         "timeout": "GATECAST_HTTP_TIMEOUT_SECONDS",
         "access_token": "GATECAST_ACCESS_TOKEN",
     }
+    from gateway.client import GatewayClient
+
     try:
         return GatewayClient(
             settings.gateway_url,

@@ -20,6 +20,24 @@ GATECAST = Path(sys.executable).with_name("gatecast")
 HEAVY = ("fastapi", "pandas", "uvicorn", "openpyxl", "sqlmodel", "sqlalchemy", "httpx")
 #: what a command that only reads the database must not import
 WEB_AND_SHEETS = ("fastapi", "starlette", "pandas", "numpy", "uvicorn", "openpyxl")
+#: what ``campaign show`` must not import either: the gateway's HTTP client, the schema
+#: migrations (the check reads one row), PostgreSQL's driver on SQLite, the scheduler
+#: process, phone number metadata, the report writers (docs/architecture.md, decision 38)
+NOT_FOR_SHOW = (
+    *WEB_AND_SHEETS,
+    "httpx",
+    "httpcore",
+    "tenacity",
+    "alembic",
+    "psycopg",
+    "apscheduler",
+    "phonenumbers",
+    "gateway.client",
+    "campaigns.reports",
+)
+#: everything heavy: what ``gatecast --version`` (answered before the CLI is built) must
+#: not import
+ALL_HEAVY = (*NOT_FOR_SHOW, "typer", "click", "rich", "pydantic", "sqlalchemy", "sqlmodel")
 
 _RUN = """
 import json, sys
@@ -46,6 +64,25 @@ def _imported(code: str, *args: str, env: dict[str, str] | None = None) -> list[
     return imported
 
 
+#: as the console script runs: ``gatecast.entry.main`` with ``sys.argv``, the audit
+#: log's look at the command included
+_RUN_SCRIPT = """
+import json, sys
+argv, modules = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+sys.argv = ["gatecast", *argv]
+from gatecast.entry import main
+try:
+    main()
+except SystemExit:
+    pass
+print(json.dumps(sorted(m for m in modules if m in sys.modules)))
+"""
+
+
+def _after_script(argv: list[str], modules: tuple[str, ...], env: dict[str, str]) -> list[str]:
+    return _imported(_RUN_SCRIPT, json.dumps(argv), json.dumps(modules), env=env)
+
+
 def _after_command(argv: list[str], modules: tuple[str, ...], env: dict[str, str]) -> list[str]:
     return _imported(_RUN, json.dumps(argv), json.dumps(modules), env=env)
 
@@ -61,6 +98,76 @@ def user_env(tmp_path: Path) -> dict[str, str]:
     )
     assert made.returncode == 0, made.stderr
     return env
+
+
+@pytest.fixture(scope="module")
+def campaign_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A user's database with a list and a scheduled campaign (id 1) in it, made with
+    the CLI: ``campaign show 1`` then reads a real campaign, holds and counts."""
+    folder = tmp_path_factory.mktemp("campaign")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GATECAST_")}
+    env["GATECAST_DATABASE_URL"] = f"sqlite:///{folder / 'gatecast.db'}"
+    spec = folder / "campaign.toml"
+    spec.write_text(
+        'name = "Start-up"\nlist = "customers"\n[message]\ntype = "text"\ntext = "Hi"\n'
+        '[schedule]\nstart = "tomorrow 10:00"\n',
+        encoding="utf-8",
+    )
+    for argv in (
+        ["contacts", "import", str(ROOT / "samples" / "contacts.csv"), "--list", "customers"],
+        ["campaign", "create", str(spec)],
+    ):
+        done = subprocess.run(
+            [str(GATECAST), *argv], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+    return env
+
+
+def test_version_is_answered_before_any_heavy_library(user_env: dict[str, str]) -> None:
+    """``gatecast --version`` imports neither Typer nor Rich nor the database libraries."""
+    assert _after_script(["--version"], ALL_HEAVY, user_env) == []
+
+
+def test_the_quick_version_is_the_version_option_s(user_env: dict[str, str]) -> None:
+    """The console script's quick answer and the CLI's ``--version`` option print one line."""
+    quick = subprocess.run(
+        [str(GATECAST), "--version"], env=user_env, capture_output=True, text=True, timeout=120
+    )
+    built = subprocess.run(
+        [sys.executable, "-c", "from gatecast.cli import app; app(['--version'])"],
+        env=user_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert quick.returncode == built.returncode == 0, (quick.stderr, built.stderr)
+    assert quick.stdout == built.stdout
+    assert quick.stdout.startswith("gatecast "), quick.stdout
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["campaign", "--help"]], ids=" ".join)
+def test_help_through_the_script_imports_nothing_a_show_does_not(
+    argv: list[str], user_env: dict[str, str]
+) -> None:
+    assert _after_script(argv, (*HEAVY, *NOT_FOR_SHOW), user_env) == []
+
+
+def test_campaign_show_of_a_real_campaign_imports_only_what_it_reads(
+    campaign_env: dict[str, str],
+) -> None:
+    """``campaign show`` of a scheduled campaign (its holds, counts and spec read) as the
+    console script runs it, the audit log's look at the command included."""
+    assert _after_script(["campaign", "show", "1"], NOT_FOR_SHOW, campaign_env) == []
+    shown = subprocess.run(
+        [str(GATECAST), "campaign", "show", "1"],
+        env=campaign_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "Campaign 1: Start-up" in shown.stdout, shown.stdout
 
 
 def test_importing_the_cli_imports_no_heavy_library() -> None:

@@ -10,18 +10,11 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from gateway import (
-    AsyncGatewayClient,
-    Button,
-    GatewayClient,
-    GatewayError,
-    InstanceProblem,
-    Interactive,
-    Media,
-    OutcomeKind,
-    RequestValidationError,
-    Text,
-)
+from gateway.async_client import AsyncGatewayClient
+from gateway.client import GatewayClient
+from gateway.errors import GatewayError, RequestValidationError
+from gateway.messages import Button, Interactive, Media, Text
+from gateway.outcomes import InstanceProblem, OutcomeKind
 
 TOKEN = "tok-SECRET/+&=42"  # characters that change under URL-encoding
 BASE = "http://gw.test"

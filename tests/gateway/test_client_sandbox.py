@@ -11,12 +11,11 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from gateway import (
-    AsyncGatewayClient,
+from gateway.async_client import AsyncGatewayClient
+from gateway.client import GatewayClient
+from gateway.errors import GatewayError
+from gateway.messages import (
     Button,
-    GatewayClient,
-    GatewayError,
-    InstanceProblem,
     Interactive,
     LegacyTemplate,
     ListMessage,
@@ -24,10 +23,10 @@ from gateway import (
     ListSection,
     Media,
     Message,
-    OutcomeKind,
     TemplateButton,
     Text,
 )
+from gateway.outcomes import InstanceProblem, OutcomeKind
 from gateway.requests import Prefix
 from gateway.sandbox import Sandbox, SandboxConfig, run_sandbox_in_thread
 from tests.qr import decode_qr

@@ -12,7 +12,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from phonenumbers import PhoneNumberFormat, PhoneNumberType
 
-from gateway import Button, GatewayClient, Interactive, Media, RequestValidationError, Text
+from gateway.client import GatewayClient
+from gateway.errors import RequestValidationError
+from gateway.messages import Button, Interactive, Media, Text
 from gateway.requests import normalise_number
 
 TOKEN = "t0k&en=#?+ é"

@@ -16,8 +16,9 @@ import httpcore
 import httpx
 import pytest
 
-from gateway import Button, GatewayClient, Interactive, Media, OutcomeKind, Text
-from gateway.messages import Message
+from gateway.client import GatewayClient
+from gateway.messages import Button, Interactive, Media, Message, Text
+from gateway.outcomes import OutcomeKind
 from gateway.sandbox import SandboxConfig, run_sandbox_in_thread
 from gateway.send_transport import as_httpx_error, wire_usable
 
