@@ -29,6 +29,7 @@ BENCHES = (
     "workers",
     "outbound",
     "contact_search",
+    "listing",
 )
 OUT = Path(__file__).parent / "out"
 

@@ -15,7 +15,7 @@ from sqlmodel import Field, SQLModel
 from storage.types import BigId, JsonDoc, UTCDateTime, utcnow
 
 #: the Alembic revision these models describe (``storage/migrations/versions``)
-HEAD_REVISION = "0022"
+HEAD_REVISION = "0024"
 
 
 #: the predicate of the partial indexes over the queue (a query must say it literally,
@@ -368,6 +368,8 @@ class Delivery(SQLModel, table=True):
             postgresql_where=text(SENDING_ROWS),
         ),
         Index("ix_deliveries_campaign_state", "campaign_id", "state"),
+        # a campaign's rows in id order: the listing's pages from a cursor (migration 0024)
+        Index("ix_deliveries_campaign_id", "campaign_id", "id"),
         Index("ix_deliveries_sender_sent", "sender", "sent_at"),
         # sticky-sender lookups, and the contact cooldown's last sends per contact
         Index("ix_deliveries_contact_sent", "contact_id", "sent_at"),
