@@ -356,6 +356,8 @@ def search_keyset(
     ``at``, by id: an index range whatever the page."""
     conds, order = _plan(conn, f)
     found = paging.keyset_page(conn, contacts, columns, conds, limit=limit, at=at, key=order)
+    if paging.whole(at, found):
+        return len(found.rows), True, found
     total, exact = paging.capped_count(conn, contacts, conds, COUNT_CAP, key=order)
     return total, exact, found
 

@@ -841,6 +841,8 @@ def deliveries_keyset(
     if f.by_state_only:
         total = tallies.rows_in_states(conn, f.campaign_id, f.in_states)
         return total, True, found
+    if paging.whole(at, found):
+        return len(found.rows), True, found
     total, exact = paging.capped_count(conn, _d, conds, count_cap)
     return total, exact, found
 

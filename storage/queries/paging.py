@@ -89,6 +89,12 @@ def keyset_page(
     return KeysetRows(found[:limit], at.after is not None, len(found) > limit)
 
 
+def whole(at: Keyset, found: KeysetRows) -> bool:
+    """Whether ``found`` holds every matching row (a first page with none after it): its
+    length is then the exact total, no count needed (a rare search's one scan, not two)."""
+    return at == Keyset() and not found.more_after
+
+
 def capped_count(
     conn: Connection,
     table: Table,
@@ -105,4 +111,4 @@ def capped_count(
     return min(n, cap), n <= cap
 
 
-__all__ = ["LAST", "Keyset", "KeysetRows", "capped_count", "keyset_page", "page"]
+__all__ = ["LAST", "Keyset", "KeysetRows", "capped_count", "keyset_page", "page", "whole"]
