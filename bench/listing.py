@@ -1,17 +1,18 @@
 """Deliveries listing: ``python -m bench.listing [--full] [--sizes N ...] [--db ...]``.
 
 Issue 30: the deliveries listing's first, middle and last page, and a target search, at
-1M rows cost <= 1.5x their cost at 10k, on SQLite and PostgreSQL. Per database one table
-grows through the sizes: the listed campaign's rows (every 10th failed, the rest
+1M rows cost <= 1.5x their cost at 10k, on SQLite and PostgreSQL. Per dialect two
+databases, one per size, each with the listed campaign's rows (every 10th failed, the rest
 delivered), and between every 20,000 of them 5,000 rows of another campaign (the table
-holds more than the campaign listed). At each size each figure is the median of REPEAT
-calls of ``campaigns.service.deliveries_page`` (what the API and the dashboard call: one
-page of 50, its total, the contact names) after one warm-up:
+holds more than the campaign listed). Each figure is the median of REPEAT calls of
+``campaigns.service.deliveries_page`` (what the API and the dashboard call: one page of
+50, its total, the contact names) after one warm-up, the two sizes called in turns (a
+shared machine's load then weighs on both alike):
 
 - first page; middle page (a ``next_cursor`` at the middle row); last page (``last``);
 - failed only (a state filter: its total exact from the kept counts);
-- target search: digits of one number (one match: the count and the page read the
-  campaign's rows whose target the trigram-less indexes cannot narrow);
+- target search: digits of one number (one match: the page reads the campaign's rows,
+  which no index narrows by a substring of the target; it holds every match, so no count);
 - reference: the middle page by ``offset`` (the way before cursors: a full count and a
   skip).
 
@@ -69,19 +70,8 @@ def grow(engine: Engine, listed: int, other: int, lo: int, hi: int) -> None:
             conn.exec_driver_sql("VACUUM (ANALYZE) deliveries")
 
 
-def median_ms(fn: Callable[[], object], repeat: int) -> float:
-    """Median wall time of ``fn`` in ms over ``repeat`` calls, after one warm-up."""
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
-
-
-def measure_size(engine: Engine, cid: int, size: int) -> dict[str, float]:
-    """Each figure's median at this size."""
+def calls(engine: Engine, cid: int, size: int) -> dict[str, Callable[[], object]]:
+    """Each figure's call at this size (one page of :data:`PER_PAGE`)."""
     from campaigns.paging import encode_cursor
     from campaigns.service import deliveries_page
 
@@ -102,44 +92,61 @@ def measure_size(engine: Engine, cid: int, size: int) -> dict[str, float]:
         return call
 
     return {
-        "first page": median_ms(listing(), REPEAT),
-        "middle page": median_ms(listing(cursor=mid), REPEAT),
-        "last page": median_ms(listing(cursor="last"), REPEAT),
-        "failed only, first page": median_ms(listing(in_states=["failed"]), REPEAT),
-        "target search": median_ms(listing(target=wanted), REPEAT),
-        "reference: middle page by offset": median_ms(listing(offset=size // 2), 5),
+        "first page": listing(),
+        "middle page": listing(cursor=mid),
+        "last page": listing(cursor="last"),
+        "failed only, first page": listing(in_states=["failed"]),
+        "target search": listing(target=wanted),
+        "reference: middle page by offset": listing(offset=size // 2),
     }
 
 
+def interleaved_ms(small: Callable[[], object], big: Callable[[], object]) -> tuple[float, float]:
+    """Median ms of ``small`` and of ``big``, called in turns (REPEAT each, after one
+    warm-up each): the machine's load changes both alike, so their ratio holds."""
+    small(), big()
+    times: tuple[list[float], list[float]] = ([], [])
+    for _ in range(REPEAT):
+        for fn, out in ((small, times[0]), (big, times[1])):
+            start = time.perf_counter()
+            fn()
+            out.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times[0]), statistics.median(times[1])
+
+
+def seeded(url: str, size: int, figures: Figures, kind: str) -> tuple[Engine, int]:
+    """A database at ``url`` with the listed campaign at ``size`` rows; its id."""
+    engine = open_db(url)
+    listed = create_running(engine, ["S1"])
+    other = create_running(engine, ["S1"])
+    t0 = time.perf_counter()
+    grow(engine, listed, other, 0, size)
+    figures.add(f"seeding {size:,} rows", time.perf_counter() - t0, "s", db=kind)
+    return engine, listed
+
+
 def run_db(kind: str, sizes: list[int], figures: Figures) -> None:
-    """Grow one database through ``sizes``; add each size's figures and the ratios."""
+    """Two databases, the smallest and the largest size, measured in turns; each
+    figure at both sizes and its ratio."""
+    small, big = min(sizes), max(sizes)
+    pg = kind == "postgresql"
     with (
         tempfile.TemporaryDirectory(prefix="gatecast-bench-") as tmpdir,
-        database(Path(tmpdir), kind == "postgresql", name="listing") as url,
+        database(Path(tmpdir), pg, name=f"listing-{small}") as small_url,
+        database(Path(tmpdir), pg, name=f"listing-{big}") as big_url,
     ):
-        engine = open_db(url)
-        listed = create_running(engine, ["S1"])
-        other = create_running(engine, ["S1"])
-        by_size: dict[int, dict[str, float]] = {}
-        done = 0
-        for size in sizes:
-            t0 = time.perf_counter()
-            grow(engine, listed, other, done, size)
-            done = size
-            figures.add(f"seeding to {size:,} rows", time.perf_counter() - t0, "s", db=kind)
-            by_size[size] = measure_size(engine, listed, size)
-            for name, ms in by_size[size].items():
-                figures.add(f"{name}, {size:,} rows", ms, "ms", db=kind, rows=size)
-        engine.dispose()
-    small, big = min(sizes), max(sizes)
-    for name in by_size[small]:
-        goal = "reference" if name.startswith("reference") else GOAL
-        figures.ratio(
-            f"{name}: {big:,} / {small:,} rows ({kind})",
-            by_size[big][name],
-            by_size[small][name],
-            goal=goal,
-        )
+        small_db, small_cid = seeded(small_url, small, figures, kind)
+        big_db, big_cid = seeded(big_url, big, figures, kind)
+        small_calls = calls(small_db, small_cid, small)
+        big_calls = calls(big_db, big_cid, big)
+        for name in small_calls:
+            at_small, at_big = interleaved_ms(small_calls[name], big_calls[name])
+            figures.add(f"{name}, {small:,} rows", at_small, "ms", db=kind, rows=small)
+            figures.add(f"{name}, {big:,} rows", at_big, "ms", db=kind, rows=big)
+            goal = "reference" if name.startswith("reference") else GOAL
+            figures.ratio(f"{name}: {big:,} / {small:,} rows ({kind})", at_big, at_small, goal)
+        small_db.dispose()
+        big_db.dispose()
 
 
 def main() -> int:
