@@ -49,7 +49,7 @@ def served(tmp_path_factory: pytest.TempPathFactory, sandbox_process: Any) -> It
         rows = "".join(f"+1415555{i:04d},Person {i}\n" for i in range(PEOPLE))
         people.write_text("phone,name\n" + rows)
         ws.run("contacts", "import", str(people), "--list", "customers")
-        server = ws.serve()
+        server = ws.serve(timeout=180)  # a shared machine may be slow to start it
         with server.api() as api:
             link_sender_over_api(api)
             cid = ok(api.post("/api/v1/campaigns", json=CAMPAIGN), 201)["id"]

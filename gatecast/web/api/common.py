@@ -93,6 +93,20 @@ class CursorPage(Page[T], Generic[T]):
     next_cursor: str | None = Field(None, description="The next page's cursor; null: the last")
     prev_cursor: str | None = Field(None, description="The previous page's cursor; null: the first")
 
+    @classmethod
+    def of(cls, found: Any, items: list[T], *, limit: int, offset: int) -> Any:
+        """The answer of a domain page (``campaigns.paging.CursorPage``) with ``items``
+        as the API shows them."""
+        return cls(
+            items=items,
+            total=found.total,
+            total_exact=found.total_exact,
+            limit=limit,
+            offset=offset,
+            next_cursor=found.next_cursor,
+            prev_cursor=found.prev_cursor,
+        )
+
 
 def bad_cursor(msg: str) -> Problem:
     """A 400 naming the ``cursor`` query parameter."""

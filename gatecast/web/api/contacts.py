@@ -75,15 +75,9 @@ def search_contacts(
         raise field_error(("query", exc.field), str(exc)) from None
     except BadCursor as exc:
         raise bad_cursor(str(exc)) from None
-    return ContactsPage(
-        items=[_public(c) for c in page.items],
-        total=page.total,
-        limit=limit,
-        offset=offset,
-        total_exact=page.total_exact,
-        next_cursor=page.next_cursor,
-        prev_cursor=page.prev_cursor,
-    )
+    items = [_public(c) for c in page.items]
+    answer: ContactsPage = ContactsPage.of(page, items, limit=limit, offset=offset)
+    return answer
 
 
 def get_contact_row(ctx: AppContext, contact_id: int) -> ContactPublic:

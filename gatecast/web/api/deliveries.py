@@ -99,15 +99,11 @@ def list_deliveries(
         raise not_found("campaign", campaign_id) from None
     except BadCursor as exc:
         raise bad_cursor(str(exc)) from None
-    return CursorPage[DeliveryPublic](
-        items=[DeliveryPublic(**asdict(d)) for d in page.items],
-        total=page.total,
-        total_exact=page.total_exact,
-        limit=limit,
-        offset=offset,
-        next_cursor=page.next_cursor,
-        prev_cursor=page.prev_cursor,
+    items = [DeliveryPublic(**asdict(d)) for d in page.items]
+    answer: CursorPage[DeliveryPublic] = CursorPage[DeliveryPublic].of(
+        page, items, limit=limit, offset=offset
     )
+    return answer
 
 
 @router.get("/deliveries", response_model=CursorPage[DeliveryPublic], responses=BAD_CURSOR)
