@@ -30,6 +30,7 @@ BENCHES = (
     "outbound",
     "contact_search",
     "cli",
+    "listing",
 )
 OUT = Path(__file__).parent / "out"
 

@@ -27,7 +27,7 @@ from sqlalchemy import Connection, Engine
 
 from campaigns.audiences import ContactRecord, clean_list_name
 from campaigns.names import name_problem
-from campaigns.paging import Page
+from campaigns.paging import CursorPage, cursors, decode_cursor
 from campaigns.phones import normalise_phone
 from campaigns.reports.columns import iso, neutralise
 from campaigns.segments import clean_tag, fold_attributes, fold_value, resolve
@@ -35,6 +35,7 @@ from storage.engine import let_writers_in
 from storage.queries import audiences as aq
 from storage.queries import contact_search as cs
 from storage.queries import contacts as q
+from storage.queries.paging import KeysetRows
 
 #: deliveries and replies one contact's page shows at most
 HISTORY_LIMIT = 200
@@ -202,20 +203,39 @@ def _filter(conn: Connection, s: Search) -> cs.ContactFilter:
 
 
 @dataclass(frozen=True)
-class SearchPage(Page[ContactRecord]):
+class SearchPage(CursorPage[ContactRecord]):
     """One page of a search; ``total_exact`` False: more than ``total`` match (a search
-    counts up to :data:`storage.queries.contact_search.COUNT_CAP` past the page)."""
+    counts up to :data:`storage.queries.contact_search.COUNT_CAP`, past the page when
+    read by offset)."""
 
-    total_exact: bool = True
 
-
-def search(engine: Engine, s: Search, *, limit: int, offset: int = 0) -> SearchPage:
-    """One page of the contacts the search selects (by id) and how many it selects."""
+def search(
+    engine: Engine, s: Search, *, limit: int, offset: int = 0, cursor: str | None = None
+) -> SearchPage:
+    """One page of the contacts the search selects (by id) and how many it selects: from
+    ``cursor`` (a ``next_cursor`` / ``prev_cursor`` of an earlier page, or "last"; the same
+    cost on any page) or ``offset`` rows in (slower as rows grow). ``BadCursor`` for a
+    cursor this listing did not give out."""
+    at = decode_cursor("contacts", cursor)
     with engine.connect() as conn:
-        total, exact, rows = cs.search_page(
-            conn, _CONTACT_COLUMNS, _filter(conn, s), limit=limit, offset=offset
-        )
-    return SearchPage([ContactRecord(**r) for r in rows], total, exact)
+        wanted = _filter(conn, s)
+        if offset:
+            total, exact, rows = cs.search_page(
+                conn, _CONTACT_COLUMNS, wanted, limit=limit + 1, offset=offset
+            )
+            found = KeysetRows(rows[:limit], True, len(rows) > limit)
+        else:
+            total, exact, found = cs.search_keyset(
+                conn, _CONTACT_COLUMNS, wanted, limit=limit, at=at
+            )
+    after, before = cursors("contacts", found, [int(r["id"]) for r in found.rows])
+    return SearchPage(
+        [ContactRecord(**r) for r in found.rows],
+        total,
+        total_exact=exact,
+        next_cursor=after,
+        prev_cursor=before,
+    )
 
 
 # --- one contact's changes -------------------------------------------------------------------

@@ -365,6 +365,8 @@ class Delivery(SQLModel, table=True):
             postgresql_where=text(SENDING_ROWS),
         ),
         Index("ix_deliveries_campaign_state", "campaign_id", "state"),
+        # a campaign's rows in id order: the listing's pages from a cursor (migration 0024)
+        Index("ix_deliveries_campaign_id", "campaign_id", "id"),
         Index("ix_deliveries_sender_sent", "sender", "sent_at"),
         # sticky-sender lookups, and the contact cooldown's last sends per contact
         Index("ix_deliveries_contact_sent", "contact_id", "sent_at"),

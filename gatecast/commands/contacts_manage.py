@@ -68,37 +68,52 @@ def search_cmd(
     opted_out: Annotated[
         bool | None, typer.Option("--opted-out/--not-opted-out", help="only (not) opted out")
     ] = None,
-    page: Annotated[int, typer.Option(min=1, help="which page (1 is the first)")] = 1,
+    page: Annotated[
+        int, typer.Option(min=1, help="which page (1 is the first; slower than --cursor)")
+    ] = 1,
     per_page: Annotated[int, typer.Option(min=1, max=500, help="contacts per page")] = PAGE_SIZE,
+    cursor: Annotated[
+        str | None,
+        typer.Option(help="start at this cursor (printed under a page; 'last': the last page)"),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print as JSON")] = False,
 ) -> None:
     """Search contacts by name, phone or any attribute value (no case, no accents)."""
     from campaigns.contacts import Search, search
+    from campaigns.paging import BadCursor
 
+    if cursor is not None and page > 1:
+        raise typer.BadParameter("give either --cursor or --page, not both", param_hint="--cursor")
     with _engine() as engine:
-        found = search(
-            engine,
-            Search(query=query, list_name=list_name, tag=tag, opted_out=opted_out),
-            limit=per_page,
-            offset=(page - 1) * per_page,
-        )
+        try:
+            found = search(
+                engine,
+                Search(query=query, list_name=list_name, tag=tag, opted_out=opted_out),
+                limit=per_page,
+                offset=(page - 1) * per_page,
+                cursor=cursor,
+            )
+        except BadCursor as exc:
+            raise typer.BadParameter(str(exc), param_hint="--cursor") from None
     if as_json:
         items = [_contact_dict(c) for c in found.items]
         out = {"items": items, "total": found.total, "total_exact": found.total_exact}
-        print(json.dumps({**out, "page": page}))
+        walk = {"next_cursor": found.next_cursor, "prev_cursor": found.prev_cursor}
+        print(json.dumps({**out, "page": page, **walk}))
         return
-    pages = max(1, -(-found.total // per_page))
     noun = "contact" if found.total == 1 else "contacts"
     more = "" if found.total_exact else "more than "
-    table = Table(title=f"{more}{found.total:,} {noun} (page {page} of {pages})")
+    table = Table(title=f"{more}{found.total:,} {noun}")
     for col in ("phone", "name", "attributes", "opted out"):
         table.add_column(col)
     for c in found.items:
         attrs = ", ".join(f"{k}={v}" for k, v in c.attributes.items())
         table.add_row(c.phone, escape(c.name), escape(attrs), "yes" if c.opted_out else "")
     console.print(table)
-    if page < pages:
-        console.print(f"next page: --page {page + 1}")
+    if found.next_cursor:
+        console.print(f"next page: --cursor {found.next_cursor}")
+    if found.prev_cursor:
+        console.print(f"previous page: --cursor {found.prev_cursor}")
 
 
 def add_cmd(

@@ -46,6 +46,7 @@ from sqlalchemy.sql.selectable import Select
 
 from storage import tables
 from storage.dialect import dialect_insert
+from storage.queries import paging
 
 contacts: Table = tables.contacts
 lists: Table = tables.lists
@@ -347,6 +348,20 @@ def search_page(
     return min(total, cap), total <= cap, list(rows)
 
 
+def search_keyset(
+    conn: Connection, columns: Sequence[str], f: ContactFilter, *, limit: int, at: paging.Keyset
+) -> tuple[int, bool, paging.KeysetRows]:
+    """``(total, exact, page)``: how many contacts the filter selects (counted up to
+    :data:`COUNT_CAP`: ``exact`` False when there are more) and one page of them from
+    ``at``, by id: an index range whatever the page."""
+    conds, order = _plan(conn, f)
+    found = paging.keyset_page(conn, contacts, columns, conds, limit=limit, at=at, key=order)
+    if paging.whole(at, found):
+        return len(found.rows), True, found
+    total, exact = paging.capped_count(conn, contacts, conds, COUNT_CAP, key=order)
+    return total, exact, found
+
+
 # --- one contact's writes -------------------------------------------------------------------
 
 
@@ -593,6 +608,7 @@ __all__ = [
     "pg_contact_search",
     "phones_filter",
     "remove_member",
+    "search_keyset",
     "search_page",
     "tag_contacts",
     "tidy_after_catch_up",

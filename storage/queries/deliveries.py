@@ -53,7 +53,7 @@ from storage.models import (
     Delivery,
     ListMember,
 )
-from storage.queries import paging
+from storage.queries import paging, tallies
 from storage.queries.moves import may_move, may_move_sql, new_state_sql
 from storage.states import Move
 
@@ -641,9 +641,11 @@ def queued_senders(conn: Connection, campaign_id: int) -> list[str]:
 __all__ = [
     "NEW_DELIVERY_COLUMNS",
     "ClaimedRow",
+    "DeliveryFilter",
     "bind_processor",
     "claim",
     "contacts_messaged_since",
+    "deliveries_keyset",
     "deliveries_page",
     "expire_leases",
     "insert_new_deliveries",
@@ -772,33 +774,37 @@ def refresh_statistics(conn: Connection) -> None:
 # --- reads for the faces -------------------------------------------------------------------
 
 
-def deliveries_page(
-    conn: Connection,
-    columns: Sequence[str],
-    *,
-    campaign_id: int | None,
-    in_states: Sequence[str] | None,
-    target: str | None,
-    limit: int,
-    offset: int,
-    search: tuple[str, str] | None = None,
-    replied: bool | None = None,
-) -> tuple[int, list[RowMapping]]:
-    """``(total, rows)``: deliveries of one campaign (or all), in ``in_states``, whose
-    target contains ``target``, with a reply or without (``replied``); ``search`` is
-    ``(digits, folded text)``: the target contains the digits or the contact's folded
-    name contains the text; one page of ``columns``, by id."""
+@dataclass(frozen=True)
+class DeliveryFilter:
+    """Which deliveries a listing shows: of one campaign (or all), in ``in_states``,
+    whose target contains ``target``, with a reply or without (``replied``); ``search``
+    is ``(digits, folded text)``: the target contains the digits or the contact's folded
+    name contains the text."""
+
+    campaign_id: int | None = None
+    in_states: Sequence[str] | None = None
+    target: str | None = None
+    search: tuple[str, str] | None = None
+    replied: bool | None = None
+
+    @property
+    def by_state_only(self) -> bool:
+        """Whether the filter is only a campaign and states (what the counts know)."""
+        return not self.target and self.search is None and self.replied is None
+
+
+def _delivery_conds(f: DeliveryFilter) -> list[Any]:
     conds: list[Any] = []
-    if campaign_id is not None:
-        conds.append(_d.c.campaign_id == campaign_id)
-    if in_states:
-        conds.append(_d.c.state.in_(list(in_states)))
-    if target:
-        conds.append(_d.c.target.contains(target, autoescape=True))
-    if replied is not None:
-        conds.append(_d.c.replied_at.is_not(None) if replied else _d.c.replied_at.is_(None))
-    if search is not None:
-        digits, text = search
+    if f.campaign_id is not None:
+        conds.append(_d.c.campaign_id == f.campaign_id)
+    if f.in_states:
+        conds.append(_d.c.state.in_(list(f.in_states)))
+    if f.target:
+        conds.append(_d.c.target.contains(f.target, autoescape=True))
+    if f.replied is not None:
+        conds.append(_d.c.replied_at.is_not(None) if f.replied else _d.c.replied_at.is_(None))
+    if f.search is not None:
+        digits, text = f.search
         named = select(tables.contacts.c.id).where(
             tables.contacts.c.folded_name.contains(text, autoescape=True)
         )
@@ -806,7 +812,39 @@ def deliveries_page(
         if digits:
             either.append(_d.c.target.contains(digits, autoescape=True))
         conds.append(or_(*either) if either else false())
-    return paging.page(conn, _d, columns, conds, limit=limit, offset=offset)
+    return conds
+
+
+def deliveries_page(
+    conn: Connection, columns: Sequence[str], f: DeliveryFilter, *, limit: int, offset: int
+) -> tuple[int, list[RowMapping]]:
+    """``(total, rows)``: how many deliveries match ``f`` (a full count) and one page of
+    ``columns``, by id, ``offset`` rows in (the old way: costs grow with both)."""
+    return paging.page(conn, _d, columns, _delivery_conds(f), limit=limit, offset=offset)
+
+
+def deliveries_keyset(
+    conn: Connection,
+    columns: Sequence[str],
+    f: DeliveryFilter,
+    *,
+    limit: int,
+    at: paging.Keyset,
+    count_cap: int,
+) -> tuple[int, bool, paging.KeysetRows]:
+    """``(total, exact, page)``: how many deliveries match ``f`` and one page of
+    ``columns`` from ``at``, by id. The total is exact from the counts the triggers keep
+    (``campaign_state_counts``) when ``f`` is only a campaign and states; otherwise the
+    matches are counted up to ``count_cap`` (``exact`` False above)."""
+    conds = _delivery_conds(f)
+    found = paging.keyset_page(conn, _d, columns, conds, limit=limit, at=at)
+    if f.by_state_only:
+        total = tallies.rows_in_states(conn, f.campaign_id, f.in_states)
+        return total, True, found
+    if paging.whole(at, found):
+        return len(found.rows), True, found
+    total, exact = paging.capped_count(conn, _d, conds, count_cap)
+    return total, exact, found
 
 
 def contact_names(conn: Connection, contact_ids: Sequence[int]) -> dict[int, str]:

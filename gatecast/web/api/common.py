@@ -20,7 +20,23 @@ INT64_MAX = 2**63 - 1
 #: a row's id in a path or query: 1 to 2^63-1, anything else answers 422 naming it
 Id = Annotated[int, Field(ge=1, le=INT64_MAX, description="A row's id")]
 Limit = Annotated[int, Query(ge=1, le=1000, description="Page size")]
-Offset = Annotated[int, Query(ge=0, le=INT64_MAX, description="Rows to skip")]
+Offset = Annotated[
+    int,
+    Query(
+        ge=0,
+        le=INT64_MAX,
+        description="Rows to skip (slower as rows grow: a listing with `cursor` prefers it)",
+    ),
+]
+#: where a cursor-walked listing's page starts (decision 38 in docs/architecture.md)
+Cursor = Annotated[
+    str | None,
+    Query(
+        max_length=200,
+        description="The `next_cursor` or `prev_cursor` of an earlier page, or `last` for "
+        "the last page; none: the first page. Same cost on any page, unlike `offset`",
+    ),
+]
 
 
 class RequestBody(BaseModel):
@@ -67,6 +83,42 @@ class Page(BaseModel, Generic[T]):
     offset: int
 
 
+class CursorPage(Page[T], Generic[T]):
+    """One page of a listing walked by cursor: pass ``next_cursor`` (or ``prev_cursor``)
+    as ``cursor`` for the next (previous) page."""
+
+    total_exact: bool = Field(
+        True, description="false: at least `total` match (the count stopped there)"
+    )
+    next_cursor: str | None = Field(None, description="The next page's cursor; null: the last")
+    prev_cursor: str | None = Field(None, description="The previous page's cursor; null: the first")
+
+    @classmethod
+    def of(cls, found: Any, items: list[T], *, limit: int, offset: int) -> Any:
+        """The answer of a domain page (``campaigns.paging.CursorPage``) with ``items``
+        as the API shows them."""
+        return cls(
+            items=items,
+            total=found.total,
+            total_exact=found.total_exact,
+            limit=limit,
+            offset=offset,
+            next_cursor=found.next_cursor,
+            prev_cursor=found.prev_cursor,
+        )
+
+
+def bad_cursor(msg: str) -> Problem:
+    """A 400 naming the ``cursor`` query parameter."""
+    return field_problem(("query", "cursor"), msg, "invalid_cursor", status.HTTP_400_BAD_REQUEST)
+
+
+def cursor_or_offset(cursor: str | None, offset: int) -> None:
+    """A 400 naming ``cursor`` when both a cursor and an offset are given."""
+    if cursor is not None and offset:
+        raise bad_cursor("give either cursor or offset, not both (cursor is the faster)")
+
+
 class FieldErrorPublic(BaseModel):
     """One field at fault: its path (``["body", "list_name"]``) and what is wrong."""
 
@@ -110,6 +162,10 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 #: a route that may find no such id (added to every route with a path parameter)
 NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {**_PROBLEM, "description": "No such id (code not_found)"}
+}
+#: a listing walked by cursor: a cursor it did not give out
+BAD_CURSOR: dict[int | str, dict[str, Any]] = {
+    400: {**_PROBLEM, "description": "A cursor this listing did not give out (names `cursor`)"}
 }
 #: a lifecycle action the campaign's state does not allow
 REFUSED_TRANSITION: dict[int | str, dict[str, Any]] = {

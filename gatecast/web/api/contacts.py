@@ -12,7 +12,20 @@ from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from campaigns import audiences, contacts, erasure
 from campaigns.audiences import ContactRecord
-from gatecast.web.api.common import Id, Limit, Offset, Page, RequestBody, field_error, not_found
+from campaigns.paging import BadCursor
+from gatecast.web.api.common import (
+    BAD_CURSOR,
+    Cursor,
+    CursorPage,
+    Id,
+    Limit,
+    Offset,
+    RequestBody,
+    bad_cursor,
+    cursor_or_offset,
+    field_error,
+    not_found,
+)
 from gatecast.web.context import AppContext, get_ctx
 
 router = APIRouter(tags=["contacts"])
@@ -23,11 +36,9 @@ class ContactPublic(ContactRecord):
     """A contact as the API shows it."""
 
 
-class ContactsPage(Page[ContactPublic]):
+class ContactsPage(CursorPage[ContactPublic]):
     """A page of a contact search; ``total_exact`` false: more than ``total`` match (a
-    search counts up to 1,000 past the page)."""
-
-    total_exact: bool = True
+    search counts up to 1,000; by ``offset``, 1,000 past the page)."""
 
 
 class OptOutRequest(RequestBody):
@@ -50,20 +61,23 @@ def search_contacts(
     offset: int,
     list_name: str | None = None,
     tag: str | None = None,
+    cursor: str | None = None,
 ) -> ContactsPage:
     """Contacts whose name, phone or any attribute value contains ``q`` (no case, no
     accents), optionally in one list, with one tag, of one opt-out state."""
     wanted = contacts.Search(
         query=q or "", list_id=list_id, list_name=list_name, tag=tag, opted_out=opted_out
     )
+    cursor_or_offset(cursor, offset)
     try:
-        page = contacts.search(ctx.engine, wanted, limit=limit, offset=offset)
+        page = contacts.search(ctx.engine, wanted, limit=limit, offset=offset, cursor=cursor)
     except contacts.ContactError as exc:
         raise field_error(("query", exc.field), str(exc)) from None
+    except BadCursor as exc:
+        raise bad_cursor(str(exc)) from None
     items = [_public(c) for c in page.items]
-    return ContactsPage(
-        items=items, total=page.total, limit=limit, offset=offset, total_exact=page.total_exact
-    )
+    answer: ContactsPage = ContactsPage.of(page, items, limit=limit, offset=offset)
+    return answer
 
 
 def get_contact_row(ctx: AppContext, contact_id: int) -> ContactPublic:
@@ -74,7 +88,7 @@ def get_contact_row(ctx: AppContext, contact_id: int) -> ContactPublic:
     return _public(found)
 
 
-@router.get("/contacts", response_model=ContactsPage)
+@router.get("/contacts", response_model=ContactsPage, responses=BAD_CURSOR)
 def get_contacts(
     ctx: Annotated[AppContext, Depends(get_ctx)],
     q: Annotated[
@@ -88,6 +102,7 @@ def get_contacts(
     opted_out: bool | None = None,
     limit: Limit = 50,
     offset: Offset = 0,
+    cursor: Cursor = None,
 ) -> ContactsPage:
     """Search contacts by name, phone or any attribute value (no case, no accents), paginated."""
     return search_contacts(
@@ -99,6 +114,7 @@ def get_contacts(
         opted_out=opted_out,
         limit=limit,
         offset=offset,
+        cursor=cursor,
     )
 
 

@@ -9,7 +9,18 @@ from fastapi import APIRouter, Depends, Query
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from campaigns import service
-from gatecast.web.api.common import Id, Limit, Offset, Page, not_found
+from campaigns.paging import BadCursor
+from gatecast.web.api.common import (
+    BAD_CURSOR,
+    Cursor,
+    CursorPage,
+    Id,
+    Limit,
+    Offset,
+    bad_cursor,
+    cursor_or_offset,
+    not_found,
+)
 from gatecast.web.context import AppContext, get_ctx
 from storage import states
 
@@ -67,9 +78,11 @@ def list_deliveries(
     offset: int,
     q: str | None = None,
     replied: bool | None = None,
-) -> Page[DeliveryPublic]:
-    """Deliveries matching the filter, by id (one page)."""
+    cursor: str | None = None,
+) -> CursorPage[DeliveryPublic]:
+    """Deliveries matching the filter, by id (one page, from ``cursor``)."""
     _check_states(state)
+    cursor_or_offset(cursor, offset)
     try:
         page = service.deliveries_page(
             ctx.engine,
@@ -80,14 +93,20 @@ def list_deliveries(
             replied=replied,
             limit=limit,
             offset=offset,
+            cursor=cursor,
         )
     except service.CampaignNotFound:
         raise not_found("campaign", campaign_id) from None
+    except BadCursor as exc:
+        raise bad_cursor(str(exc)) from None
     items = [DeliveryPublic(**asdict(d)) for d in page.items]
-    return Page[DeliveryPublic](items=items, total=page.total, limit=limit, offset=offset)
+    answer: CursorPage[DeliveryPublic] = CursorPage[DeliveryPublic].of(
+        page, items, limit=limit, offset=offset
+    )
+    return answer
 
 
-@router.get("/deliveries", response_model=Page[DeliveryPublic])
+@router.get("/deliveries", response_model=CursorPage[DeliveryPublic], responses=BAD_CURSOR)
 def get_deliveries(
     ctx: Annotated[AppContext, Depends(get_ctx)],
     state: StateFilter = None,
@@ -95,14 +114,25 @@ def get_deliveries(
     target: TargetFilter = None,
     limit: Limit = 100,
     offset: Offset = 0,
-) -> Page[DeliveryPublic]:
+    cursor: Cursor = None,
+) -> CursorPage[DeliveryPublic]:
     """Deliveries of every campaign, filtered by state, campaign and target."""
     return list_deliveries(
-        ctx, campaign_id=campaign_id, state=state, target=target, limit=limit, offset=offset
+        ctx,
+        campaign_id=campaign_id,
+        state=state,
+        target=target,
+        limit=limit,
+        offset=offset,
+        cursor=cursor,
     )
 
 
-@router.get("/campaigns/{campaign_id}/deliveries", response_model=Page[DeliveryPublic])
+@router.get(
+    "/campaigns/{campaign_id}/deliveries",
+    response_model=CursorPage[DeliveryPublic],
+    responses=BAD_CURSOR,
+)
 def get_campaign_deliveries(
     campaign_id: Id,
     ctx: Annotated[AppContext, Depends(get_ctx)],
@@ -112,7 +142,8 @@ def get_campaign_deliveries(
     replied: RepliedFilter = None,
     limit: Limit = 100,
     offset: Offset = 0,
-) -> Page[DeliveryPublic]:
+    cursor: Cursor = None,
+) -> CursorPage[DeliveryPublic]:
     """Deliveries of one campaign (404 for an unknown campaign), with each contact's
     name and each error in plain words (``reason``); searched by name or number."""
     return list_deliveries(
@@ -124,4 +155,5 @@ def get_campaign_deliveries(
         replied=replied,
         limit=limit,
         offset=offset,
+        cursor=cursor,
     )

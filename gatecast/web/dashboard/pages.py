@@ -13,7 +13,13 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from gatecast.web import roles, sessions
-from gatecast.web.api.common import Id, Offset, refuse_unstorable_parameters
+from gatecast.web.api.common import (
+    INT64_MAX,
+    Id,
+    Offset,
+    bad_cursor,
+    refuse_unstorable_parameters,
+)
 from gatecast.web.audit import record_sign_in
 from gatecast.web.auth import identify, sign_in, sign_out
 from gatecast.web.context import AppContext, get_ctx
@@ -178,28 +184,42 @@ def contacts_page(
     list_id: str = "",
     tag: str = "",
     opted_out: str = "",
+    cursor: Annotated[str | None, Query(max_length=200)] = None,
+    start: Annotated[int, Query(ge=0, le=INT64_MAX)] = 1,
     page_number: Annotated[int, Query(alias="page", ge=1, le=10**9)] = 1,
 ) -> HTMLResponse:
     """Contacts: upload with a mapping preview, import results, lists, search with
-    list/tag/opt-out filters and paging, add a contact, opt-out."""
+    list/tag/opt-out filters and pages walked by cursor (``start``: the first row's
+    number, for the words only; 0 unknown; ``page``: the old links, by offset), add a
+    contact, opt-out."""
     from campaigns import contacts
     from campaigns.audiences import list_lists
+    from campaigns.paging import BadCursor
 
     state = _yes_no(opted_out)
     chosen = _id_or_none(list_id)
     error = None
     found: contacts.SearchPage | None
+    offset = 0 if cursor is not None else (page_number - 1) * CONTACTS_PER_PAGE
     try:
         found = contacts.search(
             ctx.engine,
             contacts.Search(query=q, list_id=chosen, tag=tag or None, opted_out=state),
             limit=CONTACTS_PER_PAGE,
-            offset=(page_number - 1) * CONTACTS_PER_PAGE,
+            offset=offset,
+            cursor=cursor,
         )
     except contacts.ContactError as exc:  # an unknown tag: said on the page, the table empty
         error = str(exc)
         found = None
-    pages = max(1, -(-found.total // CONTACTS_PER_PAGE)) if found is not None else 1
+    except BadCursor as exc:
+        raise bad_cursor(str(exc)) from None
+    if offset:
+        start = offset + 1
+    elif found is not None and not found.prev_cursor:
+        start = 1
+    elif found is not None and cursor == "last":
+        start = found.total - len(found.items) + 1 if found.total_exact else 0
     return render(
         request,
         "contacts.html",
@@ -210,8 +230,8 @@ def contacts_page(
         list_id=chosen,
         tag=tag,
         opted_out=opted_out,
-        page_number=page_number,
-        pages=pages,
+        start=start,
+        per_page=CONTACTS_PER_PAGE,
         default_region=ctx.settings.default_region,
         add_key=f"contact-{secrets.token_urlsafe(18)}",
     )
