@@ -29,6 +29,7 @@ BENCHES = (
     "workers",
     "outbound",
     "contact_search",
+    "startup",
 )
 OUT = Path(__file__).parent / "out"
 
