@@ -1,6 +1,6 @@
 """``gatecast serve`` sends before the webhook registrations of its start are done.
 
-A gateway slow to register webhooks (the sandbox's ``--webhook-latency-ms``: 2.5 s per
+A gateway slow to register webhooks (the sandbox's ``--webhook-latency-ms``: 5 s per
 registration, sends answered at once) and four linked senders, one of which the gateway
 no longer knows. ``serve`` registers them beside its dispatcher, two at a time
 (``GATECAST_WEBHOOK_REGISTER_CONCURRENCY``): the campaign's first message reaches the
@@ -27,7 +27,7 @@ from tests.journeys.harness import (
     wait_for,
 )
 
-SANDBOX_ARGS = (*QUICK_STATUSES, "--webhook-latency-ms", "2500")
+SANDBOX_ARGS = (*QUICK_STATUSES, "--webhook-latency-ms", "5000")
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 FAST = {"per_minute = 20": "per_minute = 600", "delay_seconds = [5, 15]": "delay_seconds = [0, 0]"}
 
@@ -43,7 +43,7 @@ def _registrations(ws: Workspace) -> int:
 def test_serve_sends_before_its_slow_registrations_end_and_names_the_refused_one(
     ws: Workspace,
 ) -> None:
-    first = ws.serve()
+    first = ws.serve(timeout=180)
     with first.api() as api:
         senders = [link_sender_over_api(api, f"shop {i}") for i in range(4)]
     first.stop()
@@ -60,12 +60,12 @@ def test_serve_sends_before_its_slow_registrations_end_and_names_the_refused_one
 
     registered_before = _registrations(ws)
     sent_before = len(_sandbox(ws, "messages"))
-    served = ws.serve(GATECAST_WEBHOOK_REGISTER_CONCURRENCY="2")
-    wait_for(lambda: len(_sandbox(ws, "messages")) > sent_before, timeout=30, what="the first send")
+    served = ws.serve(timeout=180, GATECAST_WEBHOOK_REGISTER_CONCURRENCY="2")
+    wait_for(lambda: len(_sandbox(ws, "messages")) > sent_before, timeout=60, what="the first send")
     assert _registrations(ws) - registered_before < len(senders) + 1, served.process.output()
 
     summary = f"webhook {served.url}/webhooks/gateway/*** registered for "
-    wait_for(lambda: summary in served.process.output(), timeout=30, what="the summary line")
+    wait_for(lambda: summary in served.process.output(), timeout=60, what="the summary line")
     assert _registrations(ws) - registered_before == len(senders) + 1
     held = {i["instance_id"]: i for i in _sandbox(ws, "instances")}
     for sender in senders:
