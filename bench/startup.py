@@ -29,12 +29,41 @@ from typing import Any
 import httpx
 
 from bench.common import BenchError, Figures, report
-from bench.dispatch import TOKEN, gatecast_exe, open_db, sandbox_process, seed_audience
-from bench.senders import create_instances, start_paced_campaign
+from bench.dispatch import TEXT, TOKEN, gatecast_exe, open_db, sandbox_process, seed_audience
+from bench.senders import create_instances
 
 API_KEY = "bench-api-key-0123456789abcdefgh"
 #: recipients per sender (more than one tick claims)
 ROWS_PER_SENDER = 4
+
+
+def _start_campaign(url: str, instance_ids: list[str]) -> None:
+    """The senders linked, and a campaign through all of them (a campaign without
+    ``instances``: every linked sender) started: its rows queued, due now."""
+    from campaigns.campaign_file import parse_campaign
+    from campaigns.instances import mark_connected
+    from campaigns.service import create_campaign
+    from scheduler.starts import start_campaign
+    from storage.types import utcnow
+
+    engine = open_db(url)
+    seed_audience(engine, len(instance_ids) * ROWS_PER_SENDER)
+    for iid in instance_ids:
+        mark_connected(engine, iid, now=utcnow())
+    spec = parse_campaign(
+        {
+            "name": "bench startup",
+            "list": "bench",
+            "message": {"type": "text", "text": TEXT},
+            "schedule": {"timezone": "UTC"},
+            "pace": {"per_minute": 20, "delay_seconds": [1, 3], "daily_cap": 1000},
+        }
+    )
+    cid = create_campaign(engine, spec).id
+    started = start_campaign(engine, cid, now=utcnow(), enforce_grace=False)
+    engine.dispose()
+    if started.outcome != "started":
+        raise BenchError(f"campaign {cid} did not start: {started.outcome} {started.detail}")
 
 
 def _first_send(
@@ -111,11 +140,8 @@ def run(args: argparse.Namespace, figures: Figures) -> None:
         ):
             folder = Path(tmp_name) / "work"
             folder.mkdir()
-            engine = open_db(f"sqlite:///{folder / 'gatecast.db'}")
             ids = create_instances(sb_url, senders)
-            seed_audience(engine, senders * ROWS_PER_SENDER)
-            start_paced_campaign(engine, ids, per_minute=20, daily_cap=1000)
-            engine.dispose()
+            _start_campaign(f"sqlite:///{folder / 'gatecast.db'}", ids)
             got = [
                 _first_send(sb_url, folder, senders, args.latency_ms, args.timeout)
                 for _ in range(args.repeat)
