@@ -29,7 +29,15 @@ from typing import Any
 import httpx
 
 from bench.common import BenchError, Figures, report
-from bench.dispatch import TEXT, TOKEN, gatecast_exe, open_db, sandbox_process, seed_audience
+from bench.dispatch import (
+    TEXT,
+    TOKEN,
+    gatecast_exe,
+    open_db,
+    sandbox_process,
+    seed_audience,
+    stop_process,
+)
 from bench.senders import create_instances
 
 API_KEY = "bench-api-key-0123456789abcdefgh"
@@ -110,12 +118,7 @@ def _first_send(
                     registered = now - started
                 time.sleep(0.05)
         finally:
-            proc.terminate()
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc, 60)
     if first is None or registered is None:
         raise BenchError(
             f"{senders} senders: no send or no registration line in {timeout} s:\n"
