@@ -165,6 +165,10 @@ class Service:
     def start(self) -> None:
         """Start the leader loop (if jobs run here) and the dispatch loop."""
         self._stop.clear()
+        if self.options.run_jobs and self.options.register_webhooks_at_start:
+            keeper = self.webhook_keeper
+            if keeper is not None:  # never registered at this URL: held until it is
+                self.dispatcher.hold_unregistered(keeper.unproven())
         if self.options.run_jobs:
             self._spawn("gatecast-leader", self._leader_loop)
             if self.reconnector is not None:
@@ -252,9 +256,10 @@ class Service:
         tick = min(1.0, self.options.webhook_check_seconds)
         if self.options.register_webhooks_at_start:  # leader or not, beside the dispatcher
             try:
-                done = keeper.start_pass(self.clock.now())
+                done = keeper.start_pass(self.clock.now(), on_done=self.dispatcher.registered)
             except Exception as exc:
                 log_failure(log, "webhook registration at start failed", exc)
+                self.dispatcher.release_unregistered()  # they send without it, as before
             else:
                 if self.on_webhooks_registered is not None:
                     self.on_webhooks_registered(done)

@@ -63,10 +63,12 @@ def register_concurrently(
     *,
     now: datetime,
     concurrency: int = DEFAULT_WEBHOOK_REGISTER_CONCURRENCY,
+    on_done: Callable[[str], None] | None = None,
 ) -> Registrations:
     """:func:`campaigns.instances.set_webhook` to ``url`` for each of ``instance_ids``, at
     most ``concurrency`` at once (threads sharing ``client``, whose connection pool is
-    thread-safe). A failure is kept for its sender; the others go on."""
+    thread-safe). A failure is kept for its sender; the others go on. ``on_done`` hears of
+    each sender as its registration ends (done or refused)."""
     ids = list(dict.fromkeys(instance_ids))
     failed: dict[str, str] = {}
 
@@ -75,6 +77,9 @@ def register_concurrently(
             set_webhook(engine, client, instance_id, url, now=now)
         except (GatewayError, InstanceGone) as exc:
             failed[instance_id] = str(exc)
+        finally:
+            if on_done is not None:
+                on_done(instance_id)
 
     if len(ids) <= 1 or concurrency <= 1:
         for instance_id in ids:
@@ -107,16 +112,29 @@ class WebhookKeeper:
             self._known.clear()
             self._last_full = None
 
-    def start_pass(self, now: datetime) -> Registrations:
+    def unproven(self) -> list[str]:
+        """The linked instances whose webhook gatecast never registered at this URL (none,
+        or another address, last): the start's pass holds them until theirs is done."""
+        ids = list(linked_states(self.engine))
+        recorded = registered_webhook_digests(self.engine, ids)
+        expected = webhook_digest(self.url)
+        return [i for i in ids if recorded.get(i) != expected]
+
+    def start_pass(
+        self, now: datetime, on_done: Callable[[str], None] | None = None
+    ) -> Registrations:
         """The pass at a process's start, leader or not: every linked instance, concurrently;
-        what it did, for the process to report (a summary and each failure)."""
-        return self._run(now, start=True)
+        what it did, for the process to report (a summary and each failure). ``on_done``
+        hears of each instance as its registration ends."""
+        return self._run(now, start=True, on_done=on_done)
 
     def run_once(self, now: datetime) -> list[str]:
         """Register the webhook where it is due; returns the instances registered."""
         return self._run(now, start=False).registered
 
-    def _run(self, now: datetime, *, start: bool) -> Registrations:
+    def _run(
+        self, now: datetime, *, start: bool, on_done: Callable[[str], None] | None = None
+    ) -> Registrations:
         with self._lock:  # one pass at a time (the start pass and the leader's check)
             states = linked_states(self.engine)
             ids = list(states)
@@ -134,7 +152,13 @@ class WebhookKeeper:
             expected = webhook_digest(self.url)
             with self.client_factory() as client:
                 done = register_concurrently(
-                    self.engine, client, self.url, due, now=now, concurrency=self.concurrency
+                    self.engine,
+                    client,
+                    self.url,
+                    due,
+                    now=now,
+                    concurrency=self.concurrency,
+                    on_done=on_done,
                 )
             for instance_id in done.failed:
                 if states[instance_id] == CONNECTED:  # try again at the next run
