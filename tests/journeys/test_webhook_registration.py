@@ -100,4 +100,5 @@ def test_serve_without_a_public_url_warns_that_several_processes_need_one(
     server = ws.serve()
     out = server.process.output()
     assert "GATECAST_PUBLIC_URL is not set" in out, out
+    _said(server.process.output, f"webhook {server.url}/webhooks/gateway/*** registered for")
     assert _webhook(ws.gateway_url, sender) == f"{server.url}/***"
