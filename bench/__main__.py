@@ -31,6 +31,7 @@ BENCHES = (
     "contact_search",
     "cli",
     "listing",
+    "startup",
 )
 OUT = Path(__file__).parent / "out"
 

@@ -139,12 +139,17 @@ def sandbox_process(tmp: Path, *extra: str) -> Iterator[str]:
                 time.sleep(0.05)
             yield ready.read_text().strip()
         finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc, 10)
+
+
+def stop_process(proc: subprocess.Popen[Any], wait: float) -> None:
+    """SIGTERM ``proc``; SIGKILL when it has not exited after ``wait`` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(wait)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def linked_instance(url: str) -> str:

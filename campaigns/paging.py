@@ -1,5 +1,5 @@
 """A page of records and how many match in all: what a listing returns; the listings'
-cursors (decision 38 in docs/architecture.md)."""
+cursors (decision 39 in docs/architecture.md)."""
 
 from __future__ import annotations
 

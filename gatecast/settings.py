@@ -30,6 +30,7 @@ from scheduler.defaults import (
     DEFAULT_SEND_CONCURRENCY,
     DEFAULT_SENDER_GRACE_SECONDS,
     DEFAULT_SENDER_LEASE_SECONDS,
+    DEFAULT_WEBHOOK_REGISTER_CONCURRENCY,
     MIN_EVENT_RETENTION_DAYS,
 )
 
@@ -75,6 +76,13 @@ class Settings(BaseSettings):
         le=86_400,
         description="How often the leader registers the webhook URL again for every "
         "connected instance (the gateway cannot say which URL it holds)",
+    )
+    webhook_register_concurrency: int = Field(
+        DEFAULT_WEBHOOK_REGISTER_CONCURRENCY,
+        ge=1,
+        le=100,
+        description="Most webhook registrations waiting on the gateway at once (at start, "
+        "on the leader's check, on campaign run --webhook); dispatch does not wait for them",
     )
     webhook_allowed_sources: tuple[str, ...] = Field(
         (),

@@ -76,6 +76,9 @@ class Claimer:
     rng: random.Random
     #: this worker's sender leases (None: claim for every sender, as ``campaign run``)
     leases: SenderLeases | None = None
+    #: senders whose webhook the start's pass has yet to register at this URL (never at
+    #: it before): not claimed for until then (``Dispatcher.hold_unregistered``)
+    unregistered: set[str] = field(default_factory=set)
     #: campaign id -> the running campaign (the dict is never replaced: others read it)
     campaigns: dict[int, RunningCampaign] = field(default_factory=dict, init=False)
 
@@ -142,6 +145,10 @@ class Claimer:
         pace = policy.pace
         jobs: list[Job] = []
         senders = camp.senders
+        if self.unregistered:  # held until the start's registration of their webhook ends
+            senders = [s for s in senders if s not in self.unregistered]
+            if not senders:
+                return jobs
         if self.leases is not None:
             held = self.leases.held
             senders = [s for s in senders if s in held]

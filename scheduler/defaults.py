@@ -26,3 +26,8 @@ DEFAULT_SEND_CONCURRENCY: Final = 256
 #: (``GATECAST_SENDER_LEASE_SECONDS``): a dead worker's senders go to the others after it;
 #: a worker renews every third of it (:mod:`scheduler.sender_leases`).
 DEFAULT_SENDER_LEASE_SECONDS: Final = 10.0
+#: How many webhook registrations one process has waiting on the gateway at once
+#: (``GATECAST_WEBHOOK_REGISTER_CONCURRENCY``): at start, on the leader's check and on
+#: ``campaign run --webhook``. 500 senders on a gateway answering in 1 s register in
+#: about 32 s at 16 (8 minutes one at a time); dispatch does not wait for them.
+DEFAULT_WEBHOOK_REGISTER_CONCURRENCY: Final = 16

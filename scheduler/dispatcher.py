@@ -53,7 +53,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -328,6 +328,23 @@ class Dispatcher:
         """Apply stored status events whose message id a delivery now carries (see
         :meth:`scheduler.sweeping.Sweeper.sweep_pending_events`)."""
         return self._sweeper.sweep_pending_events()
+
+    def hold_unregistered(self, instance_ids: Iterable[str]) -> None:
+        """Claim nothing for these senders until :meth:`registered` names them: their
+        webhook was never registered at this URL, and the start's pass registers it now
+        (docs/architecture.md, decision 40)."""
+        self._claimer.unregistered.update(instance_ids)
+
+    def registered(self, instance_id: str) -> None:
+        """The start's registration of the sender's webhook ended (done or refused): it
+        sends from the next tick."""
+        self._claimer.unregistered.discard(instance_id)
+        self.wake()
+
+    def release_unregistered(self) -> None:
+        """Let every sender held by :meth:`hold_unregistered` send (the pass failed)."""
+        self._claimer.unregistered.clear()
+        self.wake()
 
     def wake(self) -> None:
         """New work (a campaign started, senders released): end the current sleep, read

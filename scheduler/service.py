@@ -34,6 +34,7 @@ from scheduler.defaults import (
     DEFAULT_SEND_CONCURRENCY,
     DEFAULT_SENDER_GRACE_SECONDS,
     DEFAULT_SENDER_LEASE_SECONDS,
+    DEFAULT_WEBHOOK_REGISTER_CONCURRENCY,
 )
 from scheduler.dispatcher import Dispatcher, SupportsSend
 from scheduler.jobs import CampaignJobs
@@ -42,7 +43,7 @@ from scheduler.reconnect import DEFAULT_BACKOFF, Reconnector
 from scheduler.recording import SendObserved
 from scheduler.retention import EventPruner
 from scheduler.sender_leases import SenderLeases
-from scheduler.webhook_keeper import WebhookKeeper
+from scheduler.webhook_keeper import Registrations, WebhookKeeper
 from storage.engine import log_failure
 from storage.queries import tallies
 from storage.wakeups import listener_for
@@ -67,6 +68,12 @@ class ServiceOptions:
     reconnect_backoff: tuple[float, ...] = DEFAULT_BACKOFF
     sender_grace_seconds: float = DEFAULT_SENDER_GRACE_SECONDS
     webhook_check_seconds: float = 300.0
+    #: most webhook registrations waiting on the gateway at once
+    #: (``GATECAST_WEBHOOK_REGISTER_CONCURRENCY``)
+    webhook_register_concurrency: int = DEFAULT_WEBHOOK_REGISTER_CONCURRENCY
+    #: register the webhook for every linked instance as the service starts, beside the
+    #: dispatcher (:meth:`scheduler.webhook_keeper.WebhookKeeper.start_pass`)
+    register_webhooks_at_start: bool = False
     #: applied status events older than this are pruned by the leader (0: kept forever)
     event_retention_days: float = DEFAULT_EVENT_RETENTION_DAYS
     retention_check_seconds: float = 60.0
@@ -96,11 +103,14 @@ class Service:
         on_outcome: Callable[[SendObserved], None] | None = None,
         instance_client: Callable[[], GatewayClient] | None = None,
         webhook_url: str | None = None,
+        on_webhooks_registered: Callable[[Registrations], None] | None = None,
     ) -> None:
         """``instance_client`` makes clients for instance operations: with it, the leader
         reconnects instances whose connection dropped (:mod:`scheduler.reconnect`) and,
         given ``webhook_url``, keeps the connected instances' webhook at that URL
-        (:mod:`scheduler.webhook_keeper`)."""
+        (:mod:`scheduler.webhook_keeper`); with ``options.register_webhooks_at_start``, it
+        registers them all as it starts, while the dispatcher already runs, and hands what
+        it did to ``on_webhooks_registered``."""
         self.engine = engine
         self.options = options or ServiceOptions()
         self.clock: Clock = clock or SystemClock()
@@ -135,6 +145,7 @@ class Service:
                 instance_client,
                 webhook_url,
                 every_seconds=self.options.webhook_check_seconds,
+                concurrency=self.options.webhook_register_concurrency,
             )
             if instance_client is not None and webhook_url
             else None
@@ -146,6 +157,7 @@ class Service:
             if self.options.outbound_poll_seconds > 0
             else None
         )
+        self.on_webhooks_registered = on_webhooks_registered
         self.is_leader = False
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -153,6 +165,10 @@ class Service:
     def start(self) -> None:
         """Start the leader loop (if jobs run here) and the dispatch loop."""
         self._stop.clear()
+        if self.options.run_jobs and self.options.register_webhooks_at_start:
+            keeper = self.webhook_keeper
+            if keeper is not None:  # never registered at this URL: held until it is
+                self.dispatcher.hold_unregistered(keeper.unproven())
         if self.options.run_jobs:
             self._spawn("gatecast-leader", self._leader_loop)
             if self.reconnector is not None:
@@ -238,6 +254,15 @@ class Service:
         keeper = self.webhook_keeper
         assert keeper is not None
         tick = min(1.0, self.options.webhook_check_seconds)
+        if self.options.register_webhooks_at_start:  # leader or not, beside the dispatcher
+            try:
+                done = keeper.start_pass(self.clock.now(), on_done=self.dispatcher.registered)
+            except Exception as exc:
+                log_failure(log, "webhook registration at start failed", exc)
+                self.dispatcher.release_unregistered()  # they send without it, as before
+            else:
+                if self.on_webhooks_registered is not None:
+                    self.on_webhooks_registered(done)
         while not self._stop.wait(tick):
             if not self.is_leader:
                 keeper.forget()

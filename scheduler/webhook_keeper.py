@@ -10,13 +10,22 @@ reconnect after a connection loss). An instance whose row says gatecast last reg
 another URL (its ``webhook_digest``: by hand, or a process without
 ``GATECAST_PUBLIC_URL``) or none is named in a warning (never the URL: it holds the
 secret).
+
+Registrations run concurrently, at most ``concurrency`` waiting on the gateway at once
+(``GATECAST_WEBHOOK_REGISTER_CONCURRENCY``: :func:`register_concurrently`), so a pass
+over 500 senders on a gateway answering in 1 s takes seconds, not minutes; a failure is
+kept per sender and never stops the others. ``serve`` and ``worker`` run the first pass
+at start beside the dispatcher (:meth:`WebhookKeeper.start_pass`; docs/architecture.md,
+decision "start-up registers the webhooks beside dispatch").
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -31,64 +40,155 @@ from campaigns.instances import (
 )
 from gateway.client import GatewayClient
 from gateway.errors import GatewayError
+from scheduler.defaults import DEFAULT_WEBHOOK_REGISTER_CONCURRENCY
 from storage.queries.instances import CONNECTED
 
 log = logging.getLogger("gatecast.webhooks")
 
 
+@dataclass(frozen=True)
+class Registrations:
+    """What a pass of registrations did: the senders registered (in the order asked) and,
+    per sender that failed, why (the gateway's refusal, or the instance is gone)."""
+
+    registered: list[str]
+    failed: dict[str, str]
+
+
+def register_concurrently(
+    engine: Engine,
+    client: GatewayClient,
+    url: str,
+    instance_ids: Sequence[str],
+    *,
+    now: datetime,
+    concurrency: int = DEFAULT_WEBHOOK_REGISTER_CONCURRENCY,
+    on_done: Callable[[str], None] | None = None,
+) -> Registrations:
+    """:func:`campaigns.instances.set_webhook` to ``url`` for each of ``instance_ids``, at
+    most ``concurrency`` at once (threads sharing ``client``, whose connection pool is
+    thread-safe). A failure is kept for its sender; the others go on. ``on_done`` hears of
+    each sender as its registration ends (done or refused)."""
+    ids = list(dict.fromkeys(instance_ids))
+    failed: dict[str, str] = {}
+
+    def one(instance_id: str) -> None:
+        try:
+            set_webhook(engine, client, instance_id, url, now=now)
+        except (GatewayError, InstanceGone) as exc:
+            failed[instance_id] = str(exc)
+        finally:
+            if on_done is not None:
+                on_done(instance_id)
+
+    if len(ids) <= 1 or concurrency <= 1:
+        for instance_id in ids:
+            one(instance_id)
+    else:
+        workers = min(concurrency, len(ids))
+        with ThreadPoolExecutor(workers, thread_name_prefix="gatecast-webhook") as pool:
+            list(pool.map(one, ids))
+    return Registrations([i for i in ids if i not in failed], failed)
+
+
 @dataclass(eq=False)
 class WebhookKeeper:
     """Registers ``url`` for connected instances: all of them every ``every_seconds``,
-    a newly connected one at the next :meth:`run_once`."""
+    a newly connected one at the next :meth:`run_once`; at most ``concurrency`` at once."""
 
     engine: Engine
     client_factory: Callable[[], GatewayClient]
     url: str
     every_seconds: float
     monotonic: Callable[[], float] = time.monotonic
+    concurrency: int = DEFAULT_WEBHOOK_REGISTER_CONCURRENCY
     _known: dict[str, str] = field(default_factory=dict, init=False)
     _last_full: float | None = field(default=None, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def forget(self) -> None:
         """Start over (leadership lost): the next run registers every connected instance."""
-        self._known.clear()
-        self._last_full = None
+        with self._lock:
+            self._known.clear()
+            self._last_full = None
+
+    def unproven(self) -> list[str]:
+        """The linked instances whose webhook gatecast never registered at this URL (none,
+        or another address, last): the start's pass holds them until theirs is done."""
+        ids = list(linked_states(self.engine))
+        recorded = registered_webhook_digests(self.engine, ids)
+        expected = webhook_digest(self.url)
+        return [i for i in ids if recorded.get(i) != expected]
+
+    def start_pass(
+        self, now: datetime, on_done: Callable[[str], None] | None = None
+    ) -> Registrations:
+        """The pass at a process's start, leader or not: every linked instance, concurrently;
+        what it did, for the process to report (a summary and each failure). ``on_done``
+        hears of each instance as its registration ends."""
+        return self._run(now, start=True, on_done=on_done)
 
     def run_once(self, now: datetime) -> list[str]:
         """Register the webhook where it is due; returns the instances registered."""
-        states = linked_states(self.engine)
-        ids = list(states)
-        clock = self.monotonic()
-        full = self._last_full is None or clock - self._last_full >= self.every_seconds
-        # due: every one on a full pass, else those newly linked or whose state changed
-        # (an unconfirmed one that a send confirmed)
-        due = ids if full else [i for i in ids if self._known.get(i) != states[i]]
-        if full:
-            self._last_full = clock
-        self._known = dict(states)
-        if not due:
-            return []
-        recorded = registered_webhook_digests(self.engine, due)
-        expected = webhook_digest(self.url)
-        done: list[str] = []
-        with self.client_factory() as client:
-            for instance_id in due:
-                try:
-                    set_webhook(self.engine, client, instance_id, self.url, now=now)
-                except (GatewayError, InstanceGone) as exc:
-                    log.warning("webhook of instance %s not registered: %s", instance_id, exc)
-                    if states[instance_id] == CONNECTED:  # try again at the next run
-                        self._known.pop(instance_id, None)
-                    # an unconfirmed one (some gateways refuse the webhook before the
-                    # scan) again once its state changes, or at the next full pass
-                    continue
-                if recorded.get(instance_id) != expected:
-                    log.warning(
-                        "the webhook of instance %s was not the deployment's webhook URL "
-                        "(another address, or none, was registered last): registered it again",
-                        instance_id,
-                    )
-                done.append(instance_id)
-        if done:
-            log.info("webhook registered again for %s", ", ".join(done))
-        return done
+        return self._run(now, start=False).registered
+
+    def _run(
+        self, now: datetime, *, start: bool, on_done: Callable[[str], None] | None = None
+    ) -> Registrations:
+        with self._lock:  # one pass at a time (the start pass and the leader's check)
+            states = linked_states(self.engine)
+            ids = list(states)
+            clock = self.monotonic()
+            full = start or self._last_full is None or clock - self._last_full >= self.every_seconds
+            # due: every one on a full pass, else those newly linked or whose state changed
+            # (an unconfirmed one that a send confirmed)
+            due = ids if full else [i for i in ids if self._known.get(i) != states[i]]
+            if full:
+                self._last_full = clock
+            self._known = dict(states)
+            if not due:
+                return Registrations([], {})
+            recorded = registered_webhook_digests(self.engine, due)
+            expected = webhook_digest(self.url)
+            with self.client_factory() as client:
+                done = register_concurrently(
+                    self.engine,
+                    client,
+                    self.url,
+                    due,
+                    now=now,
+                    concurrency=self.concurrency,
+                    on_done=on_done,
+                )
+            for instance_id in done.failed:
+                if states[instance_id] == CONNECTED:  # try again at the next run
+                    self._known.pop(instance_id, None)
+                # an unconfirmed one (some gateways refuse the webhook before the
+                # scan) again once its state changes, or at the next full pass
+            if start:  # the process reports it (what the last run registered, put back)
+                return done
+            for instance_id, why in done.failed.items():
+                log.warning("webhook of instance %s not registered: %s", instance_id, why)
+            replaced = [i for i in done.registered if recorded.get(i) != expected]
+            for instance_id in replaced[:_NAMED]:
+                log.warning(
+                    "the webhook of instance %s was not the deployment's webhook URL "
+                    "(another address, or none, was registered last): registered it again",
+                    instance_id,
+                )
+            if len(replaced) > _NAMED:
+                log.warning("and of %d other instance(s): registered again", len(replaced) - _NAMED)
+            if done.registered:
+                log.info("webhook registered again for %s", _names(done.registered))
+            return done
+
+
+#: how many instances a line names before it counts the rest
+_NAMED = 10
+
+
+def _names(ids: Sequence[str]) -> str:
+    """``ids`` for one line: all of them up to :data:`_NAMED`, else the first and a count."""
+    if len(ids) <= _NAMED:
+        return ", ".join(ids)
+    return f"{', '.join(ids[:_NAMED])} and {len(ids) - _NAMED} more"

@@ -20,6 +20,9 @@ from storage.types import BigId, JsonDoc, UTCDateTime, utcnow
 QUEUED_ROWS = "state = 'queued'"
 #: the predicate of the partial index over the queue of campaigns sent in recipient time
 ZONED_QUEUED_ROWS = "state = 'queued' AND recipient_tz IS NOT NULL"
+#: the predicate of the partial index over queued rows without a sender (a forgotten
+#: sender's, handed over by the sweeper; a query must say it literally, as above)
+UNASSIGNED_QUEUED_ROWS = "state = 'queued' AND sender IS NULL"
 #: the predicate of the partial index over the rows being sent (the few in flight)
 SENDING_ROWS = "state = 'sending'"
 #: the predicate of the partial index over outbound webhook messages not yet settled
@@ -367,6 +370,20 @@ class Delivery(SQLModel, table=True):
         Index("ix_deliveries_campaign_state", "campaign_id", "state"),
         # a campaign's rows in id order: the listing's pages from a cursor (migration 0024)
         Index("ix_deliveries_campaign_id", "campaign_id", "id"),
+        # a campaign's queued rows without a sender (the hand-over's check on every tick;
+        # partial, so it holds only those few; migration 0023). Its columns repeat the
+        # predicate's so that the check's three equalities match all of them: SQLite
+        # (without statistics) then prefers it to ix_deliveries_campaign_state, on which
+        # it read every queued row, and to ix_deliveries_queue (a tie, broken by order)
+        Index(
+            "ix_deliveries_unassigned",
+            "campaign_id",
+            "state",
+            "sender",
+            "id",
+            sqlite_where=text(UNASSIGNED_QUEUED_ROWS),
+            postgresql_where=text(UNASSIGNED_QUEUED_ROWS),
+        ),
         Index("ix_deliveries_sender_sent", "sender", "sent_at"),
         # sticky-sender lookups, and the contact cooldown's last sends per contact
         Index("ix_deliveries_contact_sent", "contact_id", "sent_at"),
@@ -781,6 +798,7 @@ __all__ = [
     "PENDING_MESSAGES",
     "QUEUED_ROWS",
     "SENDING_ROWS",
+    "UNASSIGNED_QUEUED_ROWS",
     "WITH_ERROR_CODE",
     "ApiKeyRecord",
     "AudienceMember",

@@ -59,6 +59,9 @@ def sandbox(
     ] = 0.0,
     slow_seconds: Annotated[float, typer.Option(help="Delay of slow answers.")] = 35.0,
     latency_ms: Annotated[str, typer.Option(help="Added latency per request, A-B ms.")] = "0-0",
+    webhook_latency_ms: Annotated[
+        str, typer.Option(help="Latency added to webhook registrations alone, A-B ms.")
+    ] = "0-0",
     not_on_app: Annotated[
         str, typer.Option(help="Comma-separated numbers that are not on the app.")
     ] = "",
@@ -152,6 +155,7 @@ def sandbox(
             slow_rate=slow_rate,
             slow_seconds=slow_seconds,
             latency_ms=_latency(latency_ms),
+            webhook_latency_ms=_latency(webhook_latency_ms),
             not_on_app=_numbers(not_on_app),
             not_on_app_rate=not_on_app_rate,
             reply_rate=reply_rate,

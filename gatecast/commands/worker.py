@@ -3,7 +3,9 @@
 A worker sends; the webhook receiver (``gatecast receive``) receives. At start, every
 instance waiting for a scan is checked with the gateway (a scanned one answers "already
 logged in" and becomes connected: gateways without connection events), and the webhook is
-registered for every connected (usable) instance at the deployment's URL
+registered for every connected (usable) instance, concurrently
+(``GATECAST_WEBHOOK_REGISTER_CONCURRENCY``) and while the dispatcher already sends, at the
+deployment's URL
 (:func:`campaigns.instances.webhook_address`: ``GATECAST_PUBLIC_URL``, else the address of
 the receiver running in this folder, else ``http://GATECAST_HOST:GATECAST_PORT``). The
 leader registers it again every ``GATECAST_WEBHOOK_CHECK_SECONDS`` and when an instance
@@ -46,12 +48,13 @@ def start_worker(
     *,
     on_outcome: Callable[[SendObserved], None] | None = None,
 ) -> Service:
-    """Confirm scans, register the webhook, and start the scheduler and dispatcher
-    (stopped when ``stack`` closes). ``settings`` hold the webhook secret; ``own_address``
+    """Confirm scans and start the scheduler and dispatcher (stopped when ``stack``
+    closes), which register the webhook for every linked sender as they start, without
+    holding dispatch back. ``settings`` hold the webhook secret; ``own_address``
     is the receiver's ``http://host:port``, used when ``GATECAST_PUBLIC_URL`` is unset."""
-    from campaigns.instances import confirm_scans, linked_ids
+    from campaigns.instances import confirm_scans
     from gatecast.runtime import make_gateway_client
-    from gatecast.runtime.webhooks import register_webhooks, webhook_url
+    from gatecast.runtime.webhooks import report_registrations, webhook_url
     from scheduler.service import Service, ServiceOptions
     from storage.types import utcnow
 
@@ -70,7 +73,9 @@ def start_worker(
         linked = confirm_scans(engine, client, now=utcnow())
         if linked:
             console.print(f"linked (QR code scanned): {', '.join(linked)}")
-        register_webhooks(engine, client, url, linked_ids(engine), out=console)
+    # the webhook of every linked sender is registered by the service as it starts,
+    # beside the dispatcher (docs/architecture.md: "start-up registers the webhooks
+    # beside dispatch"): a summary line, and each failure by sender, when done
     return stack.enter_context(
         Service(
             engine,
@@ -82,10 +87,13 @@ def start_worker(
                 send_concurrency=settings.send_concurrency,
                 lease_seconds=settings.dispatch_lease_seconds,
                 sender_lease_seconds=settings.sender_lease_seconds,
+                webhook_register_concurrency=settings.webhook_register_concurrency,
+                register_webhooks_at_start=True,
             ),
             on_outcome=on_outcome,
             instance_client=lambda: make_gateway_client(settings),
             webhook_url=url,
+            on_webhooks_registered=lambda done: report_registrations(url, done, console),
         )
     )
 

@@ -253,7 +253,9 @@ def receive_webhooks(
     before = webhook_registered(engine, ids)  # what serve (or a user) registered
     url = webhook_url(settings, server.url)
     with make_gateway_client(settings) as client:
-        done = register_webhooks(engine, client, url, ids, out=console)
+        done = register_webhooks(
+            engine, client, url, ids, out=console, concurrency=settings.webhook_register_concurrency
+        )
     if not settings.public_url:  # an address of this process: give it back at the end
         stack.callback(_restore_webhooks, engine, settings, done, before, console)
     return settings
@@ -289,7 +291,14 @@ def _restore_webhooks(
     disable = [i for i in borrowed if i not in restore]
     with make_gateway_client(settings) as client:
         if restore and serve_url:
-            done = register_webhooks(engine, client, serve_url, restore, out=Console(quiet=True))
+            done = register_webhooks(
+                engine,
+                client,
+                serve_url,
+                restore,
+                out=Console(quiet=True),
+                concurrency=settings.webhook_register_concurrency,
+            )
             shown = shown_webhook_url(serve_url)
             for iid in done:
                 console.print(f"webhook of {iid} restored to {shown} (gatecast serve)")

@@ -13,11 +13,13 @@ from pathlib import Path
 
 from pydantic import SecretStr
 from rich.console import Console
+from rich.markup import escape
 
-from campaigns.instances import InstanceGone, set_webhook, webhook_address
+from campaigns.instances import webhook_address
 from gatecast.settings import Settings
 from gateway.client import GatewayClient
-from gateway.errors import GatewayError
+from scheduler.defaults import DEFAULT_WEBHOOK_REGISTER_CONCURRENCY
+from scheduler.webhook_keeper import Registrations, register_concurrently
 from storage.engine import Engine, sqlite_file
 from storage.types import utcnow
 
@@ -89,17 +91,33 @@ def register_webhooks(
     instance_ids: Sequence[str],
     *,
     out: Console | None = None,
+    concurrency: int = DEFAULT_WEBHOOK_REGISTER_CONCURRENCY,
 ) -> list[str]:
-    """``set_webhook`` to ``url`` for each instance; returns those that were registered."""
-    out = out or Console()
-    done: list[str] = []
-    for iid in instance_ids:
-        try:
-            set_webhook(engine, client, iid, url, now=utcnow())
-        except (GatewayError, InstanceGone) as exc:
-            out.print(f"[yellow]webhook not registered for {iid}:[/] {exc}")
-            continue
-        done.append(iid)
-    if done:
-        out.print(f"webhook {shown_webhook_url(url)} registered for {', '.join(done)}")
-    return done
+    """``set_webhook`` to ``url`` for each instance, at most ``concurrency`` at once
+    (``GATECAST_WEBHOOK_REGISTER_CONCURRENCY``); prints one summary line and each failure
+    (:func:`report_registrations`); returns those that were registered."""
+    done = register_concurrently(
+        engine, client, url, instance_ids, now=utcnow(), concurrency=concurrency
+    )
+    report_registrations(url, done, out or Console())
+    return done.registered
+
+
+#: how many senders the summary line names before it counts the rest
+NAMED_IN_SUMMARY = 10
+
+
+def report_registrations(url: str, done: Registrations, out: Console) -> None:
+    """What a pass of registrations did, as ``serve``, ``worker`` and ``campaign run
+    --webhook`` print it: each failure by sender, then one line for those registered
+    (named up to :data:`NAMED_IN_SUMMARY`, else the first ones and a count): never a line
+    per sender registered, whatever their number."""
+    for iid, why in done.failed.items():
+        out.print(f"[yellow]webhook not registered for {iid}:[/] {escape(why)}", highlight=False)
+    ids = done.registered
+    if not ids:
+        return
+    names = ", ".join(ids[:NAMED_IN_SUMMARY])
+    if len(ids) > NAMED_IN_SUMMARY:
+        names = f"{len(ids)} senders ({names} and {len(ids) - NAMED_IN_SUMMARY} more)"
+    out.print(f"webhook {shown_webhook_url(url)} registered for {names}", highlight=False)

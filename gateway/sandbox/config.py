@@ -29,6 +29,8 @@ class SandboxConfig:
     slow_rate: float = 0.0  # accept the message, answer after slow_seconds
     slow_seconds: float = 0.0
     latency_ms: tuple[int, int] = (0, 0)
+    # added to set_webhook alone, after latency_ms (a gateway slow to register webhooks)
+    webhook_latency_ms: tuple[int, int] = (0, 0)
     # recipients
     not_on_app: frozenset[str] = frozenset()  # digits
     not_on_app_rate: float = 0.0
@@ -105,11 +107,12 @@ class SandboxConfig:
         )
         if fault_sum > 1.0:
             raise ValueError(f"the fault and trap rates add up to {fault_sum}, more than 1")
-        lo, hi = self.latency_ms
-        if lo < 0 or hi < lo:
-            raise ValueError(
-                f"latency_ms must be (min, max) with 0 <= min <= max, not {self.latency_ms}"
-            )
+        for name in ("latency_ms", "webhook_latency_ms"):
+            lo, hi = getattr(self, name)
+            if lo < 0 or hi < lo:
+                raise ValueError(
+                    f"{name} must be (min, max) with 0 <= min <= max, not {getattr(self, name)}"
+                )
         if any(d < 0 for d in self.status_delays):
             raise ValueError(f"status_delays must not be negative: {self.status_delays}")
         if self.slow_seconds < 0:

@@ -94,8 +94,9 @@ class _Sandbox:
         self.cfg = state.config
 
     # --------------------------------------------------------------- helpers
-    async def _latency(self) -> None:
+    async def _latency(self, extra: tuple[int, int] = (0, 0)) -> None:
         lo, hi = self.cfg.latency_ms
+        lo, hi = lo + extra[0], hi + extra[1]
         if hi > 0:
             with self.state.lock:
                 ms = self.state.rng.uniform(lo, hi)
@@ -114,7 +115,7 @@ class _Sandbox:
         state = self.state
 
         async def handler(request: Request) -> Response:
-            await self._latency()
+            await self._latency(self.cfg.webhook_latency_ms if op == "set_webhook" else (0, 0))
             params = await read_params(request, dialect=self.cfg.dialect)
             token, iid = params.get("access_token"), params.get("instance_id")
             with state.lock:

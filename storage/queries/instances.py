@@ -12,6 +12,7 @@ from datetime import datetime
 
 from sqlalchemy import (
     Connection,
+    Select,
     and_,
     bindparam,
     case,
@@ -134,13 +135,21 @@ def queued_targets(
 
 
 def has_unassigned(conn: Connection, campaign_id: int) -> bool:
-    """True when the campaign has queued rows without a sender (it was forgotten)."""
-    row = conn.execute(
+    """True when the campaign has queued rows without a sender (it was forgotten).
+
+    Asked on every dispatcher tick: one probe of the partial ``ix_deliveries_unassigned``
+    (migration 0023), whose predicate the WHERE states literally (:data:`_QUEUED` and
+    ``sender IS NULL``), never a read of the campaign's queued rows."""
+    return conn.execute(unassigned_probe(campaign_id)).first() is not None
+
+
+def unassigned_probe(campaign_id: int) -> Select[tuple[int]]:
+    """The statement of :func:`has_unassigned` (its plan is tested)."""
+    return (
         select(_d.c.id)
         .where(_d.c.campaign_id == campaign_id, _QUEUED, _d.c.sender.is_(None))
         .limit(1)
-    ).first()
-    return row is not None
+    )
 
 
 def reassign_queued(conn: Connection, moves: Sequence[tuple[int, str]]) -> int:
@@ -447,6 +456,7 @@ __all__ = [
     "resume_connection_pause",
     "set_next_send",
     "set_webhook_registered",
+    "unassigned_probe",
     "usable_ids",
     "webhook_digests",
     "webhook_registered",

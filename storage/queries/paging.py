@@ -1,6 +1,6 @@
 """One page of a table's rows and how many match: what the faces' listings read.
 
-Two ways to a page. :func:`keyset_page` (what the listings use, decision 38 in
+Two ways to a page. :func:`keyset_page` (what the listings use, decision 39 in
 docs/architecture.md) walks an index from a row id: rows after ``after`` (or the page just
 before ``before``), so any page costs the same whatever the table's size.
 :func:`page` skips ``offset`` rows and counts every match: its cost grows with both, kept

@@ -1,4 +1,4 @@
-"""Listings walked by cursor (issue 30, decision 38 in docs/architecture.md), as an
+"""Listings walked by cursor (issue 30, decision 39 in docs/architecture.md), as an
 integrator and a shop owner walk them: through ``gatecast serve``'s API over real HTTP and
 its dashboard in Debian's Chromium, against a ``gatecast sandbox`` process.
 

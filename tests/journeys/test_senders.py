@@ -367,6 +367,8 @@ def test_webhook_secret_file_disable_and_no_restore_without_serve(ws: Workspace)
     port = _free_port()
     serve = ws.spawn("serve", "--port", str(port), GATECAST_PORT=str(port))
     wait_for(lambda: "gatecast serving on" in serve.output(), timeout=60, what="serve")
+    # it registers the webhook for both beside its dispatcher, then says so in one line
+    wait_for(lambda: "registered for" in serve.output(), timeout=30, what="the registration")
     serve.stop()  # serve registered its webhook for both, and generated the secret file
     serve_url = f"http://127.0.0.1:{port}/***"
     assert _sandbox_instances(ws.gateway_url)[served]["webhook_url"] == serve_url

@@ -9,6 +9,7 @@ gatecast's back the leader puts it back within ``GATECAST_WEBHOOK_CHECK_SECONDS`
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 
 import httpx
 
@@ -29,6 +30,10 @@ def _webhook(gateway_url: str, instance_id: str) -> object:
     return row["webhook_url"] if row["webhook_enabled"] else None
 
 
+def _said(output: Callable[[], str], line: str) -> None:
+    wait_for(lambda: line in output(), timeout=30, what=f"{line!r} in the output")
+
+
 def test_two_serve_processes_register_the_public_url_and_the_leader_keeps_it(
     ws: Workspace,
 ) -> None:
@@ -42,11 +47,12 @@ def test_two_serve_processes_register_the_public_url_and_the_leader_keeps_it(
     # (in one folder it would take the first receiver's socket over)
     second = ws.serve(GATECAST_JOURNAL_DIR=str(ws.path / "second-machine"))
     assert second.url != public  # its own port: never registered
+    # each registers as it starts, beside its dispatcher: one summary line when done
+    summary = f"webhook {public}/webhooks/gateway/*** registered for {sender}"
+    for served in (first, second):
+        _said(served.process.output, summary)
     assert _webhook(ws.gateway_url, sender) == shown
     assert "GATECAST_PUBLIC_URL is not set" not in first.process.output()
-    assert f"webhook {public}/webhooks/gateway/*** registered for {sender}" in (
-        second.process.output()
-    )
 
     # someone points the gateway elsewhere (the gateway cannot tell gatecast)
     with GatewayClient(ws.gateway_url, SANDBOX_TOKEN, timeout=10) as gw:
@@ -94,4 +100,5 @@ def test_serve_without_a_public_url_warns_that_several_processes_need_one(
     server = ws.serve()
     out = server.process.output()
     assert "GATECAST_PUBLIC_URL is not set" in out, out
+    _said(server.process.output, f"webhook {server.url}/webhooks/gateway/*** registered for")
     assert _webhook(ws.gateway_url, sender) == f"{server.url}/***"

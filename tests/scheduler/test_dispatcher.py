@@ -179,3 +179,22 @@ def test_paused_senders_follow_the_database_after_a_resume(sqlite_engine: Engine
                 iq.resume(conn, iid, now=T0)
             d.tick()
             assert d.paused_senders == {}
+
+
+def test_a_sender_held_until_its_webhook_is_registered_sends_once_released(
+    sqlite_engine: Engine,
+) -> None:
+    """The start's pass holds a sender never registered at this URL (decision 40): the
+    other sender sends meanwhile; released, it sends too."""
+    with run_sandbox_in_thread(SandboxConfig(auto_link=True)) as sb:
+        held, free = sb.create_linked_instance(), sb.create_linked_instance()
+        clock = FakeClock(T0)
+        add_instances(sqlite_engine, [held, free], T0)
+        add_running_campaign(sqlite_engine, spec(), recipients=4, senders=[held, free], now=T0)
+        with dispatcher(sqlite_engine, sb, clock, batch_size=16) as d:
+            d.hold_unregistered([held])
+            d.run(max_ticks=5)
+            assert {m["instance_id"] for m in sb.messages()} == {free}
+            d.registered(held)
+            d.run(until_done=True, max_ticks=50)
+        assert {m["instance_id"] for m in sb.messages()} == {held, free}

@@ -96,3 +96,49 @@ def test_an_unconfirmed_sender_refused_before_its_scan_waits_for_its_confirmatio
             conn.execute(update(_i).where(_i.c.instance_id == instance).values(state="connected"))
         assert keeper.run_once(T0) == [instance]
         assert sb.state.instances[instance].webhook_url == URL
+
+
+def test_the_start_pass_registers_concurrently_and_keeps_each_failure_apart(
+    engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The pass at start registers every linked sender, at most ``concurrency`` at once;
+    one the gateway refuses is kept with its reason (not logged: the process prints it)
+    and never stops the others; the leader's next check does not register them again."""
+    clock = [0.0]
+    config = SandboxConfig(auto_link=True, webhook_latency_ms=(300, 300))
+    with run_sandbox_in_thread(config) as sb:
+        ids = [sb.create_linked_instance() for _ in range(6)]
+        add_instances(engine, [*ids, "UNKNOWN0000001"], T0)
+        keeper = WebhookKeeper(
+            engine,
+            lambda: GatewayClient(sb.url, sb.access_token, timeout=10),
+            URL,
+            every_seconds=60,
+            monotonic=lambda: clock[0],
+            concurrency=3,
+        )
+        done = keeper.start_pass(T0)
+        assert done.registered == ids
+        assert list(done.failed) == ["UNKNOWN0000001"] and done.failed["UNKNOWN0000001"]
+        assert all(sb.state.instances[i].webhook_url == URL for i in ids)
+        assert "not registered" not in caplog.text and "was not the deployment's" not in caplog.text
+        clock[0] = 1
+        assert keeper.run_once(T0) == []  # only the failed connected one is tried again
+        assert sb.state.stats_view()["requests"]["set_webhook"] == len(ids) + 2
+
+
+def test_a_pass_prints_one_line_for_hundreds_and_one_per_failure() -> None:
+    from rich.console import Console
+
+    from gatecast.runtime.webhooks import report_registrations
+    from scheduler.webhook_keeper import Registrations
+
+    console = Console(record=True, width=200)
+    ids = [f"S{i:04d}" for i in range(500)]
+    report_registrations(URL, Registrations(ids, {"BAD1": "Instance ID Invalidated"}), console)
+    lines = console.export_text().splitlines()
+    assert lines == [
+        "webhook not registered for BAD1: Instance ID Invalidated",
+        "webhook https://hooks.example/webhooks/gateway/*** registered for 500 senders "
+        f"({', '.join(ids[:10])} and 490 more)",
+    ]

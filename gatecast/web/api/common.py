@@ -28,7 +28,7 @@ Offset = Annotated[
         description="Rows to skip (slower as rows grow: a listing with `cursor` prefers it)",
     ),
 ]
-#: where a cursor-walked listing's page starts (decision 38 in docs/architecture.md)
+#: where a cursor-walked listing's page starts (decision 39 in docs/architecture.md)
 Cursor = Annotated[
     str | None,
     Query(
