@@ -6,6 +6,7 @@ several senders at once keeps each sender's score and its level changes."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine, insert
@@ -29,7 +30,7 @@ def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _queue(engine: Engine) -> int:
-    base = {
+    base: dict[str, Any] = {
         "target_kind": "phone",
         "attempts": 0,
         "content": {},
@@ -39,7 +40,7 @@ def _queue(engine: Engine) -> int:
     }
     with engine.begin() as conn:
         cid = campaign_row(conn, T0)
-        rows = [
+        rows: list[dict[str, Any]] = [
             # A: two dated rows (the earlier one, then by id), one undated
             {"sender": "A", "state": "queued", "due_at": T0 + timedelta(seconds=5)},
             {"sender": "A", "state": "queued", "due_at": T0, "attempts": 2, "error": "e"},
