@@ -9,14 +9,22 @@ one) runs what ``gatecast serve`` runs for it: the dispatcher
 (:class:`scheduler.service.Service`, jobs off: the campaign is started before) and the
 HTTP app with the webhook receiver (``create_app`` served by uvicorn in a thread).
 
-After a warm-up the bench measures a window (``--seconds``) and reads the database:
+Warm-up as users have it: the sender warm-up at its default settings (the bench's other
+runs turn it off, ``bench/common.py``), each sender set to the first day after its ramp
+(what ``gatecast instance warmup ID --day N`` records for an established number): a new
+number's day 1 would stop at 15 messages, which no pace could be measured through. The
+claim still does the warm-up's work (care rows, known-chat probes, the use counted).
 
-- **paced rate / configured**: the senders' rates summed (each sender's sends in the
-  window, by ``sent_at``, the gateway's answer: one less than their count over the time
-  from its first to its last; the senders start together, so a plain count would depend
-  on whether the window's edges catch a round), over the configured rate
-  ``senders x per_minute / 60`` (the reference of the run; goal >= 0.95); the plain
-  count per second is printed beside it;
+After a settling time (``--warmup``) the bench measures a window (``--seconds``) and reads
+the database:
+
+- **sent in the window / configured** (the headline): the plain count, rows whose
+  ``sent_at`` (the gateway's answer) falls in the window, over
+  ``senders x per_minute / 60 x window`` (goal >= 0.97 in one process). A stall at the
+  window's edges counts against it, as users would see it;
+- **per-sender rate / configured** (secondary): each sender's sends in the window, one
+  less than their count over the time from its first to its last, summed; it forgives
+  stalls at the window's edges, so it only explains the headline;
 - **gap error**: per sender, the time between two consecutive sends minus the gap the
   pace asks for (``60 / per_minute``: the random gap is drawn below it), p50 and p99
   (goal p99 < 1 s);
@@ -50,6 +58,7 @@ from sqlalchemy import Engine, select
 
 from bench.common import BenchError, Figures, report
 from bench.dispatch import TEXT, TOKEN, database, open_db, sandbox_process, seed_audience
+from scheduler.care import DEFAULTS
 from scheduler.defaults import DEFAULT_SEND_CONCURRENCY
 from storage import tables
 
@@ -83,6 +92,25 @@ def register_webhook(url: str, instance_ids: list[str], webhook: str) -> None:
         list(pool.map(one, instance_ids))
 
 
+def warm_up_as_users_have_it(engine: Engine, instance_ids: list[str]) -> str:
+    """The sender warm-up at its default settings in this process (``bench/common.py``
+    turns it off for the other benchmarks), each sender on the first day after its ramp
+    (``gatecast instance warmup ID --day N``); what the output says about it."""
+    import os
+
+    from campaigns.instances import WarmupChange, set_warmup
+    from scheduler.care import configure
+    from storage.types import utcnow
+
+    os.environ.pop("GATECAST_WARMUP_ENABLED", None)
+    configure(DEFAULTS)
+    day = DEFAULTS.warmup_days + 1
+    now = utcnow()
+    for iid in instance_ids:
+        set_warmup(engine, iid, WarmupChange(day=day), now=now)
+    return f"on (default settings), senders on day {day}: past the {DEFAULTS.warmup_days}-day ramp"
+
+
 def start_paced_campaign(
     engine: Engine, instance_ids: list[str], per_minute: float, daily_cap: int
 ) -> tuple[int, int]:
@@ -101,7 +129,8 @@ def start_paced_campaign(
         {
             "name": "bench senders",
             "list": "bench",
-            "instances": instance_ids,
+            # every connected instance (the bench's database knows only these): what a
+            # file with more senders than a file may list (100) does
             "message": {"type": "text", "text": TEXT},
             "schedule": {"timezone": "UTC"},
             # a random gap under the rate's gap, as files have it; the cap does not bite
@@ -187,6 +216,7 @@ def run_one(args: argparse.Namespace, pg: bool, figures: Figures) -> None:
         ids = create_instances(sb_url, senders)
         seed_audience(engine, rows)
         cid, queued = start_paced_campaign(engine, ids, per_minute, daily_cap=100_000)
+        warmup = warm_up_as_users_have_it(engine, ids)
         settings = Settings(
             database_url=url,
             gateway_url=sb_url,
@@ -215,9 +245,8 @@ def run_one(args: argparse.Namespace, pg: bool, figures: Figures) -> None:
 
     window = (t1 - t0).total_seconds()
     sent = sum(1 for times in by_sender.values() for t in times if t0 <= t < t1)
-    # each sender's rate over its own sends in the window (the senders start together, so
-    # a window's edges would catch whole rounds or miss them); a sender with fewer than
-    # two sends in the window counts as 0
+    # secondary: each sender's rate over its own sends in the window (forgives the
+    # window's edges); a sender with fewer than two sends in the window counts as 0
     rate = 0.0
     for times in by_sender.values():
         inside = [t for t in times if t0 <= t < t1]
@@ -243,11 +272,15 @@ def run_one(args: argparse.Namespace, pg: bool, figures: Figures) -> None:
         "latency_ms": args.latency_ms,
         "send_concurrency": args.send_concurrency,
         "window_s": round(window, 1),
+        "warmup": warmup,
+        "load": [round(v, 1) for v in psutil.getloadavg()],
     }
     figures.add("configured rate (reference)", configured, "msg/s", **extra)
-    figures.add("paced rate", rate, "msg/s", **extra)
-    figures.add("paced rate / configured", rate / configured, "x", goal=">= 0.95", **extra)
     figures.add("sent in the window", sent / window, "msg/s", **extra)
+    plain = sent / (configured * window)
+    figures.add("sent in the window / configured", plain, "x", goal=">= 0.97", **extra)
+    figures.add("per-sender rate (secondary)", rate, "msg/s", **extra)
+    figures.add("per-sender rate / configured (secondary)", rate / configured, "x", **extra)
     figures.add("gap error p50", percentile(errors, 50), "s", **extra)
     figures.add("gap error p99", percentile(errors, 99), "s", goal="< 1", **extra)
     figures.add("CPU per message", (c1 - c0) / sent * 1000, "ms", **extra)
@@ -260,7 +293,9 @@ def main() -> int:
     parser.add_argument("--senders", type=int, default=500)
     parser.add_argument("--per-minute", type=float, default=20.0)
     parser.add_argument("--latency-ms", type=int, default=1000)
-    parser.add_argument("--warmup", type=float, default=15.0, help="seconds before the window")
+    parser.add_argument(
+        "--warmup", type=float, default=15.0, help="settling seconds before the window"
+    )
     parser.add_argument("--seconds", type=float, default=60.0, help="the measured window")
     parser.add_argument(
         "--send-concurrency",

@@ -57,8 +57,7 @@ def after_claim(
             new[sender] += 1
     key = warmup.day_key(now, tz)
     sc.add_warmup_use(conn, [(s, key, u) for s, u in sorted(uses.items())])
-    for sender, n in sorted(new.items()):
-        health.add_signals(conn, sender, {"new_contact": n}, now, row=care.get(sender))
+    health.add_signal_each(conn, "new_contact", new, now, care)
     return rows
 
 

@@ -137,6 +137,22 @@ def _change(
     sc.set_health(conn, row.instance_id, score=score, at=now, level=level, resume_at=resume_at)
 
 
+def _scored(
+    row: CareRow, signals: Mapping[str, int], now: datetime, care: CareSettings
+) -> tuple[float, str, str] | None:
+    """The sender's score and level after ``signals``, and why (None: nothing to add)."""
+    delta = sum(WEIGHTS[k] * n for k, n in signals.items() if n)
+    if not delta:
+        return None
+    score = max(0.0, min(100.0, score_now(row, now, care) + delta))
+    level = level_of(score, care)
+    # a level only goes down by decay, in the sweep (a reply does not lift a pause)
+    if LEVELS.index(level) < LEVELS.index(row.health_level):
+        level = row.health_level
+    why = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in signals.items() if n)
+    return score, level, why
+
+
 def add_signals(
     conn: Connection,
     instance_id: str,
@@ -153,16 +169,37 @@ def add_signals(
         row = sc.care_rows(conn, [instance_id], lock=True).get(instance_id)
         if row is None:
             return
-    delta = sum(WEIGHTS[k] * n for k, n in signals.items() if n)
-    if not delta:
-        return
-    score = max(0.0, min(100.0, score_now(row, now, care) + delta))
-    level = level_of(score, care)
-    # a level only goes down by decay, in the sweep (a reply does not lift a pause)
-    if LEVELS.index(level) < LEVELS.index(row.health_level):
-        level = row.health_level
-    why = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in signals.items() if n)
-    _change(conn, row, score, level, now, why, note_pause, care)
+    scored = _scored(row, signals, now, care)
+    if scored is not None:
+        _change(conn, row, *scored[:2], now, scored[2], note_pause, care)
+
+
+def add_signal_each(
+    conn: Connection,
+    signal: str,
+    counts: Mapping[str, int],
+    now: datetime,
+    rows: Mapping[str, CareRow],
+) -> None:
+    """:func:`add_signals` of one signal for several senders (``rows``: their care rows,
+    read by the caller): the scores whose level stays are stored in one statement, not
+    one each (the claim adds ``new_contact`` for every sender it claimed for)."""
+    care = current()
+    same: list[tuple[str, float, datetime | None, str]] = []
+    for sender, n in sorted(counts.items()):
+        row = rows.get(sender)
+        if row is None:
+            add_signals(conn, sender, {signal: n}, now)
+            continue
+        scored = _scored(row, {signal: n}, now, care)
+        if scored is None:
+            continue
+        score, level, why = scored
+        if level == row.health_level:
+            same.append((sender, score, row.health_resume_at, level))
+        else:
+            _change(conn, row, score, level, now, why, None, care)
+    sc.set_health_each(conn, same, at=now)
 
 
 def sweep(conn: Connection, now: datetime, note_pause: NotePause | None = None) -> None:
@@ -213,6 +250,7 @@ __all__ = [
     "MEDIUM",
     "PAUSE_PREFIX",
     "WEIGHTS",
+    "add_signal_each",
     "add_signals",
     "decayed",
     "fold_counted",

@@ -55,6 +55,7 @@ from storage.models import (
 )
 from storage.queries import paging, tallies
 from storage.queries.moves import may_move, may_move_sql, new_state_sql
+from storage.queries.sender_values import sender_chunks, senders_cte
 from storage.states import Move
 
 _d = tables.deliveries
@@ -860,14 +861,28 @@ def sends_since_by_sender(
     conn: Connection, senders: Sequence[str], since: datetime
 ) -> dict[str, int]:
     """:func:`sends_since` for several senders (senders without any are left out): one
-    range of (sender, sent_at) per sender, plus the rows in flight."""
-    if not senders:
-        return {}
+    range of (sender, sent_at) per sender, plus the rows in flight, as correlated
+    subqueries of one statement (``storage.queries.sender_values``), not a round trip
+    each."""
     out: dict[str, int] = {}
-    for sender in dict.fromkeys(senders):
-        n = sends_since(conn, sender, since)
-        if n:
-            out[str(sender)] = n
+    for chunk in sender_chunks(senders):
+        who = senders_cte(chunk)
+        sent = (
+            select(func.count())
+            .where(_d.c.sender == who.c.sender, _d.c.sent_at >= since)
+            .correlate(who)
+            .scalar_subquery()
+        )
+        sending = (
+            select(func.count())
+            .where(_SENDING, _d.c.sender == who.c.sender, _d.c.sent_at.is_(None))
+            .correlate(who)
+            .scalar_subquery()
+        )
+        for sender, n_sent, n_sending in conn.execute(select(who.c.sender, sent, sending)):
+            n = int(n_sent or 0) + int(n_sending or 0)
+            if n:
+                out[str(sender)] = n
     return out
 
 

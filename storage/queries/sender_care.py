@@ -28,6 +28,7 @@ from sqlalchemy import (
 from storage import states, tables
 from storage.dialect import dialect_insert
 from storage.queries.moves import may_move
+from storage.queries.sender_values import CHUNK, pairs_cte
 from storage.states import Move
 
 _i = tables.instances
@@ -163,20 +164,20 @@ def set_warmup(
 
 def chats_of(conn: Connection, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], bool]:
     """``(sender, target) -> known`` for the pairs the sender has messaged or heard from
-    (absent: never); one primary-key probe per pair."""
-    if not pairs:
-        return {}
-    by_sender: dict[str, list[str]] = {}
-    for sender, target in dict.fromkeys(pairs):
-        by_sender.setdefault(sender, []).append(target)
+    (absent: never); one primary-key probe per pair, all in one statement per
+    :data:`storage.queries.sender_values.CHUNK` pairs (a round trip per sender cost the
+    dispatch thread a statement per paced send)."""
+    unique = list(dict.fromkeys(pairs))
     out: dict[tuple[str, str], bool] = {}
-    for sender, targets in by_sender.items():  # one range of the primary key per sender
+    for start in range(0, len(unique), CHUNK):
+        wanted = pairs_cte(unique[start : start + CHUNK])
         rows = conn.execute(
-            select(_c.c.target, _c.c.known_at).where(
-                _c.c.instance_id == sender, _c.c.target.in_(targets)
+            select(_c.c.instance_id, _c.c.target, _c.c.known_at).join(
+                wanted,
+                and_(_c.c.instance_id == wanted.c.sender, _c.c.target == wanted.c.target),
             )
         )
-        out.update({(sender, str(r[0])): r[1] is not None for r in rows})
+        out.update({(str(r[0]), str(r[1])): r[2] is not None for r in rows})
     return out
 
 
@@ -224,6 +225,32 @@ def set_health(
         update(_i)
         .where(_i.c.instance_id == instance_id)
         .values(health_score=score, health_at=at, health_level=level, health_resume_at=resume_at)
+    )
+
+
+def set_health_each(
+    conn: Connection, scores: Sequence[tuple[str, float, datetime | None, str]], *, at: datetime
+) -> None:
+    """:func:`set_health` for several senders, ``(instance_id, score, resume_at, level)``
+    each, as of ``at``: one statement (executemany), in key order."""
+    if not scores:
+        return
+    stmt = (
+        update(_i)
+        .where(_i.c.instance_id == bindparam("iid"))
+        .values(
+            health_score=bindparam("score"),
+            health_at=bindparam("at", type_=_i.c.health_at.type),
+            health_level=bindparam("level"),
+            health_resume_at=bindparam("resume_at", type_=_i.c.health_resume_at.type),
+        )
+    )
+    conn.execute(
+        stmt,
+        [
+            {"iid": i, "score": score, "at": at, "level": level, "resume_at": resume}
+            for i, score, resume, level in sorted(scores)
+        ],
     )
 
 

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, literal_column, select, update
+from sqlalchemy import Connection, exists, literal_column, select, update
 
 from storage import states, tables
+from storage.queries.sender_values import sender_chunks, senders_cte
 
 _d = tables.deliveries
 _c = tables.campaigns
@@ -33,30 +34,78 @@ def first_queued(
     conn: Connection, campaign_id: int, senders: Sequence[str | None]
 ) -> dict[str | None, FirstQueued]:
     """Per sender of ``senders`` (None: rows without a sender) that has queued rows in the
-    campaign: its first dated queued row and whether undated ones wait; two probes each."""
+    campaign: its first dated queued row and whether undated ones wait.
+
+    Two index probes of ``ix_deliveries_queue`` per sender, as correlated subqueries of
+    one statement over the senders (then one read of the first rows by id): a round trip
+    per sender made the dispatcher's hold check cost 1,000 statements with 500 senders,
+    every few seconds, on the dispatch thread."""
+    wanted = list(dict.fromkeys(senders))
+    found: dict[str | None, FirstQueued] = {}
+    if None in wanted:
+        found.update(_first_queued_unassigned(conn, campaign_id))
+    for chunk in sender_chunks([s for s in wanted if s is not None]):
+        found.update(_first_queued_named(conn, campaign_id, chunk))
+    return {s: found[s] for s in wanted if s in found}
+
+
+def _first_queued_named(
+    conn: Connection, campaign_id: int, senders: list[str]
+) -> dict[str | None, FirstQueued]:
+    who = senders_cte(senders)
+    base = (_d.c.campaign_id == campaign_id, _QUEUED, _d.c.sender == who.c.sender)
+    first_id = (
+        select(_d.c.id)
+        .where(*base, _d.c.due_at.is_not(None))
+        .order_by(_d.c.due_at, _d.c.id)
+        .limit(1)
+        .correlate(who)
+        .scalar_subquery()
+    )
+    undated = exists().where(*base, _d.c.due_at.is_(None)).correlate(who)
+    probes = conn.execute(
+        select(who.c.sender, first_id.label("first_id"), undated.label("undated"))
+    ).all()
+    ids = [int(r.first_id) for r in probes if r.first_id is not None]
+    firsts: dict[int, tuple[Any, ...]] = {}
+    if ids:
+        rows = conn.execute(
+            select(_d.c.id, _d.c.due_at, _d.c.attempts, _d.c.error).where(_d.c.id.in_(ids))
+        )
+        firsts = {int(r[0]): tuple(r[1:]) for r in rows}
     out: dict[str | None, FirstQueued] = {}
-    for sender in dict.fromkeys(senders):
-        who = _d.c.sender.is_(None) if sender is None else _d.c.sender == sender
-        base = (_d.c.campaign_id == campaign_id, _QUEUED, who)
-        first = conn.execute(
-            select(_d.c.due_at, _d.c.attempts, _d.c.error)
-            .where(*base, _d.c.due_at.is_not(None))
-            .order_by(_d.c.due_at, _d.c.id)
-            .limit(1)
-        ).first()
-        undated = (
-            conn.execute(select(_d.c.id).where(*base, _d.c.due_at.is_(None)).limit(1)).first()
-            is not None
-        )
-        if first is None and not undated:
+    for sender, fid, waits in probes:
+        first = firsts.get(int(fid)) if fid is not None else None
+        if first is None and not waits:
             continue
-        out[sender] = FirstQueued(
-            due_at=None if first is None else first[0],
-            attempts=0 if first is None else int(first[1] or 0),
-            error=None if first is None else first[2],
-            undated=undated,
-        )
+        out[str(sender)] = _first(first, bool(waits))
     return out
+
+
+def _first_queued_unassigned(conn: Connection, campaign_id: int) -> dict[str | None, FirstQueued]:
+    base = (_d.c.campaign_id == campaign_id, _QUEUED, _d.c.sender.is_(None))
+    first = conn.execute(
+        select(_d.c.due_at, _d.c.attempts, _d.c.error)
+        .where(*base, _d.c.due_at.is_not(None))
+        .order_by(_d.c.due_at, _d.c.id)
+        .limit(1)
+    ).first()
+    undated = (
+        conn.execute(select(_d.c.id).where(*base, _d.c.due_at.is_(None)).limit(1)).first()
+        is not None
+    )
+    if first is None and not undated:
+        return {}
+    return {None: _first(None if first is None else tuple(first), undated)}
+
+
+def _first(first: tuple[Any, ...] | None, undated: bool) -> FirstQueued:
+    return FirstQueued(
+        due_at=None if first is None else first[0],
+        attempts=0 if first is None else int(first[1] or 0),
+        error=None if first is None else first[2],
+        undated=undated,
+    )
 
 
 @dataclass(frozen=True)
