@@ -391,7 +391,7 @@ def _fill_base(url: str, contacts: int) -> None:
             )
             conn.exec_driver_sql(
                 f"INSERT INTO contacts ({_CONTACT_COLUMNS}) {row.replace('%', '%%')}"
-                f" FROM generate_series(1, {contacts}) AS i"
+                f" FROM generate_series(1::bigint, {contacts}) AS i"
             )
             conn.exec_driver_sql(
                 "INSERT INTO lists (name, description, created_at) VALUES ('existing', '', now())"
