@@ -49,6 +49,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -368,12 +369,29 @@ def _fill_base(url: str, contacts: int) -> None:
     list ``existing``, their search rows filled (nothing queued)."""
     from storage.engine import make_engine, upgrade
 
+    pg = _is_pg(url)
+    now = "now()" if pg else "'2026-01-01 00:00:00'"
+    row = _BASE_ROW.format(
+        phone=_BASE_PHONE.format(i="i"),
+        i="i",
+        false="false" if pg else "0",
+        now=now,
+        json="::jsonb" if pg else "",
+    )
+    if pg:
+        numbers = f"{row.replace('%', '%%')} FROM generate_series(1::bigint, {contacts}) AS i"
+        search = "contact_id, name, phone, attrs) SELECT id, folded_name, phone,"
+        search += " coalesce((SELECT string_agg(value, chr(31)) FROM jsonb_each_text(folded)),"
+    else:
+        numbers = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n"
+        numbers += f" WHERE i < {contacts}) {row} FROM n"
+        search = "rowid, name, phone, attrs) SELECT id, folded_name, phone,"
+        search += " coalesce((SELECT group_concat(value, char(31)) FROM json_each(folded)),"
     db = make_engine(url)
     upgrade(db)
     with db.begin() as conn:
-        if not contacts:
-            pass
-        elif _is_pg(url):
+        indexes: Sequence[Any] = ()
+        if pg and contacts:  # the search's GIN indexes made again once it is filled
             conn.exec_driver_sql("SET LOCAL session_replication_role = replica")
             conn.exec_driver_sql("SET LOCAL maintenance_work_mem = '256MB'")
             indexes = conn.exec_driver_sql(
@@ -382,58 +400,19 @@ def _fill_base(url: str, contacts: int) -> None:
             ).all()
             for name, _ in indexes:
                 conn.exec_driver_sql(f"DROP INDEX {name}")
-            row = _BASE_ROW.format(
-                phone=_BASE_PHONE.format(i="i"),
-                i="i",
-                false="false",
-                now="now()",
-                json="::jsonb",
-            )
+        if contacts:
+            conn.exec_driver_sql(f"INSERT INTO contacts ({_CONTACT_COLUMNS}) {numbers}")
             conn.exec_driver_sql(
-                f"INSERT INTO contacts ({_CONTACT_COLUMNS}) {row.replace('%', '%%')}"
-                f" FROM generate_series(1::bigint, {contacts}) AS i"
-            )
-            conn.exec_driver_sql(
-                "INSERT INTO lists (name, description, created_at) VALUES ('existing', '', now())"
+                f"INSERT INTO lists (name, description, created_at) VALUES ('existing', '', {now})"
             )
             conn.exec_driver_sql(
                 "INSERT INTO list_members (list_id, contact_id, added_at)"
-                " SELECT l.id, c.id, now() FROM lists l, contacts c WHERE l.name = 'existing'"
+                f" SELECT l.id, c.id, {now} FROM lists l, contacts c WHERE l.name = 'existing'"
             )
-            conn.exec_driver_sql(
-                "INSERT INTO contact_search (contact_id, name, phone, attrs)"
-                " SELECT id, folded_name, phone, coalesce((SELECT string_agg(value, chr(31))"
-                " FROM jsonb_each_text(folded)), '') FROM contacts"
-            )
-            for _, definition in indexes:
-                conn.exec_driver_sql(definition)
-        else:
-            row = _BASE_ROW.format(
-                phone=_BASE_PHONE.format(i="i"),
-                i="i",
-                false="0",
-                now="'2026-01-01 00:00:00'",
-                json="",
-            )
-            conn.exec_driver_sql(
-                f"INSERT INTO contacts ({_CONTACT_COLUMNS}) WITH RECURSIVE n(i) AS"
-                f" (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {contacts}) {row} FROM n"
-            )
-            conn.exec_driver_sql(
-                "INSERT INTO lists (name, description, created_at)"
-                " VALUES ('existing', '', '2026-01-01 00:00:00')"
-            )
-            conn.exec_driver_sql(
-                "INSERT INTO list_members (list_id, contact_id, added_at)"
-                " SELECT l.id, c.id, '2026-01-01 00:00:00' FROM lists l, contacts c"
-                " WHERE l.name = 'existing'"
-            )
-            conn.exec_driver_sql(
-                "INSERT INTO contact_search (rowid, name, phone, attrs)"
-                " SELECT id, folded_name, phone, coalesce((SELECT group_concat(value, char(31))"
-                " FROM json_each(folded)), '') FROM contacts"
-            )
-            conn.exec_driver_sql("DELETE FROM contact_search_pending")
+            conn.exec_driver_sql(f"INSERT INTO contact_search ({search} '') FROM contacts")
+            conn.exec_driver_sql("DELETE FROM contact_search_pending")  # SQLite's trigger's
+        for _, definition in indexes:
+            conn.exec_driver_sql(definition)
     if _is_pg(url):
         with db.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.exec_driver_sql("VACUUM ANALYZE")
