@@ -1,27 +1,39 @@
-"""Contact import speed and memory: ``python -m bench.import [--rows N] [--full] [--pg]``.
+"""Contact import speed as ``gatecast contacts import`` gives it:
+``python -m bench.import [--rows N] [--base N] [--pg] [--before DIR] [--csv-only]``.
 
 Generates a CSV (mostly distinct numbers: 60 % international in 12 countries, 40 %
 national US formats, about 1 % duplicates and 0.5 % bad rows) and an XLSX (a third of
 the phones stored as numbers, as exports do) in a temp dir, then measures, each in a
-fresh process so peak RSS is its own:
+fresh process so peak RSS and CPU are its own:
 
 - reading only (CSV; XLSX with calamine and with openpyxl: the engine choice);
 - phone normalisation of the distinct values, one process vs a 2-process pool;
-- the whole import (read, normalise, dedupe, upsert, list membership) into SQLite,
-  and PostgreSQL with ``--pg``;
-- its reference in the same run, on the same database: the file's rows with distinct
-  phone cells loaded as they are, nothing read into a table, validated or merged, into
-  ``contacts`` and ``list_members`` by the plainest bulk path (``COPY`` on PostgreSQL,
-  one ``executemany`` per table on SQLite), foreign keys as the schema has them;
+- the import as the CLI runs it (``campaigns.importer.import_file`` with its defaults,
+  on an engine made as ``gatecast`` makes it): read, normalise, dedupe, upsert, list
+  membership, AND the contact search catching up with the new contacts, which
+  ``contacts import`` waits for before it answers. The figure is the whole call; the
+  part after the import committed (the catch-up) is printed beside it. Into an empty
+  database and into one that already holds ``--base`` contacts (1,000,000 by default;
+  made by bulk SQL, their search rows filled, all in a list), on SQLite and, with
+  ``--pg``, PostgreSQL (each run in its own copy: a file copy, ``CREATE DATABASE ...
+  TEMPLATE``);
+- its floor, in the same run and database: the rows the import stored (its cleaned,
+  merged contacts, read back beforehand) loaded into a new table with no key, index,
+  constraint or trigger by the plainest bulk path (``COPY`` on PostgreSQL, one
+  ``executemany`` on SQLite) in one transaction. No import can store them faster; the
+  ratio import / floor says how far above it the import is;
 - with ``--before DIR`` (a copy of an earlier tree, e.g. ``git archive``), the same
   imports by that tree's code, for a before/after at one machine load.
 
-Each rate is printed as rows per wall-clock second (with the 1-minute load average when
-it was taken), rows per CPU-second of the measuring process, and on PostgreSQL rows per
-CPU-second of the measuring process and its server backends together (the server is on
-this machine): what the code costs, apart from a busy machine's.
+Each rate is printed as rows per wall-clock second (with the 1-minute load average),
+rows per CPU-second of the measuring process, and on PostgreSQL rows per CPU-second of
+the measuring process and the server processes working for its database together (the
+backends and autovacuum workers, found by the database's name in their process titles;
+the shared WAL writer and checkpointer are left out, and the disk is settled by a
+``CHECKPOINT`` before each measurement): what the code costs, apart from a busy
+machine's.
 
-Default sizes (200k CSV rows, 20k XLSX rows) finish in well under two minutes;
+Default sizes (200k CSV rows, 20k XLSX rows, a 1M-contact base) take a few minutes;
 ``--full`` is the issue's 1,000,000-row CSV and 100,000-row XLSX.
 """
 
@@ -31,12 +43,13 @@ import argparse
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -154,8 +167,9 @@ def _scenario_phones(path: Path, workers: int) -> dict[str, Any]:
 
 
 def _server_cpu(url: str) -> float:
-    """CPU seconds so far of the PostgreSQL backends serving ``url``'s database (a local
-    server names the database in each backend's process title); 0 for SQLite."""
+    """CPU seconds so far of the PostgreSQL processes working for ``url``'s database (a
+    local server names the database in each backend's and autovacuum worker's process
+    title); 0 for SQLite."""
     import psutil
     import sqlalchemy as sa
 
@@ -164,8 +178,8 @@ def _server_cpu(url: str) -> float:
         return 0.0
     total = 0.0
     for proc in psutil.process_iter(["cmdline"]):
-        title = " ".join(proc.info["cmdline"] or ())
-        if title.startswith("postgres: ") and f" {parsed.database} " in title:
+        words = " ".join(proc.info["cmdline"] or ()).split()
+        if words[:1] == ["postgres:"] and parsed.database in words:
             try:
                 times = proc.cpu_times()
             except psutil.Error:
@@ -174,131 +188,126 @@ def _server_cpu(url: str) -> float:
     return total
 
 
+def _is_pg(url: str) -> bool:
+    return url.startswith("postgresql")
+
+
 def _settle(url: str) -> None:
-    """Write out what earlier scenarios left dirty (the OS's page cache; on PostgreSQL the
+    """Write out what earlier work left dirty (the OS's page cache; on PostgreSQL the
     server's buffers, by a checkpoint), so that a measurement pays for its own writes only."""
     import sqlalchemy as sa
 
     os.sync()
-    if sa.engine.make_url(url).drivername.startswith("postgresql"):
+    if _is_pg(url):
         eng = sa.create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
         with eng.connect() as conn:
             conn.execute(sa.text("CHECKPOINT"))
         eng.dispose()
 
 
-def _measured(url: str, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """Run ``work()`` (it returns its counts) once the disk has settled (:func:`_settle`);
-    seconds, our CPU and the server's."""
-    _settle(url)
-    server, start, cpu = _server_cpu(url), time.perf_counter(), time.process_time()
-    counts = work()
-    took, cpu = time.perf_counter() - start, time.process_time() - cpu
-    server = _server_cpu(url) - server
-    out: dict[str, Any] = {"seconds": took, "cpu_seconds": cpu, "server_cpu_seconds": server}
-    return out | counts
+class _Clock:
+    """Wall seconds, our CPU seconds and the server's since it was made (or marked)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.wall, self.cpu, self.server = self._now()
+
+    def _now(self) -> tuple[float, float, float]:
+        return time.perf_counter(), time.process_time(), _server_cpu(self.url)
+
+    def since(self) -> dict[str, float]:
+        wall, cpu, server = self._now()
+        return {
+            "seconds": wall - self.wall,
+            "cpu_seconds": cpu - self.cpu,
+            "server_cpu_seconds": server - self.server,
+        }
 
 
-def _scenario_import(path: Path, url: str, engine: str) -> dict[str, Any]:
-    import inspect
-
+def _scenario_import(path: Path, url: str, engine: str, stored: Path | None) -> dict[str, Any]:
+    """The import as ``gatecast contacts import`` runs it (the search catching up
+    inside); with ``stored``, the contacts it stored written there afterwards (the
+    floor's rows)."""
     from campaigns.importer import ImportOptions, import_file
     from storage.engine import make_engine, upgrade
 
-    # an earlier tree (--before) may fill the search in the import's transaction itself
-    queued = "catch_up" in inspect.signature(import_file).parameters
-
     db = make_engine(url)
-    upgrade(db)
+    if not _is_pg(url):
+        upgrade(db)  # what the CLI's engine does for SQLite (open_engine)
     with db.connect() as conn:  # the pool's connection (and its backend) made beforehand
         conn.exec_driver_sql("SELECT 1")
+    _settle(url)
+    marks: dict[str, dict[str, float]] = {}
+    clock = _Clock(url)
 
-    def work() -> dict[str, Any]:
-        opts = ImportOptions("bench", excel_engine=engine)  # type: ignore[arg-type]
-        options: dict[str, Any] = {"catch_up": False} if queued else {}
-        report = import_file(db, path, opts, **options)
-        counts = report.to_dict(include_rejects=False)
-        keep = ("rows_read", "imported", "duplicates", "invalid")
-        return {"rows": report.rows_read} | {k: counts[k] for k in keep}
+    def progress(done: int, total: int) -> None:
+        if done == total:  # the import's transaction committed; the catch-up comes next
+            marks["committed"] = clock.since()
 
-    result = _measured(url, work)
-    # what import_file does next: the contact search catches up (its own figure)
-    result["search"] = {"rows": 0, "seconds": 0.0, "cpu_seconds": 0.0, "server_cpu_seconds": 0.0}
-    if queued:
-        from campaigns.search_index import catch_up_search
-
-        result["search"] = _measured(url, lambda: {"rows": catch_up_search(db)})
+    report = import_file(db, path, ImportOptions("bench", excel_engine=engine), progress=progress)  # type: ignore[arg-type]
+    result: dict[str, Any] = clock.since()
+    committed = marks.get("committed", result)
+    result["search"] = {k: result[k] - committed[k] for k in committed}
+    counts = report.to_dict(include_rejects=False)
+    result |= {"rows": report.rows_read} | {
+        k: counts[k] for k in ("imported", "updated", "unchanged", "duplicates", "invalid")
+    }
+    with db.connect() as conn:
+        pending = conn.exec_driver_sql("SELECT count(*) FROM contact_search_pending").scalar_one()
+        ranges = conn.exec_driver_sql(
+            "SELECT count(*) FROM contact_search_pending_ranges"
+        ).scalar_one()
+        if pending or ranges:
+            raise SystemExit(f"the search did not catch up: {pending} queued, {ranges} ranges")
+        if stored is not None:
+            rows = conn.exec_driver_sql(
+                "SELECT c.phone, c.raw_phone, c.name, c.attributes, c.folded, c.folded_name"
+                " FROM contacts c JOIN list_members m ON m.contact_id = c.id"
+                " JOIN lists l ON l.id = m.list_id WHERE l.name = 'bench' ORDER BY c.id"
+            ).all()
+            with stored.open("w", encoding="utf-8") as fh:
+                for row in rows:
+                    values = [v if isinstance(v, str) else json.dumps(v) for v in row]
+                    fh.write(json.dumps(values) + "\n")
+            result["stored"] = len(rows)
     db.dispose()
     return result
 
 
-def _scenario_reference(path: Path, url: str) -> dict[str, Any]:
-    """The reference: the CSV's rows with distinct phone cells stored as they are."""
-    import csv
+def _scenario_floor(stored: Path, url: str) -> dict[str, Any]:
+    """The floor: the import's stored rows loaded into a table with no key, index,
+    constraint or trigger, in one transaction, by ``COPY`` or one ``executemany``."""
+    from storage.engine import make_engine
 
-    from storage.engine import make_engine, upgrade
-
+    with stored.open(encoding="utf-8") as fh:
+        rows = [tuple(json.loads(line)) for line in fh]
     db = make_engine(url)
-    upgrade(db)
-    with db.connect() as conn:
-        conn.exec_driver_sql("SELECT 1")
-
-    def work() -> dict[str, Any]:
-        with path.open(encoding="utf-8", newline="") as fh:
-            reader = csv.reader(fh)
-            next(reader)
-            cells = list(reader)
-        rows = {phone[:20]: (name, city, plan) for name, phone, city, plan in cells}
-        now = "2026-01-01 00:00:00+00"
-        contacts = [
-            (phone, phone, name, json.dumps({"city": city, "plan": plan}), False, now, now)
-            for phone, (name, city, plan) in rows.items()
-        ]
-        with db.begin() as conn:
-            raw: Any = conn.connection.driver_connection
-            cols = "phone, raw_phone, name, attributes, opted_out, created_at, updated_at"
-            if db.dialect.name == "postgresql":
-                list_id = conn.exec_driver_sql(
-                    "INSERT INTO lists (name, description, created_at)"
-                    " VALUES ('reference', '', now()) RETURNING id"
-                ).scalar_one()
-                with raw.cursor() as cur:
-                    ids = [
-                        r[0]
-                        for r in cur.execute(
-                            "SELECT nextval('contacts_id_seq') FROM generate_series(1, %s)",
-                            (len(contacts),),
-                        )
-                    ]
-                    with cur.copy(f"COPY contacts (id, {cols}) FROM STDIN") as copy:
-                        for cid, row in zip(ids, contacts, strict=True):
-                            copy.write_row((cid, *row))
-                    with cur.copy(
-                        "COPY list_members (list_id, contact_id, added_at) FROM STDIN"
-                    ) as copy:
-                        for cid in ids:
-                            copy.write_row((list_id, cid, now))
-            else:
-                conn.exec_driver_sql(
-                    "INSERT INTO lists (name, description, created_at)"
-                    " VALUES ('reference', '', '2026-01-01 00:00:00')"
-                )
-                list_id = conn.exec_driver_sql("SELECT max(id) FROM lists").scalar_one()
-                first = conn.exec_driver_sql(
-                    "SELECT coalesce(max(id), 0) FROM contacts"
-                ).scalar_one()
-                ids = list(range(first + 1, first + 1 + len(contacts)))
-                raw.executemany(
-                    f"INSERT INTO contacts (id, {cols}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    ((cid, *row) for cid, row in zip(ids, contacts, strict=True)),
-                )
-                raw.executemany(
-                    "INSERT INTO list_members (list_id, contact_id, added_at) VALUES (?, ?, ?)",
-                    ((list_id, cid, now) for cid in ids),
-                )
-        return {"rows": len(cells), "stored": len(contacts)}
-
-    result = _measured(url, work)
+    cols = "phone, raw_phone, name, attributes, folded, folded_name, opted_out, created_at,"
+    cols += " updated_at"
+    json_type = "jsonb" if _is_pg(url) else "text"
+    stamp = "timestamptz" if _is_pg(url) else "text"
+    with db.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE IF EXISTS floor_contacts")
+        conn.exec_driver_sql(
+            "CREATE TABLE floor_contacts (phone text, raw_phone text, name text,"
+            f" attributes {json_type}, folded {json_type}, folded_name text, opted_out boolean,"
+            f" created_at {stamp}, updated_at {stamp})"
+        )
+    _settle(url)
+    now = "2026-01-01 00:00:00+00"
+    clock = _Clock(url)
+    with db.begin() as conn:
+        raw: Any = conn.connection.driver_connection
+        if _is_pg(url):
+            with raw.cursor() as cur, cur.copy(f"COPY floor_contacts ({cols}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row((*row, False, now, now))
+        else:
+            raw.executemany(
+                f"INSERT INTO floor_contacts ({cols}) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?)",
+                ((*row, now, now) for row in rows),
+            )
+    result: dict[str, Any] = clock.since() | {"stored": len(rows)}
     db.dispose()
     return result
 
@@ -309,10 +318,11 @@ def _child(args: argparse.Namespace) -> None:
         result = _scenario_read(path, args.engine)
     elif args.scenario == "phones":
         result = _scenario_phones(path, args.workers)
-    elif args.scenario == "reference":
-        result = _scenario_reference(path, args.url)
+    elif args.scenario == "floor":
+        result = _scenario_floor(path, args.url)
     else:
-        result = _scenario_import(path, args.url, args.engine)
+        stored = Path(args.stored) if args.stored else None
+        result = _scenario_import(path, args.url, args.engine, stored)
     result["peak_rss_mb"] = peak_rss_mb()
     print(json.dumps(result))
 
@@ -338,40 +348,168 @@ _BEFORE_CHILD = (
 )
 
 
-def _pg_database() -> tuple[str, str]:
-    import sqlalchemy as sa
+# --- the databases: empty, or a base of existing contacts copied for each run -------------
 
-    name = f"gatecast_bench_{uuid.uuid4().hex[:8]}"
-    eng = sa.create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
-    with eng.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    eng.dispose()
-    return name, sa.engine.make_url(PG_ADMIN).set(database=name).render_as_string(False)
+#: the base's contacts: E.164 numbers of +1 scattered over 2000000000-8999999999 (distinct:
+#: 7919 is prime to the span), so the unique phone index is no append-only tail
+_BASE_PHONE = "'+1' || (2000000000 + ({i} * 7919) % 7000000000)"
+_BASE_ROW = (
+    "SELECT {phone}, {phone}, 'Existing ' || {i},"
+    ' (\'{{"city": "Berlin", "plan": "\' || ({i} % 4) || \'"}}\'){json},'
+    ' (\'{{"city": "berlin", "plan": "\' || ({i} % 4) || \'"}}\'){json},'
+    " 'existing ' || {i}, {false}, {now}, {now}"
+)
+_CONTACT_COLUMNS = (
+    "phone, raw_phone, name, attributes, folded, folded_name, opted_out, created_at, updated_at"
+)
 
 
-def _pg_drop(name: str) -> None:
-    import sqlalchemy as sa
+def _fill_base(url: str, contacts: int) -> None:
+    """Upgrade the database at ``url`` and store ``contacts`` contacts in bulk SQL, in the
+    list ``existing``, their search rows filled (nothing queued)."""
+    from storage.engine import make_engine, upgrade
 
-    eng = sa.create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
-    with eng.connect() as conn:
-        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    eng.dispose()
+    pg = _is_pg(url)
+    now = "now()" if pg else "'2026-01-01 00:00:00'"
+    row = _BASE_ROW.format(
+        phone=_BASE_PHONE.format(i="i"),
+        i="i",
+        false="false" if pg else "0",
+        now=now,
+        json="::jsonb" if pg else "",
+    )
+    if pg:
+        numbers = f"{row.replace('%', '%%')} FROM generate_series(1::bigint, {contacts}) AS i"
+        search = "contact_id, name, phone, attrs) SELECT id, folded_name, phone,"
+        search += " coalesce((SELECT string_agg(value, chr(31)) FROM jsonb_each_text(folded)),"
+    else:
+        numbers = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n"
+        numbers += f" WHERE i < {contacts}) {row} FROM n"
+        search = "rowid, name, phone, attrs) SELECT id, folded_name, phone,"
+        search += " coalesce((SELECT group_concat(value, char(31)) FROM json_each(folded)),"
+    db = make_engine(url)
+    upgrade(db)
+    with db.begin() as conn:
+        indexes: Sequence[Any] = ()
+        if pg and contacts:  # the search's GIN indexes made again once it is filled
+            conn.exec_driver_sql("SET LOCAL session_replication_role = replica")
+            conn.exec_driver_sql("SET LOCAL maintenance_work_mem = '256MB'")
+            indexes = conn.exec_driver_sql(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'contact_search'"
+                " AND position('USING gin' in indexdef) > 0"
+            ).all()
+            for name, _ in indexes:
+                conn.exec_driver_sql(f"DROP INDEX {name}")
+        if contacts:
+            conn.exec_driver_sql(f"INSERT INTO contacts ({_CONTACT_COLUMNS}) {numbers}")
+            conn.exec_driver_sql(
+                f"INSERT INTO lists (name, description, created_at) VALUES ('existing', '', {now})"
+            )
+            conn.exec_driver_sql(
+                "INSERT INTO list_members (list_id, contact_id, added_at)"
+                f" SELECT l.id, c.id, {now} FROM lists l, contacts c WHERE l.name = 'existing'"
+            )
+            conn.exec_driver_sql(f"INSERT INTO contact_search ({search} '') FROM contacts")
+            conn.exec_driver_sql("DELETE FROM contact_search_pending")  # SQLite's trigger's
+        for _, definition in indexes:
+            conn.exec_driver_sql(definition)
+    if _is_pg(url):
+        with db.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql("VACUUM ANALYZE")
+    else:
+        with db.connect() as conn:  # no ANALYZE: gatecast runs none on SQLite
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.dispose()
+
+
+class _Databases:
+    """Fresh databases for the runs, each a copy of an empty or a filled base."""
+
+    def __init__(self, tmp: Path, pg: bool) -> None:
+        self.tmp, self.pg = tmp, pg
+        self.bases: dict[int, str] = {}
+        self.made: list[str] = []
+
+    def base(self, contacts: int) -> str:
+        """The base (its SQLite file, or its PostgreSQL database's name) of ``contacts``."""
+        if contacts not in self.bases:
+            if self.pg:
+                name = self._pg_create(f"gatecast_bench_base_{uuid.uuid4().hex[:8]}")
+                _fill_base(self._pg_url(name), contacts)
+                self.bases[contacts] = name
+            else:
+                path = self.tmp / f"base-{contacts}.db"
+                _fill_base(f"sqlite:///{path}", contacts)
+                self.bases[contacts] = str(path)
+        return self.bases[contacts]
+
+    def fresh(self, contacts: int, tag: str) -> str:
+        """The URL of a new copy of the base of ``contacts``."""
+        base = self.base(contacts)
+        if self.pg:
+            name = f"gatecast_bench_{tag}_{uuid.uuid4().hex[:8]}"
+            return self._pg_url(self._pg_create(name, template=base))
+        path = self.tmp / f"{tag}-{contacts}-{uuid.uuid4().hex[:6]}.db"
+        shutil.copyfile(base, path)
+        return f"sqlite:///{path}"
+
+    def _pg_url(self, name: str) -> str:
+        import sqlalchemy as sa
+
+        return sa.engine.make_url(PG_ADMIN).set(database=name).render_as_string(False)
+
+    def _pg_create(self, name: str, template: str | None = None) -> str:
+        import sqlalchemy as sa
+
+        eng = sa.create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+        with eng.connect() as conn:
+            extra = f' TEMPLATE "{template}"' if template else ""
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"{extra}'))
+        eng.dispose()
+        self.made.append(name)
+        return name
+
+    def drop(self, url: str) -> None:
+        """Drop (or delete) one run's copy."""
+        import sqlalchemy as sa
+
+        name = sa.engine.make_url(url).database
+        assert name is not None
+        if not self.pg:
+            for suffix in ("", "-wal", "-shm"):
+                Path(name + suffix).unlink(missing_ok=True)
+            return
+        eng = sa.create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+        with eng.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        eng.dispose()
+
+    def close(self) -> None:
+        """Drop every PostgreSQL database made."""
+        if self.pg:
+            for name in self.made:
+                self.drop(self._pg_url(name))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=200_000, help="CSV rows")
     parser.add_argument("--xlsx-rows", type=int, default=20_000, help="XLSX rows")
+    parser.add_argument(
+        "--base", type=int, default=1_000_000, help="contacts already stored (0: empty only)"
+    )
     parser.add_argument("--full", action="store_true", help="1,000,000 CSV and 100,000 XLSX rows")
     parser.add_argument("--pg", action="store_true", help="also import into PostgreSQL")
+    parser.add_argument("--no-sqlite", action="store_true", help="PostgreSQL only (with --pg)")
     parser.add_argument(
         "--before", metavar="DIR", help="an earlier tree (git archive): its imports too"
     )
-    parser.add_argument("--csv-only", action="store_true", help="leave out the XLSX figures")
+    parser.add_argument("--csv-only", action="store_true", help="only the CSV imports")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--scenario", default="import", help=argparse.SUPPRESS)
     parser.add_argument("--file", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--stored", help=argparse.SUPPRESS)
     parser.add_argument("--engine", default="calamine", help=argparse.SUPPRESS)
     parser.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -391,85 +529,96 @@ def main() -> None:
             extra = {"goal": goal} if goal else {}
             load = round(os.getloadavg()[0], 2)
             figures.add(
-                f"{name} rows/s",
-                r["rows"] / r["seconds"],
-                "rows/s",
-                rows=r["rows"],
-                load_average=load,
-                **extra,
+                f"{name} rows/s", r["rows"] / r["seconds"], "rows/s", load_average=load, **extra
             )
-            # rows per CPU-second of the importing process: what the code costs, apart
-            # from the machine's load; with the server's backends when it has any
-            figures.add(f"{name} rows/cpu-s", r["rows"] / max(r["cpu_seconds"], 1e-9), "rows/s")
+            # rows per CPU-second of the importing process and (PostgreSQL) the server
+            # processes of its database: what the code costs, apart from the machine's load
+            both = r["cpu_seconds"] + r.get("server_cpu_seconds", 0.0)
+            figures.add(f"{name} rows/cpu-s", r["rows"] / max(both, 1e-9), "rows/s", **extra)
             if r.get("server_cpu_seconds"):
-                both = r["cpu_seconds"] + r["server_cpu_seconds"]
-                figures.add(f"{name} rows/cpu-s with server", r["rows"] / both, "rows/s")
-            figures.add(
-                f"{name} peak RSS", r["peak_rss_mb"], "MB", **({"goal": "< 500"} if goal else {})
-            )
+                figures.add(f"{name} rows/cpu-s ours only", r["rows"] / r["cpu_seconds"], "rows/s")
+            if "peak_rss_mb" in r:
+                figures.add(f"{name} peak RSS", r["peak_rss_mb"], "MB")
 
-        def import_and_reference(db: str, url_for: Any, goal: str) -> None:
-            """The import, its reference and (``--before``) the earlier tree's import,
-            each into a fresh database; ratios of the same run."""
-            now = _run("--file", str(csv_path), "--url", url_for("import"))
-            rate(f"csv import {db}", now, goal)
-            search = now["search"] | {"peak_rss_mb": now["peak_rss_mb"]}
-            rate(f"search catch-up after import {db}", search)
-            whole = {
-                key: now[key] + search[key]
-                for key in ("seconds", "cpu_seconds", "server_cpu_seconds")
-            }
-            rate(f"csv import {db} with search caught up", now | whole)
-            ref = _run("--scenario", "reference", "--file", str(csv_path), "--url", url_for("ref"))
-            rate(f"csv reference load {db}", ref)
+        def import_and_floor(dbs: _Databases, db: str, contacts: int, goal: str) -> None:
+            """The import, its floor and (``--before``) the earlier tree's import, each
+            into a fresh copy of the base; ratios of the same run."""
+            where = f"{db}, {'empty' if not contacts else f'{contacts:,} contacts'}"
+            stored = d / "stored.jsonl"
+            url = dbs.fresh(contacts, "import")
+            now = _run("--file", str(csv_path), "--url", url, "--stored", str(stored))
+            rate(f"csv import {where} (search caught up)", now, goal)
+            search = now["search"] | {"rows": now["rows"]}
+            figures.add(
+                f"csv import {where}: search catch-up share of the time",
+                search["seconds"] / now["seconds"],
+                "x",
+            )
+            floor = _run("--scenario", "floor", "--file", str(stored), "--url", url)
+            dbs.drop(url)
+            floor["rows"] = now["rows"]
+            rate(f"csv floor {where} (the stored rows, unindexed table)", floor)
             figures.ratio(
-                f"csv import {db} / reference load", ref["seconds"], now["seconds"], goal="(speed)"
+                f"csv import {where}: time / floor's",
+                now["seconds"],
+                floor["seconds"],
+                goal="(> 1: the floor is faster)",
+            )
+            figures.ratio(
+                f"csv import {where}: CPU / floor's",
+                now["cpu_seconds"] + now["server_cpu_seconds"],
+                floor["cpu_seconds"] + floor["server_cpu_seconds"],
+                goal="(> 1)",
             )
             if args.before:
-                tree = Path(args.before)
-                then = _run("--file", str(csv_path), "--url", url_for("before"), tree=tree)
-                then_whole = {
-                    key: then[key] + then["search"][key]
-                    for key in ("seconds", "cpu_seconds", "server_cpu_seconds")
-                }
-                rate(f"csv import {db}, before", then)
-                rate(f"csv import {db} with search caught up, before", then | then_whole)
+                url = dbs.fresh(contacts, "before")
+                then = _run("--file", str(csv_path), "--url", url, tree=Path(args.before))
+                dbs.drop(url)
+                rate(f"csv import {where} (search caught up), before", then)
                 figures.ratio(
-                    f"csv import {db} / before", then["seconds"], now["seconds"], goal="(speed-up)"
+                    f"csv import {where}: before's time / now's",
+                    then["seconds"],
+                    now["seconds"],
+                    goal="(speed-up)",
                 )
                 figures.ratio(
-                    f"csv import {db} with search caught up / before",
-                    then_whole["seconds"],
-                    whole["seconds"],
+                    f"csv import {where}: before's CPU / now's",
+                    then["cpu_seconds"] + then["server_cpu_seconds"],
+                    now["cpu_seconds"] + now["server_cpu_seconds"],
                     goal="(speed-up)",
                 )
 
-        rate("csv read", _run("--scenario", "read", "--file", str(csv_path)))
-        one = _run("--scenario", "phones", "--file", str(csv_path), "--workers", "1")
-        two = _run("--scenario", "phones", "--file", str(csv_path), "--workers", "2")
-        figures.add("phones/s distinct, 1 process", one["rows"] / one["seconds"], "phones/s")
-        figures.add("phones/s distinct, 2-process pool", two["rows"] / two["seconds"], "phones/s")
-        figures.ratio("pool speed-up", one["seconds"], two["seconds"], goal="> 1.3 to be worth it")
-        import_and_reference("sqlite", lambda tag: f"sqlite:///{d / f'{tag}.db'}", ">= 100k")
-        if args.pg:
-            made: list[str] = []
-
-            def pg_url(tag: str) -> str:
-                name, url = _pg_database()
-                made.append(name)
-                return url
-
-            try:
-                import_and_reference("postgres", pg_url, ">= 80k")
-            finally:
-                for name in made:
-                    _pg_drop(name)
-        for engine in () if args.csv_only else ("calamine", "openpyxl"):
-            r = _run("--scenario", "read", "--file", str(xlsx_path), "--engine", engine)
-            rate(f"xlsx read {engine}", r)
         if not args.csv_only:
-            sqlite2 = f"sqlite:///{d / 'bench2.db'}"
-            rate("xlsx import sqlite", _run("--file", str(xlsx_path), "--url", sqlite2), ">= 50k")
+            rate("csv read", _run("--scenario", "read", "--file", str(csv_path)))
+            one = _run("--scenario", "phones", "--file", str(csv_path), "--workers", "1")
+            two = _run("--scenario", "phones", "--file", str(csv_path), "--workers", "2")
+            figures.add("phones/s distinct, 1 process", one["rows"] / one["seconds"], "phones/s")
+            figures.add(
+                "phones/s distinct, 2-process pool", two["rows"] / two["seconds"], "phones/s"
+            )
+            figures.ratio(
+                "pool speed-up", one["seconds"], two["seconds"], goal="> 1.3 to be worth it"
+            )
+        sizes = sorted({0, args.base})
+        for pg, goal in ((False, ">= 100k"), (True, ">= 80k")):
+            if (pg and not args.pg) or (not pg and args.no_sqlite):
+                continue
+            dbs = _Databases(d, pg)
+            try:
+                for contacts in sizes:
+                    import_and_floor(dbs, "postgres" if pg else "sqlite", contacts, goal)
+            finally:
+                dbs.close()
+        if not args.csv_only:
+            for engine in ("calamine", "openpyxl"):
+                r = _run("--scenario", "read", "--file", str(xlsx_path), "--engine", engine)
+                rate(f"xlsx read {engine}", r)
+            sqlite2 = f"sqlite:///{d / 'xlsx.db'}"
+            rate(
+                "xlsx import sqlite (search caught up)",
+                _run("--file", str(xlsx_path), "--url", sqlite2),
+                ">= 50k",
+            )
     figures.table()
 
 

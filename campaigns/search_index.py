@@ -19,19 +19,22 @@ from sqlalchemy import Engine
 
 from storage.queries import contact_search as cs
 
-#: ids of a queued range moved into the queue per transaction
-UNFOLD_BATCH = 50_000
+#: ids of a queued range filled per transaction
+RANGE_BATCH = 50_000
 
 
 def catch_up_search(engine: Engine, *, stop: threading.Event | None = None) -> int:
     """Fill the search rows of every queued contact, a batch per transaction (another
     process may write between them); how many contacts were filled. The ranges an import
-    queued are unfolded into the queue first, a batch per transaction too."""
+    queued are filled first, straight from ``contacts`` (``contact_search.fill_range``),
+    a batch per transaction too."""
     done = after = 0
     while stop is None or not stop.is_set():
         with engine.begin() as conn:
-            if not cs.unfold_range(conn, limit=UNFOLD_BATCH):
-                break
+            fill = cs.fill_range(conn, limit=RANGE_BATCH)
+        done += fill.filled
+        if not fill.covered:
+            break
     while stop is None or not stop.is_set():
         with engine.begin() as conn:
             batch = cs.catch_up_batch(conn)

@@ -169,9 +169,9 @@ class ContactSearchPendingRange(SQLModel, table=True):
     """Contacts ``first_id``..``last_id`` whose search rows are missing (migration 0019).
 
     A PostgreSQL import that inserts its new contacts with the per-row triggers off
-    queues them as one range instead of a row each; the catching up unfolds a range into
-    ``contact_search_pending`` a batch at a time, and a search checks the contacts of a
-    range directly, as it does the queued ones.
+    queues them as one range instead of a row each; the catching up fills a range's
+    search rows straight from ``contacts`` a batch at a time, and a search checks the
+    contacts of a range directly, as it does the queued ones.
     """
 
     __tablename__ = "contact_search_pending_ranges"

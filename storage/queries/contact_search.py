@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import (
     BigInteger,
@@ -204,29 +204,42 @@ def _text_match(
     return [contacts.c.id.in_(either), or_(*exact)], contacts.c.id
 
 
-def unfold_range(conn: Connection, *, limit: int) -> int:
-    """Move up to ``limit`` contacts of the oldest queued range into the queue (and shrink
-    the range, or drop it when done): how many ids that covered, 0 with no range left
-    (on PostgreSQL, none that a concurrent call does not hold)."""
+class RangeFill(NamedTuple):
+    """What :func:`fill_range` did: ids of the range it covered, search rows it filled."""
+
+    covered: int
+    filled: int
+
+
+def fill_range(conn: Connection, *, limit: int) -> RangeFill:
+    """Fill the search rows of up to ``limit`` ids of the oldest queued range straight
+    from ``contacts`` (no trip through the queue: an import's new contacts cost one
+    insert a row here, not a queue insert, a queue delete and a vacuum) and shrink the
+    range, or drop it when done. Ids of contacts no longer there are skipped; queue
+    entries of the covered ids go first, so a write committed meanwhile is in the rows
+    filled or queued anew. ``covered`` 0: no range left (on PostgreSQL, none that a
+    concurrent call does not hold)."""
     r = pending_ranges
     oldest = select(r.c.id, r.c.first_id, r.c.last_id).order_by(r.c.id).limit(1)
     if conn.dialect.name == "postgresql":
         oldest = oldest.with_for_update(skip_locked=True)
     row = conn.execute(oldest).first()
     if row is None:
-        return 0
-    last = min(int(row.last_id), int(row.first_id) + limit - 1)
-    ids = select(contacts.c.id).where(contacts.c.id.between(row.first_id, last))
-    conn.execute(
-        dialect_insert(conn, pending)
-        .from_select(["contact_id"], ids)
-        .on_conflict_do_nothing(index_elements=[pending.c.contact_id])
-    )
+        return RangeFill(0, 0)
+    first, last = int(row.first_id), min(int(row.last_id), int(row.first_id) + limit - 1)
+    conn.execute(delete(pending).where(pending.c.contact_id.between(first, last)))
+    params = {"first": first, "last": last}
+    if conn.dialect.name == "postgresql":
+        filled = conn.execute(text(_PG_FILL.format(where=_IN_RANGE)), params).rowcount
+    else:
+        ids = conn.execute(text(f"SELECT id FROM contacts c WHERE {_IN_RANGE}"), params)
+        _forget_sqlite(conn, list(ids.scalars()))
+        filled = conn.execute(text(_SQLITE_FILL.format(where=_IN_RANGE)), params).rowcount
     if last >= row.last_id:
         conn.execute(delete(r).where(r.c.id == row.id))
     else:
         conn.execute(update(r).where(r.c.id == row.id).values(first_id=last + 1))
-    return last - int(row.first_id) + 1
+    return RangeFill(last - first + 1, int(filled or 0))
 
 
 def catch_up_batch(conn: Connection) -> int:
@@ -251,20 +264,39 @@ def catch_up(conn: Connection, *, after: int = 0, limit: int | None = None) -> t
     ids = conn.execute(text(batch), params).scalars().all()
     if not ids:
         return 0, after
-    # FTS5 finds a row by ``rowid = ?`` only (``rowid IN (...)`` scans the whole table)
-    conn.execute(text("DELETE FROM contact_search WHERE rowid = :id"), [{"id": i} for i in ids])
-    conn.execute(
-        text(
-            "INSERT INTO contact_search (rowid, name, phone, attrs) SELECT id, folded_name,"
-            " phone, coalesce((SELECT group_concat(value, char(31)) FROM json_each(folded)),"
-            f" '') FROM contacts WHERE id IN ({batch})"
-        ),
-        params,
-    )
+    _forget_sqlite(conn, ids)
+    conn.execute(text(_SQLITE_FILL.format(where=f"c.id IN ({batch})")), params)
     done = conn.execute(
         text(f"DELETE FROM contact_search_pending WHERE contact_id IN ({batch})"), params
     )
     return int(done.rowcount or 0), int(ids[-1])
+
+
+def _forget_sqlite(conn: Connection, ids: Sequence[int]) -> None:
+    """SQLite: delete the search rows of ``ids``. FTS5 finds a row by ``rowid = ?`` only
+    (``rowid IN (...)`` scans the whole table); the driver's own executemany, since
+    SQLAlchemy's costs about 10 us a row in Python."""
+    raw = conn.connection.driver_connection
+    assert raw is not None
+    raw.executemany("DELETE FROM contact_search WHERE rowid = ?", [(i,) for i in ids])
+
+
+#: the contacts of a range (:func:`fill_range`), ``c`` in the fill statements
+_IN_RANGE = "c.id BETWEEN :first AND :last"
+#: the search rows of the contacts ``c`` that ``{where}`` picks, filled (SQLite: FTS5)
+_SQLITE_FILL = (
+    "INSERT INTO contact_search (rowid, name, phone, attrs) SELECT c.id, c.folded_name,"
+    " c.phone, coalesce((SELECT group_concat(value, char(31)) FROM json_each(c.folded)), '')"
+    " FROM contacts c WHERE {where}"
+)
+_PG_FILL = (
+    "INSERT INTO contact_search (contact_id, name, phone, attrs)"
+    " SELECT c.id, c.folded_name, c.phone,"
+    " coalesce((SELECT string_agg(value, chr(31)) FROM jsonb_each_text(c.folded)), '')"
+    " FROM contacts c WHERE {where}"
+    " ON CONFLICT (contact_id) DO UPDATE SET name = excluded.name, phone = excluded.phone,"
+    " attrs = excluded.attrs"
+)
 
 
 def tidy_after_catch_up(engine: Engine) -> None:
@@ -283,12 +315,9 @@ _PG_CATCH_UP = text(  # ids as arrays: index probes whatever the (stale) statist
     "WITH batch AS (DELETE FROM contact_search_pending WHERE contact_id = ANY(ARRAY("
     "SELECT contact_id FROM contact_search_pending WHERE contact_id > :after"
     " ORDER BY contact_id LIMIT :n FOR UPDATE SKIP LOCKED)) RETURNING contact_id),"
-    " filled AS (INSERT INTO contact_search (contact_id, name, phone, attrs)"
-    " SELECT c.id, c.folded_name, c.phone,"
-    " coalesce((SELECT string_agg(value, chr(31)) FROM jsonb_each_text(c.folded)), '')"
-    " FROM contacts c WHERE c.id = ANY(ARRAY(SELECT contact_id FROM batch))"
-    " ON CONFLICT (contact_id) DO UPDATE SET name = excluded.name, phone = excluded.phone,"
-    " attrs = excluded.attrs RETURNING 1)"
+    " filled AS ("
+    + _PG_FILL.format(where="c.id = ANY(ARRAY(SELECT contact_id FROM batch))")
+    + " RETURNING 1)"
     " SELECT count(*), max(contact_id) FROM batch"
 )
 
@@ -590,6 +619,7 @@ __all__ = [
     "QUEUE_TRIGGERS",
     "TRIGRAM",
     "ContactFilter",
+    "RangeFill",
     "add_member",
     "catch_up",
     "catch_up_batch",
@@ -601,6 +631,7 @@ __all__ = [
     "contact_replies",
     "contact_search",
     "export_rows",
+    "fill_range",
     "has_trigram_indexes",
     "insert_contact",
     "pending",
@@ -612,6 +643,5 @@ __all__ = [
     "search_page",
     "tag_contacts",
     "tidy_after_catch_up",
-    "unfold_range",
     "untag_contacts",
 ]

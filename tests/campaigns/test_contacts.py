@@ -139,33 +139,43 @@ def test_an_import_queues_its_new_contacts_and_the_search_finds_them_meanwhile(
         assert not cs.catching_up(conn)
 
 
-def test_a_queued_range_unfolds_into_the_queue_a_batch_at_a_time(engine: Engine) -> None:
-    """``unfold_range`` moves a range's contacts into the queue ``limit`` ids at a time,
-    shrinking the range and dropping it when done; ids of contacts no longer there are
-    skipped (the dialect that does not write ranges reads them the same way)."""
+def test_a_queued_range_is_filled_a_batch_at_a_time(engine: Engine) -> None:
+    """``fill_range`` fills the search rows of a range's contacts ``limit`` ids at a time
+    straight from ``contacts``, shrinking the range and dropping it when done; ids of
+    contacts no longer there are skipped, the queue entries of the ids it covers are
+    taken off (the dialect that does not write ranges reads them the same way)."""
     for i in range(1, 8):
         c.add_contact(engine, f"+1415555000{i}", region="US", now=NOW, name=f"N{i}")
     catch_up_search(engine)
     with engine.begin() as conn:
         ids = conn.execute(sa.select(cs.contacts.c.id).order_by(cs.contacts.c.id)).scalars().all()
         conn.execute(sa.insert(cs.pending_ranges).values(first_id=ids[1], last_id=ids[5] + 10))
+        conn.execute(sa.update(cs.contacts).where(cs.contacts.c.id == ids[2]).values(name="X"))
+        conn.execute(
+            sa.update(cs.contacts)
+            .where(cs.contacts.c.id == ids[3])
+            .values(folded_name="renamed", name="Renamed")
+        )
+    with engine.connect() as conn:
+        assert conn.execute(sa.select(cs.pending.c.contact_id)).scalars().all() == [ids[3]]
     steps = []
     while True:
         with engine.begin() as conn:
-            n = cs.unfold_range(conn, limit=4)
+            fill = cs.fill_range(conn, limit=4)
             left = conn.execute(sa.select(cs.pending_ranges.c.first_id)).scalars().all()
             queued = conn.execute(sa.select(cs.pending.c.contact_id)).scalars().all()
-        steps.append((n, left, sorted(queued)))
-        if not n:
+        steps.append((fill, left, queued))
+        if not fill.covered:
             break
     assert steps == [
-        (4, [ids[5]], ids[1:5]),
-        (4, [ids[5] + 4], ids[1:7]),
-        (4, [ids[5] + 8], ids[1:7]),
-        (3, [], ids[1:7]),
-        (0, [], ids[1:7]),
+        ((4, 4), [ids[5]], []),
+        ((4, 2), [ids[5] + 4], []),
+        ((4, 0), [ids[5] + 8], []),
+        ((3, 0), [], []),
+        ((0, 0), [], []),
     ]
-    assert catch_up_search(engine) == 6
+    assert catch_up_search(engine) == 0
+    assert _phones(engine, query="renamed") == ["+14155550004"]
 
 
 def test_a_search_is_tagged_a_window_of_ids_at_a_time(
