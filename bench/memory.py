@@ -10,10 +10,11 @@ have it: ``bench.common.warmup_as_users``), starts ``serve`` configured through
 ``GATECAST_*`` variables, starts the campaign (pacing off) as ``gatecast campaign
 start`` would, in its own process (the parent), and waits until the campaign completed,
 no event waits to be applied and every row is ``read`` (or no row was read for 20 s: the
-rows left are counted as never read, their events lost). The figures: each process's
-peak RSS (``VmHWM``: the worker, which materialises nothing here, the web child, the
-intake's supervisor and handlers) and their sum, the send rate, the time until every
-row is read.
+rows left are counted as never read, their events lost). The sender is recorded linked
+(:func:`seed_run`). The figures: each process's peak RSS (``VmHWM``: the worker, which
+materialises nothing here, the web child, the intake's supervisor and handlers) and
+their sum, the send rate, the time until every row is read, and the sandbox's count of
+its webhook events posted, failed and never posted (:func:`_sandbox_events`).
 
 Goals: the worker under 250 MB at both sizes, and the big run within 20% of the small
 one (the sum is reported beside it). Until issue 30 this bench ran the dispatcher
@@ -108,6 +109,44 @@ def _counts(engine: Any, campaign_id: int) -> tuple[str, int, int, int]:
     return str(state), int(sent), int(read), int(waiting)
 
 
+def seed_run(engine: Any, instance_id: str, rows: int) -> int:
+    """The audience, the sender as users have it and the campaign; the campaign's id.
+
+    The sender is recorded linked, as ``gatecast instance qr`` leaves a sender the gateway
+    says is logged in: ``serve``'s start pass then holds it until its webhook is
+    registered (docs/architecture.md, decision 40). Recorded unlinked (``created``), it was
+    neither held nor registered at start: it sent at once and its webhook was registered
+    by the leader's check only after its first accepted send, so every event that fell due
+    before (the first seconds of the campaign: 5-7 % of the rows under load) went nowhere.
+    """
+    from campaigns.instances import mark_connected
+    from storage.types import utcnow
+
+    seed_audience(engine, rows)
+    cid = create_campaign_for(engine, instance_id)
+    mark_connected(engine, instance_id, now=utcnow())
+    warmup_as_users(engine, [instance_id])
+    return cid
+
+
+def _sandbox_events(sb_url: str) -> dict[str, int]:
+    """The sandbox's record of its webhook events once all are posted: ``posted`` (the
+    intake answered below 400), ``failed`` (refused, or the POST failed) and ``unposted`` (no
+    webhook registered when the event fell due: the instance's connection event at its
+    creation, before ``serve``, is one)."""
+    import httpx
+
+    with httpx.Client(base_url=sb_url, timeout=30) as sb:
+        sb.get("/sandbox/idle", params={"timeout": 10}).raise_for_status()
+        stats = sb.get("/sandbox/stats").raise_for_status().json()
+    posted, failed = int(stats["webhook_delivered"]), int(stats["webhook_failed"])
+    return {
+        "posted": posted,
+        "failed": failed,
+        "unposted": int(stats["events_recorded"]) - posted - failed,
+    }
+
+
 def run_size(tmp: Path, rows: int, pg: bool, delays: str, timeout: float) -> dict[str, Any]:
     """Seed, serve, send one campaign of ``rows`` with its events; the figures."""
     from scheduler.starts import start_campaign
@@ -121,9 +160,7 @@ def run_size(tmp: Path, rows: int, pg: bool, delays: str, timeout: float) -> dic
     ):
         engine = open_db(url)
         iid = linked_instance(sb_url)
-        seed_audience(engine, rows)
-        cid = create_campaign_for(engine, iid)
-        warmup_as_users(engine, [iid])
+        cid = seed_run(engine, iid, rows)
         port = _free_port()
         env = {
             **os.environ,
@@ -174,6 +211,7 @@ def run_size(tmp: Path, rows: int, pg: bool, delays: str, timeout: float) -> dic
                         f" after {timeout:.0f} s"
                     )
             done_s = time.perf_counter() - t0
+            events = _sandbox_events(sb_url)
             roles: dict[str, float] = {}
             for pid, p in seen.items():
                 mb = _peak_mb(pid)
@@ -198,6 +236,7 @@ def run_size(tmp: Path, rows: int, pg: bool, delays: str, timeout: float) -> dic
         "read": read,
         "send_s": sent_s,
         "done_s": done_s,
+        "events": events,
     }
 
 
@@ -262,6 +301,8 @@ def measure(args: argparse.Namespace, small: int, big: int, figures: Figures) ->
             figures.add(f"send {n:,}", n / r["send_s"], "msg/s")
             figures.add(f"start to the last row read {n:,}", r["done_s"], "s")
             figures.add(f"rows never read {n:,} (their events never came)", n - r["read"], "rows")
+            for what, count in r["events"].items():
+                figures.add(f"sandbox's webhook events {what}, {n:,}", count, "events")
     figures.ratio(
         f"worker peak RSS {big:,} / {small:,}",
         results[big]["peaks"].get("serve (worker, jobs)", 0.0),
