@@ -64,15 +64,20 @@ def _sent(counts: dict[str, int]) -> int:
     return sum(counts.get(s, 0) for s in SENT_STATES)
 
 
-def _serve_until_sent(ws: Workspace, at: datetime, campaign_id: int, sent: int) -> Server:
-    """``gatecast serve`` with its clock at ``at`` until ``sent`` rows were sent; stopped."""
+def _serve_until_sent(
+    ws: Workspace, at: datetime, campaign_id: int, sent: int, *, state: str = "running"
+) -> Server:
+    """``gatecast serve`` with its clock at ``at`` until ``sent`` rows were sent and the
+    campaign is in ``state`` (it completes on the sweeper's pass after the last send, a
+    moment later); stopped."""
     ws.clock_start = at
     server = ws.serve()
-    wait_for(
-        lambda: _sent(campaign_over_api(server, campaign_id)["counts"]) >= sent,
-        timeout=60,
-        what=f"{sent} recipient(s) sent",
-    )
+
+    def reached() -> bool:
+        shown = campaign_over_api(server, campaign_id)
+        return _sent(shown["counts"]) >= sent and shown["state"] == state
+
+    wait_for(reached, timeout=60, what=f"{sent} recipient(s) sent, the campaign {state}")
     server.stop()
     log = server.process.output()
     assert "Traceback" not in log and "ERROR" not in log, log
@@ -128,7 +133,9 @@ def test_recipient_time_window_sends_each_contact_inside_its_own_window(
     assert rows[TOKYO_PHONE]["state"] == "queued", rows
 
     # 00:00 UTC the next day: Tokyo's opens, and the campaign completes
-    _serve_until_sent(ws, datetime(2026, 11, 21, 9, 0, 5, tzinfo=TOKYO), campaign_id, 3)
+    _serve_until_sent(
+        ws, datetime(2026, 11, 21, 9, 0, 5, tzinfo=TOKYO), campaign_id, 3, state="completed"
+    )
     rows = _report(ws, campaign_id)
     for phone, zone in ZONES.items():
         sent_at = datetime.fromisoformat(rows[phone]["sent_at"]).astimezone(zone)
