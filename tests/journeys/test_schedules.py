@@ -150,14 +150,13 @@ def test_window_campaign_created_before_its_window_waits_then_sends(ws: Workspac
     )
     campaign_id = _create(ws, path)
     server = ws.serve()
-    started = time.monotonic()
-    running = wait_for(
-        lambda: (c := campaign_over_api(server, campaign_id))["state"] == "running" and c,
+    # serve's clock starts with its process, so a slow start can carry it past the opening
+    # before the first look: no send before the window is proven by the report's times
+    wait_for(
+        lambda: campaign_over_api(server, campaign_id)["state"] in ("running", "completed"),
         timeout=20,
         what="the campaign to start",
     )
-    if time.monotonic() - started < 4:  # still before the window in serve's clock
-        assert running["counts"].get("sent", 0) == 0, running
     done = wait_for(
         lambda: (c := campaign_over_api(server, campaign_id))["state"] == "completed" and c,
         timeout=90,
