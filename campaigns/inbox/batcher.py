@@ -432,8 +432,12 @@ class EventBatcher:
             done = await self._apply_stored()
         finally:
             self._applying = None
-        if done and self.running and len(self._later) >= self._later_events:
+        if not (done and self.running and self._later):
+            return  # nothing left, or a retry is timed
+        if len(self._later) >= self._later_events:
             self._start_pass()
+        elif self._later_timer is None:  # stored during the pass; its timer found it busy
+            self._retry_stored(self._later_seconds)
 
     async def _apply_stored(self) -> bool:
         """Apply the stored events of :attr:`_later` (the inbox pass); keep them on failure
@@ -537,6 +541,11 @@ class EventBatcher:
         assert self._slots is not None
         try:
             await self._commit(batch)
+        except Exception:  # never a request left waiting: refused (503), not hung
+            log.exception("storing a batch of webhook events failed")
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(NotStored("the events could not be stored"))
         finally:
             self._slots.release()
 
