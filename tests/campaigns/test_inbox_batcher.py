@@ -141,9 +141,12 @@ def test_each_request_is_answered_only_after_its_own_batch_is_stored() -> None:
 
     async def go() -> None:
         batcher = make_batcher(
-            lambda events: None, on_loop=on_loop, parallel=2, apply_later=apply_later
+            lambda events: None,
+            on_loop=on_loop,
+            parallel=2,
+            apply_later=apply_later,
+            later_seconds=0.0,  # the pass at once
         )
-        batcher._later_seconds = 0.0  # type: ignore[attr-defined]  # the pass at once
         await batcher.start()
         first = asyncio.ensure_future(batcher.submit(["a"]))  # type: ignore[list-item]
         await asyncio.sleep(0.01)
