@@ -4,7 +4,10 @@ Seeds delivery rows in state ``sent`` with message ids (bulk insert), then posts
 status events per row (``delivered`` then ``read``, the sandbox's spec-dialect bodies,
 one event per POST as gateways send them) from concurrent clients: ``--procs``
 processes x ``--threads`` threads, each thread with its own keep-alive
-``http.client`` connection. The same clients post the same bodies to
+``http.client`` connection. The three servers run side by side and take turns: in each
+of ``--rounds`` rounds (default 4) each server gets its share of the events, one after
+the other, so a load that drifts during the run weighs on all of them alike. The same
+clients post the same bodies to
 
 - gatecast's intake as ``gatecast serve`` starts it (``python -m
   gatecast.intake.supervisor``: the supervisor holding the port, its handler process with
@@ -536,17 +539,20 @@ def blast(
     *,
     applied: Callable[[], int] | None = None,
     target: int = 0,
+    first: int = 0,
 ) -> dict[str, Any]:
-    """Post ``events`` events from ``procs`` processes; events/s and latency percentiles.
+    """Post events ``first`` .. ``first + events - 1`` from ``procs`` processes; events/s
+    and latency percentiles.
 
     ``rate`` runs from the first POST until ``applied()`` (polled once the last answer
     came) reaches ``target``, ``ack_rate`` until the last answer.
     """
     step = -(-events // procs)
+    end = first + events
     with ProcessPoolExecutor(procs) as pool:
         futures = [
-            pool.submit(post_range, port, campaign_id, lo, min(events, lo + step), threads)
-            for lo in range(0, events, step)
+            pool.submit(post_range, port, campaign_id, lo, min(end, lo + step), threads)
+            for lo in range(first, end, step)
         ]
         results = [f.result() for f in futures]
     start, acked = min(r["start"] for r in results), max(r["end"] for r in results)
@@ -563,6 +569,10 @@ def blast(
         return lat[min(len(lat) - 1, int(p * len(lat)))] * 1000 if lat else float("nan")
 
     return {
+        "events": events,
+        "seconds": done - start,
+        "ack_seconds": acked - start,
+        "latencies": lat,
         "rate": events / (done - start),
         "ack_rate": events / (acked - start),
         "apply_lag_ms": (done - acked) * 1000,
@@ -622,6 +632,12 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=8, help="threads per client process")
     parser.add_argument("--pg", action="store_true", help="PostgreSQL instead of SQLite")
     parser.add_argument(
+        "--rounds",
+        type=int,
+        default=4,
+        help="rounds: each server gets a share of the events per round, in turn (default 4)",
+    )
+    parser.add_argument(
         "--loop",
         default="auto",
         help="uvicorn's event loop for every server (auto, asyncio, uvloop)",
@@ -649,6 +665,27 @@ def main() -> int:
 SERVERS = ("discard", "batched", "gatecast")
 
 
+def _summed(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """One server's rounds as one figure: events over the summed times, percentiles over
+    every answer, CPU summed."""
+    lat = sorted(x for r in rounds for x in r["latencies"])
+    events = sum(r["events"] for r in rounds)
+    seconds = sum(r["seconds"] for r in rounds)
+    acked = sum(r["ack_seconds"] for r in rounds)
+
+    def pct(p: float) -> float:
+        return lat[min(len(lat) - 1, int(p * len(lat)))] * 1000 if lat else float("nan")
+
+    return {
+        "rate": events / seconds,
+        "ack_rate": events / acked,
+        "apply_lag_ms": max(r["apply_lag_ms"] for r in rounds),
+        "p50_ms": pct(0.50),
+        "p99_ms": pct(0.99),
+        "cpu": sum(r["cpu"] for r in rounds),
+    }
+
+
 def _latency_and_cpu(figures: Figures, server: str, got: dict[str, Any], events: int) -> None:
     """A server's p50 and p99 acknowledgement latency and its CPU per event."""
     figures.add(f"{server}, p50 ack", got["p50_ms"], "ms")
@@ -673,33 +710,44 @@ def measure(args: argparse.Namespace, events: int, rows: int, figures: Figures) 
                 iq.mark_state(conn, INSTANCE, "connected", now=utcnow())
             engine.dispose()
             count_applied, close_counter = applied_counter(url)
-            results: dict[str, dict[str, Any]] = {}
+            rounds = max(1, min(args.rounds, events // 2))
+            results: dict[str, list[dict[str, Any]]] = {kind: [] for kind in SERVERS}
             try:
-                for kind in SERVERS:
-                    kinds = IntakeServer if kind == "gatecast" else Server
-                    server = kinds(kind, url, tmp, args.loop, args.http)
-                    cid = gc_cid if kind == "gatecast" else ref_cid
-                    waits = kind == "gatecast"
-                    with server as port:
-                        cpu0 = server.cpu_seconds()
-                        base = count_applied() if waits else 0
-                        got = blast(
-                            port,
-                            cid,
-                            events,
-                            args.procs,
-                            args.threads,
-                            applied=count_applied if waits else None,
-                            target=base + events,
+                with contextlib.ExitStack() as running:
+                    servers = {
+                        kind: (IntakeServer if kind == "gatecast" else Server)(
+                            kind, url, tmp, args.loop, args.http
                         )
-                        got["cpu"] = server.cpu_seconds() - cpu0
-                    if got["failed"]:
-                        raise BenchError(f"{kind}: {got['failed']} failed: {got['failures']}")
-                    results[kind] = got
+                        for kind in SERVERS
+                    }
+                    ports = {kind: running.enter_context(s) for kind, s in servers.items()}
+                    for r in range(rounds):  # the servers in turn, so drifting load cancels
+                        lo, hi = events * r // rounds, events * (r + 1) // rounds
+                        for kind in SERVERS:
+                            server = servers[kind]
+                            waits = kind == "gatecast"
+                            cpu0 = server.cpu_seconds()
+                            base = count_applied() if waits else 0
+                            got = blast(
+                                ports[kind],
+                                gc_cid if waits else ref_cid,
+                                hi - lo,
+                                args.procs,
+                                args.threads,
+                                applied=count_applied if waits else None,
+                                target=base + hi - lo,
+                                first=lo,
+                            )
+                            got["cpu"] = server.cpu_seconds() - cpu0
+                            if got["failed"]:
+                                raise BenchError(
+                                    f"{kind}: {got['failed']} failed: {got['failures']}"
+                                )
+                            results[kind].append(got)
             finally:
                 close_counter()
             counts = verify(url, [ref_cid, gc_cid])
-        bare, ref, gc = results["discard"], results["batched"], results["gatecast"]
+        bare, ref, gc = (_summed(results[kind]) for kind in SERVERS)
         load = round(os.getloadavg()[0], 1)
         figures.add(
             "bare endpoint (raw ASGI, discard)",
@@ -708,6 +756,7 @@ def measure(args: argparse.Namespace, events: int, rows: int, figures: Figures) 
             events=events,
             clients=clients,
             stack=stack,
+            rounds=rounds,
             load=load,
         )
         _latency_and_cpu(figures, "bare endpoint", bare, events)

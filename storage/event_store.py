@@ -1,7 +1,8 @@
 """The webhook event store's two dialect-specific connections, behind named operations.
 
-- :class:`AsyncStatusInserter` (PostgreSQL): stores status-event rows over one held
-  psycopg :class:`~psycopg.AsyncConnection` in autocommit mode, one
+- :class:`AsyncStatusInserter` (PostgreSQL): stores status-event rows over held psycopg
+  :class:`~psycopg.AsyncConnection` s in autocommit mode (up to
+  :data:`STATUS_CONNECTIONS` batches at once, one connection each), one
   ``INSERT ... SELECT * FROM unnest(...) ON CONFLICT DO NOTHING`` per batch (one round
   trip, on the event loop). A broken connection (server restart) is reconnected and the
   batch retried once (the insert is idempotent).
@@ -41,43 +42,75 @@ def _conninfo(engine: Engine) -> str:
     return engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
 
 
-class AsyncStatusInserter:
-    """Inserts status-event rows on PostgreSQL from the event loop (module docstring)."""
+#: how many status batches one process stores at once on PostgreSQL (a connection each):
+#: while one batch's commit waits for the server's WAL flush, the next one is sent, and
+#: the server flushes their commits together (bench/webhooks.py; its hand-written
+#: reference uses 4 too)
+STATUS_CONNECTIONS = 4
 
-    def __init__(self, engine: Engine) -> None:
+
+class AsyncStatusInserter:
+    """Inserts status-event rows on PostgreSQL from the event loop (module docstring).
+
+    Up to ``connections`` inserts run at once, each over a held connection of its own
+    (opened on first need, kept idle between batches).
+    """
+
+    def __init__(self, engine: Engine, connections: int = STATUS_CONNECTIONS) -> None:
         self.engine = engine  # read at each (re)connect
+        self.connections = connections
         self._sql = q.pg_insert_status_events_sql(engine.dialect)
-        self._conn: psycopg.AsyncConnection[tuple[object, ...]] | None = None
+        self._idle: list[psycopg.AsyncConnection[tuple[object, ...]]] = []
+        self._busy = 0
+
+    @property
+    def held(self) -> list[psycopg.AsyncConnection[tuple[object, ...]]]:
+        """The open connections not in use now (the next insert takes the last)."""
+        return list(self._idle)
 
     async def insert(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Store ``rows`` (``status_events`` columns); committed on return."""
+        """Store ``rows`` (``status_events`` columns); committed on return. At most
+        :attr:`connections` calls may wait at once (the caller's limit)."""
+        if self._busy >= self.connections:
+            raise RuntimeError(f"more than {self.connections} status inserts at once")
         params = q.pg_status_event_columns(list(rows))
-        for attempt in (1, 2):
-            fresh = self._conn is None or self._conn.closed
-            conn = await self._connection()
-            try:
-                await conn.execute(self._sql, params)
+        self._busy += 1
+        try:
+            for attempt in (1, 2):
+                fresh = not self._idle
+                conn = await self._connection()
+                try:
+                    await conn.execute(self._sql, params)
+                except psycopg.Error:
+                    broken = conn.broken or conn.closed
+                    await _close(conn)
+                    if fresh or not broken or attempt == 2:
+                        raise
+                    log.warning("webhook store connection lost; reconnecting")
+                    continue
+                self._idle.append(conn)
                 return
-            except psycopg.Error:
-                broken = conn.broken or conn.closed
-                await self.close()
-                if fresh or not broken or attempt == 2:
-                    raise
-                log.warning("webhook store connection lost; reconnecting")
+        finally:
+            self._busy -= 1
 
     async def _connection(self) -> psycopg.AsyncConnection[tuple[object, ...]]:
-        if self._conn is None or self._conn.closed:
-            self._conn = await psycopg.AsyncConnection.connect(
-                _conninfo(self.engine), autocommit=True
-            )
-        return self._conn
+        while self._idle:
+            conn = self._idle.pop()
+            if not conn.closed:
+                return conn
+        return await psycopg.AsyncConnection.connect(_conninfo(self.engine), autocommit=True)
 
     async def close(self) -> None:
-        """Close the held connection (a later batch opens a new one)."""
-        conn, self._conn = self._conn, None
-        if conn is not None and not conn.closed:
-            with contextlib.suppress(psycopg.Error):  # closing a dead connection
-                await conn.close()
+        """Close the held connections (a later batch opens new ones)."""
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            await _close(conn)
+
+
+async def _close(conn: psycopg.AsyncConnection[tuple[object, ...]]) -> None:
+    if not conn.closed:
+        with contextlib.suppress(psycopg.Error):  # closing a dead connection
+            await conn.close()
 
 
 class NoWaitConnection:
@@ -138,6 +171,11 @@ class EventWriter:
         self.nowait = nowait
         self.statuses = statuses
 
+    @property
+    def parallel(self) -> int:
+        """How many batches may be stored at once through this writer."""
+        return self.statuses.connections if self.statuses is not None else 1
+
     async def close(self) -> None:
         """Give back what is held (a later use connects again)."""
         if self.nowait is not None:
@@ -155,4 +193,11 @@ def open_writer(engine: Engine) -> EventWriter:
     return EventWriter(engine)
 
 
-__all__ = ["AsyncStatusInserter", "EventWriter", "Locked", "NoWaitConnection", "open_writer"]
+__all__ = [
+    "STATUS_CONNECTIONS",
+    "AsyncStatusInserter",
+    "EventWriter",
+    "Locked",
+    "NoWaitConnection",
+    "open_writer",
+]

@@ -1,9 +1,12 @@
 """The inbox's batcher: many requests, one transaction per batch, and the inbox pass.
 
 Requests queue their events; the batcher group-commits what is queued (at most
-:data:`MAX_BATCH_EVENTS` events) and answers each request once its batch committed. With
-the inbox, a batch only stores status events; their application to deliveries runs in
-passes of a few hundred (:data:`APPLY_LATER_EVENTS` ids or :data:`APPLY_LATER_SECONDS`).
+:data:`MAX_BATCH_EVENTS` events) and answers each request once its batch committed; up to
+the store's ``parallel`` batches are stored at once (PostgreSQL: one commit waits for the
+server while the next batch is sent). With the inbox, a batch only stores status events;
+their application to deliveries runs in passes of a few hundred
+(:data:`APPLY_LATER_EVENTS` ids or :data:`APPLY_LATER_SECONDS`), in a task of its own: a
+pass never holds up a batch, so it never delays an acknowledgement.
 After activity, recent events still unmatched are re-applied a few times once idle.
 With a journal, a batch the database cannot take (locked, full or away, or no answer
 within :data:`JOURNAL_AFTER_SECONDS`) is appended to it and acknowledged; until the journal
@@ -53,15 +56,13 @@ DRAIN_RETRY_SECONDS = 1.0
 _Item = tuple[list[Event], "asyncio.Future[None]"]
 
 
-class _ApplyNow:
-    """Queued by the apply-later timer: apply the stored, unapplied events now."""
-
-
-_APPLY_NOW = _ApplyNow()
-
-
 class Store(Protocol):
     """Where a batch goes: :class:`campaigns.inbox.store.InboxStore` (one way to store)."""
+
+    @property
+    def parallel(self) -> int:
+        """How many batches may be stored at once (each its own transaction)."""
+        ...
 
     async def store(
         self,
@@ -111,8 +112,8 @@ class EventBatcher:
 
     ``store`` (:class:`Store`) stores status events unapplied and returns their message
     ids in :attr:`ApplyStats.pending`; requests are answered once that commits, and the
-    batcher hands the ids to ``store.apply`` (the inbox pass) every
-    :data:`APPLY_LATER_EVENTS` ids or :data:`APPLY_LATER_SECONDS`, between batches, and on
+    batcher hands the ids to ``store.apply`` (the inbox pass, its own task beside the
+    batches) every :data:`APPLY_LATER_EVENTS` ids or :data:`APPLY_LATER_SECONDS`, and on
     stop. A failed pass keeps its ids for the next one. ``store.recover`` runs once in a
     worker thread at start (events stored but left unapplied by a previous process), and
     ``store.sweep`` after activity once idle. ``journal``: see the module docstring; the
@@ -138,8 +139,11 @@ class EventBatcher:
         self._sweeps_left = 0
         self._sweep_timer: asyncio.TimerHandle | None = None
         self._sweeping: asyncio.Task[None] | None = None
-        self._queue: asyncio.Queue[_Item | _ApplyNow | None] | None = None
+        self._queue: asyncio.Queue[_Item | None] | None = None
         self._task: asyncio.Task[None] | None = None
+        self._slots: asyncio.Semaphore | None = None  # batches being stored at once
+        self._storing: set[asyncio.Task[None]] = set()
+        self._applying: asyncio.Task[None] | None = None  # the inbox pass, beside storing
         self._journal = journal
         journal_after = config.journal_after
         self._journal_after = JOURNAL_AFTER_SECONDS if journal_after is None else journal_after
@@ -164,6 +168,7 @@ class EventBatcher:
     async def start(self) -> None:
         """Start the worker task (on the running loop)."""
         self._queue = asyncio.Queue()
+        self._slots = asyncio.Semaphore(max(1, self._store.parallel))
         self._task = asyncio.create_task(self._run(), name="gatecast-webhook-batcher")
         self._recovering = asyncio.create_task(self._run_recover())
         if self._journal is not None and self._journal:
@@ -247,8 +252,6 @@ class EventBatcher:
                     break
             if item is None:
                 return batch, True
-            if isinstance(item, _ApplyNow):
-                continue  # due anyway: the pass runs right after this batch
             batch.append(item)
             count += len(item[0])
         return batch, False
@@ -311,9 +314,9 @@ class EventBatcher:
         self._arm_drain()
 
     def _pending_later(self, stats: ApplyStats) -> None:
-        """:meth:`_note_pending` outside the batcher's task: queue the pass when due."""
-        if self._note_pending(stats) and self._queue is not None and self.running:
-            self._queue.put_nowait(_APPLY_NOW)
+        """:meth:`_note_pending` outside the batcher's task: start the pass when due."""
+        if self._note_pending(stats) and self.running:
+            self._start_pass()
 
     def _arm_drain(self) -> None:
         if self._drain_timer is None and self._draining is None and self.running:
@@ -398,7 +401,7 @@ class EventBatcher:
             if not future.done():
                 future.set_result(None)
         if isinstance(stats, ApplyStats) and self._note_pending(stats):
-            await self._apply_stored()
+            self._start_pass()
 
     def _note_pending(self, stats: ApplyStats) -> bool:
         """Queue ``stats.pending`` for the inbox pass; True when the pass is due now."""
@@ -414,16 +417,36 @@ class EventBatcher:
 
     def _later_due(self) -> None:
         self._later_timer = None
-        if self._queue is not None and self.running:
-            self._queue.put_nowait(_APPLY_NOW)
+        if self.running:
+            self._start_pass()
 
-    async def _apply_stored(self) -> None:
-        """Apply the stored events of :attr:`_later` (the inbox pass); keep them on failure."""
+    def _start_pass(self) -> None:
+        """Run the inbox pass in a task of its own, beside the storing of batches (a pass
+        never delays a batch's commit, hence its 200); one pass at a time, and another
+        right after it when enough ids waited meanwhile."""
+        if self._applying is None:
+            self._applying = asyncio.create_task(self._pass())
+
+    async def _pass(self) -> None:
+        try:
+            done = await self._apply_stored()
+        finally:
+            self._applying = None
+        if not (done and self.running and self._later):
+            return  # nothing left, or a retry is timed
+        if len(self._later) >= self._later_events:
+            self._start_pass()
+        elif self._later_timer is None:  # stored during the pass; its timer found it busy
+            self._retry_stored(self._later_seconds)
+
+    async def _apply_stored(self) -> bool:
+        """Apply the stored events of :attr:`_later` (the inbox pass); keep them on failure
+        (False: a retry is timed)."""
         if self._later_timer is not None:
             self._later_timer.cancel()
             self._later_timer = None
         if not self._later:
-            return
+            return True
         ids = list(self._later)
         step = max(self._later_events, 1)
         try:
@@ -434,12 +457,14 @@ class EventBatcher:
                 chunk = ids[start : start + step]
                 if not await self._apply_stored_slice(chunk):
                     self._retry_stored(DRAIN_RETRY_SECONDS)  # the rest stays stored
-                    return
+                    return False
                 for message_id in chunk:
                     self._later.pop(message_id, None)
         except Exception as exc:
             log_failure(log, f"applying {len(ids)} stored webhook event(s) failed; will retry", exc)
             self._retry_stored(SWEEP_AFTER_IDLE_SECONDS)
+            return False
+        return True
 
     def _retry_stored(self, after: float) -> None:
         if self.running and self._later_timer is None:
@@ -485,26 +510,44 @@ class EventBatcher:
                 self._schedule_sweep()
 
     async def _run(self) -> None:
-        assert self._queue is not None
+        """Collect and store batches: up to :attr:`Store.parallel` at once, a batch
+        collected once a slot is free (what queued meanwhile joins it)."""
+        assert self._queue is not None and self._slots is not None
         stopping = False
         while not stopping:
             first = await self._queue.get()
             if first is None:
                 break
-            if isinstance(first, _ApplyNow):
-                await self._apply_stored()
-                continue
+            await self._slots.acquire()
             batch, stopping = await self._collect(first)
-            await self._commit(batch)
+            task = asyncio.create_task(self._commit_in_slot(batch))
+            self._storing.add(task)
+            task.add_done_callback(self._storing.discard)
+        if self._storing:
+            await asyncio.gather(*self._storing)
         # drain whatever raced in behind the stop signal
         leftover = []
         while not self._queue.empty():
             item = self._queue.get_nowait()
-            if item is not None and not isinstance(item, _ApplyNow):
+            if item is not None:
                 leftover.append(item)
         if leftover:
             await self._commit(leftover)
+        if self._applying is not None:
+            await self._applying
         await self._apply_stored()
+
+    async def _commit_in_slot(self, batch: list[_Item]) -> None:
+        assert self._slots is not None
+        try:
+            await self._commit(batch)
+        except Exception:  # never a request left waiting: refused (503), not hung
+            log.exception("storing a batch of webhook events failed")
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(NotStored("the events could not be stored"))
+        finally:
+            self._slots.release()
 
 
 __all__ = [

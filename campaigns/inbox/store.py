@@ -8,7 +8,8 @@ database, never its dialect:
 
 * ``writer.statuses`` (PostgreSQL): a status-only batch is stored on the event loop over
   an async connection (one autocommit round trip, the loop serving requests while the
-  server works); other batches take the thread. A batch that cannot be stored even after
+  server works; :attr:`InboxStore.parallel` batches at once, a connection each); other
+  batches take the thread. A batch that cannot be stored even after
   one reconnect fails (503) and the next batch connects afresh.
 * ``writer.nowait`` (a SQLite file): on the event loop over one held connection that never
   waits for a lock. SQLite work is CPU under the GIL, so a worker thread only adds
@@ -90,6 +91,11 @@ class InboxStore:
         self.hooks = hooks or InboxHooks()
 
     # ------------------------------------------------------------ the batcher's Store
+    @property
+    def parallel(self) -> int:
+        """How many batches may be stored at once (PostgreSQL's async connections)."""
+        return self.writer.parallel
+
     async def store(
         self,
         events: list[Event],

@@ -487,22 +487,18 @@ def _apply_unapplied_sqlite(
     return applied
 
 
-def unknown_evidence(
-    conn: Connection, *, since: datetime, limit: int = 10_000
-) -> list[tuple[int, datetime, str, datetime, datetime]]:
-    """Candidate evidence for ``unknown`` deliveries whose last attempt started since
-    ``since``: ``(delivery id, attempted_at, message id, occurred_at, received_at)`` of the
-    status events of the delivery's sender whose chat is its target, on message ids no
-    delivery carries, while no other send to that target through that sender is in flight;
-    by delivery, then event time. The caller judges the times."""
+@functools.cache
+def _unknown_evidence() -> Any:
+    """:func:`unknown_evidence`'s statement, built once (its two aliases of ``deliveries``
+    cost more to build than the statement costs to run: every inbox pass runs it)."""
     other = _d.alias("other")
     in_flight = _d.alias("in_flight")
-    rows = conn.execute(
+    return (
         select(_d.c.id, _d.c.attempted_at, _e.c.message_id, _e.c.occurred_at, _e.c.received_at)
         .join(_e, and_(_e.c.chat == _d.c.target, _e.c.instance_id == _d.c.sender))
         .where(
             _d.c.state == states.UNKNOWN,
-            _d.c.attempted_at >= since,
+            _d.c.attempted_at >= bindparam("since"),
             ~select(other.c.id).where(other.c.message_id == _e.c.message_id).exists(),
             # another send to the recipient through the sender is in flight: the event may
             # be its own, whose message id is about to be recorded (decide later). Looked up
@@ -518,8 +514,19 @@ def unknown_evidence(
             .exists(),
         )
         .order_by(_d.c.id, _e.c.occurred_at, _e.c.id)
-        .limit(limit)
-    ).all()
+        .limit(bindparam("limit"))
+    )
+
+
+def unknown_evidence(
+    conn: Connection, *, since: datetime, limit: int = 10_000
+) -> list[tuple[int, datetime, str, datetime, datetime]]:
+    """Candidate evidence for ``unknown`` deliveries whose last attempt started since
+    ``since``: ``(delivery id, attempted_at, message id, occurred_at, received_at)`` of the
+    status events of the delivery's sender whose chat is its target, on message ids no
+    delivery carries, while no other send to that target through that sender is in flight;
+    by delivery, then event time. The caller judges the times."""
+    rows = conn.execute(_unknown_evidence(), {"since": since, "limit": limit}).all()
     return [(int(r[0]), r[1], str(r[2]), r[3], r[4]) for r in rows]
 
 

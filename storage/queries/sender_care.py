@@ -8,6 +8,7 @@ The rules live in ``scheduler/warmup.py``, ``scheduler/health.py`` and
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -26,7 +27,7 @@ from sqlalchemy import (
 )
 
 from storage import states, tables
-from storage.dialect import dialect_insert
+from storage.dialect import dialect_insert, insert_for
 from storage.queries.moves import may_move
 from storage.queries.sender_values import CHUNK, pairs_cte
 from storage.states import Move
@@ -200,12 +201,18 @@ def mark_known(conn: Connection, pairs: Sequence[tuple[str, str]], *, now: datet
     unique = sorted(set(pairs))
     if not unique:
         return
-    stmt = dialect_insert(conn, _c)
-    stmt = stmt.on_conflict_do_update(
+    rows = [{"instance_id": s, "target": t, "known_at": now} for s, t in unique]
+    conn.execute(_mark_known(conn.dialect.name), rows)
+
+
+@functools.cache
+def _mark_known(dialect: str) -> Any:
+    """:func:`mark_known`'s upsert, built once per dialect (every webhook batch runs it)."""
+    stmt = insert_for(dialect, _c)
+    return stmt.on_conflict_do_update(
         index_elements=[_c.c.instance_id, _c.c.target],
         set_={"known_at": func.coalesce(_c.c.known_at, stmt.excluded.known_at)},
     )
-    conn.execute(stmt, [{"instance_id": s, "target": t, "known_at": now} for s, t in unique])
 
 
 # -- the health score --------------------------------------------------------------------

@@ -32,7 +32,9 @@ class CallableStore:
         inline_later: Callable[[list[str]], int] | None = None,
         sweep: Callable[[], int] | None = None,
         recover: Callable[[], int] | None = None,
+        parallel: int = 1,
     ) -> None:
+        self.parallel = parallel
         self._apply = apply
         self._inline = inline
         self._on_loop = on_loop

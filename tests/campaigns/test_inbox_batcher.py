@@ -117,3 +117,57 @@ def test_inbox_applies_at_the_event_threshold_and_retries_a_failed_pass() -> Non
 
     asyncio.run(go())
     assert calls == [["m0", "m1", "m2"]] * 2
+
+
+def test_each_request_is_answered_only_after_its_own_batch_is_stored() -> None:
+    """Two batches stored at once (``parallel=2``), the pass beside them: a request's
+    future resolves only once the store call holding its events returned; one slow batch
+    (and a slow pass) holds up neither the other batch nor its answers."""
+    stored: list[list[str]] = []
+    gates: dict[str, asyncio.Event] = {}
+    passing = asyncio.Event()
+
+    async def on_loop(events: list[Any]) -> Any:
+        from campaigns.gateway_events import ApplyStats
+
+        gate = gates.setdefault(events[0], asyncio.Event())
+        await gate.wait()  # the commit in progress: the server has not answered yet
+        stored.append(list(events))
+        return ApplyStats(pending=list(events))
+
+    def apply_later(ids: list[str]) -> int:
+        passing.set()
+        return len(ids)
+
+    async def go() -> None:
+        batcher = make_batcher(
+            lambda events: None,
+            on_loop=on_loop,
+            parallel=2,
+            apply_later=apply_later,
+            later_seconds=0.0,  # the pass at once
+        )
+        await batcher.start()
+        first = asyncio.ensure_future(batcher.submit(["a"]))  # type: ignore[list-item]
+        await asyncio.sleep(0.01)
+        second = asyncio.ensure_future(batcher.submit(["b"]))  # type: ignore[list-item]
+        await asyncio.sleep(0.01)
+        third = asyncio.ensure_future(batcher.submit(["c"]))  # type: ignore[list-item]
+        await asyncio.sleep(0.01)
+        # "a" and "b" commit at once (two slots); "c" waits for a slot
+        assert set(gates) == {"a", "b"} and not (first.done() or second.done())
+        gates["b"].set()
+        await second
+        assert stored == [["b"]] and not first.done() and not third.done()
+        await asyncio.sleep(0.01)
+        assert set(gates) == {"a", "b", "c"}  # "b"'s slot went to "c"
+        gates["c"].set()
+        await third
+        assert not first.done()  # still not stored: not answered
+        gates["a"].set()
+        await first
+        await batcher.stop()
+        assert sorted(e for b in stored for e in b) == ["a", "b", "c"]
+        assert passing.is_set()
+
+    asyncio.run(go())

@@ -82,9 +82,9 @@ def _inserter(store: InboxStore) -> AsyncStatusInserter:
 
 
 def _backend_pid(store: InboxStore) -> int:
-    conn = _inserter(store)._conn
-    assert conn is not None
-    return int(conn.info.backend_pid)
+    held = _inserter(store).held
+    assert len(held) == 1  # one batch at a time here: one connection
+    return int(held[0].info.backend_pid)
 
 
 def _use(store: InboxStore, engine: Engine) -> None:
@@ -169,8 +169,7 @@ def test_reconnects_after_the_connection_is_closed_or_killed(pg_engine: Engine) 
         assert stats is not None and stats.pending == ["m0000002"]
         assert _backend_pid(store) != old
         # closed under it
-        held = _inserter(store)._conn
-        assert held is not None
+        (held,) = _inserter(store).held
         await held.close()
         assert await store.on_loop(_events(_status(3, "sent")))
         await store.close()
