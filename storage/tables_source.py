@@ -18,6 +18,7 @@ from pathlib import Path
 
 from sqlalchemy import (
     Column,
+    Constraint,
     ForeignKeyConstraint,
     MetaData,
     PrimaryKeyConstraint,
@@ -25,6 +26,7 @@ from sqlalchemy import (
     TextClause,
     UniqueConstraint,
 )
+from sqlalchemy.sql.schema import ColumnCollectionConstraint
 from sqlalchemy.types import TypeEngine
 
 from storage.types import BigId, JsonDoc, UTCDateTime
@@ -89,14 +91,21 @@ def _column(column: Column[object]) -> str:
     return f"Column({', '.join(args)})"
 
 
+def _columns(constraint: Constraint) -> list[Column[object]]:
+    """The columns of a key, unique or foreign key constraint, in order."""
+    if not isinstance(constraint, ColumnCollectionConstraint):
+        raise ValueError(f"constraint {constraint!r} is not rendered")
+    return list(constraint.columns)
+
+
 def _constraints(table: Table) -> list[str]:
     out: list[str] = []
     ordered = sorted(
         table.constraints,
-        key=lambda c: (type(c).__name__, str(c.name or ""), [k.name for k in c.columns]),
+        key=lambda c: (type(c).__name__, str(c.name or ""), [k.name for k in _columns(c)]),
     )
     for constraint in ordered:
-        names = [repr(c.name) for c in constraint.columns]  # type: ignore[attr-defined]
+        names = [repr(c.name) for c in _columns(constraint)]
         name = f", name={constraint.name!r}" if isinstance(constraint.name, str) else ""
         if isinstance(constraint, PrimaryKeyConstraint):
             continue  # the columns' primary_key

@@ -13,28 +13,37 @@ from sqlalchemy.types import TypeDecorator, TypeEngine
 BigId = BigInteger().with_variant(Integer(), "sqlite")
 
 
+def _jsonb_on_postgres(dialect: Dialect, elsewhere: TypeEngine[Any]) -> TypeEngine[Any]:
+    """JSONB on PostgreSQL, imported when a PostgreSQL statement first needs it (importing
+    PostgreSQL's dialect costs a command on SQLite about a seventh of ``import
+    sqlalchemy``: decision 43); ``elsewhere`` on SQLite."""
+    if dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import JSONB
+
+        return dialect.type_descriptor(JSONB())
+    return dialect.type_descriptor(elsewhere)
+
+
 class JsonbOnPostgres(TypeDecorator[Any]):
-    """``impl`` (JSON, or text) on SQLite; JSONB on PostgreSQL. The JSONB type is imported
-    when a PostgreSQL statement first needs it: importing PostgreSQL's dialect costs a
-    command on SQLite about a seventh of ``import sqlalchemy`` (decision 43)."""
+    """JSON on SQLite, JSONB on PostgreSQL: what ``JSON().with_variant(JSONB(),
+    "postgresql")`` declares, without importing PostgreSQL's dialect to declare it."""
 
     impl = JSON
     cache_ok = True
     should_evaluate_none = True  # as JSON's: a Python None is stored as JSON ``null``
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
-        if dialect.name == "postgresql":
-            from sqlalchemy.dialects.postgresql import JSONB
-
-            return dialect.type_descriptor(JSONB())
-        return dialect.type_descriptor(self.impl_instance)
+        return _jsonb_on_postgres(dialect, self.impl_instance)
 
 
-class TextOrJsonb(JsonbOnPostgres):
+class TextOrJsonb(TypeDecorator[Any]):
     """Text on SQLite, JSONB on PostgreSQL (a staging table's JSON, parsed by ``COPY``)."""
 
     impl = Text
-    should_evaluate_none = False
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        return _jsonb_on_postgres(dialect, self.impl_instance)
 
 
 #: JSON documents: JSONB on PostgreSQL, text-backed JSON elsewhere.

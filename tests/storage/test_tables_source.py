@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 from sqlalchemy import Column, Table
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
+from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 from sqlalchemy.engine import Dialect
 from sqlalchemy.schema import CreateTable
 from sqlmodel import SQLModel
@@ -17,7 +18,10 @@ import storage.models  # noqa: F401  (declares the tables in SQLModel's metadata
 from storage import tables
 from storage.tables_source import TARGET, render
 
-DIALECTS = {"sqlite": sqlite.dialect(), "postgresql": postgresql.dialect()}
+DIALECTS: dict[str, Dialect] = {
+    "sqlite": SQLiteDialect_pysqlite(),
+    "postgresql": PGDialect_psycopg(),  # type: ignore[no-untyped-call]
+}
 
 
 def _ddl(table: Table, dialect: Dialect) -> list[str]:
