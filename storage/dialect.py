@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import Connection, Table
-from sqlalchemy.dialects import postgresql, sqlite
 
 
 def dialect_insert(conn: Connection, table: Table) -> Any:
@@ -15,8 +14,12 @@ def dialect_insert(conn: Connection, table: Table) -> Any:
 
 def insert_for(dialect: str, table: Table) -> Any:
     """``INSERT`` for the dialect named ``dialect`` (``"sqlite"`` or ``"postgresql"``)."""
-    if dialect == "postgresql":
+    if dialect == "postgresql":  # each dialect imported when used (decision 43)
+        from sqlalchemy.dialects import postgresql
+
         return postgresql.insert(table)
     if dialect == "sqlite":
+        from sqlalchemy.dialects import sqlite
+
         return sqlite.insert(table)
     raise NotImplementedError(f"unsupported database: {dialect}")

@@ -1,4 +1,4 @@
-"""Engines, sessions and schema upgrades for SQLite (default) and PostgreSQL."""
+"""Engines and schema upgrades for SQLite (default) and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -6,8 +6,6 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +14,6 @@ from sqlalchemy import Engine as Engine  # re-exported: callers name it without 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
-from sqlmodel import Session
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 #: how long a SQLite connection waits for another writer's lock
@@ -219,15 +216,3 @@ def current_revision(engine: Engine) -> str | None:
     if len(rows) > 1:  # several heads: never this project's linear history
         raise RuntimeError(f"the database has several schema heads: {sorted(r[0] for r in rows)}")
     return str(rows[0][0]) if rows else None
-
-
-@contextmanager
-def session_scope(engine: Engine) -> Iterator[Session]:
-    """A session that commits on success and rolls back on error."""
-    with Session(engine) as session:
-        try:
-            yield session
-            session.commit()
-        except BaseException:
-            session.rollback()
-            raise

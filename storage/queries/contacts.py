@@ -20,7 +20,6 @@ from sqlalchemy import (
     RowMapping,
     String,
     Table,
-    Text,
     and_,
     case,
     cast,
@@ -34,14 +33,13 @@ from sqlalchemy import (
     true,
     update,
 )
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.elements import ColumnElement
 
 from storage import tables
 from storage.dialect import dialect_insert
 from storage.queries import contact_search, paging
-from storage.types import UTCDateTime
+from storage.types import TextOrJsonb, UTCDateTime
 
 contacts: Table = tables.contacts
 lists: Table = tables.lists
@@ -277,7 +275,7 @@ def insert_rejects(conn: Connection, import_id: int, rejects: Sequence[Mapping[s
 
 STAGE = "gatecast_contact_stage"
 _stage_meta = MetaData()
-_STAGED_JSON = Text().with_variant(JSONB(), "postgresql")
+_STAGED_JSON = TextOrJsonb()
 contact_stage = Table(
     STAGE,
     _stage_meta,
@@ -398,6 +396,8 @@ def staged_existing(conn: Connection) -> StagedExisting:
 def _staged_attributes(conn: Connection, column: str = "attributes") -> ColumnElement[Any]:
     """The staged attributes (or their folded form) as a JSON value."""
     if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import JSONB
+
         return cast(contact_stage.c[column], JSONB)
     return contact_stage.c[column]
 

@@ -45,14 +45,7 @@ from sqlalchemy import (
 )
 
 from storage import states, tables
-from storage.models import (
-    QUEUED_ROWS,
-    ZONED_QUEUED_ROWS,
-    AudienceMember,
-    Contact,
-    Delivery,
-    ListMember,
-)
+from storage.predicates import QUEUED_ROWS, ZONED_QUEUED_ROWS
 from storage.queries import paging, tallies
 from storage.queries.moves import may_move, may_move_sql, new_state_sql
 from storage.queries.sender_values import sender_chunks, senders_cte
@@ -764,10 +757,10 @@ def refresh_statistics(conn: Connection) -> None:
     """
     if conn.dialect.name == "postgresql":
         names = (
-            ListMember.__tablename__,
-            AudienceMember.__tablename__,
-            Contact.__tablename__,
-            Delivery.__tablename__,
+            tables.list_members.name,
+            tables.audience_members.name,
+            tables.contacts.name,
+            tables.deliveries.name,
         )
         conn.exec_driver_sql(f"ANALYZE {', '.join(names)}")
 

@@ -22,9 +22,13 @@ HEAVY = ("fastapi", "pandas", "uvicorn", "openpyxl", "sqlmodel", "sqlalchemy", "
 WEB_AND_SHEETS = ("fastapi", "starlette", "pandas", "numpy", "uvicorn", "openpyxl")
 #: what ``campaign show`` must not import either: the gateway's HTTP client, the schema
 #: migrations (the check reads one row), PostgreSQL's driver on SQLite, the scheduler
-#: process, phone number metadata, the report writers (docs/architecture.md, decision 38)
+#: process, phone number metadata, the report writers (docs/architecture.md, decision 38),
+#: SQLModel and the ORM (queries use the Core tables of ``storage.tables``: decision 43)
 NOT_FOR_SHOW = (
     *WEB_AND_SHEETS,
+    "sqlmodel",
+    "sqlalchemy.orm",
+    "storage.models",
     "httpx",
     "httpcore",
     "tenacity",
@@ -35,9 +39,11 @@ NOT_FOR_SHOW = (
     "gateway.client",
     "campaigns.reports",
 )
+#: the ORM layer: no command that only reads imports it (decision 43)
+ORM = ("sqlmodel", "sqlalchemy.orm", "storage.models")
 #: everything heavy: what ``gatecast --version`` (answered before the CLI is built) must
 #: not import
-ALL_HEAVY = (*NOT_FOR_SHOW, "typer", "click", "rich", "pydantic", "sqlalchemy", "sqlmodel")
+ALL_HEAVY = (*NOT_FOR_SHOW, "typer", "click", "rich", "pydantic", "sqlalchemy")
 
 _RUN = """
 import json, sys
@@ -200,7 +206,18 @@ def test_help_imports_no_heavy_library(argv: list[str], user_env: dict[str, str]
 def test_database_commands_import_no_web_or_spreadsheet_library(
     argv: list[str], user_env: dict[str, str]
 ) -> None:
-    assert _after_command(argv, WEB_AND_SHEETS, user_env) == []
+    assert _after_command(argv, (*WEB_AND_SHEETS, *ORM), user_env) == []
+
+
+@pytest.mark.parametrize("argv", [["campaign", "list"], ["contacts", "lists"]], ids=" ".join)
+def test_listings_of_real_rows_import_no_orm(argv: list[str], campaign_env: dict[str, str]) -> None:
+    """``campaign list`` and ``contacts lists`` read real rows through the Core tables."""
+    assert _after_script(argv, (*WEB_AND_SHEETS, *ORM), campaign_env) == []
+    shown = subprocess.run(
+        [str(GATECAST), *argv], env=campaign_env, capture_output=True, text=True, timeout=120
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert ("Start-up" if argv[0] == "campaign" else "customers") in shown.stdout
 
 
 def test_campaign_list_really_ran(user_env: dict[str, str]) -> None:
