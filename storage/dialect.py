@@ -14,7 +14,7 @@ def dialect_insert(conn: Connection, table: Table) -> Any:
 
 def insert_for(dialect: str, table: Table) -> Any:
     """``INSERT`` for the dialect named ``dialect`` (``"sqlite"`` or ``"postgresql"``)."""
-    if dialect == "postgresql":  # each dialect imported when used (decision 43)
+    if dialect == "postgresql":  # each dialect imported when used (decision 44)
         from sqlalchemy.dialects import postgresql
 
         return postgresql.insert(table)

@@ -16,7 +16,7 @@ BigId = BigInteger().with_variant(Integer(), "sqlite")
 def _jsonb_on_postgres(dialect: Dialect, elsewhere: TypeEngine[Any]) -> TypeEngine[Any]:
     """JSONB on PostgreSQL, imported when a PostgreSQL statement first needs it (importing
     PostgreSQL's dialect costs a command on SQLite about a seventh of ``import
-    sqlalchemy``: decision 43); ``elsewhere`` on SQLite."""
+    sqlalchemy``: decision 44); ``elsewhere`` on SQLite."""
     if dialect.name == "postgresql":
         from sqlalchemy.dialects.postgresql import JSONB
 

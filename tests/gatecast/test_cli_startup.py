@@ -23,7 +23,7 @@ WEB_AND_SHEETS = ("fastapi", "starlette", "pandas", "numpy", "uvicorn", "openpyx
 #: what ``campaign show`` must not import either: the gateway's HTTP client, the schema
 #: migrations (the check reads one row), PostgreSQL's driver on SQLite, the scheduler
 #: process, phone number metadata, the report writers (docs/architecture.md, decision 38),
-#: SQLModel and the ORM (queries use the Core tables of ``storage.tables``: decision 43)
+#: SQLModel and the ORM (queries use the Core tables of ``storage.tables``: decision 44)
 NOT_FOR_SHOW = (
     *WEB_AND_SHEETS,
     "sqlmodel",
@@ -39,7 +39,7 @@ NOT_FOR_SHOW = (
     "gateway.client",
     "campaigns.reports",
 )
-#: the ORM layer: no command that only reads imports it (decision 43)
+#: the ORM layer: no command that only reads imports it (decision 44)
 ORM = ("sqlmodel", "sqlalchemy.orm", "storage.models")
 #: everything heavy: what ``gatecast --version`` (answered before the CLI is built) must
 #: not import
