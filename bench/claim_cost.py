@@ -109,13 +109,13 @@ def create_running(engine: Engine, senders: list[str]) -> int:
         )
 
 
-def seed(engine: Engine, cid: int, senders: list[str], size: int) -> None:
-    """``size`` queued rows (due in the past, in row order, the senders in turn) and
-    ``size // 2`` rows sent today (other targets) through :data:`SENT_SENDERS` senders,
-    the claiming ones among them (so a claiming sender's sends today grow with the size
-    but stay under the cap, as a deployment's many senders share its volume), with a
-    known chat for each; by bulk SQL (``INSERT ... SELECT`` over a series of numbers),
-    not row by row."""
+def grow(engine: Engine, cid: int, senders: list[str], lo: int, hi: int) -> None:
+    """Rows ``lo+1 .. hi``: each queued (due in the past, in row order, the senders in
+    turn) and, for every second one, a row sent today (another target) through one of
+    :data:`SENT_SENDERS` senders, the claiming ones among them (so a claiming sender's
+    sends today grow with the size but stay under the cap, as a deployment's many senders
+    share its volume), with a known chat; by bulk SQL (``INSERT ... SELECT`` over a
+    series of numbers), not row by row."""
     from storage.queries import deliveries as dq
     from storage.types import utcnow
 
@@ -123,19 +123,29 @@ def seed(engine: Engine, cid: int, senders: list[str], size: int) -> None:
     pg = engine.dialect.name == "postgresql"
     midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
     span = max(1.0, (now - midnight).total_seconds() - 60)
-    n, sent_n = len(senders), size // 2
-    # dialect by dialect: the numbers, a moment `seconds` after epoch `base`, as stored
+    n = len(senders)
+    # dialect by dialect: the numbers first+1 .. last, a moment `seconds` after epoch `base`
     if pg:
-        numbers = "FROM generate_series(1::bigint, {count}) AS g(i)"
+        numbers = "FROM generate_series({first}::bigint + 1, {last}) AS g(i)"
         moment = "to_timestamp({base} + {seconds})"
     else:
         numbers = (
-            "FROM (WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g"
-            " WHERE i < {count}) SELECT i FROM g) AS g"
+            "FROM (WITH RECURSIVE g(i) AS (SELECT {first} + 1 UNION ALL SELECT i + 1 FROM g"
+            " WHERE i < {last}) SELECT i FROM g) AS g"
         )
         moment = "strftime('%Y-%m-%d %H:%M:%f', {base} + {seconds}, 'unixepoch')"
+    queued_series = numbers.format(first=lo, last=hi)
+    sent_series = numbers.format(first=lo // 2, last=hi // 2)
     queued = moment.format(base=(now - timedelta(hours=2)).timestamp(), seconds="i / 1000.0")
     sent_at = moment.format(base=midnight.timestamp(), seconds=f"{span} * (i % 997) / 997")
+
+    def sender_of(k: str) -> str:  # the k-th claiming sender's name
+        return (
+            f"CASE {k} " + " ".join(f"WHEN {j} THEN '{s}'" for j, s in enumerate(senders)) + " END"
+        )
+
+    k = f"i % {SENT_SENDERS}"
+    sent_by = f"CASE WHEN {k} < {n} THEN {sender_of(k)} ELSE 'SENT' || ({k}) END"
     with engine.begin() as conn:
         content = dq.bind_processor(conn, "content")({"type": "text", "text": "Hi"})
         stamp = dq.bind_processor(conn, "queued_at")(now)
@@ -144,23 +154,21 @@ def seed(engine: Engine, cid: int, senders: list[str], size: int) -> None:
         cid_p, content_p, at_p = (mark.format(k) for k in ("cid", "content", "at"))
         if pg:
             content_p += "::jsonb"
-        rows = [
+        statements = [
             f"INSERT INTO deliveries (campaign_id, target, target_kind, sender, state, attempts,"
             f" due_at, content, queued_at) SELECT {cid_p}, '+447' || (100000000 + i), 'phone',"
-            f" 'CLAIM' || (i % {n}), 'queued', 0, {queued}, {content_p}, {at_p} "
-            + numbers.format(count=size),
+            f" {sender_of(f'i % {n}')}, 'queued', 0, {queued}, {content_p}, {at_p} "
+            + queued_series,
             f"INSERT INTO deliveries (campaign_id, target, target_kind, sender, state, attempts,"
             f" content, queued_at, sent_at, message_id) SELECT {cid_p},"
-            f" '+448' || (100000000 + i), 'phone', CASE WHEN i % {SENT_SENDERS} < {n}"
-            f" THEN 'CLAIM' ELSE 'SENT' END || (i % {SENT_SENDERS}), 'sent', 1, {content_p},"
-            f" {at_p}, {sent_at}, 'S' || i " + numbers.format(count=sent_n),
+            f" '+448' || (100000000 + i), 'phone', {sent_by}, 'sent', 1, {content_p}, {at_p},"
+            f" {sent_at}, 'S' || {cid_p} || '-' || i " + sent_series,
             # their chats, as recording and the statuses keep them (the probe's table)
             f"INSERT INTO sender_chats (instance_id, target, first_sent_at, known_at)"
-            f" SELECT sender, target, {at_p}, {at_p} FROM deliveries WHERE state = 'sent'",
+            f" SELECT {sent_by}, '+448' || (100000000 + i), {at_p}, {at_p} " + sent_series,
         ]
-        for sql in rows:
-            if sent_n or "'queued'" in sql:
-                conn.exec_driver_sql(sql.replace(" % ", " %% ") if pg else sql, params)
+        for sql in statements[: 1 if hi // 2 <= lo // 2 else 3]:
+            conn.exec_driver_sql(sql.replace(" % ", " %% ") if pg else sql, params)
         dq.refresh_statistics(conn)  # what a start does after materialising
     if pg:
         # what autovacuum does within a minute of a bulk insert: without it, every index
@@ -168,6 +176,17 @@ def seed(engine: Engine, cid: int, senders: list[str], size: int) -> None:
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.exec_driver_sql("VACUUM (ANALYZE) deliveries")
             conn.exec_driver_sql("VACUUM (ANALYZE) sender_chats")
+
+
+def median_ms(fn: Callable[[], object], repeat: int) -> float:
+    """Median wall time of ``fn`` in milliseconds over ``repeat`` calls (after one warm-up)."""
+    fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
 
 
 def in_turns(
@@ -316,7 +335,7 @@ def run_db(kind: str, sizes: list[int], senders_n: int, repeat: int, figures: Fi
     measured at both sizes in turns, and its ratio."""
     from scheduler.dispatcher import Dispatcher
 
-    senders = [f"CLAIM{i}" for i in range(senders_n)]
+    senders = [f"CLAIM{i:03d}" for i in range(senders_n)]
     small, big = min(sizes), max(sizes)
     pg = kind == "postgresql"
     with (
@@ -329,7 +348,7 @@ def run_db(kind: str, sizes: list[int], senders_n: int, repeat: int, figures: Fi
             engine = open_db(url)
             cid = create_running(engine, senders)
             t0 = time.perf_counter()
-            seed(engine, cid, senders, size)
+            grow(engine, cid, senders, 0, size)
             figures.add(f"seeding to {size:,} queued", time.perf_counter() - t0, "s", db=kind)
             dbs.append((engine, cid))
 
