@@ -22,7 +22,6 @@ Ratios (1M / 10k) are of one run. Default sizes 10,000 and 1,000,000 (``--full``
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -31,7 +30,7 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from bench.claim_cost import create_running, on_each_db
+from bench.claim_cost import create_running, in_turns, on_each_db
 from bench.common import Figures, report
 from bench.dispatch import SEED_CHUNK, database, open_db, phone
 from storage import tables
@@ -101,19 +100,6 @@ def calls(engine: Engine, cid: int, size: int) -> dict[str, Callable[[], object]
     }
 
 
-def interleaved_ms(small: Callable[[], object], big: Callable[[], object]) -> tuple[float, float]:
-    """Median ms of ``small`` and of ``big``, called in turns (REPEAT each, after one
-    warm-up each): the machine's load changes both alike, so their ratio holds."""
-    small(), big()
-    times: tuple[list[float], list[float]] = ([], [])
-    for _ in range(REPEAT):
-        for fn, out in ((small, times[0]), (big, times[1])):
-            start = time.perf_counter()
-            fn()
-            out.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times[0]), statistics.median(times[1])
-
-
 def seeded(url: str, size: int, figures: Figures, kind: str) -> tuple[Engine, int]:
     """A database at ``url`` with the listed campaign at ``size`` rows; its id."""
     engine = open_db(url)
@@ -140,7 +126,7 @@ def run_db(kind: str, sizes: list[int], figures: Figures) -> None:
         small_calls = calls(small_db, small_cid, small)
         big_calls = calls(big_db, big_cid, big)
         for name in small_calls:
-            at_small, at_big = interleaved_ms(small_calls[name], big_calls[name])
+            at_small, at_big = in_turns(small_calls[name], big_calls[name], REPEAT)
             figures.add(f"{name}, {small:,} rows", at_small, "ms", db=kind, rows=small)
             figures.add(f"{name}, {big:,} rows", at_big, "ms", db=kind, rows=big)
             goal = "reference" if name.startswith("reference") else GOAL

@@ -217,8 +217,9 @@ class Claimer:
         care = claim_care.before_claim(conn, taken, now)
         if taken:
             tz = policy.timezone
+            cap = pace.daily_cap
             counts = (
-                sends_today_by_sender(conn, taken, now, tz) if pace.daily_cap is not None else {}
+                sends_today_by_sender(conn, taken, now, tz, at_most=cap) if cap is not None else {}
             )
             open_ = [
                 s for s in taken if allowance_left(pace, counts.get(s), care.get(s), now, tz) != 0

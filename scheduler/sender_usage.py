@@ -53,10 +53,16 @@ def sends_today(
 
 
 def sends_today_by_sender(
-    conn: Connection, senders: Sequence[str], now: datetime, tz: ZoneInfo
+    conn: Connection,
+    senders: Sequence[str],
+    now: datetime,
+    tz: ZoneInfo,
+    *,
+    at_most: int | None = None,
 ) -> dict[str, int]:
-    """:func:`sends_today` of several senders in one read (every sender present)."""
-    counts = dq.sends_since_by_sender(conn, senders, local_day_start(now, tz))
+    """:func:`sends_today` of several senders in one read (every sender present); with
+    ``at_most`` (the cap) each sender's sent rows are counted up to that many."""
+    counts = dq.sends_since_by_sender(conn, senders, local_day_start(now, tz), at_most=at_most)
     return {s: counts.get(s, 0) for s in senders}
 
 

@@ -851,31 +851,35 @@ def contact_names(conn: Connection, contact_ids: Sequence[int]) -> dict[int, str
 
 
 def sends_since_by_sender(
-    conn: Connection, senders: Sequence[str], since: datetime
+    conn: Connection, senders: Sequence[str], since: datetime, *, at_most: int | None = None
 ) -> dict[str, int]:
     """:func:`sends_since` for several senders (senders without any are left out): one
-    range of (sender, sent_at) per sender, plus the rows in flight, as correlated
-    subqueries of one statement (``storage.queries.sender_values``), not a round trip
-    each."""
+    range of (sender, sent_at) per sender as correlated subqueries of one statement
+    (``storage.queries.sender_values``), not a round trip each; with ``at_most`` (the cap)
+    each range stops there, as :func:`sends_since`'s does. The rows in flight are read
+    once for every sender (one grouped read of the few ``sending`` rows, the partial
+    ``ix_deliveries_in_flight``): a probe per sender let PostgreSQL's planner, whose
+    statistics rarely see a ``sending`` row, walk every in-flight row on
+    ``ix_deliveries_claim`` for each sender (88 ms for 500 senders)."""
     out: dict[str, int] = {}
+    wanted = set(senders)
+    if not wanted:
+        return out
+    in_flight = select(_d.c.sender, func.count()).where(_SENDING, _d.c.sent_at.is_(None))
+    for sender, n in conn.execute(in_flight.group_by(_d.c.sender)):
+        if sender in wanted:
+            out[str(sender)] = int(n)
     for chunk in sender_chunks(senders):
         who = senders_cte(chunk)
-        sent = (
-            select(func.count())
-            .where(_d.c.sender == who.c.sender, _d.c.sent_at >= since)
-            .correlate(who)
-            .scalar_subquery()
+        rows = (
+            select(_d.c.id).where(_d.c.sender == who.c.sender, _d.c.sent_at >= since).correlate(who)
         )
-        sending = (
-            select(func.count())
-            .where(_SENDING, _d.c.sender == who.c.sender, _d.c.sent_at.is_(None))
-            .correlate(who)
-            .scalar_subquery()
-        )
-        for sender, n_sent, n_sending in conn.execute(select(who.c.sender, sent, sending)):
-            n = int(n_sent or 0) + int(n_sending or 0)
-            if n:
-                out[str(sender)] = n
+        if at_most is not None:
+            rows = rows.limit(max(0, at_most))
+        sent = select(func.count()).select_from(rows.subquery()).scalar_subquery()
+        for sender, n_sent in conn.execute(select(who.c.sender, sent)):
+            if n_sent:
+                out[str(sender)] = out.get(str(sender), 0) + int(n_sent)
     return out
 
 

@@ -87,6 +87,20 @@ def test_sends_since_of_many_senders_counts_sent_and_in_flight(
         assert got == {s: n for s in ("A", "C", "E", "Z") if (n := dq.sends_since(conn, s, since))}
 
 
+def test_sends_since_of_many_senders_stops_at_the_cap_as_one_senders_probe_does(
+    engine: Engine, small_chunks: None
+) -> None:
+    _queue(engine)
+    since = T0 - timedelta(days=3)  # E: two read rows and one in flight
+    with engine.connect() as conn:
+        for cap in (0, 1, 2, 5):
+            got = dq.sends_since_by_sender(conn, ["A", "C", "E"], since, at_most=cap)
+            one = {s: dq.sends_since(conn, s, since, at_most=cap) for s in ("A", "C", "E")}
+            assert got == {s: n for s, n in one.items() if n}
+        assert dq.sends_since_by_sender(conn, ["E"], since, at_most=1) == {"E": 2}
+        assert dq.sends_since_by_sender(conn, ["A"], since) == {}  # E's rows not A's
+
+
 def test_known_chats_of_many_pairs(engine: Engine, small_chunks: None) -> None:
     with engine.begin() as conn:
         sc.remember_sent(conn, [("A", "+1"), ("A", "+2"), ("B", "+1")], now=T0)
