@@ -53,7 +53,7 @@ from storage.models import (
     Delivery,
     ListMember,
 )
-from storage.queries import paging, tallies
+from storage.queries import delivery_search, paging, tallies
 from storage.queries.moves import may_move, may_move_sql, new_state_sql
 from storage.queries.sender_values import sender_chunks, senders_cte
 from storage.states import Move
@@ -750,6 +750,7 @@ def insert_new_deliveries(
         "ON CONFLICT (campaign_id, target) DO NOTHING",
         list(rows),
     )
+    delivery_search.index_new(conn)
 
 
 def refresh_statistics(conn: Connection) -> None:
@@ -795,6 +796,7 @@ class DeliveryFilter:
 
 
 def _delivery_conds(f: DeliveryFilter) -> list[Any]:
+    """The conditions of a delivery ``f`` selects, each exact."""
     conds: list[Any] = []
     if f.campaign_id is not None:
         conds.append(_d.c.campaign_id == f.campaign_id)
@@ -838,13 +840,18 @@ def deliveries_keyset(
     (``campaign_state_counts``) when ``f`` is only a campaign and states; otherwise the
     matches are counted up to ``count_cap`` (``exact`` False above)."""
     conds = _delivery_conds(f)
-    found = paging.keyset_page(conn, _d, columns, conds, limit=limit, at=at)
+    key: Any = None
+    narrow = delivery_search.target_match(conn, f.target) if f.target else None
+    if narrow is not None:  # SQLite: walk the FTS5 matches in id order, not the campaign
+        more, key = narrow
+        conds = [*more, *conds]
+    found = paging.keyset_page(conn, _d, columns, conds, limit=limit, at=at, key=key)
     if f.by_state_only:
         total = tallies.rows_in_states(conn, f.campaign_id, f.in_states)
         return total, True, found
     if paging.whole(at, found):
         return len(found.rows), True, found
-    total, exact = paging.capped_count(conn, _d, conds, count_cap)
+    total, exact = paging.capped_count(conn, _d, conds, count_cap, key=key)
     return total, exact, found
 
 
