@@ -34,9 +34,11 @@ def _row(cid: int, target: str) -> dict[str, Any]:
     }
 
 
-def _targets(engine: Engine, cid: int, needle: str, *, limit: int = 2) -> list[str]:
+def _targets(
+    engine: Engine, cid: int, needle: str, *, limit: int = 2, states: list[str] | None = None
+) -> list[str]:
     """Every target the listing finds for ``needle``, walked page by page (cursor)."""
-    wanted = dq.DeliveryFilter(campaign_id=cid, target=needle)
+    wanted = dq.DeliveryFilter(campaign_id=cid, in_states=states, target=needle)
     out: list[str] = []
     at = paging.Keyset()
     with engine.connect() as conn:
@@ -66,6 +68,8 @@ def test_a_target_search_finds_exactly_the_rows_holding_it(engine: Engine) -> No
     assert answered == (engine.dialect.name == "sqlite")
     for needle in ["0123", "7700900", "+4477", "12345678", "900", "%612_", "_", "12", "none"]:
         assert _targets(engine, cid, needle) == _expected(TARGETS, needle), needle
+    assert _targets(engine, cid, "7700900", states=["queued"]) == TARGETS[:2]
+    assert _targets(engine, cid, "7700900", states=["failed"]) == []
 
 
 def test_rows_written_past_the_index_and_rewritten_targets_are_found(engine: Engine) -> None:
