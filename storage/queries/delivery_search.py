@@ -51,6 +51,19 @@ def index_new(conn: Connection) -> None:
     conn.exec_driver_sql(_MOVE_MARK)
 
 
+def purge_rewritten(conn: Connection) -> None:
+    """SQLite: merge ``deliveries_target`` into one segment, so the entries of rewritten
+    targets (an erased number: the update trigger deleted them) are gone from the file,
+    not only marked deleted in a newer segment (FTS5 keeps the old entries until a merge;
+    with ``secure_delete`` on, the freed pages are zeroed). The whole index is rewritten:
+    for rare writes such as an erasure. No-op on PostgreSQL (its index entries of the old
+    row go with the row's version at vacuum)."""
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql(
+            "INSERT INTO deliveries_target (deliveries_target) VALUES ('optimize')"
+        )
+
+
 def _indexed(conn: Connection) -> bool:
     """SQLite: whether every delivery's target is in ``deliveries_target``."""
     row = conn.execute(
@@ -81,4 +94,4 @@ def target_match(
     )
 
 
-__all__ = ["TRIGRAM", "deliveries_target", "index_new", "target_match"]
+__all__ = ["TRIGRAM", "deliveries_target", "index_new", "purge_rewritten", "target_match"]
