@@ -20,7 +20,8 @@ What an erase does (docs/contacts-import.md, "Erasing a contact"):
   a target ``erased:<id>``;
 - on SQLite the deleted and rewritten bytes are overwritten with zeros
   (``secure_delete``) and the write-ahead log is checkpointed, so the number does not
-  stay readable in the file's free space.
+  stay readable in the file's free space; the deliveries' target search index is merged,
+  so the old target's entries leave it too (not only marked deleted).
 
 No suppression list is kept (decision 20 in docs/architecture.md): even a hash of a
 phone number is personal data that can be reversed by trying every number, so keeping
@@ -137,6 +138,7 @@ def erase_contact(
         forms = digit_forms(phone_e164)
         secure_before = q.secure_delete(conn)
         deliveries, message_ids = q.anonymise_deliveries(conn, contact_id, phone_e164, ANONYMISE)
+        q.purge_rewritten_targets(conn)
         events = q.scrub_status_events(conn, phone_e164, message_ids)
         chats = [f"{forms[0]}@", f"{forms[0]}:"]
         inbound = q.scrub_inbound(conn, contact_id, phone_e164, chats, ERASED_PREFIX)

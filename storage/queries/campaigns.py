@@ -13,6 +13,7 @@ from sqlalchemy import Connection, Table, and_, case, func, select, update
 
 from storage import states, tables
 from storage.dialect import dialect_insert
+from storage.queries import delivery_search
 from storage.queries.moves import may_move
 from storage.states import Move
 
@@ -30,6 +31,7 @@ def insert_deliveries(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> No
         batch = [dict(r) for r in rows[start : start + BATCH]]
         if batch:
             conn.execute(stmt, batch)
+    delivery_search.index_new(conn)
 
 
 def count_in_states(

@@ -26,6 +26,7 @@ from sqlalchemy import (
 )
 
 from storage import tables
+from storage.queries import delivery_search
 
 _c = tables.contacts
 _d = tables.deliveries
@@ -118,6 +119,12 @@ def anonymise_deliveries(
         )
     )
     return int(result.rowcount), message_ids
+
+
+def purge_rewritten_targets(conn: Connection) -> None:
+    """Drop the anonymised rows' old targets from the target search's index for good
+    (``delivery_search.purge_rewritten``)."""
+    delivery_search.purge_rewritten(conn)
 
 
 def scrub_status_events(
@@ -266,6 +273,7 @@ __all__ = [
     "delete_rejects",
     "delete_stored_answers",
     "lock_contact",
+    "purge_rewritten_targets",
     "reject_pages",
     "scrub_inbound",
     "scrub_status_events",
