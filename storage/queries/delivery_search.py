@@ -1,4 +1,4 @@
-"""The deliveries' target search (migration 0027): which rows hold a substring of
+"""The deliveries' target search (migration 0025): which rows hold a substring of
 their target, without reading the campaign's rows.
 
 PostgreSQL answers ``target LIKE '%...%'`` from its trigram GIN index by itself. SQLite

@@ -1,4 +1,4 @@
-"""A deliveries listing searched by a substring of the target (migration 0027): the same
+"""A deliveries listing searched by a substring of the target (migration 0025): the same
 rows whatever answers it (PostgreSQL's trigram index, SQLite's FTS5 table, or the
 campaign's rows when the table lags), through erasure's rewrite and a deleted row."""
 

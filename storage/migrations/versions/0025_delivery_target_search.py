@@ -1,6 +1,6 @@
 """deliveries: a trigram index on ``target``, so a target search reads its matches only
 
-Revision ID: 0027
+Revision ID: 0025
 Revises: 0024
 Create Date: 2026-12-07 15:50:00
 
@@ -27,7 +27,7 @@ API, the dashboard's search) read every row of the campaign: at 1M rows one matc
 from alembic import op
 import sqlalchemy as sa
 
-revision = "0027"
+revision = "0025"
 down_revision = "0024"
 branch_labels = None
 depends_on = None
