@@ -176,3 +176,19 @@ def child_report(name: str, measure: Callable[[], Any]) -> int:
         print(f"{name}: ERROR: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+@contextmanager
+def slow_gateway(
+    tmp: Path, *, senders: int, latency_ms: int, extra: Iterable[str] = ()
+) -> Iterator[str]:
+    """``gatecast sandbox`` in its own process as the many-sender benchmarks run it
+    (``bench.startup``, ``bench.senders``): every request answered after ``latency_ms``
+    (a web-session gateway), room for ``senders`` instances and a few more, auto-linking;
+    ``extra`` options after those. Yields its URL; stopped afterwards."""
+    from bench.dispatch import sandbox_process  # bench.dispatch imports this module
+
+    latency = f"{latency_ms}-{latency_ms}"
+    room = str(senders + 10)
+    with sandbox_process(tmp, "--latency-ms", latency, "--max-instances", room, *extra) as url:
+        yield url

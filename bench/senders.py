@@ -56,8 +56,8 @@ import psutil
 from pydantic import SecretStr
 from sqlalchemy import Engine, select
 
-from bench.common import BenchError, Figures, report
-from bench.dispatch import TEXT, TOKEN, database, open_db, sandbox_process, seed_audience
+from bench.common import BenchError, Figures, report, slow_gateway
+from bench.dispatch import TEXT, TOKEN, database, open_db, seed_audience
 from scheduler.care import DEFAULTS
 from scheduler.defaults import DEFAULT_SEND_CONCURRENCY
 from storage import tables
@@ -202,14 +202,11 @@ def run_one(args: argparse.Namespace, pg: bool, figures: Figures) -> None:
     with (
         tempfile.TemporaryDirectory() as tmp_name,
         database(Path(tmp_name), pg) as url,
-        sandbox_process(
+        slow_gateway(
             Path(tmp_name),
-            "--latency-ms",
-            f"{args.latency_ms}-{args.latency_ms}",
-            "--max-instances",
-            str(senders + 10),
-            "--status-delays",
-            "0.05,0.2,0.5",
+            senders=senders,
+            latency_ms=args.latency_ms,
+            extra=("--status-delays", "0.05,0.2,0.5"),
         ) as sb_url,
     ):
         engine = open_db(url)

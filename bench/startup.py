@@ -28,13 +28,12 @@ from typing import Any
 
 import httpx
 
-from bench.common import BenchError, Figures, report
+from bench.common import BenchError, Figures, report, slow_gateway
 from bench.dispatch import (
     TEXT,
     TOKEN,
     gatecast_exe,
     open_db,
-    sandbox_process,
     seed_audience,
     stop_process,
 )
@@ -133,13 +132,7 @@ def run(args: argparse.Namespace, figures: Figures) -> None:
     for senders in args.senders:
         with (
             tempfile.TemporaryDirectory(prefix="gatecast-bench-startup-") as tmp_name,
-            sandbox_process(
-                Path(tmp_name),
-                "--latency-ms",
-                f"{args.latency_ms}-{args.latency_ms}",
-                "--max-instances",
-                str(senders + 10),
-            ) as sb_url,
+            slow_gateway(Path(tmp_name), senders=senders, latency_ms=args.latency_ms) as sb_url,
         ):
             folder = Path(tmp_name) / "work"
             folder.mkdir()

@@ -59,6 +59,7 @@ from sqlalchemy import Connection, Engine, select, update
 from campaigns import delivery_lifecycle, lifecycle
 from campaigns.names import name_problem
 from gateway.errors import GatewayError
+from gateway.fan_out import each_at_most
 from storage import tables
 from storage.queries import instances as iq
 from storage.queries import sender_care
@@ -438,21 +439,24 @@ def forget(engine: Engine, instance_id: str) -> ForgetOutcome:
     return ForgetOutcome(instance_id=instance_id, released=released)
 
 
-def confirm_scans(engine: Engine, client: GatewayClient, *, now: datetime) -> list[str]:
-    """Ask the gateway about every instance waiting for a scan: those it says are
-    already logged in (their QR was scanned) become ``connected``. For gateways that
-    post no connection event. Returns the ids that became connected."""
+def confirm_scans(
+    engine: Engine, client: GatewayClient, *, now: datetime, concurrency: int = 1
+) -> list[str]:
+    """Ask the gateway about every instance waiting for a scan, at most ``concurrency``
+    at once (``GATECAST_WEBHOOK_REGISTER_CONCURRENCY`` at a process's start): those it
+    says are already logged in (their QR was scanned) become ``connected``. For gateways
+    that post no connection event. Returns the ids that became connected, in id order."""
     with engine.connect() as conn:
         waiting = [r.instance_id for r in list_all(conn) if r.state == "waiting_scan"]
-    linked: list[str] = []
-    for instance_id in waiting:
+
+    def one(instance_id: str) -> bool:
         try:
-            outcome = fetch_qr(engine, client, instance_id, now=now)
+            return fetch_qr(engine, client, instance_id, now=now).newly_connected
         except (GatewayError, InstanceGone):
-            continue
-        if outcome.newly_connected:
-            linked.append(instance_id)
-    return linked
+            return False
+
+    found = each_at_most(one, waiting, concurrency)
+    return [i for i, linked in zip(waiting, found, strict=True) if linked]
 
 
 def mark_gone(engine: Engine, instance_id: str, reason: str, *, now: datetime) -> None:

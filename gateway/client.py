@@ -40,6 +40,7 @@ from gateway.requests import (
     build_set_webhook,
 )
 from gateway.send_transport import WireResponse, WireSender, wire_usable
+from gateway.tls import client_ssl_context
 
 Clock = Callable[[], datetime]
 USER_AGENT = "gatecast/0.1 (+https://github.com/gatecast)"
@@ -111,6 +112,7 @@ class ClientCore:
             "follow_redirects": False,
             "limits": KEEPALIVE_LIMITS,
             "headers": {"User-Agent": USER_AGENT, "Accept": "application/json"},
+            "verify": client_ssl_context(),  # one per process: building one costs ~0.2 s
         }
 
     def display_base(self) -> str:

@@ -26,6 +26,8 @@ from typing import Any
 import httpcore
 import httpx
 
+from gateway.tls import client_ssl_context
+
 # httpcore's exceptions and the httpx ones that httpx's own transport raises for them, most
 # specific first (the first isinstance match wins).
 _EXCEPTIONS: tuple[tuple[type[Exception], type[httpx.HTTPError]], ...] = (
@@ -114,7 +116,7 @@ class WireSender:
                 "pool": timeout.pool,
             }
         }
-        ssl_context = httpx.create_ssl_context() if self._scheme == b"https" else None
+        ssl_context = client_ssl_context() if self._scheme == b"https" else None
         self._pool = httpcore.ConnectionPool(
             ssl_context=ssl_context,
             max_connections=limits.max_connections,

@@ -76,8 +76,9 @@ class Claimer:
     rng: random.Random
     #: this worker's sender leases (None: claim for every sender, as ``campaign run``)
     leases: SenderLeases | None = None
-    #: senders whose webhook the start's pass has yet to register at this URL (never at
-    #: it before): not claimed for until then (``Dispatcher.hold_unregistered``)
+    #: senders whose webhook is being registered at this URL (never at it before: the
+    #: start's pass, or a send just proved them linked): not claimed for until then
+    #: (``Dispatcher.hold_unregistered``)
     unregistered: set[str] = field(default_factory=set)
     #: campaign id -> the running campaign (the dict is never replaced: others read it)
     campaigns: dict[int, RunningCampaign] = field(default_factory=dict, init=False)
@@ -145,7 +146,7 @@ class Claimer:
         pace = policy.pace
         jobs: list[Job] = []
         senders = camp.senders
-        if self.unregistered:  # held until the start's registration of their webhook ends
+        if self.unregistered:  # held until the registration of their webhook ends
             senders = [s for s in senders if s not in self.unregistered]
             if not senders:
                 return jobs

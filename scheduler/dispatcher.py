@@ -121,11 +121,14 @@ class Dispatcher:
         sender_grace_seconds: float = DEFAULT_SENDER_GRACE_SECONDS,
         send_concurrency: int = 0,
         leases: SenderLeases | None = None,
+        on_linked: Callable[[list[str]], None] | None = None,
     ) -> None:
         """``send_concurrency``: most paced sends waiting on the gateway at once, in the
         background (0: each tick makes its paced sends and waits for them, as tests that
         drive ticks by hand expect). ``leases``: claim only for the senders this worker
-        leases (None: for every sender)."""
+        leases (None: for every sender). ``on_linked`` hears, on the dispatch thread, of
+        the senders a send just proved linked (it may hold them:
+        :meth:`hold_unregistered`)."""
         self.engine = engine
         self.clock: Clock = clock or SystemClock()
         self.poll_seconds = poll_seconds
@@ -167,6 +170,7 @@ class Dispatcher:
             on_outcome=on_outcome,  # e.g. a metrics counter of the layer above
             note_pause=self._note_pause,
             check_safety=self._sweeper.check_safety,
+            on_linked=on_linked,
         )
         self._inflight: Submitted = []
         #: paced sends started in the background, not yet recorded (oldest first)
@@ -331,13 +335,14 @@ class Dispatcher:
 
     def hold_unregistered(self, instance_ids: Iterable[str]) -> None:
         """Claim nothing for these senders until :meth:`registered` names them: their
-        webhook was never registered at this URL, and the start's pass registers it now
+        webhook was never registered at this URL, and the start's pass (or the
+        registration after a send proved them linked) registers it now
         (docs/architecture.md, decision 40)."""
         self._claimer.unregistered.update(instance_ids)
 
     def registered(self, instance_id: str) -> None:
-        """The start's registration of the sender's webhook ended (done or refused): it
-        sends from the next tick."""
+        """The registration of the sender's webhook ended (done or refused): it sends
+        from the next tick."""
         self._claimer.unregistered.discard(instance_id)
         self.wake()
 

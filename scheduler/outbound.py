@@ -28,6 +28,7 @@ import httpx
 from sqlalchemy import Engine
 
 from campaigns.webhook_endpoints import message_header_id, sign
+from gateway.tls import client_ssl_context
 from storage.queries import outbound as q
 from storage.types import utcnow
 
@@ -114,7 +115,11 @@ class OutboundSender:
         untried: list[int] = []
         failed_at: datetime | None = None
         retry_at: datetime | None = None
-        with httpx.Client(timeout=self.policy.timeout_seconds, follow_redirects=False) as client:
+        with httpx.Client(
+            timeout=self.policy.timeout_seconds,
+            follow_redirects=False,
+            verify=client_ssl_context(),
+        ) as client:
             for message in messages:
                 if failed_at is not None:
                     untried.append(message.id)

@@ -93,6 +93,9 @@ class Recorder:
     on_outcome: Callable[[SendObserved], None] | None  # e.g. the metrics of the layer above
     note_pause: Callable[[str, str], None]
     check_safety: Callable[[Iterable[int], datetime], None]
+    #: hears of the senders a send just proved linked (not connected before), once the
+    #: batch is committed: the process registers their webhook (decisions 37 and 40)
+    on_linked: Callable[[list[str]], None] | None = None
     _streaks: dict[str, int] = field(default_factory=dict, init=False)
 
     def record(self, jobs: list[Job]) -> Recorded:
@@ -188,11 +191,15 @@ class Recorder:
                 if before == iq.CONNECTED:
                     signals.setdefault(sender, Counter())["logout"] = 1
             proofs = [(s, at) for s, at in sorted(linked.items()) if s not in pauses]
-            iq.mark_linked_by_send(conn, proofs, now=now, clears=dl.CONNECTION_PAUSE_REASONS)
+            newly = iq.mark_linked_by_send(
+                conn, proofs, now=now, clears=dl.CONNECTION_PAUSE_REASONS
+            )
             for sender, counts in sorted(signals.items()):
                 health.add_signals(conn, sender, counts, now, note_pause=self.note_pause)
             if sent:
                 self.apply_pending(conn, [m for _, m, _ in sent], now)
+        if newly and self.on_linked is not None:
+            self.on_linked(newly)
         if failed or unknown:
             self.check_safety({j.row.campaign_id for j in jobs}, now)
         return Recorded(len(sent), len(requeue), len(failed), len(unknown), len(skipped))

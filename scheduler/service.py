@@ -43,7 +43,7 @@ from scheduler.reconnect import DEFAULT_BACKOFF, Reconnector
 from scheduler.recording import SendObserved
 from scheduler.retention import EventPruner
 from scheduler.sender_leases import SenderLeases
-from scheduler.webhook_keeper import Registrations, WebhookKeeper
+from scheduler.webhook_keeper import ProvenLinks, Registrations, WebhookKeeper
 from storage.engine import log_failure
 from storage.queries import tallies
 from storage.wakeups import listener_for
@@ -110,7 +110,9 @@ class Service:
         given ``webhook_url``, keeps the connected instances' webhook at that URL
         (:mod:`scheduler.webhook_keeper`); with ``options.register_webhooks_at_start``, it
         registers them all as it starts, while the dispatcher already runs, and hands what
-        it did to ``on_webhooks_registered``."""
+        it did to ``on_webhooks_registered``. Given both, a sender a send proves linked
+        that was never registered at that URL is held and registered at once
+        (:class:`scheduler.webhook_keeper.ProvenLinks`), leader or not."""
         self.engine = engine
         self.options = options or ServiceOptions()
         self.clock: Clock = clock or SystemClock()
@@ -132,6 +134,7 @@ class Service:
             sender_grace_seconds=self.options.sender_grace_seconds,
             send_concurrency=self.options.send_concurrency,
             leases=self.leases,
+            on_linked=self._linked_by_send,
         )
         self.jobs = CampaignJobs(engine, now=self.clock.now)
         self.reconnector = (
@@ -145,6 +148,17 @@ class Service:
                 instance_client,
                 webhook_url,
                 every_seconds=self.options.webhook_check_seconds,
+                concurrency=self.options.webhook_register_concurrency,
+            )
+            if instance_client is not None and webhook_url
+            else None
+        )
+        #: a send proved a sender linked that no pass registered: held, registered at once
+        self.proven_links = (
+            ProvenLinks(
+                engine,
+                instance_client,
+                webhook_url,
                 concurrency=self.options.webhook_register_concurrency,
             )
             if instance_client is not None and webhook_url
@@ -189,6 +203,16 @@ class Service:
         thread = threading.Thread(target=target, name=name, daemon=True)
         thread.start()
         self._threads.append(thread)
+
+    def _linked_by_send(self, instance_ids: list[str]) -> None:
+        # on the dispatch thread, right after the batch that proved them was recorded:
+        # held before its next claim (docs/architecture.md, decision 40)
+        if self.proven_links is None:
+            return
+        try:
+            self.proven_links.proven(instance_ids, self.dispatcher, self.clock.now())
+        except Exception as exc:  # the leader's check registers them instead
+            log_failure(log, "holding senders a send proved linked failed", exc)
 
     def _dispatch_loop(self) -> None:
         while not self._stop.is_set():
@@ -323,6 +347,8 @@ class Service:
         self._threads.clear()
         self.jobs.shutdown()
         self.dispatcher.close()
+        if self.proven_links is not None:
+            self.proven_links.close()
         if self.outbound is not None:
             self.outbound.close()
         if self.is_leader:

@@ -16,7 +16,9 @@ Registrations run concurrently, at most ``concurrency`` waiting on the gateway a
 over 500 senders on a gateway answering in 1 s takes seconds, not minutes; a failure is
 kept per sender and never stops the others. ``serve`` and ``worker`` run the first pass
 at start beside the dispatcher (:meth:`WebhookKeeper.start_pass`; docs/architecture.md,
-decision "start-up registers the webhooks beside dispatch").
+decision "start-up registers the webhooks beside dispatch"). A sender a send proved
+linked that was never registered at this URL (linked at the gateway behind gatecast's
+back) is held and registered at once by the process that sent (:class:`ProvenLinks`).
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Protocol
 
 from sqlalchemy import Engine
 
@@ -40,7 +43,9 @@ from campaigns.instances import (
 )
 from gateway.client import GatewayClient
 from gateway.errors import GatewayError
+from gateway.fan_out import each_at_most
 from scheduler.defaults import DEFAULT_WEBHOOK_REGISTER_CONCURRENCY
+from storage.engine import log_failure
 from storage.queries.instances import CONNECTED
 
 log = logging.getLogger("gatecast.webhooks")
@@ -64,31 +69,113 @@ def register_concurrently(
     now: datetime,
     concurrency: int = DEFAULT_WEBHOOK_REGISTER_CONCURRENCY,
     on_done: Callable[[str], None] | None = None,
+    enable: bool = True,
 ) -> Registrations:
-    """:func:`campaigns.instances.set_webhook` to ``url`` for each of ``instance_ids``, at
-    most ``concurrency`` at once (threads sharing ``client``, whose connection pool is
-    thread-safe). A failure is kept for its sender; the others go on. ``on_done`` hears of
-    each sender as its registration ends (done or refused)."""
-    ids = list(dict.fromkeys(instance_ids))
+    """:func:`campaigns.instances.set_webhook` to ``url`` (``enable=False``: turn it off)
+    for each of ``instance_ids``, at most ``concurrency`` at once (threads sharing
+    ``client``, whose connection pool is thread-safe: :mod:`gateway.fan_out`). A failure
+    is kept for its sender; the others go on. ``on_done`` hears of each sender as its
+    registration ends (done or refused)."""
     failed: dict[str, str] = {}
 
-    def one(instance_id: str) -> None:
+    def one(instance_id: str) -> str:
         try:
-            set_webhook(engine, client, instance_id, url, now=now)
+            set_webhook(engine, client, instance_id, url, now=now, enable=enable)
         except (GatewayError, InstanceGone) as exc:
             failed[instance_id] = str(exc)
         finally:
             if on_done is not None:
                 on_done(instance_id)
+        return instance_id
 
-    if len(ids) <= 1 or concurrency <= 1:
-        for instance_id in ids:
-            one(instance_id)
-    else:
-        workers = min(concurrency, len(ids))
-        with ThreadPoolExecutor(workers, thread_name_prefix="gatecast-webhook") as pool:
-            list(pool.map(one, ids))
+    ids = each_at_most(one, instance_ids, concurrency)
     return Registrations([i for i in ids if i not in failed], failed)
+
+
+class _Registers(Protocol):
+    """Who registers ``url`` through clients of its own (the keeper, :class:`ProvenLinks`)."""
+
+    engine: Engine
+    url: str
+    concurrency: int
+
+    @property
+    def client_factory(self) -> Callable[[], GatewayClient]: ...
+
+
+def _register(
+    owner: _Registers, ids: list[str], now: datetime, on_done: Callable[[str], None] | None
+) -> Registrations:
+    with owner.client_factory() as client:
+        return register_concurrently(
+            owner.engine,
+            client,
+            owner.url,
+            ids,
+            now=now,
+            concurrency=owner.concurrency,
+            on_done=on_done,
+        )
+
+
+class SenderHolds(Protocol):
+    """What holds a sender's claims while its webhook is registered (the dispatcher)."""
+
+    def hold_unregistered(self, instance_ids: Iterable[str]) -> None: ...
+
+    def registered(self, instance_id: str) -> None: ...
+
+
+@dataclass(eq=False)
+class ProvenLinks:
+    """Registers ``url`` for a sender a send just proved linked (decision 37) whose webhook
+    gatecast never registered at this URL: a sender linked at the gateway behind
+    gatecast's back, recorded ``created``, which no start pass or check registered (they
+    register linked senders only). :meth:`proven` holds it (``SenderHolds``) and
+    registers it in the background at once, in whichever process sent; it is released as
+    its registration ends, done or refused, as at start (decision 40)."""
+
+    engine: Engine
+    client_factory: Callable[[], GatewayClient]
+    url: str
+    concurrency: int = DEFAULT_WEBHOOK_REGISTER_CONCURRENCY
+    #: hears of what each registration did (a process reports it; default: logged)
+    on_registered: Callable[[Registrations], None] | None = None
+    _pool: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="gatecast-proven"),
+        init=False,
+    )
+
+    def proven(self, instance_ids: Sequence[str], holds: SenderHolds, now: datetime) -> list[str]:
+        """Hold those of ``instance_ids`` never registered at this URL and register them in
+        the background; returns the ids held (one read when none needs it)."""
+        recorded = registered_webhook_digests(self.engine, instance_ids)
+        expected = webhook_digest(self.url)
+        due = [i for i in dict.fromkeys(instance_ids) if recorded.get(i) != expected]
+        if due:
+            holds.hold_unregistered(due)
+            self._pool.submit(self._registered, due, holds, now)
+        return due
+
+    def _registered(self, due: list[str], holds: SenderHolds, now: datetime) -> None:
+        try:
+            done = _register(self, due, now, holds.registered)
+        except Exception as exc:  # they send without it, as before
+            log_failure(log, "webhook registration of senders a send proved linked failed", exc)
+            for instance_id in due:
+                holds.registered(instance_id)
+            return
+        if self.on_registered is not None:
+            self.on_registered(done)
+            return
+        for instance_id, why in done.failed.items():
+            log.warning("webhook of instance %s not registered: %s", instance_id, why)
+        if done.registered:
+            log.info("webhook registered for %s (a send proved it linked)", _names(done.registered))
+
+    def close(self) -> None:
+        """Wait for the registrations under way (each ends within the client's timeout)."""
+        self._pool.shutdown(wait=True)
 
 
 @dataclass(eq=False)
@@ -150,16 +237,7 @@ class WebhookKeeper:
                 return Registrations([], {})
             recorded = registered_webhook_digests(self.engine, due)
             expected = webhook_digest(self.url)
-            with self.client_factory() as client:
-                done = register_concurrently(
-                    self.engine,
-                    client,
-                    self.url,
-                    due,
-                    now=now,
-                    concurrency=self.concurrency,
-                    on_done=on_done,
-                )
+            done = _register(self, due, now, on_done)
             for instance_id in done.failed:
                 if states[instance_id] == CONNECTED:  # try again at the next run
                     self._known.pop(instance_id, None)

@@ -7,6 +7,9 @@ PostgreSQL tests skip with a visible reason when no server answers, except under
 from __future__ import annotations
 
 import os
+import queue
+import shutil
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy import Engine
 
 from gateway.sandbox import Sandbox, SandboxConfig, WebhookSink, run_sandbox_in_thread
-from storage.engine import make_engine, upgrade
+from storage.engine import create_private, make_engine, sqlite_file, upgrade
 from tests.browser import launched_chromium
 
 PG_ADMIN_URL = os.environ.get(
@@ -26,7 +29,7 @@ PG_ADMIN_URL = os.environ.get(
 
 
 #: the fixtures that reach the PostgreSQL server
-PG_FIXTURES = ("pg_server", "pg_url", "pg_engine")
+PG_FIXTURES = ("pg_server", "pg_url", "pg_head_url", "pg_engine")
 
 
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` selects by marker
@@ -83,14 +86,84 @@ def _admin_exec(admin_url: str, sql: str) -> None:
     eng.dispose()
 
 
-@pytest.fixture
-def pg_url(pg_server: str) -> Iterator[str]:
-    """A fresh, empty PostgreSQL database for one test; dropped afterwards."""
+class _Dropper:
+    """Drops a test's PostgreSQL database on a thread of its own, so the next test does
+    not wait for it (a ``DROP DATABASE`` waits on the disk); all are dropped before the
+    session ends."""
+
+    def __init__(self, admin_url: str) -> None:
+        self.admin_url = admin_url
+        self.names: queue.Queue[str | None] = queue.Queue()
+        self.failures: list[str] = []
+        self.thread = threading.Thread(target=self._run, name="pg-dropper", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while (name := self.names.get()) is not None:
+            try:
+                _admin_exec(self.admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            except Exception as exc:  # reported at the session's end
+                self.failures.append(f"{name}: {type(exc).__name__}: {exc}")
+
+    def close(self) -> None:
+        self.names.put(None)
+        self.thread.join()
+
+
+@pytest.fixture(scope="session")
+def _pg_dropper(pg_server: str) -> Iterator[_Dropper]:
+    dropper = _Dropper(pg_server)
+    yield dropper
+    dropper.close()
+    assert not dropper.failures, dropper.failures
+
+
+def _pg_database(pg_server: str, dropper: _Dropper, template: str | None = None) -> Iterator[str]:
+    """A new database (a copy of ``template``, else empty): its URL; dropped afterwards."""
     name = f"gatecast_t_{uuid.uuid4().hex[:12]}"
+    like = f' TEMPLATE "{template}"' if template else ""
+    _admin_exec(pg_server, f'CREATE DATABASE "{name}"{like}')
+    yield sa.engine.make_url(pg_server).set(database=name).render_as_string(hide_password=False)
+    dropper.names.put(name)
+
+
+@pytest.fixture
+def pg_url(pg_server: str, _pg_dropper: _Dropper) -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for one test; dropped afterwards."""
+    yield from _pg_database(pg_server, _pg_dropper)
+
+
+@pytest.fixture(scope="session")
+def _pg_head(pg_server: str) -> Iterator[str]:
+    """A PostgreSQL database migrated to head once per session (per xdist worker): the
+    template of every test database at head (``CREATE DATABASE ... TEMPLATE``, a copy of
+    its files, instead of running every migration again for each test)."""
+    name = f"gatecast_head_{uuid.uuid4().hex[:12]}"
     _admin_exec(pg_server, f'CREATE DATABASE "{name}"')
     url = sa.engine.make_url(pg_server).set(database=name).render_as_string(hide_password=False)
-    yield url
+    eng = make_engine(url)
+    upgrade(eng)
+    eng.dispose()  # a template must have no connection while it is copied
+    yield name
     _admin_exec(pg_server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def pg_head_url(pg_server: str, _pg_dropper: _Dropper, _pg_head: str) -> Iterator[str]:
+    """A fresh PostgreSQL database with the schema at head for one test; dropped afterwards."""
+    yield from _pg_database(pg_server, _pg_dropper, template=_pg_head)
+
+
+@pytest.fixture(scope="session")
+def _sqlite_head(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file migrated to head once per session (per xdist worker), closed (its
+    write-ahead log folded in): copied for each test database at head."""
+    path = tmp_path_factory.mktemp("sqlite-head") / "gatecast.db"
+    eng = make_engine(f"sqlite:///{path}")
+    upgrade(eng)
+    eng.dispose()
+    assert not path.with_name(path.name + "-wal").exists()
+    return path
 
 
 @pytest.fixture
@@ -99,37 +172,49 @@ def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'gatecast.db'}"
 
 
+def _at_head(sqlite_url: str, head: Path) -> str:
+    """``sqlite_url``'s file as a copy of ``head`` (owner-only, as a new database is)."""
+    path = sqlite_file(sqlite_url)
+    assert path is not None and not path.exists(), sqlite_url
+    create_private(path)
+    shutil.copyfile(head, path)
+    return sqlite_url
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def db_url(request: pytest.FixtureRequest) -> str:
-    """Each test that uses it runs once on SQLite and once on PostgreSQL."""
+    """Each test that uses it runs once on SQLite and once on PostgreSQL: an empty
+    database, or with the schema at head when the test also uses ``engine``."""
+    at_head = "engine" in request.fixturenames
     if request.param == "sqlite":
-        return str(request.getfixturevalue("sqlite_url"))
-    return str(request.getfixturevalue("pg_url"))
+        url = str(request.getfixturevalue("sqlite_url"))
+        return _at_head(url, request.getfixturevalue("_sqlite_head")) if at_head else url
+    return str(request.getfixturevalue("pg_head_url" if at_head else "pg_url"))
 
 
-def _engine_at(url: str) -> Iterator[Engine]:
-    eng = make_engine(url)
-    upgrade(eng)
+@pytest.fixture
+def engine(db_url: str) -> Iterator[Engine]:
+    """An engine on a fresh database, schema at head (SQLite and PostgreSQL): a copy of
+    one migrated once per session (``db_url``)."""
+    eng = make_engine(db_url)
     yield eng
     eng.dispose()
 
 
 @pytest.fixture
-def engine(db_url: str) -> Iterator[Engine]:
-    """An engine on a fresh database, schema at head (SQLite and PostgreSQL)."""
-    yield from _engine_at(db_url)
-
-
-@pytest.fixture
-def sqlite_engine(sqlite_url: str) -> Iterator[Engine]:
+def sqlite_engine(sqlite_url: str, _sqlite_head: Path) -> Iterator[Engine]:
     """An engine on a fresh SQLite file only, schema at head."""
-    yield from _engine_at(sqlite_url)
+    eng = make_engine(_at_head(sqlite_url, _sqlite_head))
+    yield eng
+    eng.dispose()
 
 
 @pytest.fixture
-def pg_engine(pg_url: str) -> Iterator[Engine]:
+def pg_engine(pg_head_url: str) -> Iterator[Engine]:
     """An engine on a fresh PostgreSQL database only, schema at head."""
-    yield from _engine_at(pg_url)
+    eng = make_engine(pg_head_url)
+    yield eng
+    eng.dispose()
 
 
 # --------------------------------------------------------------------------- sandbox fixtures

@@ -41,10 +41,13 @@ def run_command(
         HeldUntilLater,
         NoSenderCanSend,
         StartRefused,
+        proof_webhook_url,
         receive_webhooks,
         run_campaign,
         settle,
     )
+    from gatecast.runtime.webhooks import report_registrations
+    from scheduler.webhook_keeper import ProvenLinks
 
     problem = missing_database(settings)
     if problem is not None:
@@ -57,8 +60,20 @@ def run_command(
         console.print(f"[red]error:[/] {exc}")
         return 2
     with contextlib.ExitStack() as stack:
-        if options.webhook:
+        proven: ProvenLinks | None = None
+        if options.webhook:  # every sender the campaign may use is registered now
             settings = receive_webhooks(stack, engine, campaign_id, settings, console)
+        elif (url := proof_webhook_url(settings, engine)) is not None:
+            # a sender linked behind gatecast's back: its first send proves it, and its
+            # webhook is registered at serve's URL before its next send
+            proven = ProvenLinks(
+                engine,
+                lambda: make_gateway_client(settings),
+                url,
+                concurrency=settings.webhook_register_concurrency,
+                on_registered=lambda done: report_registrations(url, done, console),
+            )
+            stack.callback(proven.close)
         try:
             counts = run_campaign(
                 engine,
@@ -66,6 +81,7 @@ def run_command(
                 lambda: make_gateway_client(settings),
                 options=options,
                 console=console,
+                proven_links=proven,
             )
         except LookupError as exc:
             console.print(f"[red]error:[/] {exc}")

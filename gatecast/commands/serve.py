@@ -128,11 +128,17 @@ def serve(
             adopting = _intake_runs(folder)
             share_in(folder, fresh=not adopting)
             intake = Intake(folder, host, port, settings.intake_linger)
+            web = WebProcess()
+            web.spawn()  # it starts while the intake does (each start is mostly imports)
             try:
                 url = intake.start()
             except IntakeError as exc:
+                web.stop()
                 console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
                 return 1
+            except BaseException:
+                web.stop()
+                raise
             # last: the intake lingers (or stops at once: linger 0); Ctrl-C stops it too
             stack.callback(_leave, intake, signals)
             if intake.adopted:
@@ -143,8 +149,8 @@ def serve(
                     highlight=False,
                     soft_wrap=True,
                 )
-            web = stack.enter_context(WebProcess())
-            if not web.start():
+            stack.enter_context(web)  # stopped before the intake leaves
+            if not web.wait_ready():
                 return 1
         # the workers stop first (on a stack), then the web process, then the intake
         service = start_worker(stack, settings, engine, url, on_outcome=on_outcome)
@@ -209,20 +215,37 @@ class WebProcess:
 
     def __init__(self) -> None:
         self.popen: subprocess.Popen[bytes] | None = None
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._ready = Path()
 
     def start(self) -> bool:
         """Start it and wait until it serves (False: it did not start; it said why)."""
-        with tempfile.TemporaryDirectory(prefix="gatecast-web-") as tmp:
-            ready = Path(tmp) / "ready"
-            argv = ["web", "--parent-pid", str(os.getpid()), "--ready-file", str(ready)]
-            self.popen = subprocess.Popen(
-                [sys.executable, "-m", "gatecast", *argv], stdin=subprocess.DEVNULL
-            )
+        self.spawn()
+        return self.wait_ready()
+
+    def spawn(self) -> None:
+        """Start it without waiting (``serve`` starts the intake meanwhile: each
+        process's start is mostly its imports)."""
+        self._tmp = tempfile.TemporaryDirectory(prefix="gatecast-web-")
+        self._ready = Path(self._tmp.name) / "ready"
+        argv = ["web", "--parent-pid", str(os.getpid()), "--ready-file", str(self._ready)]
+        self.popen = subprocess.Popen(
+            [sys.executable, "-m", "gatecast", *argv], stdin=subprocess.DEVNULL
+        )
+
+    def wait_ready(self) -> bool:
+        """Wait until the process :meth:`spawn` started serves (False: it did not start;
+        it said why)."""
+        assert self.popen is not None and self._tmp is not None
+        try:
             deadline = time.monotonic() + RECEIVER_START_SECONDS
             while time.monotonic() < deadline and self.popen.poll() is None:
-                if ready.exists():
+                if self._ready.exists():
                     return True
                 time.sleep(0.05)
+        finally:
+            self._tmp.cleanup()
+            self._tmp = None
         console.print("[red]error:[/] the web process did not start (see above)")
         self.stop()
         return False

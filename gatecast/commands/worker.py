@@ -1,8 +1,9 @@
 """``gatecast worker``: the scheduler and the dispatcher, no HTTP.
 
 A worker sends; the webhook receiver (``gatecast receive``) receives. At start, every
-instance waiting for a scan is checked with the gateway (a scanned one answers "already
-logged in" and becomes connected: gateways without connection events), and the webhook is
+instance waiting for a scan is checked with the gateway, concurrently like the webhooks
+below (a scanned one answers "already logged in" and becomes connected: gateways without
+connection events), and the webhook is
 registered for every connected (usable) instance, concurrently
 (``GATECAST_WEBHOOK_REGISTER_CONCURRENCY``) and while the dispatcher already sends, at the
 deployment's URL
@@ -70,7 +71,9 @@ def start_worker(
     with make_gateway_client(settings) as client:
         # gateways that post no connection event: a scanned QR shows as "already
         # logged in"; those instances are usable from now on
-        linked = confirm_scans(engine, client, now=utcnow())
+        linked = confirm_scans(
+            engine, client, now=utcnow(), concurrency=settings.webhook_register_concurrency
+        )
         if linked:
             console.print(f"linked (QR code scanned): {', '.join(linked)}")
     # the webhook of every linked sender is registered by the service as it starts,

@@ -14,25 +14,27 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rich.console import Console
+from rich.markup import escape
 
 from campaigns import delivery_lifecycle, lifecycle
-from campaigns.instances import InstanceGone, linked_ids, set_webhook, webhook_registered
+from campaigns.instances import linked_ids, webhook_registered
 from campaigns.service import campaign_counts, campaign_instances, campaign_state
 from gatecast.runtime import make_gateway_client
 from gatecast.runtime.holds_view import progress_text
 from gatecast.runtime.webhooks import (
     register_webhooks,
     shown_webhook_url,
+    stored_webhook_secret,
     webhook_url,
     with_webhook_secret,
 )
 from gatecast.settings import Settings
-from gateway.errors import GatewayError
 from scheduler import holds
 from scheduler.defaults import DEFAULT_SEND_CONCURRENCY, DEFAULT_SENDER_GRACE_SECONDS
 from scheduler.dispatcher import Dispatcher, SupportsSend, TickResult
 from scheduler.holds import CampaignHold
 from scheduler.starts import start_campaign
+from scheduler.webhook_keeper import ProvenLinks, register_concurrently
 from storage.engine import Engine
 from storage.types import utcnow
 
@@ -118,8 +120,11 @@ def run_campaign(
     options: RunOptions | None = None,
     console: Console | None = None,
     on_tick: Callable[[TickResult], None] | None = None,
+    proven_links: ProvenLinks | None = None,
 ) -> dict[str, int]:
-    """Start (if scheduled) and dispatch one campaign until nothing is left to send.
+    """Start (if scheduled) and dispatch one campaign until nothing is left to send;
+    with ``proven_links``, a sender its sends prove linked that was never registered at
+    that URL is held while its webhook is registered (:func:`proof_webhook_url`).
 
     Returns the final counts per delivery state. Raises ``LookupError`` for an unknown
     campaign, ``lifecycle.InvalidTransition`` when it cannot run (cancelled...),
@@ -146,6 +151,10 @@ def run_campaign(
     elif state != lifecycle.RUNNING:
         raise lifecycle.InvalidTransition(campaign_id, state, lifecycle.RUNNING)
 
+    def linked(instance_ids: list[str]) -> None:  # held until registered, then sends
+        if proven_links is not None:
+            proven_links.proven(instance_ids, dispatcher, utcnow())
+
     with Dispatcher(
         engine,
         client_factory,
@@ -156,6 +165,7 @@ def run_campaign(
         poll_seconds=0.5,
         sender_grace_seconds=options.sender_grace_seconds,
         send_concurrency=options.send_concurrency,
+        on_linked=None if proven_links is None else linked,
     ) as dispatcher:
         watch = _HoldWatch(engine, campaign_id)
 
@@ -261,6 +271,20 @@ def receive_webhooks(
     return settings
 
 
+def proof_webhook_url(settings: Settings, engine: Engine) -> str | None:
+    """The deployment's webhook URL, for a run without ``--webhook`` to register for a
+    sender its sends prove linked: ``GATECAST_PUBLIC_URL``, else the address of the
+    ``gatecast serve`` running for this state folder; None when neither, or when no
+    webhook secret is configured or stored (none is generated here)."""
+    secret = stored_webhook_secret(settings)
+    if secret is None:
+        return None
+    address = "" if settings.public_url.strip() else running_serve_address(settings, engine)
+    if address is None:
+        return None
+    return webhook_url(settings.model_copy(update={"webhook_secret": secret}), address)
+
+
 def running_serve_address(settings: Settings, engine: Engine) -> str | None:
     """The address of the ``gatecast serve`` running for this state folder (its intake's,
     else its receiver's), or None when none runs."""
@@ -302,14 +326,18 @@ def _restore_webhooks(
             shown = shown_webhook_url(serve_url)
             for iid in done:
                 console.print(f"webhook of {iid} restored to {shown} (gatecast serve)")
-        off: list[str] = []
-        for iid in disable:
-            try:
-                set_webhook(engine, client, iid, "", now=utcnow(), enable=False)
-            except (GatewayError, InstanceGone) as exc:
-                console.print(f"[yellow]webhook of {iid} not turned off:[/] {exc}")
-                continue
-            off.append(iid)
+        turned = register_concurrently(
+            engine,
+            client,
+            "",
+            disable,
+            now=utcnow(),
+            concurrency=settings.webhook_register_concurrency,
+            enable=False,
+        )
+    for iid, why in turned.failed.items():
+        console.print(f"[yellow]webhook of {iid} not turned off:[/] {escape(why)}")
+    off = turned.registered
     if off:
         console.print(
             f"[yellow]warning:[/] the webhook of {', '.join(off)} is turned off now that this "

@@ -34,16 +34,26 @@ def secret_file_path(settings: Settings) -> Path:
     return Path.cwd() / SECRET_FILE_NAME
 
 
-def ensure_webhook_secret(settings: Settings) -> tuple[SecretStr, bool]:
-    """The webhook secret and whether it was generated now (never logged in full)."""
+def stored_webhook_secret(settings: Settings) -> SecretStr | None:
+    """The webhook secret configured or stored beside the database; None when neither
+    (nothing is generated)."""
     configured = settings.webhook_secret.get_secret_value()
     if configured:
-        return SecretStr(configured), False
+        return SecretStr(configured)
     path = secret_file_path(settings)
     if path.exists():
         stored = path.read_text(encoding="utf-8").strip()
         if stored:
-            return SecretStr(stored), False
+            return SecretStr(stored)
+    return None
+
+
+def ensure_webhook_secret(settings: Settings) -> tuple[SecretStr, bool]:
+    """The webhook secret and whether it was generated now (never logged in full)."""
+    found = stored_webhook_secret(settings)
+    if found is not None:
+        return found, False
+    path = secret_file_path(settings)
     path.parent.mkdir(parents=True, exist_ok=True)
     value = secrets.token_urlsafe(24)
     try:

@@ -23,6 +23,8 @@ from typing import Any
 
 import httpx
 
+from gateway.tls import client_ssl_context
+
 
 @dataclass
 class Delivery:
@@ -151,7 +153,9 @@ class WebhookEmitter:
 
     def _post_loop(self, lane: queue.Queue[Delivery | None]) -> None:
         headers = {"content-type": "application/json", "user-agent": "gatecast-sandbox"}
-        with httpx.Client(timeout=self._timeout, headers=headers) as client:
+        with httpx.Client(
+            timeout=self._timeout, headers=headers, verify=client_ssl_context()
+        ) as client:
             while True:
                 delivery = lane.get()
                 if delivery is None:

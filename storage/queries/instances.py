@@ -171,27 +171,30 @@ def mark_linked_by_send(
     *,
     now: datetime,
     clears: Sequence[str],
-) -> None:
+) -> list[str]:
     """An accepted send proves the session is linked: each ``(instance id, when its send
     started)`` row becomes ``connected`` (gateways that post no connection events), and a
     pause whose reason starts with one of ``clears`` (the connection problems) is lifted.
+    Returns the ids that were not connected before (newly linked), in ``proofs``' order.
 
     An unable state (:data:`UNABLE_STATES`) recorded after the send started (a logout
     meanwhile) is newer than the proof and stays; ``gone`` stays gone. One read when every
     sender is already connected and unpaused (the usual batch)."""
     if not proofs:
-        return
+        return []
     started = dict(proofs)
     unproven = conn.execute(
-        select(_i.c.instance_id).where(
+        select(_i.c.instance_id, _i.c.state).where(
             _i.c.instance_id.in_(list(started)),
             _i.c.state != GONE,
             or_(_i.c.state != CONNECTED, _i.c.paused_reason.is_not(None)),
         )
     )
-    for instance_id in [str(r[0]) for r in unproven]:
+    was = {str(r[0]): str(r[1]) for r in unproven}
+    linked: list[str] = []
+    for instance_id in [i for i in started if i in was]:
         since = started[instance_id]
-        conn.execute(
+        done = conn.execute(
             update(_i)
             .where(
                 _i.c.instance_id == instance_id,
@@ -208,6 +211,9 @@ def mark_linked_by_send(
                 ),
             )
         )
+        if done.rowcount and was[instance_id] != CONNECTED:
+            linked.append(instance_id)
+    return linked
 
 
 def mark_unlinked_by_send(

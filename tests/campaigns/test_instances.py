@@ -327,17 +327,21 @@ def test_forget_releases_queued_rows_and_keeps_history(engine: Engine) -> None:
 def test_confirm_scans_finds_scanned_instances_without_connection_events(
     engine: Engine, sandbox: Sandbox, client: GatewayClient
 ) -> None:
-    scanned = domain.create(engine, client, now=NOW)
-    domain.fetch_qr(engine, client, scanned, now=NOW)
-    sandbox.scan(scanned)
+    scanned = []
+    for _ in range(2):
+        scanned.append(domain.create(engine, client, now=NOW))
+        domain.fetch_qr(engine, client, scanned[-1], now=NOW)
+        sandbox.scan(scanned[-1])
     waiting = domain.create(engine, client, now=NOW)
     domain.fetch_qr(engine, client, waiting, now=NOW)
-    with engine.begin() as conn:  # the connection event never arrived
-        iq.mark_state(conn, scanned, "waiting_scan", now=NOW)
-    assert domain.confirm_scans(engine, client, now=NOW) == [scanned]
+    with engine.begin() as conn:  # the connection events never arrived
+        for instance_id in scanned:
+            iq.mark_state(conn, instance_id, "waiting_scan", now=NOW)
+    # asked two at a time (threads sharing the client), named in id order
+    assert domain.confirm_scans(engine, client, now=NOW, concurrency=2) == scanned
     states = {r.instance_id: r.state for r in _all(engine)}
     # an unconfirmed one is not asked (a QR request may end a linked session)
-    assert states == {scanned: "connected", waiting: "unconfirmed"}
+    assert states == {**dict.fromkeys(scanned, "connected"), waiting: "unconfirmed"}
 
 
 def test_a_gone_instance_is_refused_before_the_gateway_is_asked(
@@ -371,11 +375,14 @@ def test_status_follows_what_sends_prove(engine: Engine) -> None:
         iq.mark_state(conn, "OUT2", "logged_out", now=later)  # logged out after the send began
         iq.mark_state(conn, "UNC2", "unconfirmed", now=later)
         proofs = [(i, NOW + timedelta(seconds=1)) for i in ("OUT1", "OUT2", "UNC1", "UNC2")]
-        iq.mark_linked_by_send(conn, [*proofs, ("GONE1", later)], now=later, clears=("logged_out",))
+        newly = iq.mark_linked_by_send(
+            conn, [*proofs, ("GONE1", later)], now=later, clears=("logged_out",)
+        )
         refused = iq.mark_unlinked_by_send(
             conn, "UNC1", "waiting_scan", now=later, kept=delivery_lifecycle.KEPT_BY_REFUSAL
         )
     assert refused == "connected"  # the proof just before: a logout signal is due
+    assert newly == ["OUT1", "UNC1", "UNC2"]  # not OUT2 (its logout is newer), nor gone
     rows = {r.instance_id: (r.state, r.paused_reason) for r in _all(engine)}
     assert rows == {
         "OUT1": ("connected", None),  # its send was accepted: linked again, pause lifted

@@ -220,7 +220,7 @@ def test_a_start_that_cannot_happen_fails_once_with_its_reason(ws: Workspace) ->
     assert "no sender instance" in failed["state_reason"], failed
     shown = ws.run("campaign", "show", str(campaign_id)).output
     assert "no sender instance" in shown, shown
-    time.sleep(25)  # several scheduler ticks
+    time.sleep(12)  # the leader's next sync (every 10 s) and a dozen dispatcher polls
     log = server.process.output()
     server.stop()
     assert log.count("no sender instance") == 1, log

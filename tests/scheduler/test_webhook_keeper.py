@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+import threading
+from collections.abc import Iterable
 from datetime import UTC, datetime
 
 import pytest
@@ -10,8 +13,9 @@ from sqlalchemy import Engine, update
 from campaigns.instances import set_webhook
 from gateway.client import GatewayClient
 from gateway.sandbox import Sandbox, SandboxConfig, run_sandbox_in_thread
-from scheduler.webhook_keeper import WebhookKeeper
+from scheduler.webhook_keeper import ProvenLinks, WebhookKeeper
 from storage import tables
+from storage.queries import instances as iq
 from tests.scheduler.helpers import add_instances
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
@@ -125,6 +129,55 @@ def test_the_start_pass_registers_concurrently_and_keeps_each_failure_apart(
         clock[0] = 1
         assert keeper.run_once(T0) == []  # only the failed connected one is tried again
         assert sb.state.stats_view()["requests"]["set_webhook"] == len(ids) + 2
+
+
+class _Holds:
+    """What the dispatcher does with holds: the senders held now, and each release."""
+
+    def __init__(self) -> None:
+        self.held: set[str] = set()
+        self.released: list[str] = []
+        self.all_released = threading.Event()
+
+    def hold_unregistered(self, instance_ids: Iterable[str]) -> None:
+        self.held.update(instance_ids)
+
+    def registered(self, instance_id: str) -> None:
+        self.held.discard(instance_id)
+        self.released.append(instance_id)
+        if not self.held:
+            self.all_released.set()
+
+
+def test_a_sender_a_send_proves_linked_is_held_until_its_webhook_is_registered(
+    engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Linked at the gateway behind gatecast's back (its row ``created``): held, and
+    registered in the background; one the gateway refuses is held and released too, and
+    one already registered at this URL is not held (one read, no gateway call)."""
+    caplog.set_level(logging.INFO, "gatecast.webhooks")
+    config = SandboxConfig(auto_link=True, webhook_latency_ms=(200, 200))
+    with run_sandbox_in_thread(config) as sb:
+        linked = sb.create_linked_instance()
+        with engine.begin() as conn:
+            iq.ensure(conn, [linked, "UNKNOWN0000001"], now=T0)  # recorded created
+        proofs = ProvenLinks(
+            engine, lambda: GatewayClient(sb.url, sb.access_token, timeout=10), URL
+        )
+        holds = _Holds()
+        try:
+            held = proofs.proven([linked, "UNKNOWN0000001"], holds, T0)
+            assert held == [linked, "UNKNOWN0000001"]
+            assert holds.held == {linked, "UNKNOWN0000001"}  # before any registration ends
+            assert holds.all_released.wait(10)
+            assert sorted(holds.released) == sorted(held)
+            assert sb.state.instances[linked].webhook_url == URL
+            assert proofs.proven([linked], holds, T0) == []  # registered at this URL
+        finally:
+            proofs.close()  # the pass under way ends (its lines are logged)
+        assert "webhook of instance UNKNOWN0000001 not registered" in caplog.text
+        assert f"webhook registered for {linked} (a send proved it linked)" in caplog.text
+        assert sb.state.stats_view()["requests"]["set_webhook"] == 2
 
 
 def test_a_pass_prints_one_line_for_hundreds_and_one_per_failure() -> None:
