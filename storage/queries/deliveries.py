@@ -718,12 +718,16 @@ def insert_new_deliveries(
     conn: Connection,
     rows: Sequence[tuple[Any, ...]],
     columns: Sequence[str] = NEW_DELIVERY_COLUMNS,
+    *,
+    index_targets: bool = True,
 ) -> None:
     """Insert delivery rows given as tuples in ``columns`` order (default
     :data:`NEW_DELIVERY_COLUMNS`; fewer: an older schema's, as migration tests write), values
     already converted with :func:`bind_processor`; a row whose ``(campaign_id, target)``
     exists is left alone. One driver-level executemany: no per-row statement compilation
-    or type processing (materialisation writes a million rows this way)."""
+    or type processing (materialisation writes a million rows this way). The new rows'
+    targets are indexed for the target search (:func:`delivery_search.index_new`) unless
+    ``index_targets`` is false: a schema older than migration 0025 has no such index."""
     if not rows:
         return
     if conn.dialect.name == "postgresql":
@@ -743,7 +747,8 @@ def insert_new_deliveries(
         "ON CONFLICT (campaign_id, target) DO NOTHING",
         list(rows),
     )
-    delivery_search.index_new(conn)
+    if index_targets:
+        delivery_search.index_new(conn)
 
 
 def refresh_statistics(conn: Connection) -> None:

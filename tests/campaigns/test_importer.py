@@ -619,7 +619,7 @@ def test_a_trigger_of_its_own_on_list_members_still_fires(
 
 @pytest.mark.postgres
 def test_a_role_that_may_not_skip_triggers_imports_the_same(
-    pg_engine: Engine, pg_url: str, tmp_path: Path
+    pg_engine: Engine, tmp_path: Path
 ) -> None:
     """Without the right to set ``session_replication_role`` the import keeps PostgreSQL's
     foreign-key triggers on and stores the same."""
@@ -630,7 +630,7 @@ def test_a_role_that_may_not_skip_triggers_imports_the_same(
         conn.exec_driver_sql(f'GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO "{role}"')
         database = pg_engine.url.database
         conn.exec_driver_sql(f'GRANT CREATE, TEMPORARY ON DATABASE "{database}" TO "{role}"')
-    plain = make_engine(sa.engine.make_url(pg_url).set(username=role).render_as_string(False))
+    plain = make_engine(pg_engine.url.set(username=role).render_as_string(False))
     try:
         with plain.connect() as conn:
             assert conn.exec_driver_sql("SHOW is_superuser").scalar_one() == "off"

@@ -58,7 +58,10 @@ def _materialise(
             "recipient_tz": None,
         }
         rows.append(tuple(convert[c](values[c]) for c in columns))
-    dq.insert_new_deliveries(conn, rows, columns)
+    # an older schema (fewer columns) predates the target search's index (migration 0025)
+    dq.insert_new_deliveries(
+        conn, rows, columns, index_targets=tuple(columns) == tuple(dq.NEW_DELIVERY_COLUMNS)
+    )
 
 
 def _truth(conn: Connection, cid: int) -> dict[str, int]:
