@@ -60,6 +60,15 @@ class Registrations:
     failed: dict[str, str]
 
 
+def never_registered_at(engine: Engine, url: str, instance_ids: Iterable[str]) -> list[str]:
+    """Those of ``instance_ids`` (once each, in order) whose webhook gatecast never
+    registered at ``url`` (none recorded, or another address last)."""
+    ids = list(dict.fromkeys(instance_ids))
+    recorded = registered_webhook_digests(engine, ids)
+    expected = webhook_digest(url)
+    return [i for i in ids if recorded.get(i) != expected]
+
+
 def register_concurrently(
     engine: Engine,
     client: GatewayClient,
@@ -149,9 +158,7 @@ class ProvenLinks:
     def proven(self, instance_ids: Sequence[str], holds: SenderHolds, now: datetime) -> list[str]:
         """Hold those of ``instance_ids`` never registered at this URL and register them in
         the background; returns the ids held (one read when none needs it)."""
-        recorded = registered_webhook_digests(self.engine, instance_ids)
-        expected = webhook_digest(self.url)
-        due = [i for i in dict.fromkeys(instance_ids) if recorded.get(i) != expected]
+        due = never_registered_at(self.engine, self.url, instance_ids)
         if due:
             holds.hold_unregistered(due)
             self._pool.submit(self._registered, due, holds, now)
@@ -202,10 +209,7 @@ class WebhookKeeper:
     def unproven(self) -> list[str]:
         """The linked instances whose webhook gatecast never registered at this URL (none,
         or another address, last): the start's pass holds them until theirs is done."""
-        ids = list(linked_states(self.engine))
-        recorded = registered_webhook_digests(self.engine, ids)
-        expected = webhook_digest(self.url)
-        return [i for i in ids if recorded.get(i) != expected]
+        return never_registered_at(self.engine, self.url, linked_states(self.engine))
 
     def start_pass(
         self, now: datetime, on_done: Callable[[str], None] | None = None
