@@ -146,6 +146,12 @@ def create_cmd(
     strict: bool = typer.Option(
         False, "--strict", help="Refuse the campaign if any recipient's message cannot render."
     ),
+    allow_unrenderable: bool = typer.Option(
+        False,
+        "--allow-unrenderable",
+        help="Create it even when no recipient's message renders (refused by default, "
+        "naming the missing variables and for whom).",
+    ),
     dry_run: bool = typer.Option(
         False,
         "--dry-run",
@@ -174,6 +180,7 @@ def create_cmd(
             engine,
             spec,
             strict=strict,
+            allow_unrenderable=allow_unrenderable,
             default_cooldown_hours=settings.contact_cooldown_hours,
             default_max_identical=settings.max_identical_in_row,
         )
