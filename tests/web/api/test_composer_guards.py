@@ -101,7 +101,9 @@ def test_a_test_send_before_the_campaign_exists(
         assert "for Grace Hopper: missing variable 'city'" in error["msg"], error
         bad = api.post("/api/v1/campaigns/test-send", json={"spec": CITY, "to": "12"})
         assert bad.json()["errors"][0]["loc"] == ["body", "to"], bad.text
-        wrong = api.post("/api/v1/campaigns/test-send", json={"spec": {**CITY, "list": ""}, "to": OWN})
+        wrong = api.post(
+            "/api/v1/campaigns/test-send", json={"spec": {**CITY, "list": ""}, "to": OWN}
+        )
         assert wrong.status_code == 422 and wrong.json()["code"] == "invalid_campaign", wrong.text
 
         # a viewer may not send tests (an operator's action, as on a created campaign)
@@ -123,9 +125,7 @@ def test_a_test_send_before_the_campaign_exists(
     assert _stored(sqlite_engine) == (0, 0)
 
 
-def test_create_refuses_a_campaign_that_sends_nothing(
-    app: LiveApp, sqlite_engine: Engine
-) -> None:
+def test_create_refuses_a_campaign_that_sends_nothing(app: LiveApp, sqlite_engine: Engine) -> None:
     with app.client() as api:
         # nobody has a coupon: refused, saying who lacks what; nothing stored
         refused = api.post("/api/v1/campaigns", json=COUPON)

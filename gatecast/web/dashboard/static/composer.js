@@ -445,9 +445,14 @@ async function submitForm(previewOnly) {
 let gcPending = null;
 async function gcAskFirst(spec, go) {
   gcHideConfirm();
-  let c;
-  try { c = await gcApi("POST", "/campaigns/check", spec); }
-  catch (e) { gcShow("campaign-msg", gcProblem(e), true); return; }
+  let c = null;
+  // the buttons wait while the check runs: a double click asks (or creates) once
+  const ran = await gcWhileBusy(BUTTONS.map($).filter(Boolean), async function () {
+    try { c = await gcApi("POST", "/campaigns/check", spec); }
+    catch (e) { gcShow("campaign-msg", gcProblem(e), true); }
+    return true;
+  });
+  if (!ran || c === null) { return; }
   const reasons = [];
   const reachable = c.recipients - c.opted_out;
   const now = gcStartsNow(spec);
