@@ -65,6 +65,20 @@ def test_create_json_and_strict(db: Engine) -> None:
     assert data["preview"][0]["content"]["type"] == "text"
 
 
+def test_create_refuses_a_campaign_that_sends_nothing(db: Engine) -> None:
+    make_list(db, "customers", people(3, city=False))
+    campaign = str(SAMPLES / "campaign.toml")
+    refused = runner.invoke(app, ["campaign", "create", campaign])
+    assert refused.exit_code == 1 and "Traceback" not in refused.output
+    assert "nothing would be sent: city is missing for 3 of 3 contacts: P0, P1, P2" in " ".join(
+        refused.output.split()
+    ), refused.output
+    assert "no campaigns yet" in runner.invoke(app, ["campaign", "list"]).output
+    made = runner.invoke(app, ["campaign", "create", campaign, "--allow-unrenderable", "--json"])
+    assert made.exit_code == 0, made.output
+    assert json.loads(made.stdout)["unrenderable_count"] == 3
+
+
 def test_invalid_file_lists_every_error(db: Engine, tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text(
