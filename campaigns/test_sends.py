@@ -66,13 +66,10 @@ class TestSendRefused(ValueError):
 
 
 @dataclass(frozen=True)
-class TestSend:
-    """A test send as the faces show it; ``reason`` is the failure in plain words."""
+class _Sent:
+    """What every test send says: to whom, for which contact, through which sender, its
+    state and rendered content; ``reason`` is a failure in plain words."""
 
-    __test__ = False
-
-    id: int
-    campaign_id: int
     target: str
     contact_id: int | None
     sender: str
@@ -82,6 +79,16 @@ class TestSend:
     error: str | None
     reason: str | None
     opt_out_overridden: bool
+
+
+@dataclass(frozen=True)
+class TestSend(_Sent):
+    """A test send of a created campaign as the faces show it (stored: its state moves)."""
+
+    __test__ = False
+
+    id: int
+    campaign_id: int
     created_at: datetime
     sent_at: datetime | None
     delivered_at: datetime | None
@@ -191,6 +198,19 @@ class SupportsSend(Protocol):
 
 
 @dataclass(frozen=True)
+class TestAsk:
+    """What a test send is asked for: the number or group ``to``, the contact to render
+    for, the sender, and whether an opted-out number may get it."""
+
+    __test__ = False
+
+    to: str
+    contact_id: int | None = None
+    sender: str | None = None
+    allow_opted_out: bool = False
+
+
+@dataclass(frozen=True)
 class _Prepared:
     """A test send checked and rendered, ready to go out."""
 
@@ -203,22 +223,15 @@ class _Prepared:
 
 
 def _prepare(
-    conn: Connection,
-    spec: CampaignSpec,
-    target: str,
-    seed: int,
-    *,
-    contact_id: int | None,
-    sender: str | None,
-    allow_opted_out: bool,
+    conn: Connection, spec: CampaignSpec, target: str, seed: int, ask: TestAsk
 ) -> _Prepared:
     """The rules every test send follows before it is sent (the module's notes)."""
-    data, chosen_id, opted_out = _contact(conn, spec, target, contact_id)
-    if opted_out and not allow_opted_out:
+    data, chosen_id, opted_out = _contact(conn, spec, target, ask.contact_id)
+    if opted_out and not ask.allow_opted_out:
         raise TestSendRefused(
             f"{target} has opted out; send anyway only with allow_opted_out", "to", "conflict"
         )
-    instance = _sender(conn, spec, sender)
+    instance = _sender(conn, spec, ask.sender)
     try:
         message = render_message(spec.message, data, recipient_rng(seed, target))
     except RenderError as exc:
@@ -227,7 +240,7 @@ def _prepare(
             f"the message cannot be rendered{who}: {exc.reason}", "contact_id"
         ) from None
     return _Prepared(
-        target, chosen_id, data.name, instance, message, bool(opted_out and allow_opted_out)
+        target, chosen_id, data.name, instance, message, bool(opted_out and ask.allow_opted_out)
     )
 
 
@@ -265,15 +278,8 @@ def send_test(
             raise TestSendRefused(
                 f"at most {PER_HOUR} test sends an hour per campaign", "campaign", "too_many"
             )
-        ready = _prepare(
-            conn,
-            campaign.spec,
-            target,
-            campaign_id,
-            contact_id=contact_id,
-            sender=sender,
-            allow_opted_out=allow_opted_out,
-        )
+        ask = TestAsk(to, contact_id, sender, allow_opted_out)
+        ready = _prepare(conn, campaign.spec, target, campaign_id, ask)
         test_id = tq.insert_test_send(
             conn,
             {
@@ -297,22 +303,14 @@ def send_test(
 
 
 @dataclass(frozen=True)
-class DraftTestSend:
+class DraftTestSend(_Sent):
     """A test send of a campaign file not created yet (the composer's): sent, not stored.
 
     ``state`` is ``sent`` (the gateway took it: ``message_id``), ``failed`` (``reason``
-    in plain words) or ``unknown``; later states are not followed (no row to move)."""
+    in plain words) or ``unknown``; later states are not followed (no row to move).
+    ``name`` is the contact's it was rendered for."""
 
-    target: str
-    contact_id: int | None
     name: str
-    sender: str
-    state: str
-    message_id: str | None
-    content: dict[str, Any]
-    error: str | None
-    reason: str | None
-    opt_out_overridden: bool
     sent_at: datetime
 
 
@@ -320,32 +318,21 @@ def send_draft_test(
     engine: Engine,
     client: SupportsSend,
     spec: CampaignSpec,
+    ask: TestAsk,
     *,
-    to: str,
-    contact_id: int | None = None,
-    sender: str | None = None,
-    allow_opted_out: bool = False,
     region: str = "US",
     now: datetime | None = None,
 ) -> DraftTestSend:
-    """Send ``spec``'s message, rendered for ``contact_id`` (default: the contact with the
-    number ``to``, else the audience's first recipient), now to ``to``: the rules of
+    """Send ``spec``'s message, rendered for ``ask.contact_id`` (default: the contact with
+    the number ``ask.to``, else the audience's first recipient), now to ``ask.to``: the rules of
     :func:`send_test` but nothing stored (there is no campaign yet; spintax picked with
     the preview's seed, as the composer's phone shows it). The hourly limit is the
     caller's (``gatecast.web.api.test_sends``: per user). :class:`TestSendRefused` as
     :func:`send_test` raises it."""
     now = now or utcnow()
-    target = _target(to, region)
+    target = _target(ask.to, region)
     with engine.connect() as conn:
-        ready = _prepare(
-            conn,
-            spec,
-            target,
-            PREVIEW_SEED,
-            contact_id=contact_id,
-            sender=sender,
-            allow_opted_out=allow_opted_out,
-        )
+        ready = _prepare(conn, spec, target, PREVIEW_SEED, ask)
     values = _outcome_values(_send(client, ready), now)
     return DraftTestSend(
         target=target,
@@ -391,6 +378,8 @@ __all__ = [
     "STATES",
     "CampaignNotFound",
     "DraftTestSend",
+    "SupportsSend",
+    "TestAsk",
     "TestSend",
     "TestSendRefused",
     "get_test_send",

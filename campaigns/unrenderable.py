@@ -50,10 +50,11 @@ class Unrenderable:
         self.count += 1
         have = contact.variables()
         missing = [v for v in needed if v not in have]
-        keys = [(v, None) for v in missing] or [(None, reason)]
+        keys: list[tuple[str | None, str | None]] = [(v, None) for v in missing]
+        keys = keys or [(None, reason)]
         who = contact.name or target
         for variable, why in keys:
-            key = (variable, why)
+            key: tuple[str | None, str | None] = (variable, why)
             if key not in self._causes and len(self._causes) >= MAX_CAUSES:
                 key = (None, "other reasons")
                 variable, why = key

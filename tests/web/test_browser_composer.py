@@ -21,20 +21,13 @@ import httpx
 import pytest
 from sqlalchemy import Engine
 
-from campaigns.importer import ImportOptions, import_file
-from tests.journeys.harness import link_sender_over_api, wait_for
+from tests.journeys.harness import wait_for
 from tests.web.conftest import API_KEY, LiveApp, gateway_factory_for
 from tests.web.test_browser import ARTIFACTS, DOCS_SHOTS, browser_page  # noqa: F401
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 FITS = "() => document.scrollingElement.scrollWidth <= window.innerWidth"
 GROUP = "120363041234567890@g.us"
-PEOPLE = (
-    "name,phone,city\n"
-    "Ada Lovelace,+12025550101,Berlin\n"
-    "Alan Turing,+12025550102,London\n"
-    "Grace Hopper,+12025550103,\n"
-)
 SHOTS = (
     "composer-desktop",
     "composer-preview",
@@ -43,16 +36,6 @@ SHOTS = (
     "composer-test-send",
 )
 OWN = "+12025550199"  # the operator's own phone: not a contact
-
-
-@pytest.fixture
-def linked_sandbox() -> Iterator[Any]:
-    """A sandbox that links an instance when its QR code is asked for."""
-    from gateway.sandbox import SandboxConfig, run_sandbox_in_thread
-
-    config = SandboxConfig(seed=7, status_delays=(0.01, 0.02, 0.03), auto_link=True)
-    with run_sandbox_in_thread(config) as sb:
-        yield sb
 
 
 @pytest.fixture
@@ -66,19 +49,9 @@ def service(sqlite_engine: Engine, linked_sandbox: Any) -> Iterator[None]:
 
 
 @pytest.fixture
-def app(
-    make_live: Callable[..., LiveApp],
-    sqlite_engine: Engine,
-    linked_sandbox: Any,
-    tmp_path: Path,
-) -> LiveApp:
-    people = tmp_path / "people.csv"
-    people.write_text(PEOPLE, encoding="utf-8")
-    import_file(sqlite_engine, people, ImportOptions(list_name="people"))
-    live = make_live(sqlite_engine, gateway_factory=gateway_factory_for(linked_sandbox))
-    with live.client() as api:
-        link_sender_over_api(api)
-    return live
+def app(people_app: LiveApp) -> LiveApp:
+    """The app with the people list (tests.web.conftest.PEOPLE) and a linked sender."""
+    return people_app
 
 
 def _shot(page: Any, name: str) -> None:

@@ -5,8 +5,9 @@ message, 429 past the hourly limit."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Request, Response, status
 from pydantic import Field
@@ -22,6 +23,7 @@ from gatecast.web.problems import Problem
 from gatecast.web.sign_in_throttle import SignInThrottle
 
 router = APIRouter(tags=["test sends"])
+T = TypeVar("T")
 Ctx = Annotated[AppContext, Depends(get_ctx)]
 
 
@@ -51,6 +53,10 @@ class TestSendRequest(RequestBody):
         False, description="Send even when `to` belongs to a contact who opted out"
     )
 
+    def ask(self) -> domain.TestAsk:
+        """The domain's form of the request."""
+        return domain.TestAsk(self.to, self.contact_id, self.sender, self.allow_opted_out)
+
 
 @pydantic_dataclass(frozen=True)
 class TestSendPublic(domain.TestSend):
@@ -73,23 +79,32 @@ def _refused(exc: domain.TestSendRefused) -> Problem:
     return Problem(_STATUS[exc.kind], f"test_send_{exc.kind}", str(exc), field=exc.field)
 
 
-def send_test(ctx: AppContext, campaign_id: int, body: TestSendRequest) -> TestSendPublic:
-    """Make one test send (the dashboard's form calls this route)."""
+def _through_gateway(ctx: AppContext, send: Callable[[domain.SupportsSend], T]) -> T:
+    """``send(client)`` with a gateway client; a refusal as its problem answer."""
     with ctx.gateway() as client:
         try:
-            made = domain.send_test(
-                ctx.engine,
-                client,
-                campaign_id,
-                to=body.to,
-                contact_id=body.contact_id,
-                sender=body.sender,
-                allow_opted_out=body.allow_opted_out,
-                region=ctx.settings.default_region,
-                now=ctx.clock(),
-            )
+            return send(client)
         except domain.TestSendRefused as exc:
             raise _refused(exc) from None
+
+
+def send_test(ctx: AppContext, campaign_id: int, body: TestSendRequest) -> TestSendPublic:
+    """Make one test send (the dashboard's form calls this route)."""
+    ask = body.ask()
+    made = _through_gateway(
+        ctx,
+        lambda client: domain.send_test(
+            ctx.engine,
+            client,
+            campaign_id,
+            to=ask.to,
+            contact_id=ask.contact_id,
+            sender=ask.sender,
+            allow_opted_out=ask.allow_opted_out,
+            region=ctx.settings.default_region,
+            now=ctx.clock(),
+        ),
+    )
     return TestSendPublic(**asdict(made))
 
 
@@ -152,21 +167,17 @@ def send_draft_test(
             field="to",
             headers={"Retry-After": str(wait)},
         )
-    with ctx.gateway() as client:
-        try:
-            made = domain.send_draft_test(
-                ctx.engine,
-                client,
-                spec,
-                to=body.to,
-                contact_id=body.contact_id,
-                sender=body.sender,
-                allow_opted_out=body.allow_opted_out,
-                region=ctx.settings.default_region,
-                now=ctx.clock(),
-            )
-        except domain.TestSendRefused as exc:
-            raise _refused(exc) from None
+    made = _through_gateway(
+        ctx,
+        lambda client: domain.send_draft_test(
+            ctx.engine,
+            client,
+            spec,
+            body.ask(),
+            region=ctx.settings.default_region,
+            now=ctx.clock(),
+        ),
+    )
     limit.failed(who)  # counts one send (the throttle's count of attempts)
     return DraftTestSendPublic(**asdict(made))
 

@@ -5,8 +5,6 @@ no recipient's message renders, saying which variable is missing for whom."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -14,17 +12,9 @@ import pytest
 from sqlalchemy import Engine, func, select
 
 from campaigns import test_sends
-from campaigns.importer import ImportOptions, import_file
 from storage import tables
-from tests.journeys.harness import link_sender_over_api
-from tests.web.conftest import LiveApp, gateway_factory_for
+from tests.web.conftest import LiveApp
 
-PEOPLE = (
-    "name,phone,city\n"
-    "Ada Lovelace,+12025550101,Berlin\n"
-    "Alan Turing,+12025550102,London\n"
-    "Grace Hopper,+12025550103,\n"
-)
 OWN = "+12025550199"  # the operator's own phone: not a contact
 CITY = {
     "name": "City news",
@@ -36,25 +26,9 @@ COUPON = {**CITY, "message": {"type": "text", "text": "Hi {{ name }}, code {{ co
 
 
 @pytest.fixture
-def linked_sandbox() -> Iterator[Any]:
-    from gateway.sandbox import SandboxConfig, run_sandbox_in_thread
-
-    config = SandboxConfig(seed=7, status_delays=(0.01, 0.02, 0.03), auto_link=True)
-    with run_sandbox_in_thread(config) as sb:
-        yield sb
-
-
-@pytest.fixture
-def app(
-    make_live: Callable[..., LiveApp], sqlite_engine: Engine, linked_sandbox: Any, tmp_path: Path
-) -> LiveApp:
-    people = tmp_path / "people.csv"
-    people.write_text(PEOPLE, encoding="utf-8")
-    import_file(sqlite_engine, people, ImportOptions(list_name="people"))
-    live = make_live(sqlite_engine, gateway_factory=gateway_factory_for(linked_sandbox))
-    with live.client() as api:
-        link_sender_over_api(api)
-    return live
+def app(people_app: LiveApp) -> LiveApp:
+    """The app with three people (Grace Hopper has no city) and a linked sender."""
+    return people_app
 
 
 def _received(sandbox: Any, to: str) -> list[str]:
