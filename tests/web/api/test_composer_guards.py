@@ -54,12 +54,16 @@ def test_a_test_send_before_the_campaign_exists(
     with app.client() as api:
         ids = _ids(api)
         body = {"spec": CITY, "to": OWN, "contact_id": ids["Alan Turing"]}
-        sent = api.post("/api/v1/campaigns/test-send", json=body)
+        once = {"Idempotency-Key": "composer-test-1"}  # a double click sends one test
+        sent = api.post("/api/v1/campaigns/test-send", json=body, headers=once)
         assert sent.status_code == 201, sent.text
+        again = api.post("/api/v1/campaigns/test-send", json=body, headers=once)
+        assert again.headers.get("Idempotent-Replayed") == "true" and again.json() == sent.json()
         test = sent.json()
         assert (test["state"], test["target"], test["name"]) == ("sent", OWN, "Alan Turing")
         assert test["content"]["text"] == "Hi Alan Turing from London"
-        assert any("Hi Alan Turing from London" in p for p in _received(linked_sandbox, OWN))
+        got = _received(linked_sandbox, OWN)
+        assert [p for p in got if "Hi Alan Turing from London" in p] == got and len(got) == 1
         # no contact chosen: the audience's first recipient
         first = api.post("/api/v1/campaigns/test-send", json={"spec": CITY, "to": OWN}).json()
         assert first["content"]["text"] == "Hi Ada Lovelace from Berlin", first
