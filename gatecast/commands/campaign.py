@@ -196,6 +196,8 @@ def _print_check(spec: CampaignSpec, cooldown: float, as_json: bool) -> None:
         _print_json(check.to_dict())
         return
     console.print(escape(check.in_words()), soft_wrap=True)
+    if check.unrenderable_words:
+        console.print(f"[yellow]cannot get the message:[/] {escape(check.unrenderable_words)}")
     for moment in check.occurrences:
         console.print(f"  next start {_local(moment, spec.schedule.timezone)}")
     console.print("[dim]dry run: nothing was stored[/]")
@@ -234,6 +236,8 @@ def _print_created(
     if created.variety is not None and created.variety.warning:
         err.print(f"[yellow]warning:[/] {escape(created.variety.warning)}")
     _print_preview(created.preview, created.unrenderable, created.unrenderable_count)
+    if created.unrenderable_words:
+        console.print(f"[yellow]cannot get the message:[/] {escape(created.unrenderable_words)}")
 
 
 def _print_preview(

@@ -51,6 +51,7 @@ def test_create_shows_preview_and_unrenderable(db: Engine) -> None:
     assert "Preview" in result.output and "P0" in result.output
     assert "cannot render" in result.output and phone(1) in result.output
     assert "city" in result.output
+    assert "cannot get the message: city is missing for 1 of 4 contacts: P1" in result.output
 
 
 def test_create_json_and_strict(db: Engine) -> None:

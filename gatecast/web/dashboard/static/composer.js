@@ -399,9 +399,8 @@ function showPreview(p) {
       (m.variant ? " <span class='badge'>variant " + gcEsc(m.variant) + "</span>" : "") +
       "<div class='phone-chat mini'>" + gcBubble(m.content) + "</div></div>";
   }).join("");
-  $("preview-unrenderable").innerHTML = p.unrenderable.slice(0, 10).map(function (u) {
-    return gcEsc(u.target + ": " + u.reason);
-  }).join("<br>");
+  $("preview-unrenderable").innerHTML = (p.unrenderable_words ? "<p>Cannot get this message: " + gcEsc(p.unrenderable_words) + ".</p>" : "") +
+    p.unrenderable.slice(0, 10).map(function (u) { return gcEsc(u.target + ": " + u.reason); }).join("<br>");
 }
 // Creating sends the Idempotency-Key rendered with this page (one per form): a second
 // submit of the same form, even one that gets past the disabled buttons, replays the
