@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
+import shutil
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -29,10 +31,12 @@ from tests.journeys.harness import (
     start_sandbox,
     workspace,
 )
+from tests.web.test_browser import ARTIFACTS, DOCS_SHOTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 NOW = datetime(2026, 12, 7, 8, 0, tzinfo=UTC)  # a Monday
 REFRESHED = "() => Number(document.body.dataset.composerRefreshed || 0)"
+FITS = "() => document.scrollingElement.scrollWidth <= window.innerWidth"
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +88,18 @@ def _settled(page: Any) -> None:
     page.wait_for_function(f"() => ({REFRESHED})() > {before}", timeout=15_000)
 
 
+def _shot_schedule(page: Any) -> None:
+    """The schedule section into test-artifacts/screenshots/composer-schedule.png (and
+    docs/screenshots/ with GATECAST_UPDATE_SCREENSHOTS=1)."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / "composer-schedule.png"
+    page.evaluate("() => document.activeElement && document.activeElement.blur()")
+    page.locator("#schedule").screenshot(path=str(path))
+    if os.environ.get("GATECAST_UPDATE_SCREENSHOTS") == "1":
+        DOCS_SHOTS.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, DOCS_SHOTS / path.name)
+
+
 def _runs(page: Any) -> list[str]:
     return [str(t) for t in page.locator("#cron-list li").all_inner_texts()]
 
@@ -101,12 +117,11 @@ def test_every_monday_and_thursday_from_a_future_start(
     page.check("#f-rep-week")
     expect(page.locator("#f-cron")).to_be_hidden()
     expect(page.locator("#f-start-label")).to_contain_text("Starting from")
-    page.check("#f-rep-mon")
-    page.check("#f-rep-thu")
-    page.fill("#f-rep-times", "09:30")
-    page.fill("#f-start", "2026-12-14T09:00")
-    page.fill("#f-win-from", "09:00")
-    page.fill("#f-win-to", "18:00")
+    for day in ("mon", "thu"):
+        page.check(f"#f-rep-{day}")
+    picked = {"#f-rep-times": "09:30", "#f-start": "2026-12-14T09:00"}
+    for field, value in {**picked, "#f-win-from": "09:00", "#f-win-to": "18:00"}.items():
+        page.fill(field, value)
     _settled(page)
     expect(page.locator("#repeat-summary")).to_have_text(
         "Every Monday and Thursday at 09:30 (Europe/London)"
@@ -120,6 +135,10 @@ def test_every_monday_and_thursday_from_a_future_start(
         "Mon, 28 Dec 2026, 09:30",
     ]
     expect(page.locator("#final-check")).to_contain_text("starting 2026-12-14 09:30 Europe/London")
+    _shot_schedule(page)
+    page.set_viewport_size({"width": 390, "height": 844})
+    assert page.evaluate(FITS), "the schedule picker scrolls sideways at 390 px"
+    page.set_viewport_size({"width": 1280, "height": 900})
 
     # times that one crontab line cannot hold: said on the picker, Create refused
     page.fill("#f-rep-times", "09:30, 17:45")
