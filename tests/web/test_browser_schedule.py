@@ -152,6 +152,10 @@ def test_every_monday_and_thursday_from_a_future_start(
     page.click("#form-create")
     page.wait_for_url(re.compile(r"/campaigns/\d+$"))
     cid = int(page.url.rsplit("/", 1)[1])
+    expect(page.locator("#repeats")).to_have_text(
+        "repeats every Monday and Thursday at 09:30 (Europe/London), 30 9 * * MON,THU; "
+        "next run 2026-12-14 09:30"
+    )
     with server.api() as api:
         stored = ok(api.get(f"/api/v1/campaigns/{cid}"))
     assert stored["cron"] == "30 9 * * MON,THU"
@@ -217,6 +221,10 @@ def test_a_crontab_no_shape_fits_opens_as_advanced(page: Any, server: Server) ->
     }
     with server.api() as api:
         cid = ok(api.post("/api/v1/campaigns", json=spec), 201)["id"]
+    page.goto(f"{server.url}/campaigns/{cid}")
+    expect(page.locator("#repeats")).to_have_text(
+        "repeats crontab */15 9-17 * * MON-FRI (Europe/London); next run 2026-12-14 09:00"
+    )
     page.goto(f"{server.url}/campaigns/new?from={cid}&mode=edit")
     expect(page.locator("#f-rep-advanced")).to_be_checked()
     expect(page.locator("#f-cron")).to_have_value("*/15 9-17 * * MON-FRI")
