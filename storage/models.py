@@ -47,6 +47,9 @@ class Instance(SQLModel, table=True):
     label: str = Field(default="", max_length=200)
     # created | waiting_scan | connected | disconnected | logged_out
     state: str = Field(default="created", max_length=32)
+    # when the connection state was last recorded (an event, an operation, a send's proof
+    # or refusal): a send that started before it says nothing of the state now (decision 48)
+    state_at: datetime | None = _dt()
     # set when gatecast stops sending through it (relogin, quota, 463, error burst)
     paused_reason: str | None = Field(default=None, max_length=500)
     paused_at: datetime | None = _dt()

@@ -295,6 +295,7 @@ instances: Final[Table] = Table(
     Column("instance_id", String(length=64), nullable=False),
     Column("label", String(length=200), nullable=False, default=""),
     Column("state", String(length=32), nullable=False, default="created"),
+    Column("state_at", UTCDateTime(), nullable=True),
     Column("paused_reason", String(length=500), nullable=True),
     Column("paused_at", UTCDateTime(), nullable=True),
     Column("webhook_url_registered", Boolean(), nullable=False, default=False),

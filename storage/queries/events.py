@@ -651,7 +651,7 @@ def set_instance_state(
 ) -> bool:
     """Record an instance's connection state; "connected" clears a pause whose reason
     starts with one of ``clears`` (the connection problems)."""
-    values: dict[str, Any] = {"state": state[:32], "updated_at": now}
+    values: dict[str, Any] = {"state": state[:32], "state_at": now, "updated_at": now}
     if phone:
         values["phone"] = phone[:32]
     result = conn.execute(update(_i).where(_i.c.instance_id == instance_id).values(**values))
