@@ -437,6 +437,16 @@ class _Choice(NamedTuple):
 _NO_CHOICE = _Choice()
 
 
+def _id_at(obj: Mapping[str, Any], *keys: str) -> str | None:
+    """The id at ``keys`` (a string or a number) as :func:`_id_text` gives it."""
+    cur: Any = obj
+    for key in keys:
+        if not isinstance(cur, Mapping):
+            return None
+        cur = cur.get(key)
+    return _id_text(cur)
+
+
 def _id_text(value: _Json) -> str | None:
     """An id as text (a string or a number; an empty one is none), at most 256 characters."""
     if isinstance(value, bool) or not isinstance(value, str | int):
@@ -449,10 +459,10 @@ def _choice_of(content: Mapping[str, Any]) -> _Choice:
     """The button or list row a Baileys message chose and the message it quotes
     (``contextInfo.stanzaId`` of its one message kind)."""
     content = _unwrap(content)
-    button = _id_text(_dig(content, "buttonsResponseMessage", "selectedButtonId")) or _id_text(
-        _dig(content, "templateButtonReplyMessage", "selectedId")
+    button = _id_at(content, "buttonsResponseMessage", "selectedButtonId") or _id_at(
+        content, "templateButtonReplyMessage", "selectedId"
     )
-    row = _id_text(_dig(content, "listResponseMessage", "singleSelectReply", "selectedRowId"))
+    row = _id_at(content, "listResponseMessage", "singleSelectReply", "selectedRowId")
     if button is None and row is None:
         params = _dig(
             content, "interactiveResponseMessage", "nativeFlowResponseMessage", "paramsJson"
@@ -466,7 +476,7 @@ def _choice_of(content: Mapping[str, Any]) -> _Choice:
     quoted = None
     for kind in content.values():
         if isinstance(kind, Mapping) and isinstance(kind.get("contextInfo"), Mapping):
-            quoted = _id_text(kind["contextInfo"].get("stanzaId"))
+            quoted = _id_at(kind, "contextInfo", "stanzaId")
             if quoted:
                 break
     return _Choice(button, row, quoted and quoted[:128])
