@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import openpyxl
 
 from tests.journeys.harness import (
     QUICK_STATUSES,
@@ -222,6 +223,12 @@ def _quoted_reply_journey(ws: Workspace, gateway: Process) -> None:
     report = _ok(api.get(f"/api/v1/campaigns/{second}/report.json"))
     rows = {r["target"]: r for r in report["deliveries"]}
     assert rows[bob]["tapped_button_id"] == "later" and rows[ada]["tapped_button_id"] == ""
+    book = openpyxl.load_workbook(
+        io.BytesIO(api.get(f"/api/v1/campaigns/{second}/report.xlsx").content), read_only=True
+    )
+    sheet = [list(r) for r in book["Summary"].iter_rows(values_only=True)]
+    at = sheet.index(["Tapped", "Id", "Title", "Taps", "Tap rate (of sent)"])
+    assert sheet[at + 3][:5] == ["button", "later", "Later", 1, 0.5], sheet[at:]
     text = api.get(f"/api/v1/campaigns/{first}/report.csv").content.decode("utf-8-sig")
     by_target = {r["target"]: r for r in csv.DictReader(io.StringIO(text))}
     assert by_target[ada]["reply"] == "Can I pick it up tomorrow?"
