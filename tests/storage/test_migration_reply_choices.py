@@ -3,25 +3,16 @@ search's triggers (0025) survive the downgrade (SQLite + PostgreSQL)."""
 
 from __future__ import annotations
 
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import Engine, inspect, text
 
-from storage.engine import MIGRATIONS_DIR, current_revision, make_engine, upgrade
+from storage.engine import current_revision, make_engine, upgrade
 from tests.campaigns.campaign_fixtures import NOW
+from tests.storage.migration_steps import downgrade
 
 _NEW = {
     "inbound_messages": {"button_id", "row_id", "quoted_id"},
     "deliveries": {"tapped_button_id", "tapped_row_id", "tapped_title"},
 }
-
-
-def _downgrade(engine: Engine, revision: str) -> None:
-    cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.downgrade(cfg, revision)
 
 
 def _columns(engine: Engine, table: str) -> set[str]:
@@ -47,7 +38,7 @@ def test_upgrade_and_downgrade_keep_the_rows(db_url: str) -> None:
         with engine.connect() as conn:
             row = conn.execute(text("SELECT text, button_id, quoted_id FROM inbound_messages"))
             assert row.one() == ("Yes", None, None)
-        _downgrade(engine, "0025")
+        downgrade(engine, "0025")
         for table, names in _NEW.items():
             assert not names & _columns(engine, table)
         with engine.begin() as conn:
