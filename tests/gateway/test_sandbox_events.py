@@ -334,7 +334,7 @@ def test_replies_quote_the_message_they_answer() -> None:
             "buttonParamsJson": json.dumps({"id": "yes", "display_text": "Yes"}),
         }
     ]
-    kinds = {
+    kinds: dict[str, dict[str, Any]] = {
         "interactive": {"message": {"interactiveButtons": buttons}},
         "text": {"message": {"text": "hello"}},
     }
