@@ -213,6 +213,12 @@ def _quoted_reply_journey(ws: Workspace, gateway: Process) -> None:
     assert (two[bob]["tapped_button_id"], two[bob]["tapped_title"]) == ("later", "Later")
     assert two[bob]["tapped_row_id"] is None and one[bob]["reply_text"] is None
 
+    # the replies inbox files each answer under the campaign it answers
+    [answer] = _ok(api.get("/api/v1/replies", params={"campaign_id": first}))["items"]
+    assert (answer["phone"], answer["quoted_id"], answer["button_id"]) == (ada, order, None)
+    [tap] = _ok(api.get("/api/v1/replies", params={"campaign_id": second}))["items"]
+    assert (tap["phone"], tap["button_id"], tap["quoted_id"]) == (bob, "later", invite)
+
     summary = _ok(api.get(f"/api/v1/campaigns/{second}/summary"))
     assert {t["id"]: (t["taps"], t["rate"]) for t in summary["taps"]} == {
         "yes": (0, 0.0),
