@@ -121,6 +121,13 @@ def test_report_shows_each_tap_and_the_tap_rate_per_button(
         assert t["rate"] == round(counts[t["id"]] / sent, 4)
     yes = counts["yes"]
     assert table_value(printed, "tapped button yes (Yes)") == f"{yes} ({yes / sent:.1%})"
+    # the replies inbox says what each one tapped
+    inbox = ws.run("replies", "--campaign", cid, "--json").json()["items"]
+    assert {r["phone"]: r["button_id"] for r in inbox} == {
+        phone: BUTTONS[title] for phone, title in tapped.items()
+    }
+    listed = ws.run("replies", "--campaign", cid).output
+    assert listed.count("(tapped button ") == len(PEOPLE), listed
 
 
 def test_a_quoted_reply_goes_to_the_campaign_it_quotes(tmp_path: Path) -> None:
