@@ -144,11 +144,14 @@ def tap_rates(conn: Connection, campaign_id: int, spec: Any, sent: int) -> list[
 
 
 def campaign_taps(engine: Engine, campaign_id: int) -> list[dict[str, Any]]:
-    """The campaign's taps per button and list row (the campaign page's table); [] when
-    its message has no quick-reply button or row and nobody tapped one."""
+    """The campaign's taps per button and list row (the campaign page's table); [] without
+    reading its rows when its message has no quick-reply button or list row (nothing to
+    tap: the page of a text campaign costs no scan)."""
     with engine.connect() as conn:
         raw = conn.execute(select(_campaigns.c.spec).where(_campaigns.c.id == campaign_id)).scalar()
         spec = stored_spec(raw, campaign_id) if raw else None
+        if not _choices(spec):
+            return []
         sent = conn.execute(
             select(func.count(_d.c.sent_at)).where(_d.c.campaign_id == campaign_id)
         ).scalar_one()
