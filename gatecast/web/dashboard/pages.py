@@ -392,6 +392,7 @@ def campaign_page(request: Request, campaign_id: Id, ctx: Ctx) -> HTMLResponse:
     except CampaignNotFound:
         return _not_found(request, f"campaign {campaign_id}")
     hold = hold_public(campaign_hold(ctx.engine, campaign_id, ctx.clock()))
+    from campaigns.reports.summary import campaign_taps
     from campaigns.test_sends import STATES as TEST_STATES
     from gatecast.web.api.instances import list_instance_rows
 
@@ -400,6 +401,7 @@ def campaign_page(request: Request, campaign_id: Id, ctx: Ctx) -> HTMLResponse:
         request,
         "campaign.html",
         campaign=detail,
+        taps=campaign_taps(ctx.engine, campaign_id),
         hold=hold,
         delivery_states=states.ALL,
         senders=senders,
