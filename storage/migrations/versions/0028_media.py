@@ -1,0 +1,44 @@
+"""media: uploaded image, video, audio and document files, served at signed URLs
+
+Revision ID: 0028
+Revises: 0025
+Create Date: 2026-12-07 19:00:00
+
+Issue 31, item 1: an operator uploads a file instead of typing a URL. Its bytes are kept
+here (every process of a deployment serves them alike), with the type found by sniffing
+them, and a random key per file that its signed public URLs (HMAC-SHA256 with an expiry,
+``campaigns.media``) are made with.
+"""
+
+from alembic import op
+import sqlalchemy as sa
+
+from storage.types import UTCDateTime
+
+revision = "0028"
+down_revision = "0025"
+branch_labels = None
+depends_on = None
+
+_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+
+def upgrade() -> None:
+    op.create_table(
+        "media",
+        sa.Column("id", _ID, nullable=False),
+        sa.Column("name", sa.String(255), nullable=False),
+        sa.Column("kind", sa.String(16), nullable=False),
+        sa.Column("content_type", sa.String(100), nullable=False),
+        sa.Column("size", sa.BigInteger(), nullable=False),
+        sa.Column("sha256", sa.String(64), nullable=False),
+        sa.Column("url_key", sa.String(64), nullable=False),
+        sa.Column("data", sa.LargeBinary(), nullable=False),
+        sa.Column("created_by", sa.String(100), nullable=False),
+        sa.Column("created_at", UTCDateTime(timezone=True), nullable=False),
+        sa.PrimaryKeyConstraint("id"),
+    )
+
+
+def downgrade() -> None:
+    op.drop_table("media")
