@@ -132,3 +132,19 @@ def test_a_file_past_its_kinds_limit_is_refused(live: LiveApp) -> None:
     assert "poster.png is 5 MiB: a PNG image may be at most 5 MiB" in problem["detail"], problem
     assert problem["limit"] == 5 * 1024 * 1024
     assert _stored(live.ctx.engine) == 0
+
+
+def test_the_deployments_cap_lowers_every_kind_and_the_body_limit(
+    make_live: Callable[..., LiveApp], sqlite_engine: Engine
+) -> None:
+    app = make_live(sqlite_engine, settings_overrides={"media_max_bytes": 64 * 1024})
+    with app.client() as api:
+        under_gate = _upload(api, "brochure.pdf", pdf() + b"%" * (100 * 1024))
+        problem = assert_problem(under_gate, 413, "media_too_large")
+        assert "a PDF document may be at most 64 KiB" in problem["detail"], problem
+        # past the largest file allowed (plus the form's slack): refused before it is read
+        past_gate = _upload(api, "brochure.pdf", pdf() + b"%" * (1024 * 1024))
+        problem = assert_problem(past_gate, 413, "too_large")
+        assert "GATECAST_MEDIA_MAX_BYTES" in problem["detail"], problem
+        assert _upload(api, "small.pdf", pdf()).status_code == 201
+    assert _stored(sqlite_engine) == 1
