@@ -202,9 +202,12 @@ def upload_limit(max_bytes: int | None = None) -> int:
     return max(kind_limit(k, max_bytes) for k in KINDS)
 
 
-def check(head: bytes, name: str, size: int, *, max_bytes: int | None = None) -> MediaType:
+def check(
+    head: bytes, name: str, size: int, *, max_bytes: int | None = None, whole: bool = True
+) -> MediaType:
     """The file's type, or :class:`MediaRefused` saying why it is not taken (its type,
-    its name disagreeing with its content, its size past its kind's limit, empty)."""
+    its name disagreeing with its content, its size past its kind's limit, empty).
+    ``whole``: ``size`` is the file's; else only that it has at least ``size`` bytes."""
     shown = clean_name(name)
     if size == 0:
         raise MediaRefused(f"{shown} is empty")
@@ -222,10 +225,12 @@ def check(head: bytes, name: str, size: int, *, max_bytes: int | None = None) ->
         )
     limit = kind_limit(found.kind, max_bytes)
     if size > limit:
-        raise MediaTooLarge(
-            f"{shown} is {size_text(size)}: {found.label} may be at most {size_text(limit)}",
-            limit,
-        )
+        measured, most = size_text(size), size_text(limit)
+        if not whole:
+            measured = f"larger than {most}"
+        elif measured == most:  # just past it: the bytes tell them apart
+            measured, most = f"{size:,} bytes", f"{most} ({limit:,} bytes)"
+        raise MediaTooLarge(f"{shown} is {measured}: {found.label} may be at most {most}", limit)
     return found
 
 
@@ -251,19 +256,22 @@ def store(
     now: datetime,
     actor: str = "",
     max_bytes: int | None = None,
+    size: int | None = None,
 ) -> Media:
     """Check the file read from ``source`` (its start: the type; its whole: the size)
     and store it; :class:`MediaRefused` when it is not taken. Reads at most one byte
-    past the largest file allowed."""
+    past its kind's limit; ``size``, when known, refuses a larger file before that."""
     head = source.read(SNIFF_BYTES)
     found = sniff(head, name)
     limit = kind_limit(found.kind, max_bytes) if found else upload_limit(max_bytes)
+    if size is not None and size > limit:
+        check(head, name, size, max_bytes=max_bytes)
     parts = [head]
-    size = len(head)
-    while size <= limit and (chunk := source.read(min(_CHUNK, limit + 1 - size))):
+    read = len(head)
+    while read <= limit and (chunk := source.read(min(_CHUNK, limit + 1 - read))):
         parts.append(chunk)
-        size += len(chunk)
-    check(head, name, size, max_bytes=max_bytes)
+        read += len(chunk)
+    check(head, name, read, max_bytes=max_bytes, whole=read <= limit)
     data = b"".join(parts)
     assert found is not None  # check() refused otherwise
     row = {

@@ -114,6 +114,7 @@ def upload_cmd(
                     now=utcnow(),
                     actor=f"cli:{getpass.getuser()}",
                     max_bytes=settings.media_max_bytes,
+                    size=file.stat().st_size,
                 )
         except OSError as exc:
             fail(f"{file}: {exc.strerror or exc}")

@@ -116,6 +116,7 @@ def post_media(
                 now=ctx.clock(),
                 actor=actor,
                 max_bytes=ctx.settings.media_max_bytes,
+                size=file.size,
             )
         except domain.MediaTooLarge as exc:
             raise Problem(

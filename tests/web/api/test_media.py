@@ -129,7 +129,8 @@ def test_a_file_past_its_kinds_limit_is_refused(live: LiveApp) -> None:
     with live.client() as api:
         answer = _upload(api, "poster.png", big)
     problem = assert_problem(answer, 413, "media_too_large")
-    assert "poster.png is 5 MiB: a PNG image may be at most 5 MiB" in problem["detail"], problem
+    words = f"poster.png is {len(big):,} bytes: a PNG image may be at most 5 MiB (5,242,880 bytes)"
+    assert words in problem["detail"], problem
     assert problem["limit"] == 5 * 1024 * 1024
     assert _stored(live.ctx.engine) == 0
 
