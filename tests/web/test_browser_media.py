@@ -2,8 +2,8 @@
 it: a file of the wrong type is refused in words, a picture uploaded fills the Media URL
 (a picture needs no file name), the campaign is created from the form and sent to the
 sandbox, and the URL the gateway received gives back the picture's bytes. A viewer gets
-no upload control. Its screenshot: composer-media-upload (test-artifacts/screenshots/, and docs/screenshots/
-with GATECAST_UPDATE_SCREENSHOTS=1).
+no upload control. Its screenshot: composer-media-upload (test-artifacts/screenshots/,
+and docs/screenshots/ with GATECAST_UPDATE_SCREENSHOTS=1).
 """
 
 from __future__ import annotations
