@@ -27,11 +27,11 @@ import hashlib
 import hmac
 import re
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import PurePath
-from typing import BinaryIO
+from typing import Any, BinaryIO
 from urllib.parse import quote, urlencode
 
 from sqlalchemy import Engine
@@ -289,17 +289,17 @@ def store(
     return _media({**row, "id": media_id})
 
 
-def _media(row: object) -> Media:
-    get = row.__getitem__  # a RowMapping or a dict
+def _media(row: Mapping[Any, Any]) -> Media:
+    """A row (a ``RowMapping`` or a dict) as a :class:`Media`."""
     return Media(
-        id=int(get("id")),
-        name=str(get("name")),
-        kind=str(get("kind")),
-        content_type=str(get("content_type")),
-        size=int(get("size")),
-        sha256=str(get("sha256")),
-        created_by=str(get("created_by")),
-        created_at=get("created_at"),
+        id=int(row["id"]),
+        name=str(row["name"]),
+        kind=str(row["kind"]),
+        content_type=str(row["content_type"]),
+        size=int(row["size"]),
+        sha256=str(row["sha256"]),
+        created_by=str(row["created_by"]),
+        created_at=row["created_at"],
     )
 
 
