@@ -64,8 +64,13 @@ def _described(
     return out
 
 
-def _print(out: dict[str, Any]) -> None:
+def _print(out: dict[str, Any], as_json: bool) -> None:
+    """A stored file and its link, as words (or JSON)."""
     from campaigns.untrusted_files import size_text
+
+    if as_json:
+        print(json.dumps(out, ensure_ascii=False))
+        return
 
     console.print(
         f"media {out['id']}: [bold]{escape(out['name'])}[/] ({out['kind']}, "
@@ -123,10 +128,7 @@ def upload_cmd(
         out = _described(engine, settings, item, days)
     finally:
         engine.dispose()
-    if as_json:
-        print(json.dumps(out, ensure_ascii=False))
-    else:
-        _print(out)
+    _print(out, as_json)
 
 
 @media_app.command("url")
@@ -148,10 +150,7 @@ def url_cmd(
         out = _described(engine, settings, item, days)
     finally:
         engine.dispose()
-    if as_json:
-        print(json.dumps(out, ensure_ascii=False))
-    else:
-        _print(out)
+    _print(out, as_json)
 
 
 @media_app.command("list")

@@ -9,7 +9,7 @@ and docs/screenshots/ with GATECAST_UPDATE_SCREENSHOTS=1).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,34 +28,18 @@ from tests.web.test_browser import (  # noqa: F401  (the one browser of this mod
     browser_page,
     publish_shots,
 )
+from tests.web.test_browser_composer import linked_sandbox, service  # noqa: F401  (as there)
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 PEOPLE = "name,phone\nAda Lovelace,+12025550101\nAlan Turing,+12025550102\n"
 
 
 @pytest.fixture
-def linked_sandbox() -> Iterator[Any]:
-    """A sandbox that links an instance when its QR code is asked for."""
-    from gateway.sandbox import SandboxConfig, run_sandbox_in_thread
-
-    config = SandboxConfig(seed=7, status_delays=(0.01, 0.02, 0.03), auto_link=True)
-    with run_sandbox_in_thread(config) as sb:
-        yield sb
-
-
-@pytest.fixture
-def service(sqlite_engine: Engine, linked_sandbox: Any) -> Iterator[None]:
-    """Scheduler and dispatcher, as ``gatecast serve`` runs them."""
-    from scheduler.service import Service, ServiceOptions
-
-    options = ServiceOptions(poll_seconds=0.1, sync_seconds=0.3, leader_ttl_seconds=5)
-    with Service(sqlite_engine, gateway_factory_for(linked_sandbox), options=options):
-        yield
-
-
-@pytest.fixture
 def app(
-    make_live: Callable[..., LiveApp], sqlite_engine: Engine, linked_sandbox: Any, tmp_path: Path
+    make_live: Callable[..., LiveApp],
+    sqlite_engine: Engine,
+    linked_sandbox: Any,  # noqa: F811
+    tmp_path: Path,
 ) -> LiveApp:
     people = tmp_path / "people.csv"
     people.write_text(PEOPLE, encoding="utf-8")
@@ -79,8 +63,8 @@ def app(
 
 def test_upload_a_picture_from_the_composer_and_send_it(
     app: LiveApp,
-    service: None,
-    linked_sandbox: Any,
+    service: None,  # noqa: F811
+    linked_sandbox: Any,  # noqa: F811
     browser_page: Any,  # noqa: F811
     tmp_path: Path,
 ) -> None:
