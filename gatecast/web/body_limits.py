@@ -8,10 +8,11 @@ request that carries a body (a ``Content-Length`` above 0, or any ``Transfer-Enc
    a bearer key or the session cookie) and answers 401 before reading a byte when nobody
    is signed in, except on the open routes (:data:`OPEN_ROUTES`: sign-in and sign-out);
 2. finds the route's body limit (:func:`limit_for`: :data:`UPLOAD_ROUTES` take
-   ``GATECAST_IMPORT_MAX_BYTES`` plus the multipart slack, every other route
-   ``GATECAST_REQUEST_MAX_BYTES``) and answers 413 at once when the declared length is
-   larger, or as soon as the bytes streamed so far pass it (chunked bodies too), without
-   reading the rest.
+   ``GATECAST_IMPORT_MAX_BYTES`` plus the multipart slack, :data:`MEDIA_ROUTES` the
+   largest media file allowed (``GATECAST_MEDIA_MAX_BYTES``, ``campaigns.media``) plus
+   the slack, every other route ``GATECAST_REQUEST_MAX_BYTES``) and answers 413 at once
+   when the declared length is larger, or as soon as the bytes streamed so far pass it
+   (chunked bodies too), without reading the rest.
 
 The gateway's webhook (``/webhooks/gateway/{secret}``) is left alone: it checks its secret
 before reading and keeps its own limit (:mod:`gatecast.web.webhook`). Requests without a
