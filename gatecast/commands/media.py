@@ -79,10 +79,8 @@ def _print(out: dict[str, Any], as_json: bool) -> None:
     if out["url"]:
         console.print(f"url (works until {out['url_expires_at']}):")
         print(out["url"])  # whole, never wrapped: it is copied into campaigns
-        console.print(
-            f'in a campaign: [message] type = "media", media_url = that url, '
-            f'filename = "{escape(out["name"])}"'
-        )
+        named = f', filename = "{escape(out["name"])}"' if out["kind"] == "document" else ""
+        console.print(f'in a campaign: \\[message] type = "media", media_url = that url{named}')
     else:
         console.print(
             "no URL yet: set GATECAST_PUBLIC_URL (where the gateway reaches gatecast) "

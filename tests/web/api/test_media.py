@@ -96,11 +96,13 @@ def test_links_that_are_not_valid_say_nothing(timed: tuple[LiveApp, list[object]
         assert answer.headers["content-type"] == nowhere.headers["content-type"]
         assert "%PDF" not in answer.text and "menu" not in answer.text
         assert_nothing_leaked(answer.text)
+    assert httpx.head(base, params={"expires": expires}).status_code == 404
     assert httpx.get(url).content == pdf()
     now[0] = now[0] + timedelta(days=31)  # type: ignore[operator]
     expired = httpx.get(url, timeout=10)
     assert_problem(expired, 403, "link_expired")
     assert "expired" in expired.json()["detail"] and "%PDF" not in expired.text
+    assert httpx.head(url, timeout=10).status_code == 403
 
 
 @pytest.mark.parametrize(
