@@ -56,6 +56,9 @@ SNIFF_BYTES = 4096
 #: the route a signed URL points at (``gatecast.web.media``)
 PATH_PREFIX = "/media/"
 _CHUNK = 1024 * 1024
+#: the part of a file read from the database at once while serving it (each read costs
+#: a connection and, on SQLite, a walk of the blob's pages to the offset)
+SERVE_PART = 4 * 1024 * 1024
 
 
 class MediaRefused(ValueError):
@@ -366,11 +369,12 @@ def check_signature(
 
 
 def chunks(engine: Engine, media: Media) -> Iterator[bytes]:
-    """The file's bytes, a chunk at a time (never the whole file in memory)."""
+    """The file's bytes, :data:`SERVE_PART` at a time (never the whole file in memory;
+    no connection held between parts, while the client takes them)."""
     offset = 0
     while offset < media.size:
         with engine.connect() as conn:
-            part = q.read_part(conn, media.id, offset, _CHUNK)
+            part = q.read_part(conn, media.id, offset, SERVE_PART)
         if not part:
             return
         yield part

@@ -7,7 +7,8 @@ Create Date: 2026-12-07 19:00:00
 Issue 31, item 1: an operator uploads a file instead of typing a URL. Its bytes are kept
 here (every process of a deployment serves them alike), with the type found by sniffing
 them, and a random key per file that its signed public URLs (HMAC-SHA256 with an expiry,
-``campaigns.media``) are made with.
+``campaigns.media``) are made with. On PostgreSQL the bytes are stored uncompressed
+(``STORAGE EXTERNAL``), so that serving reads a file a part at a time at the part's cost.
 """
 
 from alembic import op
@@ -38,6 +39,10 @@ def upgrade() -> None:
         sa.Column("created_at", UTCDateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("id"),
     )
+    if op.get_bind().dialect.name == "postgresql":
+        # kept uncompressed (media files are compressed already): a part of the value is
+        # then read from its own TOAST chunks, not by decompressing the whole file
+        op.execute("ALTER TABLE media ALTER COLUMN data SET STORAGE EXTERNAL")
 
 
 def downgrade() -> None:
