@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Column, Index, Integer, Text, UniqueConstraint, text
+from sqlalchemy import BigInteger, Column, Index, Integer, LargeBinary, Text, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 from storage.predicates import (
@@ -796,6 +796,28 @@ class AuditEntry(SQLModel, table=True):
     changes: dict[str, Any] | None = Field(default=None, sa_column=Column(JsonDoc, nullable=True))
 
 
+class MediaFile(SQLModel, table=True):
+    """An uploaded media file (image, video, audio or document): its bytes, the type
+    found by sniffing them, and the key its signed public URLs are made with
+    (``campaigns.media``). The bytes live here so that every process of a deployment
+    (several workers, several machines on PostgreSQL) serves them alike."""
+
+    __tablename__ = "media"
+
+    id: int | None = Field(default=None, sa_type=BigId, primary_key=True)
+    #: the name the operator's file had (cleaned: no folders), shown and used in URLs
+    name: str = Field(max_length=255)
+    kind: str = Field(max_length=16)  # image | video | audio | document
+    content_type: str = Field(max_length=100)
+    size: int = Field(sa_column=Column(BigInteger(), nullable=False))
+    sha256: str = Field(max_length=64)
+    #: the secret of this file's URL signatures (HMAC-SHA256), random per file
+    url_key: str = Field(max_length=64)
+    data: bytes = Field(sa_column=Column(LargeBinary(), nullable=False))
+    created_by: str = Field(default="", max_length=100)
+    created_at: datetime = _created()
+
+
 __all__ = [
     "HEAD_REVISION",
     "PENDING_MESSAGES",
@@ -824,6 +846,7 @@ __all__ = [
     "Instance",
     "Lease",
     "ListMember",
+    "MediaFile",
     "Segment",
     "SenderChat",
     "SenderHealthChange",

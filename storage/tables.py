@@ -13,11 +13,13 @@ from __future__ import annotations
 from typing import Final
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     Column,
     Float,
     ForeignKeyConstraint,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -357,6 +359,21 @@ lists: Final[Table] = Table(
     Column("description", String(length=1000), nullable=False, default=""),
     Column("created_at", UTCDateTime(), nullable=False),
     UniqueConstraint("name"),
+)
+
+media: Final[Table] = Table(
+    "media",
+    metadata,
+    Column("id", BigId, primary_key=True, nullable=False),
+    Column("name", String(length=255), nullable=False),
+    Column("kind", String(length=16), nullable=False),
+    Column("content_type", String(length=100), nullable=False),
+    Column("size", BigInteger(), nullable=False),
+    Column("sha256", String(length=64), nullable=False),
+    Column("url_key", String(length=64), nullable=False),
+    Column("data", LargeBinary(), nullable=False),
+    Column("created_by", String(length=100), nullable=False, default=""),
+    Column("created_at", UTCDateTime(), nullable=False),
 )
 
 segments: Final[Table] = Table(
