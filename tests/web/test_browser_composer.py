@@ -98,7 +98,7 @@ def _all_received(sandbox: Any) -> list[dict[str, Any]]:
     return list(got["items"] if isinstance(got, dict) else got)
 
 
-def _create_now(page: Any) -> None:
+def create_now(page: Any) -> None:
     """Create a campaign without a start: the page says it sends at once, confirmed."""
     from playwright.sync_api import expect
 
@@ -210,7 +210,7 @@ def test_compose_and_send_every_message_kind(
             page.locator("#phone").scroll_into_view_if_needed()
             _shot(page, "composer-list-preview")
             page.set_viewport_size({"width": 1280, "height": 900})
-        _create_now(page)
+        create_now(page)
         page.wait_for_url(re.compile(r"/campaigns/\d+$"))
         expect(page.locator("body")).to_have_attribute("data-campaign-done", "yes", timeout=60_000)
         for name, number in (("Ada Lovelace", "+12025550101"), ("Alan Turing", "+12025550102")):
@@ -235,7 +235,7 @@ def test_compose_and_send_every_message_kind(
         "src", "https://example.com/week.jpg"
     )
     expect(page.locator("#final-check")).to_contain_text("1 message(s) to 1 group(s)")
-    _create_now(page)
+    create_now(page)
     page.wait_for_url(re.compile(r"/campaigns/\d+$"))
     expect(page.locator("body")).to_have_attribute("data-campaign-done", "yes", timeout=60_000)
     mine = wait_for(
