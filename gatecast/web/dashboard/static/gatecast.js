@@ -22,8 +22,22 @@ async function gcApi(method, path, body, headers) {
   return data;
 }
 
+// a fresh Idempotency-Key for one submission of a form (crypto.getRandomValues works on
+// plain http too, where crypto.randomUUID does not)
+function gcNewKey(prefix) {
+  const bytes = new Uint8Array(18);
+  crypto.getRandomValues(bytes);
+  return prefix + "-" + Array.from(bytes, function (b) { return b.toString(16).padStart(2, "0"); }).join("");
+}
+
 // errors are problem details: {title, status, detail, code, errors: [{loc, msg}]}
+// (a 500 or a page that is not JSON never shows as-is: it is said in words)
 function gcErrorText(status, data) {
+  if (status >= 500 || (data && typeof data.detail === "string" && /^\s*</.test(data.detail))) {
+    return status === 502 || status === 503 || status === 504
+      ? "The server is not reachable right now (" + status + "). Nothing may have been done: try again in a moment."
+      : "The server could not finish this (error " + status + (data && data.reference ? ", reference " + data.reference : "") + "). Reload the page to see whether it was done before trying again.";
+  }
   if (data && Array.isArray(data.errors) && data.errors.length) {
     return data.errors.map(function (e) {
       const loc = (e.loc || []).filter(function (p) { return p !== "body" && p !== "query"; }).join(".");
