@@ -17,6 +17,7 @@ NAMED_TABLES = {
     "campaign": "campaigns",
     "list": "lists",
     "segment": "segments",
+    "user": "users",
     "webhook_endpoint": "webhook_endpoints",
     "endpoint": "webhook_endpoints",
 }
