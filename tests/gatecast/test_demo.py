@@ -93,7 +93,12 @@ def test_demo_serve_says_how_to_sign_in_and_the_key_signs_in(tmp_path: Path) -> 
     lines: queue.Queue[str] = queue.Queue()
     assert proc.stdout is not None
     out = proc.stdout
-    threading.Thread(target=lambda: [lines.put(x) for x in out], daemon=True).start()
+
+    def read() -> None:
+        for line in out:
+            lines.put(line)
+
+    threading.Thread(target=read, daemon=True).start()
     seen: list[str] = []
     try:
         hint = ""

@@ -36,7 +36,6 @@ from tests.web.conftest import API_KEY, LiveApp, gateway_factory_for, serve
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 PEOPLE = "name,phone\nAda Lovelace,+12025550101\nAlan Turing,+12025550102\n"
-FAST = {"argon2_memory_kib": 64, "argon2_time_cost": 1}
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +57,11 @@ def live(tmp_path_factory: pytest.TempPathFactory, _sqlite_head: Path) -> Iterat
     config = SandboxConfig(seed=7, status_delays=(0.01, 0.02, 0.03), auto_link=True)
     with run_sandbox_in_thread(config) as sb:
         settings = Settings(
-            database_url=url, reports_dir=str(path / "reports"), _env_file=None, **FAST
+            database_url=url,
+            reports_dir=str(path / "reports"),
+            _env_file=None,
+            argon2_memory_kib=64,
+            argon2_time_cost=1,
         )
         ctx = AppContext(
             settings=settings,
@@ -122,7 +125,8 @@ def test_composer_error_on_its_field_and_kind_change(live: LiveApp, page: Any) -
     expect(page.locator("#buttons .button-row")).to_have_count(0)
     page.click("#add-button")
     page.click("#add-button")
-    first, second = page.locator("#buttons .button-row").nth(0), page.locator("#buttons .button-row").nth(1)
+    rows = page.locator("#buttons .button-row")
+    first, second = rows.nth(0), rows.nth(1)
     first.locator(".b-text").fill("Yes")
     first.locator(".b-value").fill("yes")
     second.locator(".b-kind").select_option("cta_url")
