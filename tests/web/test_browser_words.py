@@ -182,6 +182,12 @@ def test_add_user_double_clicked_adds_one_user(live: LiveApp, page: Any) -> None
     with live.client() as api:
         names = [u["name"] for u in ok(api.get("/api/v1/users"))["items"]]
     assert names.count("nadia") == 1 and names.count("rita") == 1
+    # any button that changes something: "New key" double-clicked makes one key
+    page.reload()
+    page.locator("tr.user[data-user=nadia]").get_by_role("button", name="New key").dblclick()
+    expect(page.locator("#key-secret")).to_have_text(re.compile(r"^gck_"))
+    with live.client() as api:
+        assert ok(api.get("/api/v1/users/nadia/keys"))["total"] == 1
 
 
 def test_the_same_user_added_twice_at_once_over_the_api(live: LiveApp) -> None:

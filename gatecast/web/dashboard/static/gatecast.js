@@ -1,6 +1,17 @@
 // gatecast dashboard helpers: JSON calls to /api/v1 with the session cookie.
 "use strict";
 
+// the button whose click is running (only in the click's own turn, before any await)
+function gcClickedButton() {
+  const ev = window.event;
+  if (!ev || (ev.type !== "click" && ev.type !== "dblclick") || !ev.target || !ev.target.closest) { return null; }
+  return ev.target.closest("button");
+}
+
+// Every change a click starts is safe to click twice: the button stays disabled until
+// the answer comes (a double click sends once), and a POST carries the button's
+// Idempotency-Key (the same until an answer succeeds, then a fresh one), so a repeat that
+// still arrives is answered as the first was instead of creating again.
 async function gcApi(method, path, body, headers) {
   const opts = { method: method, headers: Object.assign({ "Accept": "application/json", "X-Gatecast-Dashboard": "1" }, headers || {}), credentials: "same-origin" };
   if (body instanceof FormData) {
@@ -9,7 +20,17 @@ async function gcApi(method, path, body, headers) {
     opts.headers["Content-Type"] = "application/json";
     opts.body = JSON.stringify(body);
   }
-  const res = await fetch("/api/v1" + path, opts);
+  const button = method !== "GET" ? gcClickedButton() : null;
+  const holding = button !== null && !button.disabled;
+  if (button && method === "POST" && !opts.headers["Idempotency-Key"]) {
+    button.dataset.gcKey = button.dataset.gcKey || gcNewKey("click");
+    opts.headers["Idempotency-Key"] = button.dataset.gcKey;
+  }
+  if (holding) { button.disabled = true; }
+  let res;
+  try { res = await fetch("/api/v1" + path, opts); }
+  finally { if (holding) { button.disabled = false; } }
+  if (button && res.ok) { delete button.dataset.gcKey; }
   let data = null;
   const text = await res.text();
   try { data = text ? JSON.parse(text) : null; } catch (e) { data = { detail: text }; }
