@@ -13,19 +13,20 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _demo(tmp_path: Path) -> subprocess.CompletedProcess[str]:
+def _demo_command(tmp_path: Path, *extra: str) -> tuple[list[str], dict[str, str]]:
+    """``gatecast demo`` on a database in ``tmp_path``, and its environment (no settings)."""
     gatecast = Path(sys.executable).with_name("gatecast")
     env = {k: v for k, v in os.environ.items() if not k.startswith("GATECAST_")}
-    env["COLUMNS"] = "120"
+    env["COLUMNS"] = "200"
+    database = f"sqlite:///{tmp_path / 'demo.db'}"
+    reports = str(tmp_path / "reports")
+    return [str(gatecast), "demo", *extra, "--database", database, "--reports-dir", reports], env
+
+
+def _demo(tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    command, env = _demo_command(tmp_path)
     return subprocess.run(
-        [
-            str(gatecast),
-            "demo",
-            "--database",
-            f"sqlite:///{tmp_path / 'demo.db'}",
-            "--reports-dir",
-            str(tmp_path / "reports"),
-        ],
+        command,
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -71,19 +72,9 @@ def test_demo_serve_says_how_to_sign_in_and_the_key_signs_in(tmp_path: Path) -> 
 
     import httpx
 
-    gatecast = Path(sys.executable).with_name("gatecast")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GATECAST_")}
-    env["COLUMNS"] = "200"
+    command, env = _demo_command(tmp_path, "--serve")
     proc = subprocess.Popen(
-        [
-            str(gatecast),
-            "demo",
-            "--serve",
-            "--database",
-            f"sqlite:///{tmp_path / 'demo.db'}",
-            "--reports-dir",
-            str(tmp_path / "reports"),
-        ],
+        command,
         cwd=tmp_path,
         env=env,
         stdout=subprocess.PIPE,

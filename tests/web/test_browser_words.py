@@ -30,6 +30,7 @@ from gatecast.web.app import create_app
 from gatecast.web.context import AppContext
 from storage.engine import make_engine
 from storage.types import utcnow
+from tests.browser import opened_page
 from tests.journeys.harness import link_sender_over_api, ok
 from tests.web.conftest import API_KEY, LiveApp, gateway_factory_for, serve
 
@@ -84,13 +85,7 @@ def live(tmp_path_factory: pytest.TempPathFactory, _sqlite_head: Path) -> Iterat
 @pytest.fixture(scope="module")
 def page(chromium_browser: Any) -> Iterator[Any]:
     """The module's one browser page."""
-    context = chromium_browser.new_context(viewport={"width": 1280, "height": 900})
-    found = context.new_page()
-    found.set_default_timeout(20_000)
-    try:
-        yield found
-    finally:
-        context.close()
+    yield from opened_page(chromium_browser)
 
 
 def _sign_in(page: Any, live: LiveApp, path: str, **boxes: str) -> None:
