@@ -142,6 +142,8 @@ def test_composer_error_on_its_field_and_kind_change(live: LiveApp, page: Any) -
 
     value.fill("https://shop.example/")
     expect(second.locator(".field-error")).to_have_count(0)
+    expect(value).not_to_have_attribute("aria-invalid", "true")
+    expect(page.locator("#campaign-msg .error-summary")).to_have_count(0)
     # to a legacy template: the URL button is said to be left out, not made a quick reply
     page.select_option("#f-type", "template")
     note = page.locator("#kind-note")

@@ -135,6 +135,11 @@ function gcFormProblem(e, all) {
   const places = gcMarkFields(e, all);
   return places.length ? places.map(function (p) { return p.text; }).join("\n") : e.message;
 }
+// the same words, no field marked (the final check marks them: one owner, no flicker)
+function gcWords(e) {
+  const errors = e && e.data && Array.isArray(e.data.errors) ? e.data.errors : [];
+  return errors.length ? errors.map(function (x) { return gcPlace(x).text; }).join("\n") : e.message;
+}
 // the summary of a refused create / save / preview: each problem a link to its field
 function gcShowProblems(e, where) {
   gcAllErrors = true;
@@ -546,7 +551,7 @@ async function gcRefreshNow() {
       if (seq === gcSeq) { gcShowPhone(p); }
     }, function (e) {
       if (seq !== gcSeq) { return; }
-      $("pv-chat").innerHTML = "<div class='bubble pv-unrendered'>" + gcText(gcFormProblem(e, gcAllErrors)) + "</div>";
+      $("pv-chat").innerHTML = "<div class='bubble pv-unrendered'>" + gcText(gcWords(e)) + "</div>";
       $("pv-missing").textContent = "";
     }),
     gcApi("POST", "/campaigns/check", spec).then(function (c) {
@@ -554,6 +559,8 @@ async function gcRefreshNow() {
       gcShow("final-check", c.sentence, false);
       $("final-check").dataset.messages = c.messages;
       gcClearFieldErrors();
+      // the problems a create listed are fixed: their list goes too
+      if ($("campaign-msg").querySelector(".error-summary")) { gcShow("campaign-msg", "", false); }
     }, function (e) { if (seq === gcSeq) { gcShow("final-check", gcFormProblem(e, gcAllErrors), true); } }),
   ];
   if (spec.schedule.cron) {
@@ -563,7 +570,7 @@ async function gcRefreshNow() {
       $("cron-next").innerHTML = "Next starts (" + gcEsc(tz) + "):<ol id='cron-list'>" + o.occurrences.map(function (t) {
         return "<li>" + gcEsc(gcLocal(t, tz)) + "</li>";
       }).join("") + "</ol>";
-    }, function (e) { if (seq === gcSeq) { gcShow("cron-next", gcFormProblem(e, true), true); } }));
+    }, function (e) { if (seq === gcSeq) { gcShow("cron-next", gcWords(e), true); } }));
   } else {
     $("cron-next").textContent = "";
   }
