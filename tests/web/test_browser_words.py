@@ -31,10 +31,13 @@ from gatecast.web.context import AppContext
 from storage.engine import make_engine
 from storage.types import utcnow
 from tests.browser import opened_page
+from tests.web.test_browser import publish_shots, shot
 from tests.journeys.harness import link_sender_over_api, ok
 from tests.web.conftest import API_KEY, LiveApp, gateway_factory_for, serve
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
+#: the screenshots this module takes (docs/screenshots/ with GATECAST_UPDATE_SCREENSHOTS=1)
+SHOTS = ("composer-field-error", "sign-in-how", "audit-in-words")
 
 PEOPLE = "name,phone\nAda Lovelace,+12025550101\nAlan Turing,+12025550102\n"
 
@@ -139,6 +142,8 @@ def test_composer_error_on_its_field_and_kind_change(live: LiveApp, page: Any) -
     # the summary links to the field
     page.locator("#campaign-msg a", has_text=said).click()
     expect(value).to_be_focused()
+    expect(page.locator("#pv-chat")).to_contain_text(said)  # the phone says it the same way
+    shot(page, "composer-field-error", full_page=False)
 
     value.fill("https://shop.example/")
     expect(second.locator(".field-error")).to_have_count(0)
@@ -235,6 +240,7 @@ def test_pause_double_clicked_and_the_audit_page_in_words(live: LiveApp, page: A
     expect(table).to_contain_text("olga added user 'nadia'")
     expect(table).to_contain_text("olga signed in")
     expect(table).not_to_contain_text("POST /api/v1")
+    shot(page, "audit-in-words")
     # the composer's previews and checks changed nothing: they are not in the log
     page.fill("#audit-filter input[name=action]", "/campaigns/check")
     page.click("#audit-filter button")
@@ -249,9 +255,11 @@ def test_sign_in_with_a_users_key_and_a_viewer_on_the_composer(live: LiveApp, pa
     _sign_in(page, live, "/campaigns", user="olga", api_key=key)
     expect(page.locator("#sign-in-error")).to_contain_text("not a key of user 'olga'")
     expect(page.locator("#where-keys")).to_contain_text("Users page")
+    shot(page, "sign-in-how")
     _sign_in(page, live, "/campaigns", user="vic", api_key=key)
     expect(page).to_have_url(f"{live.url}/campaigns")
     expect(page.locator("#signed-in-as")).to_contain_text("vic")
     page.goto(f"{live.url}/campaigns/new")
     expect(page.locator("main")).to_contain_text("A viewer cannot create or edit campaigns")
     expect(page.locator("#campaign-form")).to_have_count(0)
+    publish_shots(*SHOTS)
