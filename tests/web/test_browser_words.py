@@ -31,9 +31,9 @@ from gatecast.web.context import AppContext
 from storage.engine import make_engine
 from storage.types import utcnow
 from tests.browser import opened_page
-from tests.web.test_browser import publish_shots, shot
 from tests.journeys.harness import link_sender_over_api, ok
 from tests.web.conftest import API_KEY, LiveApp, gateway_factory_for, serve
+from tests.web.test_browser import publish_shots, shot
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 #: the screenshots this module takes (docs/screenshots/ with GATECAST_UPDATE_SCREENSHOTS=1)
@@ -156,6 +156,14 @@ def test_composer_error_on_its_field_and_kind_change(live: LiveApp, page: Any) -
     expect(note).to_contain_text("quick reply buttons only")
     expect(second.locator(".b-left-out")).to_contain_text("Not sent")
     expect(second.locator(".b-kind")).to_have_value("cta_url")
+    # to text and back: the buttons are said to be left out, and are still there after
+    page.fill("#f-footer", "Acme")
+    page.select_option("#f-type", "text")
+    expect(note).to_contain_text("Not sent with it")
+    expect(note).to_contain_text("Footer; 2 buttons")
+    page.select_option("#f-type", "template")
+    expect(page.locator("#buttons .button-row")).to_have_count(2)
+    expect(page.locator("#f-footer")).to_have_value("Acme")
     page.click("#form-create")
     expect(page).to_have_url(re.compile(r"/campaigns/\d+$"))
     cid = int(page.url.rsplit("/", 1)[1])

@@ -372,7 +372,7 @@ function gcKindDrops(from, to) {
       const n = document.querySelectorAll("#sections .section-row").length;
       if (n) { dropped.push(n + " section" + (n === 1 ? "" : "s") + " of the list"); }
     } else if ($(part).value.trim()) {
-      dropped.push(gcLabelOf($(part)).toLowerCase());
+      dropped.push(gcLabelOf($(part)));
     }
   });
   if (to === "template" && KIND_PARTS[from].includes("buttons")) {
