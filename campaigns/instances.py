@@ -199,6 +199,8 @@ def _refuse_gone(engine: Engine, instance_id: str) -> None:
 
 def _set(conn: Connection, which: str, now: datetime, **values: Any) -> None:
     values["updated_at"] = now
+    if "state" in values:  # when the state was recorded (decision 48)
+        values["state_at"] = now
     conn.execute(update(_i).where(_i.c.instance_id == which).values(**values))
 
 
@@ -320,7 +322,9 @@ def set_webhook(
         _set(conn, instance_id, now, webhook_url_registered=enable, webhook_digest=digest)
 
 
-_STATE_AFTER = {"reboot": "waiting_scan", "logout": "logged_out"}
+#: the state an accepted operation leaves (a reconnect the gateway accepts is connected:
+#: it refuses one a logged-out session asks for, decision 48)
+_STATE_AFTER = {"reboot": "waiting_scan", "logout": "logged_out", "reconnect": "connected"}
 
 
 def operate(
@@ -459,6 +463,21 @@ def confirm_scans(
     return [i for i, linked in zip(waiting, found, strict=True) if linked]
 
 
+def confirm_logout(engine: Engine, instance_id: str, *, now: datetime) -> None:
+    """The gateway refused to reconnect ``instance_id`` as needing a new login: a logout,
+    proven (a send's "relogin required" may be a dropped connection, decision 48 in
+    docs/architecture.md). Its state becomes ``logged_out``, a connection pause becomes
+    the logged-out pause (never tried again until linked anew), and the health score
+    counts a logout."""
+    with engine.begin() as conn:
+        _set(conn, instance_id, now, state="logged_out")
+        iq.resume_connection_pause(
+            conn, instance_id, now=now, reasons=delivery_lifecycle.CONNECTION_PAUSE_REASONS
+        )
+        sender_care.count_signal(conn, instance_id, "logout")
+        iq.pause(conn, instance_id, delivery_lifecycle.LOGGED_OUT_PAUSE, now=now)
+
+
 def mark_gone(engine: Engine, instance_id: str, reason: str, *, now: datetime) -> None:
     """Record that ``instance_id`` no longer exists at the gateway (e.g. the demo's
     embedded sandbox stopped): state ``gone``, paused with ``reason``."""
@@ -582,6 +601,7 @@ __all__ = [
     "UnknownInstance",
     "WarmupChange",
     "WarmupRefused",
+    "confirm_logout",
     "confirm_scans",
     "create",
     "fetch_qr",

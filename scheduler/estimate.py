@@ -54,7 +54,7 @@ from campaigns.segments import describe
 from campaigns.service import count_recipients
 from scheduler import warmup
 from scheduler.policy import Pace, policy_of
-from scheduler.recurrence import next_fire_time
+from scheduler.recurrence import upcoming_starts
 from scheduler.sender_usage import sends_today_by_sender
 from scheduler.windows import next_local_day_start, next_window_open
 from storage.queries import instances as iq
@@ -479,16 +479,8 @@ def _shares(
 def next_occurrences(
     cron: str, timezone: str, after: datetime, count: int = OCCURRENCES
 ) -> list[datetime]:
-    """The next ``count`` starts of a recurrence after ``after`` (UTC-aware)."""
-    out: list[datetime] = []
-    moment = after - timedelta(microseconds=1)
-    for _ in range(count):
-        nxt = next_fire_time(cron, timezone, moment)
-        if nxt is None:
-            break
-        out.append(nxt.astimezone(UTC))
-        moment = nxt
-    return out
+    """The next ``count`` starts of a recurrence at or after ``after`` (UTC-aware)."""
+    return upcoming_starts(cron, timezone, after, after, count)
 
 
 __all__ = [

@@ -4,9 +4,14 @@ A web session drops now and then (the gateway reports ``disconnected``: a lost
 connection, not a logout). The scheduler's leader asks the gateway to ``reconnect`` each
 such instance, backing off between attempts (30 s, 1, 2, 5, then every 10 minutes by
 default), and a successful reconnect lifts the pause the drop caused, so the campaign goes
-on without an operator. A logged-out instance is left alone: it needs a new QR scan, and
-the gateway would refuse (``relogin``) anyway. An instance whose id the gateway no longer
-knows ("Instance ID Invalidated") becomes ``gone`` and is not tried again.
+on without an operator. Gateways refuse a dropped connection's sends as "relogin
+required", as they do a logged-out session's: an instance a send's refusal showed logged
+out (paused ``relogin_required``) is tried as well, and the gateway's answer tells the two
+apart (decision 48 in docs/architecture.md): a reconnect it refuses as ``relogin`` proves a
+logout (``confirm_logout``: paused until its QR code is scanned again, never tried
+again). A logout a connection event or an operator reported is left alone. An instance
+whose id the gateway no longer knows ("Instance ID Invalidated") becomes ``gone`` and is
+not tried again.
 
 The schedule of attempts lives in memory: a restart (or a new leader) tries again at once.
 """
@@ -18,17 +23,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
-from campaigns.instances import mark_gone, operate
+from campaigns.delivery_lifecycle import instance_pause_reason
+from campaigns.instances import confirm_logout, mark_gone, operate
 from gateway.client import GatewayClient
 from gateway.errors import GatewayError
 from gateway.outcomes import InstanceProblem
-from storage import tables
+from storage.queries import instances as iq
 
 log = logging.getLogger("gatecast.reconnect")
-
-_i = tables.instances
 
 #: seconds to wait before the 1st, 2nd, ... retry of one dropped instance (the last repeats)
 DEFAULT_BACKOFF: tuple[float, ...] = (30.0, 60.0, 120.0, 300.0, 600.0)
@@ -36,6 +40,8 @@ DEFAULT_BACKOFF: tuple[float, ...] = (30.0, 60.0, 120.0, 300.0, 600.0)
 DROPPED = "disconnected"
 #: the pause of an instance whose reconnect the gateway refused as an invalid id
 GONE_INVALIDATED = "gone: the gateway says its id is invalid"
+#: the pause a send refused as "relogin required" caused: a drop or a logout
+REFUSED_PAUSE = instance_pause_reason(InstanceProblem.RELOGIN_REQUIRED)
 
 
 @dataclass
@@ -62,12 +68,10 @@ class Reconnector:
         self._attempts: dict[str, _Attempts] = {}
 
     def dropped(self) -> list[str]:
-        """The instances whose connection dropped, per the stored state."""
+        """The instances whose connection may have dropped, per the stored state: a
+        connection event's ``disconnected``, or a send's "relogin required" refusal."""
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(_i.c.instance_id).where(_i.c.state == DROPPED).order_by(_i.c.instance_id)
-            )
-            return [str(r[0]) for r in rows]
+            return iq.reconnect_candidates(conn, dropped=DROPPED, refused=REFUSED_PAUSE)
 
     def run_once(self, now: datetime) -> list[str]:
         """Try every dropped instance whose next attempt is due; the ids that reconnected."""
@@ -96,18 +100,20 @@ class Reconnector:
                 mark_gone(self.engine, instance_id, GONE_INVALIDATED, now=now)
                 log.warning("instance %s no longer exists at the gateway: marked gone", instance_id)
                 return False
-            hint = (
-                "; the gateway says it needs a new login: scan its QR code again"
-                if exc.problem is InstanceProblem.RELOGIN_REQUIRED
-                else ""
-            )
+            if exc.problem is InstanceProblem.RELOGIN_REQUIRED:  # logged out, not dropped
+                confirm_logout(self.engine, instance_id, now=now)
+                log.warning(
+                    "instance %s is logged out (the gateway refused to reconnect it): "
+                    "scan its QR code again",
+                    instance_id,
+                )
+                return False
             log.warning(
-                "reconnecting instance %s failed (attempt %d, next in %.0f s): %s%s",
+                "reconnecting instance %s failed (attempt %d, next in %.0f s): %s",
                 instance_id,
                 count,
                 wait,
                 exc,
-                hint,
             )
             return False
         except Exception:
@@ -124,4 +130,4 @@ class Reconnector:
         return True
 
 
-__all__ = ["DEFAULT_BACKOFF", "DROPPED", "GONE_INVALIDATED", "Reconnector"]
+__all__ = ["DEFAULT_BACKOFF", "DROPPED", "GONE_INVALIDATED", "REFUSED_PAUSE", "Reconnector"]

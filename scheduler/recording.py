@@ -111,6 +111,7 @@ class Recorder:
         gone: set[str] = set()
         linked: dict[str, datetime] = {}  # sender -> when its first accepted send started
         unlinked: dict[str, str] = {}  # sender -> the state a refused send shows
+        refused_at: dict[str, datetime] = {}  # sender -> when its latest refused send started
         chats: list[tuple[str, str]] = []  # (sender, target) messaged
         signals: dict[str, Counter[str]] = {}  # sender -> health signals
         for job in jobs:
@@ -140,6 +141,8 @@ class Recorder:
                     gone.add(sender)
                 if outcome.problem in dl.UNLINKED_BY_PROBLEM:
                     unlinked[sender] = dl.UNLINKED_BY_PROBLEM[outcome.problem]
+                    started = row.attempted_at or now
+                    refused_at[sender] = max(refused_at.get(sender, started), started)
                 if outcome.problem is not InstanceProblem.QUOTA_EXHAUSTED or (
                     job.policy.retry.horizon_seconds <= 0
                 ):
@@ -177,19 +180,29 @@ class Recorder:
             dq.record_terminal(conn, failed, move=dl.SEND_FAILED, now=now)
             dq.record_terminal(conn, unknown, move=dl.SEND_UNKNOWN, now=now)
             dq.record_terminal(conn, skipped, move=dl.SEND_SKIPPED, now=now)
+            for sender, state in sorted(unlinked.items()):
+                # no health signal here: gateways refuse a dropped connection's sends as
+                # "relogin required" too; the reconnect tells a drop from a logout and the
+                # reconnector counts a logout it proves (decision 48)
+                before = iq.mark_unlinked_by_send(
+                    conn,
+                    sender,
+                    state,
+                    started=refused_at[sender],
+                    now=now,
+                    kept=dl.KEPT_BY_REFUSAL,
+                )
+                if before is None:  # its state was recorded after the send: older news
+                    if pauses.get(sender, "").startswith(dl.CONNECTION_PAUSE_REASONS):
+                        del pauses[sender]
+                elif state == "logged_out" and before not in (iq.CONNECTED, *dl.KEPT_BY_REFUSAL):
+                    # never linked as far as we know (decision 37): no drop to heal
+                    pauses[sender] = dl.LOGGED_OUT_PAUSE
             for sender, reason in pauses.items():
                 if iq.pause(conn, sender, reason, now=now):
                     self.note_pause(sender, reason)
             for sender in gone:  # the gateway no longer knows this id
                 iq.mark_state(conn, sender, iq.GONE, now=now)
-            for sender, state in sorted(unlinked.items()):
-                # a logout signal of the health score only when the link was proven: a
-                # sender never confirmed (its QR shown, not yet scanned) is no ban sign
-                before = iq.mark_unlinked_by_send(
-                    conn, sender, state, now=now, kept=dl.KEPT_BY_REFUSAL
-                )
-                if before == iq.CONNECTED:
-                    signals.setdefault(sender, Counter())["logout"] = 1
             proofs = [(s, at) for s, at in sorted(linked.items()) if s not in pauses]
             newly = iq.mark_linked_by_send(
                 conn, proofs, now=now, clears=dl.CONNECTION_PAUSE_REASONS

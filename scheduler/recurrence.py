@@ -9,7 +9,7 @@ decides whether it runs late or is recorded as failed.
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from apscheduler.triggers.cron import CronTrigger
@@ -62,6 +62,24 @@ def next_fire_time(cron: str, tz: str | ZoneInfo, after: datetime) -> datetime |
     """The first fire time of ``cron`` after ``after`` (UTC-aware), or None."""
     nxt = make_trigger(cron, tz).get_next_fire_time(None, after + timedelta(microseconds=1))
     return None if nxt is None else nxt.astimezone(after.tzinfo)
+
+
+def upcoming_starts(
+    cron: str, tz: str | ZoneInfo, start_at: datetime | None, now: datetime, count: int = 5
+) -> list[datetime]:
+    """The next ``count`` occurrences of a recurrence starting at ``start_at`` (None: at
+    once), as UTC-aware datetimes: at or after the start (an occurrence at the start
+    counts, as in :func:`catch_up`) and not before ``now``. The one answer to "when does
+    it run next", for the composer's preview, the final check and ``campaign show``."""
+    moment = max(start_at or now, now) - timedelta(microseconds=1)
+    out: list[datetime] = []
+    for _ in range(count):
+        nxt = next_fire_time(cron, tz, moment)
+        if nxt is None:
+            break
+        out.append(nxt.astimezone(UTC))
+        moment = nxt
+    return out
 
 
 def latest_fire_time(

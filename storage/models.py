@@ -47,6 +47,9 @@ class Instance(SQLModel, table=True):
     label: str = Field(default="", max_length=200)
     # created | waiting_scan | connected | disconnected | logged_out
     state: str = Field(default="created", max_length=32)
+    # when the connection state was last recorded (an event, an operation, a send's proof
+    # or refusal): a send that started before it says nothing of the state now (decision 48)
+    state_at: datetime | None = _dt()
     # set when gatecast stops sending through it (relogin, quota, 463, error burst)
     paused_reason: str | None = Field(default=None, max_length=500)
     paused_at: datetime | None = _dt()
@@ -417,6 +420,10 @@ class Delivery(SQLModel, table=True):
     failed_at: datetime | None = _dt()
     replied_at: datetime | None = _dt()
     reply_text: str | None = Field(default=None, max_length=4000)
+    # the first button or list row the recipient tapped in answer (its id and title)
+    tapped_button_id: str | None = Field(default=None, max_length=256)
+    tapped_row_id: str | None = Field(default=None, max_length=256)
+    tapped_title: str | None = Field(default=None, max_length=256)
     # the recipient's IANA zone when the campaign sends in recipient time (else None)
     recipient_tz: str | None = Field(default=None, max_length=64)
     # the message variant this recipient got (``[[message.variants]]``), else None
@@ -492,8 +499,13 @@ class InboundMessage(SQLModel, table=True):
     text: str = Field(default="", max_length=4000)
     is_opt_out: bool = False
     received_at: datetime = _created()
-    # the delivery the reply window matched it to (None: no campaign's message)
+    # the delivery it answers: the one whose message it quotes, else the one the reply
+    # window matched (None: no campaign's message)
     delivery_id: int | None = Field(default=None, sa_type=BigId, index=True)
+    # the id of the button or list row tapped (a choice), and of the message it quotes
+    button_id: str | None = Field(default=None, max_length=256)
+    row_id: str | None = Field(default=None, max_length=256)
+    quoted_id: str | None = Field(default=None, max_length=128)
 
 
 class TestSend(SQLModel, table=True):

@@ -103,12 +103,12 @@ def _local(value: datetime, tz: str) -> str:
 
 def _schedule_text(start_at: datetime | None, cron: str | None, tz: str) -> str:
     """When a campaign sends, as the user wrote it: a start, or a recurrence's next run."""
-    from scheduler.recurrence import next_fire_time
+    from scheduler.recurrence import upcoming_starts
     from storage.types import utcnow
 
     if cron:
-        nxt = next_fire_time(cron, tz, max(start_at or utcnow(), utcnow()))
-        return f"recurs {cron} ({tz}), next run {_local(nxt, tz) if nxt else 'never'}"
+        nxt = upcoming_starts(cron, tz, start_at, utcnow(), 1)
+        return f"recurs {cron} ({tz}), next run {_local(nxt[0], tz) if nxt else 'never'}"
     if start_at is None or start_at <= utcnow():
         return "starts now"
     return f"starts {_local(start_at, tz)}"
@@ -438,6 +438,11 @@ def show_cmd(
         data["spec"] = d.spec.model_dump(mode="json")
         data["total"] = d.total
         data["hold"] = hold.as_dict()
+        if d.cron:
+            from scheduler.recurrence import upcoming_starts
+
+            nxt = upcoming_starts(d.cron, d.timezone, d.start_at, utcnow(), 1)
+            data["next_run"] = nxt[0] if nxt else None
         if recipients:
             data["recipient_holds"] = [r.as_dict() for r in waiting]
         _print_json(data)
@@ -627,6 +632,9 @@ def print_summary(summary: ReportSummary) -> None:
     for state in _delivery_states():
         if summary.counts.get(state):
             table.add_row(f"  state {state}", f"{summary.counts[state]:,}")
+    for tap in summary.taps:
+        label = f"  tapped {tap['kind']} {escape(tap['id'])} ({escape(tap['title'])})"
+        table.add_row(label, f"{tap['taps']:,} ({pct(tap['rate'])})")
     console.print(table)
 
 

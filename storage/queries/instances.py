@@ -177,9 +177,9 @@ def mark_linked_by_send(
     pause whose reason starts with one of ``clears`` (the connection problems) is lifted.
     Returns the ids that were not connected before (newly linked), in ``proofs``' order.
 
-    An unable state (:data:`UNABLE_STATES`) recorded after the send started (a logout
-    meanwhile) is newer than the proof and stays; ``gone`` stays gone. One read when every
-    sender is already connected and unpaused (the usual batch)."""
+    An unable state (:data:`UNABLE_STATES`) recorded after the send started (a drop or a
+    logout meanwhile: ``state_at``) is newer than the proof and stays; ``gone`` stays
+    gone. One read when every sender is already connected and unpaused (the usual batch)."""
     if not proofs:
         return []
     started = dict(proofs)
@@ -200,10 +200,15 @@ def mark_linked_by_send(
                 _i.c.instance_id == instance_id,
                 _i.c.state != GONE,
                 or_(_i.c.state != CONNECTED, _i.c.paused_reason.is_not(None)),
-                or_(_i.c.state.not_in(UNABLE_STATES), _i.c.updated_at <= since),
+                or_(
+                    _i.c.state.not_in(UNABLE_STATES),
+                    _i.c.state_at.is_(None),
+                    _i.c.state_at <= since,
+                ),
             )
             .values(
                 state=CONNECTED,
+                state_at=now,
                 updated_at=now,
                 paused_reason=case(
                     (or_(*(_i.c.paused_reason.startswith(p) for p in clears)), None),
@@ -217,17 +222,32 @@ def mark_linked_by_send(
 
 
 def mark_unlinked_by_send(
-    conn: Connection, instance_id: str, state: str, *, now: datetime, kept: Sequence[str]
+    conn: Connection,
+    instance_id: str,
+    state: str,
+    *,
+    started: datetime,
+    now: datetime,
+    kept: Sequence[str],
 ) -> str | None:
-    """A send refused because the session is not linked: record ``state`` (``logged_out``,
-    ``waiting_scan``) unless the row's state is one of ``kept``; the state it had before
-    (None: no row)."""
-    before = conn.execute(select(_i.c.state).where(_i.c.instance_id == instance_id)).scalar()
-    if before is not None and before not in kept and before != state:
+    """A send that ``started`` then was refused because the session is not linked: record
+    ``state`` (``logged_out``, ``waiting_scan``) unless the row's state is one of ``kept``;
+    the state it had before. None when there is no row, or when its state was recorded
+    after the send started (a reconnect meanwhile: the refusal is older news, decision 48
+    in docs/architecture.md), and then nothing changes."""
+    row = conn.execute(
+        select(_i.c.state, _i.c.state_at).where(_i.c.instance_id == instance_id)
+    ).first()
+    if row is None or (row.state_at is not None and row.state_at > started):
+        return None
+    before = str(row.state)
+    if before not in kept and before != state:
         conn.execute(
-            update(_i).where(_i.c.instance_id == instance_id).values(state=state, updated_at=now)
+            update(_i)
+            .where(_i.c.instance_id == instance_id)
+            .values(state=state, state_at=now, updated_at=now)
         )
-    return None if before is None else str(before)
+    return before
 
 
 def set_webhook_registered(
@@ -249,7 +269,7 @@ def mark_gone(conn: Connection, instance_id: str, reason: str, *, now: datetime)
     conn.execute(
         update(_i)
         .where(_i.c.instance_id == instance_id)
-        .values(state=GONE, webhook_url_registered=False, updated_at=now)
+        .values(state=GONE, state_at=now, webhook_url_registered=False, updated_at=now)
     )
     pause(conn, instance_id, reason, now=now)
 
@@ -457,6 +477,7 @@ __all__ = [
     "paused_with",
     "queued_targets",
     "reassign_queued",
+    "reconnect_candidates",
     "reserve_slot",
     "resume",
     "resume_connection_pause",
@@ -480,12 +501,29 @@ def mark_state(
 ) -> None:
     """Create or update the row of ``instance_id`` with a connection ``state``."""
     ensure(conn, [instance_id], now=now)
-    values: dict[str, object] = {"state": state[:32], "updated_at": now}
+    values: dict[str, object] = {"state": state[:32], "state_at": now, "updated_at": now}
     if phone:
         values["phone"] = phone[:32]
     if webhook_registered is not None:
         values["webhook_url_registered"] = webhook_registered
     conn.execute(update(_i).where(_i.c.instance_id == instance_id).values(**values))
+
+
+def reconnect_candidates(conn: Connection, *, dropped: str, refused: str) -> list[str]:
+    """The instances a reconnect may heal, in id order: state ``dropped`` (a connection
+    event said so), or ``logged_out`` by a send's refusal whose pause starts with
+    ``refused`` (a drop or a logout: the reconnect tells, decision 48)."""
+    rows = conn.execute(
+        select(_i.c.instance_id)
+        .where(
+            or_(
+                _i.c.state == dropped,
+                and_(_i.c.state == "logged_out", _i.c.paused_reason.startswith(refused)),
+            )
+        )
+        .order_by(_i.c.instance_id)
+    )
+    return [str(r[0]) for r in rows]
 
 
 def held_ids(conn: Connection) -> set[str]:

@@ -379,9 +379,24 @@ def test_status_follows_what_sends_prove(engine: Engine) -> None:
             conn, [*proofs, ("GONE1", later)], now=later, clears=("logged_out",)
         )
         refused = iq.mark_unlinked_by_send(
-            conn, "UNC1", "waiting_scan", now=later, kept=delivery_lifecycle.KEPT_BY_REFUSAL
+            conn,
+            "UNC1",
+            "waiting_scan",
+            started=later,
+            now=later,
+            kept=delivery_lifecycle.KEPT_BY_REFUSAL,
         )
-    assert refused == "connected"  # the proof just before: a logout signal is due
+        # a refusal of a send that started before OUT1's proof is older news: nothing moves
+        stale = iq.mark_unlinked_by_send(
+            conn,
+            "OUT1",
+            "logged_out",
+            started=NOW,
+            now=later,
+            kept=delivery_lifecycle.KEPT_BY_REFUSAL,
+        )
+    assert refused == "connected"  # the state the proof just before recorded
+    assert stale is None
     assert newly == ["OUT1", "UNC1", "UNC2"]  # not OUT2 (its logout is newer), nor gone
     rows = {r.instance_id: (r.state, r.paused_reason) for r in _all(engine)}
     assert rows == {

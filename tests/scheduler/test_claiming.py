@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import threading
 from collections import Counter
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Engine, select
@@ -16,6 +17,7 @@ from gateway.outcomes import InstanceProblem, OutcomeKind, SendOutcome
 from scheduler.clock import FakeClock, SystemClock
 from storage import tables
 from storage.queries import deliveries as dq
+from storage.queries import instances as iq
 from storage.types import utcnow
 from tests.scheduler.helpers import (
     RecordingSender,
@@ -283,6 +285,43 @@ def test_a_paused_sender_hands_over_after_the_grace_and_not_before(engine: Engin
         d.run(until_done=True, max_ticks=50)
     assert Counter(states_of(engine, cid).values()) == {"sent": 6}
     assert {i for i, _, _ in sender.sent} == {"B"}
+
+
+@dataclass
+class ReconnectedMidSend(RecordingSender):
+    """Refuses the first send as "relogin required" while, meanwhile, the sender's
+    reconnect is recorded (a drop healed while the refused send was on its way)."""
+
+    engine: Engine | None = None
+
+    def send(self, instance_id: str, to: str, message: Message) -> SendOutcome:
+        if self.counter == 0 and not self.sent:
+            self.counter = 1
+            assert self.engine is not None
+            self.clock.advance(1)  # type: ignore[attr-defined]
+            with self.engine.begin() as conn:
+                iq.mark_state(conn, instance_id, "connected", now=self.clock.now())
+            return SendOutcome(
+                OutcomeKind.INSTANCE, reason="relogin", problem=InstanceProblem.RELOGIN_REQUIRED
+            )
+        return super().send(instance_id, to, message)
+
+
+def test_a_refusal_older_than_a_reconnect_neither_pauses_nor_unlinks(engine: Engine) -> None:
+    clock = FakeClock(T0)
+    add_instances(engine, ["A"], T0)
+    cid = add_running_campaign(engine, spec(), recipients=3, senders=["A"], now=T0)
+    sender = ReconnectedMidSend(clock, engine=engine)
+    with quiet_dispatcher(engine, sender, clock, workers=1, batch_size=1) as d:
+        d.run(until_done=True, max_ticks=50)
+    assert Counter(states_of(engine, cid).values()) == {"sent": 3}
+    with engine.connect() as conn:
+        row = conn.execute(
+            select(tables.instances.c.state, tables.instances.c.paused_reason).where(
+                tables.instances.c.instance_id == "A"
+            )
+        ).one()
+    assert tuple(row) == ("connected", None)
 
 
 def test_a_gone_sender_hands_over_at_once_and_marks_itself(engine: Engine) -> None:

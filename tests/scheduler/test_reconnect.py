@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import Engine, select, update
 
 from campaigns import lifecycle
+from campaigns.delivery_lifecycle import LOGGED_OUT_PAUSE
 from gateway.client import GatewayClient
 from gateway.messages import Text
 from gateway.outcomes import OutcomeKind
@@ -73,27 +74,64 @@ def test_dropped_instance_is_reconnected_and_its_pause_lifted(engine: Engine) ->
         assert _row(engine, dropped)[1] is None  # the pause is lifted
 
 
-def test_refused_reconnects_back_off_and_logged_out_stays_paused(
+def test_reconnects_back_off_while_the_gateway_cannot_answer(engine: Engine) -> None:
+    iid = "DOWN0000000001"
+    add_instances(engine, [iid], T0)
+    _mark(engine, iid, "disconnected", "relogin_required: relogin")
+    CountingClient.calls = []
+    # nothing listens on port 9: every reconnect fails before the gateway answers
+    healer = Reconnector(
+        engine,
+        lambda: CountingClient("http://127.0.0.1:9", "tok", timeout=2.0),
+        backoff=(30.0, 60.0),
+    )
+    for seconds in (0, 10, 29, 31, 60, 90, 92, 151, 152):
+        assert healer.run_once(T0 + timedelta(seconds=seconds)) == []
+    # attempts at 0; 30 s later (at 31); then 60 s apart (due 91: at 92; due 152: at 152)
+    assert len(CountingClient.calls) == 4
+    assert _row(engine, iid) == ("disconnected", "relogin_required: relogin")
+    # once the state says connected again, the schedule is forgotten
+    _mark(engine, iid, "connected", None)
+    assert healer.run_once(T0 + timedelta(seconds=500)) == []
+    assert len(CountingClient.calls) == 4
+
+
+def test_a_reconnect_refused_as_relogin_proves_a_logout(
     engine: Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
     with run_sandbox_in_thread(SandboxConfig(auto_link=True)) as sb:
         iid = sb.create_linked_instance()
         add_instances(engine, [iid], T0)
-        # the gateway says logged out (a new scan is needed): reconnect is refused
+        # the phone logged out; a send was refused as "relogin required" (a drop or a logout)
         sb.state.set_state(iid, LOGGED_OUT, "logged out from the phone")
-        _mark(engine, iid, "disconnected", "relogin_required: relogin")
+        _mark(engine, iid, "logged_out", "relogin_required: relogin")
         CountingClient.calls = []
-        healer = Reconnector(engine, lambda: _factory(sb), backoff=(30.0, 60.0))
-        for seconds in (0, 10, 29, 31, 60, 90, 92, 151, 152):
+        healer = Reconnector(engine, lambda: _factory(sb), backoff=(1.0,))
+        assert healer.run_once(T0) == []
+        # the gateway's refusal settles it: logged out, paused until its QR code is scanned
+        assert _row(engine, iid) == ("logged_out", LOGGED_OUT_PAUSE)
+        with engine.connect() as conn:
+            logouts = conn.execute(
+                select(_i.c.signal_logouts).where(_i.c.instance_id == iid)
+            ).scalar()
+        assert logouts == 1  # the health score's logout, counted once it is proven
+        for seconds in (5, 60, 600):  # and never tried again
             assert healer.run_once(T0 + timedelta(seconds=seconds)) == []
-        # attempts at 0; 30 s later (at 31); then 60 s apart (due 91: at 92; due 152: at 152)
-        assert len(CountingClient.calls) == 4
-        assert _row(engine, iid) == ("disconnected", "relogin_required: relogin")
-        # once the state says connected again, the schedule is forgotten
-        _mark(engine, iid, "connected", None)
-        assert healer.run_once(T0 + timedelta(seconds=500)) == []
-        assert len(CountingClient.calls) == 4
+        assert CountingClient.calls == [iid]
         assert "scan its QR code again" in caplog.text
+
+
+def test_a_send_refused_as_relogin_on_a_dropped_connection_is_healed(engine: Engine) -> None:
+    with run_sandbox_in_thread(SandboxConfig(auto_link=True)) as sb:
+        iid = sb.create_linked_instance()
+        add_instances(engine, [iid], T0)
+        # the connection dropped, no event told us: a send was refused as "relogin required"
+        sb.state.set_state(iid, DISCONNECTED, "connection lost")
+        _mark(engine, iid, "logged_out", "relogin_required: relogin")
+        healer = Reconnector(engine, lambda: _factory(sb), backoff=(1.0,))
+        assert healer.run_once(T0) == [iid]
+        assert sb.state.instances[iid].state == CONNECTED
+        assert _row(engine, iid) == ("connected", None)
 
 
 def test_an_invalidated_id_becomes_gone_and_is_not_tried_again(engine: Engine) -> None:

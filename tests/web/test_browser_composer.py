@@ -274,6 +274,7 @@ def test_toml_tab_preview_of_a_missing_variable_and_phone_width(
     page.select_option("#f-list", "people")
     _fill_kind(page, "interactive")
     page.fill("#f-text", "{Hi|Hello} {{ name }}, 30% off in {{ city }}.")
+    page.check("#f-rep-advanced")
     page.fill("#f-cron", "0 9 * * MON")
     page.select_option("#f-tz", "Europe/Berlin")
     page.fill("#f-win-from", "09:00")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Query, Request, Response, status
 from pydantic import BaseModel, Field
@@ -104,12 +104,27 @@ class FinalCheckPublic(FinalCheck):
     )
 
 
+class RepeatPublic(BaseModel):
+    """A recurrence as the schedule picker shows it (``campaigns.repeats``)."""
+
+    every: str = Field(description="day, week (chosen weekdays) or month")
+    times: list[str] = Field(description="Times of day, HH:MM in the campaign's timezone")
+    days: list[str] = Field(description="Weekdays (mon ... sun) when every is week")
+    day: int | None = Field(description="The day of the month when every is month")
+
+
 class Occurrences(BaseModel):
-    """The next starts of a recurrence."""
+    """The next starts of a recurrence, from its start."""
 
     cron: str
     timezone: str
-    occurrences: list[datetime]
+    occurrences: list[datetime] = Field(
+        description="The next five runs (UTC), at or after the start and not in the past"
+    )
+    repeat: RepeatPublic | None = Field(
+        None, description="The picker's shape of the recurrence; null: crontab only (Advanced)"
+    )
+    summary: str = Field("", description='The recurrence in words ("Every Monday at 09:30")')
 
 
 class CampaignEdited(BaseModel):
@@ -182,18 +197,61 @@ def post_check(
 @router.get("/campaigns/occurrences", response_model=Occurrences)
 def get_occurrences(
     ctx: Ctx,
-    cron: Annotated[str, Query(max_length=120, description="A five-field crontab line")],
+    cron: Annotated[
+        str | None, Query(max_length=120, description="A five-field crontab line")
+    ] = None,
     timezone: Annotated[str, Query(max_length=64, description="IANA zone")] = "UTC",
+    start: Annotated[
+        str | None,
+        Query(max_length=40, description="The campaign's start, as schedule.start takes it"),
+    ] = None,
     after: Annotated[datetime | None, Query(description="From this moment (default now)")] = None,
+    every: Annotated[
+        Literal["day", "week", "month"] | None,
+        Query(description="Instead of cron: the picker's shape (every day, week or month)"),
+    ] = None,
+    times: Annotated[
+        str | None, Query(max_length=200, description="With every: HH:MM, comma-separated")
+    ] = None,
+    days: Annotated[
+        str | None, Query(max_length=60, description="With every=week: mon,thu ...")
+    ] = None,
+    day: Annotated[int | None, Query(ge=1, le=31, description="With every=month: the day")] = None,
 ) -> Occurrences:
-    """The next five starts of a recurrence in its zone (422 naming ``cron`` or
-    ``timezone`` when not valid)."""
-    from scheduler.estimate import next_occurrences
+    """The next five starts of a recurrence in its zone, from its ``start`` (never
+    before now): a crontab line, or a shape of the schedule picker (``every``, ``times``,
+    ``days``, ``day``) written as crontab for ``schedule.cron``. The answer names the
+    shape a crontab line fits (null: Advanced). 422 naming the field at fault."""
+    from campaigns.repeats import (
+        RepeatError,
+        describe_repeat,
+        make_repeat,
+        read_repeat,
+        repeat_cron,
+    )
+    from scheduler.recurrence import upcoming_starts
 
-    parse_schedule({"cron": cron, "timezone": timezone}, "the query")
-    start = after if after is not None and after.tzinfo else ctx.clock()
+    if every is not None:
+        try:
+            shape = make_repeat(every, (times or "").split(","), (days or "").split(","), day)
+        except RepeatError as exc:
+            raise field_error(("query", exc.field), exc.message) from None
+        cron = repeat_cron(shape)
+    elif not cron:
+        raise field_error(("query", "cron"), "give a crontab line (or every and times)")
+    fields: dict[str, Any] = {"cron": cron, "timezone": timezone}
+    if start:
+        fields["start"] = start
+    schedule = parse_schedule(fields, "the query")
+    now = ctx.clock()
+    begin = schedule.start_at_utc() or (after if after is not None and after.tzinfo else now)
+    repeat = read_repeat(cron)
     return Occurrences(
-        cron=cron, timezone=timezone, occurrences=next_occurrences(cron, timezone, start)
+        cron=cron,
+        timezone=timezone,
+        occurrences=upcoming_starts(cron, timezone, begin, now),
+        repeat=None if repeat is None else RepeatPublic.model_validate(repeat.as_dict()),
+        summary=describe_repeat(repeat) if repeat else f"crontab {cron}",
     )
 
 

@@ -392,6 +392,7 @@ def campaign_page(request: Request, campaign_id: Id, ctx: Ctx) -> HTMLResponse:
     except CampaignNotFound:
         return _not_found(request, f"campaign {campaign_id}")
     hold = hold_public(campaign_hold(ctx.engine, campaign_id, ctx.clock()))
+    from campaigns.reports.summary import campaign_taps
     from campaigns.test_sends import STATES as TEST_STATES
     from gatecast.web.api.instances import list_instance_rows
 
@@ -400,12 +401,29 @@ def campaign_page(request: Request, campaign_id: Id, ctx: Ctx) -> HTMLResponse:
         request,
         "campaign.html",
         campaign=detail,
+        taps=campaign_taps(ctx.engine, campaign_id),
         hold=hold,
         delivery_states=states.ALL,
         senders=senders,
         test_states=TEST_STATES,
         per_page=RECIPIENTS_PER_PAGE,
+        recurrence=_recurrence(detail.cron, detail.timezone, detail.start_at, ctx.clock()),
     )
+
+
+def _recurrence(
+    cron: str | None, tz: str, start_at: datetime | None, now: datetime
+) -> dict[str, Any] | None:
+    """A recurring campaign's rule in words and its next run (None: not recurring)."""
+    if not cron:
+        return None
+    from campaigns.repeats import describe_repeat, read_repeat
+    from scheduler.recurrence import upcoming_starts
+
+    shape = read_repeat(cron)
+    nxt = upcoming_starts(cron, tz, start_at, now, 1)
+    summary = describe_repeat(shape) if shape else f"crontab {cron}"
+    return {"summary": summary[:1].lower() + summary[1:], "next_run": nxt[0] if nxt else None}
 
 
 #: recipients the campaign page shows per page

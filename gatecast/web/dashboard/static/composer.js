@@ -92,8 +92,13 @@ function gcPlace(err) {
   }
   let key = loc.filter(function (p) { return typeof p !== "number"; }).join(".");
   while (key && !FIELDS[key]) { key = key.split(".").slice(0, -1).join("."); }
-  const el = key ? $(FIELDS[key]) : null;
+  let el = key ? $(FIELDS[key]) : null;
   if (!el) { return { el: null, text: msg }; }
+  if (el.offsetParent === null && loc[0] === "schedule") {
+    // the crontab box shows only for "advanced": the repeat picker is the field then
+    const picked = document.querySelector("input[name=repeat]:checked");
+    if (picked) { return { el: picked, text: "Repeat: " + msg }; }
+  }
   const label = el.id === "f-win-from" ? "Window" : gcLabelOf(el);
   return { el: el, text: label + ": " + msg };
 }
@@ -125,8 +130,9 @@ function gcMarkFields(e, all) {
     const ids = (p.el.getAttribute("aria-describedby") || "").split(" ").filter(Boolean);
     ids.push(note.id);
     p.el.setAttribute("aria-describedby", ids.join(" "));
-    const after = p.el.type === "checkbox" ? p.el.closest("fieldset") : p.el;
-    after.insertAdjacentElement(p.el.type === "checkbox" ? "beforeend" : "afterend", note);
+    const boxed = p.el.type === "checkbox" || p.el.type === "radio";
+    const after = boxed ? p.el.closest("fieldset") : p.el;
+    after.insertAdjacentElement(boxed ? "beforeend" : "afterend", note);
   });
   return places;
 }
@@ -288,7 +294,7 @@ function formSpec() {
   const schedule = { timezone: val("f-tz") || "UTC" };
   if (val("f-start")) { schedule.start = val("f-start").length === 16 ? val("f-start") + ":00" : val("f-start"); }
   if (val("f-win-from") || val("f-win-to")) { schedule.window = [val("f-win-from"), val("f-win-to")]; }
-  if (val("f-cron").trim()) { schedule.cron = val("f-cron").trim(); }
+  if (chosen("repeat") !== "once" && val("f-cron").trim()) { schedule.cron = val("f-cron").trim(); }
   if ($("f-recipient-tz").checked) { schedule.recipient_timezone = true; }
   if (GC.grace !== undefined) { schedule.missed_grace_minutes = GC.grace; }
   spec.schedule = schedule;
@@ -328,6 +334,7 @@ function fillForm(spec) {
   if (s.timezone) { gcEnsureOption("f-tz", s.timezone); }
   setVal("f-win-from", s.window ? s.window[0].slice(0, 5) : ""); setVal("f-win-to", s.window ? s.window[1].slice(0, 5) : "");
   setVal("f-cron", s.cron); $("f-recipient-tz").checked = !!s.recipient_timezone;
+  gcScheduleFill(s.cron);
   GC.grace = s.missed_grace_minutes;
   const p = spec.pace || {};
   setVal("f-rate", p.per_minute !== undefined ? p.per_minute : 20);
@@ -416,6 +423,7 @@ function gcToChanged() {
 async function gcShowTab(tab) {
   if (tab === gcTab) { return; }
   if (tab === "toml") {
+    if (!(await gcScheduleSync(null))) { return; }
     try {
       const res = await gcApi("POST", "/campaigns/to-toml", formSpec());
       $("toml-text").value = res.toml; gcTomlShown = res.toml;
@@ -442,6 +450,10 @@ async function gcApplyToml() {
 }
 async function gcCurrentSpec() {
   if (gcTab === "toml" && $("toml-text").value !== gcTomlShown && !(await gcApplyToml())) { return null; }
+  if (gcTab === "form" && !(await gcScheduleSync(null))) {
+    gcShow("campaign-msg", "Schedule: " + $("cron-next").textContent, true);
+    return null;
+  }
   return formSpec();
 }
 
@@ -519,6 +531,88 @@ function gcShowPhone(p) {
   $("pv-variants").innerHTML = variants.map(function (v) { return "<li>" + gcText(v.text || v.caption || "") + "</li>"; }).join("");
 }
 
+// --- the schedule picker: once, every day, chosen weekdays, monthly, or crontab --------------
+// The server writes the picker's shape as the campaign file's crontab (schedule.cron), reads
+// a stored crontab back into the picker, and lists the next runs from the start: one rule,
+// scheduler/recurrence.py. This only gathers the fields and shows the answer.
+const REPEAT_LABELS = { times: "At", days: "Weekdays", day: "Day of the month", cron: "Crontab", timezone: "Timezone", start: "Start", every: "When" };
+let gcScheduleRead = false;
+function gcRepeatChanged() {
+  const mode = chosen("repeat");
+  document.querySelectorAll("#schedule [data-repeat]").forEach(function (e) {
+    e.classList.toggle("hidden", !e.dataset.repeat.split(" ").includes(mode));
+  });
+  $("f-start-label").innerHTML = mode === "once"
+    ? "Send at <span class='muted'>(empty: as soon as created)</span>"
+    : "Starting from <span class='muted'>(empty: now)</span>";
+}
+function gcScheduleFill(cron) {
+  // a stored recurrence: shown as crontab until the server says which shape it fits
+  $(cron ? "f-rep-advanced" : "f-rep-once").checked = true;
+  gcScheduleRead = !!cron;
+  gcRepeatChanged();
+}
+function gcRepeatShow(r) {
+  $("f-rep-" + (r.every === "day" && !r.days.length ? "day" : r.every)).checked = true;
+  setVal("f-rep-times", r.times.join(", "));
+  if (r.day) { setVal("f-rep-dom", r.day); }
+  document.querySelectorAll("input[name=repeat-days]").forEach(function (e) { e.checked = r.days.includes(e.value); });
+  gcRepeatChanged();
+}
+function gcScheduleProblem(e) {
+  const errors = e && e.data && Array.isArray(e.data.errors) ? e.data.errors : [];
+  if (!errors.length) { return e.message; }
+  return errors.map(function (x) {
+    const where = String(x.path || (x.loc || []).slice(-1)[0] || "").split(".").pop();
+    return (REPEAT_LABELS[where] ? REPEAT_LABELS[where] + ": " : "") + x.msg;
+  }).join("\n");
+}
+// Brings #f-cron in line with the picker and lists the next runs; false when the schedule is
+// not valid (the reason shown). ``seq``: the refresh it belongs to (null: always shown).
+async function gcScheduleSync(seq) {
+  const mode = chosen("repeat");
+  const tz = val("f-tz") || "UTC";
+  const start = val("f-start");
+  const shown = function () { return seq === null || seq === gcSeq; };
+  if (mode === "once" || (mode === "advanced" && !val("f-cron").trim())) {
+    if (shown()) {
+      gcShow("cron-next", start ? "Sends once, at " + start.replace("T", " ") + " " + tz + "." : "Sends once, as soon as it is created.", false);
+    }
+    return true;
+  }
+  const q = new URLSearchParams({ timezone: tz });
+  if (start) { q.set("start", start); }
+  if (mode === "advanced") {
+    q.set("cron", val("f-cron").trim());
+  } else {
+    q.set("every", mode);
+    q.set("times", val("f-rep-times"));
+    if (mode === "week") {
+      q.set("days", Array.from(document.querySelectorAll("input[name=repeat-days]:checked")).map(function (e) { return e.value; }).join(","));
+    }
+    if (mode === "month") { q.set("day", val("f-rep-dom")); }
+  }
+  let o;
+  try {
+    o = await gcApi("GET", "/campaigns/occurrences?" + q.toString());
+  } catch (e) {
+    if (shown()) { gcShow("cron-next", gcScheduleProblem(e), true); }
+    return false;
+  }
+  if (mode !== "advanced") { setVal("f-cron", o.cron); }
+  if (mode === "advanced" && gcScheduleRead && o.repeat) { gcRepeatShow(o.repeat); }
+  gcScheduleRead = false;
+  if (shown()) {
+    $("cron-next").className = "muted small";
+    $("cron-next").innerHTML = "<span id='repeat-summary'>" + gcEsc(o.summary + " (" + tz + ")") + "</span>. Next runs" +
+      (start ? " from " + gcEsc(start.replace("T", " ")) : "") + ":<ol id='cron-list'>" +
+      o.occurrences.map(function (t) { return "<li>" + gcEsc(gcLocal(t, tz)) + "</li>"; }).join("") + "</ol>" +
+      (o.occurrences.length ? "" : "<p>No run ahead.</p>") +
+      (mode !== "advanced" ? "<p>As crontab: <code id='repeat-cron'>" + gcEsc(o.cron) + "</code></p>" : "");
+  }
+  return true;
+}
+
 // --- live: preview, final check, next starts (debounced) -----------------------------------
 let gcTimer = null;
 function gcChanged() {
@@ -542,10 +636,10 @@ async function gcRefresh() {
 }
 async function gcRefreshNow() {
   const seq = ++gcSeq;
+  await gcScheduleSync(seq);
   const spec = formSpec();
   const contact = val("pv-contact");
   const body = { spec: spec, contact_id: contact ? Number(contact) : null, campaign_id: GC.mode === "edit" ? GC.source : null };
-  const tz = spec.schedule.timezone;
   const jobs = [
     gcApi("POST", "/campaigns/preview/recipient", body).then(function (p) {
       if (seq === gcSeq) { gcShowPhone(p); }
@@ -563,17 +657,6 @@ async function gcRefreshNow() {
       if ($("campaign-msg").querySelector(".error-summary")) { gcShow("campaign-msg", "", false); }
     }, function (e) { if (seq === gcSeq) { gcShow("final-check", gcFormProblem(e, gcAllErrors), true); } }),
   ];
-  if (spec.schedule.cron) {
-    const q = "?cron=" + encodeURIComponent(spec.schedule.cron) + "&timezone=" + encodeURIComponent(tz);
-    jobs.push(gcApi("GET", "/campaigns/occurrences" + q).then(function (o) {
-      if (seq !== gcSeq) { return; }
-      $("cron-next").innerHTML = "Next starts (" + gcEsc(tz) + "):<ol id='cron-list'>" + o.occurrences.map(function (t) {
-        return "<li>" + gcEsc(gcLocal(t, tz)) + "</li>";
-      }).join("") + "</ol>";
-    }, function (e) { if (seq === gcSeq) { gcShow("cron-next", gcWords(e), true); } }));
-  } else {
-    $("cron-next").textContent = "";
-  }
   await Promise.all(jobs);
   document.body.dataset.composerRefreshed = String(seq);
 }
@@ -683,6 +766,7 @@ async function gcCheckUpload() {
   if (GC.spec) { fillForm(GC.spec); } else { gcEnsureOption("f-tz", browserZone); gcKindChanged(); }
   $("f-type").addEventListener("change", gcKindChanged);
   document.querySelectorAll("input[name=to]").forEach(function (r) { r.addEventListener("change", gcToChanged); });
+  document.querySelectorAll("input[name=repeat]").forEach(function (r) { r.addEventListener("change", gcRepeatChanged); });
   $("campaign-form").addEventListener("input", function (ev) { if (ev.target.id) { gcTouched.add(ev.target.id); } gcChanged(); });
   $("campaign-msg").addEventListener("click", gcFocusField);
   $("campaign-form").addEventListener("change", function (ev) { if (ev.target.id) { gcTouched.add(ev.target.id); } gcChanged(); });
