@@ -31,14 +31,14 @@ def test_upgrade_and_downgrade_keep_the_rows(db_url: str) -> None:
                 ),
                 {"t": NOW},
             )
-        upgrade(engine)
+        upgrade(engine, "0027")
         assert current_revision(engine) == "0027"
         for table, names in _NEW.items():
             assert names <= _columns(engine, table)
         with engine.connect() as conn:
             row = conn.execute(text("SELECT text, button_id, quoted_id FROM inbound_messages"))
             assert row.one() == ("Yes", None, None)
-        downgrade(engine, "-1")  # 0027 alone
+        downgrade(engine, "0026")  # 0027 alone
         for table, names in _NEW.items():
             assert not names & _columns(engine, table)
         with engine.begin() as conn:
@@ -51,7 +51,7 @@ def test_upgrade_and_downgrade_keep_the_rows(db_url: str) -> None:
                     )
                 ).scalar()
                 assert triggers
-        upgrade(engine)
+        upgrade(engine, "0027")
         assert current_revision(engine) == "0027"
     finally:
         engine.dispose()
