@@ -732,7 +732,7 @@ async function gcAskFirst(spec, go) {
   // the buttons wait while the check runs: a double click asks (or creates) once
   const ran = await gcWhileBusy(BUTTONS.map($).filter(Boolean), async function () {
     try { c = await gcApi("POST", "/campaigns/check", spec); }
-    catch (e) { gcShow("campaign-msg", gcProblem(e), true); }
+    catch (e) { gcShowProblems(e, "campaign-msg"); }  // on their fields, as a create says them
     return true;
   });
   if (!ran || c === null) { return; }
