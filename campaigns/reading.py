@@ -306,26 +306,34 @@ def get_campaign(engine: Engine, campaign_id: int) -> CampaignDetail:
         spec = stored_spec(r.spec, int(r.id))
         compared = variants.campaign_comparison(conn, campaign_id, spec)
     return CampaignDetail(
-        id=int(r.id),
-        name=r.name,
-        state=r.state,
-        state_reason=r.state_reason,
-        message_type=r.message_type,
-        list_name=r.list_name,
-        timezone=r.timezone,
-        start_at=r.start_at,
-        cron=r.cron,
+        **_shown(r),
         parent_id=r.parent_id,
         created_at=r.created_at,
-        started_at=r.started_at,
-        finished_at=r.finished_at,
         spec=spec,
         counts=counts,
-        audience=r.audience,
         archived_at=r.archived_at,
         deleted_at=r.deleted_at,
         variants=compared,
     )
+
+
+def _shown(r: Any) -> dict[str, Any]:
+    """The campaign row's fields that :class:`CampaignDetail` and :class:`CampaignPage`
+    both show."""
+    return {
+        "id": int(r.id),
+        "name": r.name,
+        "state": r.state,
+        "state_reason": r.state_reason,
+        "message_type": r.message_type,
+        "list_name": r.list_name,
+        "timezone": r.timezone,
+        "start_at": r.start_at,
+        "cron": r.cron,
+        "started_at": r.started_at,
+        "finished_at": r.finished_at,
+        "audience": r.audience,
+    }
 
 
 def campaign_page(engine: Engine, campaign_id: int) -> CampaignPage:
@@ -343,20 +351,4 @@ def campaign_page(engine: Engine, campaign_id: int) -> CampaignPage:
             spec = stored_spec(r.spec, int(r.id))
             view = SpecView.of(spec)
             compared = variants.campaign_comparison(conn, campaign_id, spec)
-    return CampaignPage(
-        id=int(r.id),
-        name=r.name,
-        state=r.state,
-        state_reason=r.state_reason,
-        message_type=r.message_type,
-        list_name=r.list_name,
-        timezone=r.timezone,
-        start_at=r.start_at,
-        cron=r.cron,
-        started_at=r.started_at,
-        finished_at=r.finished_at,
-        audience=r.audience,
-        spec=view,
-        counts=counts,
-        variants=compared,
-    )
+    return CampaignPage(**_shown(r), spec=view, counts=counts, variants=compared)
