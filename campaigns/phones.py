@@ -496,20 +496,37 @@ def normalise_many(values: Iterable[str], region: str) -> dict[str, PhoneResult]
 HINT_SAMPLE = 40
 
 
+class Region(NamedTuple):
+    """A region numbers can be read in: ISO 3166 code, English name, calling code."""
+
+    code: str
+    name: str
+    calling_code: int
+
+
+#: regions phonenumbers' English names leave out
+_MORE_NAMES = {"AC": "Ascension Island", "TA": "Tristan da Cunha", "XK": "Kosovo"}
+
+
 @lru_cache(maxsize=1)
-def region_names() -> tuple[tuple[str, str], ...]:
-    """Every region ``phonenumbers`` supports as ``(ISO code, English name)``, by name."""
+def region_names() -> tuple[Region, ...]:
+    """Every region ``phonenumbers`` supports, by English name."""
     from phonenumbers.geocoder import _region_display_name
 
-    named = []
-    for code in phonenumbers.SUPPORTED_REGIONS:
-        named.append((code, _region_display_name(code, "en", None, None) or code))
-    return tuple(sorted(named, key=lambda pair: pair[1].casefold()))
+    named = [
+        Region(
+            code,
+            _region_display_name(code, "en", None, None) or _MORE_NAMES.get(code, code),
+            phonenumbers.country_code_for_region(code),
+        )
+        for code in phonenumbers.SUPPORTED_REGIONS
+    ]
+    return tuple(sorted(named, key=lambda r: r.name.casefold()))
 
 
 def region_name(region: str) -> str:
     """The English name of a region code (the code itself when unknown)."""
-    return dict(region_names()).get(region.upper(), region)
+    return {r.code: r.name for r in region_names()}.get(region.upper(), region)
 
 
 class RegionHint(NamedTuple):
@@ -600,6 +617,7 @@ __all__ = [
     "REASON_TOO_LONG",
     "REASON_TOO_SHORT",
     "PhoneResult",
+    "Region",
     "RegionHint",
     "normalise_batch",
     "normalise_many",
