@@ -23,6 +23,7 @@ from tests.journeys.harness import API_KEY, Server, Workspace, start_sandbox, wo
 from tests.web.test_browser import ARTIFACTS, DOCS_SHOTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
+VIEWPORT = {"width": 1280, "height": 900}
 
 UK_CSV = (
     "Name,Phone,City,Notes\n"
@@ -53,16 +54,13 @@ def server(ws: Workspace) -> Server:
 @pytest.fixture
 def page(chromium_browser: Any, server: Server) -> Iterator[Any]:
     """A page signed in on the contacts page, downloads allowed."""
-    context = chromium_browser.new_context(
-        viewport={"width": 1280, "height": 900}, accept_downloads=True
-    )
-    p = context.new_page()
-    p.set_default_timeout(20_000)
-    p.goto(f"{server.url}/contacts")  # the sign-in page first
-    p.fill("#api_key", API_KEY)
-    p.click("#sign-in")
-    p.wait_for_url(re.compile(r"/contacts$"))
+    context = chromium_browser.new_context(accept_downloads=True, viewport=VIEWPORT)
     try:
+        p = context.new_page()
+        p.goto(f"{server.url}/contacts")  # the sign-in page first
+        p.fill("#api_key", API_KEY)
+        p.click("#sign-in")
+        p.wait_for_url(re.compile(r"/contacts$"))
         yield p
     finally:
         context.close()
