@@ -643,13 +643,15 @@ def _read(path: Path, opts: ImportOptions, nrows: int | None = None) -> Any:
         raise ImportFailed(str(exc)) from None
 
 
-def preview_file(path: Path, opts: ImportOptions, rows: int = 5) -> Preview:
+def preview_file(path: Path, opts: ImportOptions, rows: int = 5, *, hint: bool = True) -> Preview:
     """The columns, the detected mapping and the first ``rows`` rows; no database writes.
 
     A file whose phone column cannot be found still previews, with ``problem`` set.
+    With ``hint``, :data:`HINT_ROWS` rows are read for ``region_hint``
+    (:func:`campaigns.phones.region_hint`); a :class:`MappingFailed` is raised.
     """
     opts = checked_options(opts)
-    table = _read(path, opts, nrows=max(rows, HINT_ROWS))
+    table = _read(path, opts, nrows=max(rows, HINT_ROWS) if hint else rows)
     columns = table.columns
     head = table.frame.head(rows)
     records = [
@@ -667,11 +669,11 @@ def preview_file(path: Path, opts: ImportOptions, rows: int = 5) -> Preview:
         )  # fmt: skip
     raw_phones = _phone_values(head, mapping).tolist()
     phones = [normalise_phone(str(raw), opts.region) for raw in raw_phones]
-    hint = region_hint(_phone_values(table.frame, mapping).tolist(), opts.region)
+    found = region_hint(_phone_values(table.frame, mapping).tolist(), opts.region) if hint else None
     return Preview(
         path.name, columns, mapping.phone, mapping.name_label, mapping.attributes,
         mapping.keys, records, phones, table.sheet, table.encoding, table.delimiter,
-        region=opts.region, region_hint=hint,
+        region=opts.region, region_hint=found,
     )  # fmt: skip
 
 
@@ -691,7 +693,7 @@ def check_file(path: Path, opts: ImportOptions) -> None:
     there, or has no phone column. What only the whole file can tell (the row limit, a
     bad cell further down) is still found by :func:`import_file`.
     """
-    problem = preview_file(path, opts, rows=CHECK_ROWS).problem
+    problem = preview_file(path, opts, rows=CHECK_ROWS, hint=False).problem
     if problem:
         raise ImportFailed(problem)
 
