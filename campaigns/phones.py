@@ -595,7 +595,14 @@ def region_hint(values: Iterable[str], region: str) -> RegionHint | None:
         main = phonenumbers.region_code_for_country_code(code)
         if code == home or main not in phonenumbers.SUPPORTED_REGIONS:
             continue
-        fits = [_local_fit(v, main, code) for v in local]
+        fits: list[tuple[int, int, int]] = []
+        misses = 0
+        for value in local:  # stop once this country cannot fit more than half
+            fit = _local_fit(value, main, code)
+            fits.append(fit)
+            misses += 1 - fit[0]
+            if misses * 2 >= len(local):
+                break
         valid = sum(f[0] for f in fits)
         score = (valid + sum(f[1] for f in fits), sum(f[2] for f in fits))
         if valid * 2 > len(local) and (best is None or score > best[1]):
