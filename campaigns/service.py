@@ -42,7 +42,13 @@ from campaigns.reading import (
 )
 from campaigns.reading import campaign_row as _row  # the module's own short name
 from campaigns.recipient_time import recipient_zone
-from campaigns.render import RenderError, RenderLimit, recipient_rng, render_message
+from campaigns.render import (
+    RenderError,
+    RenderLimit,
+    recipient_rng,
+    render_message,
+    template_variables,
+)
 from campaigns.segments import (
     AudienceCount,
     AudienceError,
@@ -50,6 +56,7 @@ from campaigns.segments import (
     campaign_audience,
     fold_value,
 )
+from campaigns.unrenderable import Unrenderable
 from campaigns.variety import Variety, VarietyCount
 from gateway.messages import message_to_dict
 from storage import states, tables
@@ -98,15 +105,40 @@ class CampaignSetupError(ValueError):
 
 
 class UnrenderableRecipients(CampaignSetupError):
-    """``--strict`` creation refused: some recipients' messages cannot render."""
+    """Creation refused for recipients whose message cannot render: with ``strict`` any
+    of them; without, when no recipient's message renders (``nothing``: nothing would be
+    sent). ``causes`` tally them by the variable they lack (``campaigns.unrenderable``)."""
 
-    def __init__(self, unrenderable: list[tuple[str, str]], total: int) -> None:
+    def __init__(
+        self,
+        unrenderable: list[tuple[str, str]],
+        total: int,
+        *,
+        reachable: int | None = None,
+        causes: Unrenderable | None = None,
+        noun: str = "contacts",
+    ) -> None:
         self.unrenderable = unrenderable
         self.total = total
-        first = "; ".join(f"{t}: {r}" for t, r in unrenderable[:3])
-        super().__init__(
-            f"{total} recipient(s) cannot be rendered (strict mode refuses the campaign): {first}"
-        )
+        self.reachable = total if reachable is None else reachable
+        self.causes = causes.causes() if causes is not None else []
+        #: no recipient's message renders: the campaign would send nothing
+        self.nothing = total >= self.reachable
+        words = causes.words(self.reachable, noun) if causes is not None else ""
+        if not words:
+            words = "; ".join(f"{t}: {r}" for t, r in unrenderable[:3])
+        self.words = words
+        if self.nothing:
+            text = (
+                f"nothing would be sent: {words}. Give the {noun} these values "
+                "(edit them, or import them again with the column) or change the message"
+            )
+        else:
+            text = (
+                f"{total:,} of {self.reachable:,} {noun} cannot get this message (strict mode "
+                f"refuses the campaign): {words}"
+            )
+        super().__init__(text, "message")
 
 
 @dataclass(frozen=True)
@@ -138,6 +170,8 @@ class CreatedCampaign:
     cooldown_excluded: int = 0
     #: distinct rendered messages over a sample, and the warning when they are few
     variety: Variety | None = None
+    #: who cannot get the message and why ("coupon is missing for 2 of 9 contacts: ...")
+    unrenderable_words: str = ""
 
 
 @dataclass(frozen=True)
@@ -165,6 +199,8 @@ class CampaignPreview:
     cooldown_excluded: int = 0
     #: distinct rendered messages over a sample, and the warning when they are few
     variety: Variety | None = None
+    #: who cannot get the message and why ("coupon is missing for 2 of 9 contacts: ...")
+    unrenderable_words: str = ""
 
 
 def _list_id(conn: Connection, name: str) -> int | None:
@@ -211,12 +247,30 @@ class _Scan:
     #: with ``targets``: each recipient that renders, ``(target, zone)`` (the zone in
     #: recipient time, else None), for the send-time estimate
     sendable: list[tuple[str, str | None]] | None = None
+    #: the unrenderable recipients by cause (the variable they lack)
+    causes: Unrenderable = field(default_factory=Unrenderable)
+    #: what the recipients are called in words ("contacts", "groups")
+    noun: str = "contacts"
 
     def audience_count(self) -> AudienceCount | None:
         """The audience's count, with the recipients the cooldown excludes."""
         if self.audience is None:
             return None
         return replace(self.audience.count, cooldown=self.cooled)
+
+    def unrenderable_words(self) -> str:
+        """ "coupon is missing for 2 of 9 contacts: Ana, Bob" ("" when all render)."""
+        return self.causes.words(self.total - self.opted_out, self.noun)
+
+    def refusal(self) -> UnrenderableRecipients:
+        """The refusal of a create for the recipients that cannot render."""
+        return UnrenderableRecipients(
+            self.unrenderable,
+            self.bad,
+            reachable=self.total - self.opted_out,
+            causes=self.causes,
+            noun=self.noun,
+        )
 
 
 def _scan(
@@ -248,6 +302,8 @@ def _scan(
         except AudienceError as exc:
             raise CampaignSetupError(str(exc), exc.field) from None
     watch = _SpinWatch(0)  # whether a message renders does not depend on the spintax choices
+    needed = sorted({v for m in _messages(spec) for v in template_variables(m)})
+    out.noun = "groups" if spec.groups else "contacts"
     zoned = spec.schedule.recipient_timezone
     if targets:
         out.sendable = []
@@ -279,6 +335,7 @@ def _scan(
                 ) from None
             except RenderError as exc:
                 out.bad += 1
+                out.causes.add(rcp.contact, rcp.target, exc.reason, needed)
                 if len(out.unrenderable) < UNRENDERABLE_LISTED:
                     out.unrenderable.append((rcp.target, exc.reason))
                 continue
@@ -355,6 +412,7 @@ def preview_campaign(
         audience=scan.audience_count(),
         cooldown_excluded=scan.cooled,
         variety=scan.variety.result(spec.max_identical_in_row),
+        unrenderable_words=scan.unrenderable_words(),
     )
 
 
@@ -371,6 +429,8 @@ class RecipientCounts:
     audience: AudienceCount | None = None
     #: each recipient that renders: ``(target, zone in recipient time or None)``
     sendable: list[tuple[str, str | None]] = field(default_factory=list)
+    #: who cannot get the message and why ("coupon is missing for 2 of 9 contacts: ...")
+    unrenderable_words: str = ""
 
     @property
     def messages(self) -> int:
@@ -398,6 +458,7 @@ def count_recipients(
         unrenderable=scan.bad,
         audience=scan.audience_count(),
         sendable=scan.sendable or [],
+        unrenderable_words=scan.unrenderable_words(),
     )
 
 
@@ -453,6 +514,7 @@ def create_campaign(
     spec: CampaignSpec,
     *,
     strict: bool = False,
+    allow_unrenderable: bool = False,
     now: datetime | None = None,
     default_cooldown_hours: float = 0.0,
     default_max_identical: int = DEFAULT_MAX_IDENTICAL_IN_ROW,
@@ -467,7 +529,11 @@ def create_campaign(
 
     Renders every recipient once to list those whose message cannot render (they will be
     skipped with the reason); with ``strict`` any such recipient refuses the campaign and
-    nothing is stored. The preview shows the first messages exactly as they will be sent.
+    nothing is stored. When no recipient's message renders (each one that is not opted
+    out lacks a variable: the campaign would send nothing) it is refused too, saying which
+    variables are missing for whom (:class:`UnrenderableRecipients`), unless
+    ``allow_unrenderable`` (e.g. a recurrence whose contacts get the values later).
+    The preview shows the first messages exactly as they will be sent.
     An omitted ``safety.contact_cooldown_hours`` is stored as ``default_cooldown_hours``
     (the ``GATECAST_CONTACT_COOLDOWN_HOURS`` setting the faces pass), an omitted
     ``safety.max_identical_in_row`` as ``default_max_identical``
@@ -483,8 +549,9 @@ def create_campaign(
     with engine.connect() as conn:
         _check_senders(conn, spec)
         scan = _scan(conn, spec, first=PREVIEW_SIZE, now=now)
-    if strict and scan.bad:
-        raise UnrenderableRecipients(scan.unrenderable, scan.bad)
+    nothing_renders = scan.bad and scan.bad >= scan.total - scan.opted_out
+    if scan.bad and (strict or (nothing_renders and not allow_unrenderable)):
+        raise scan.refusal()
     with engine.begin() as conn:
         campaign_id = int(
             conn.execute(
@@ -518,6 +585,7 @@ def create_campaign(
         audience=scan.audience_count(),
         cooldown_excluded=scan.cooled,
         variety=scan.variety.result(spec.max_identical_in_row),
+        unrenderable_words=scan.unrenderable_words(),
     )
 
 

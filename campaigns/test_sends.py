@@ -37,7 +37,7 @@ from campaigns.paging import Page
 from campaigns.phones import normalise_phone
 from campaigns.render import ContactData, RenderError, recipient_rng, render_message
 from campaigns.segments import AudienceError, campaign_audience
-from campaigns.service import CampaignNotFound, get_campaign
+from campaigns.service import PREVIEW_SEED, CampaignNotFound, get_campaign
 from gateway.messages import Message, message_to_dict
 from gateway.outcomes import OutcomeKind, SendOutcome
 from storage import tables
@@ -66,13 +66,10 @@ class TestSendRefused(ValueError):
 
 
 @dataclass(frozen=True)
-class TestSend:
-    """A test send as the faces show it; ``reason`` is the failure in plain words."""
+class _Sent:
+    """What every test send says: to whom, for which contact, through which sender, its
+    state and rendered content; ``reason`` is a failure in plain words."""
 
-    __test__ = False
-
-    id: int
-    campaign_id: int
     target: str
     contact_id: int | None
     sender: str
@@ -82,6 +79,16 @@ class TestSend:
     error: str | None
     reason: str | None
     opt_out_overridden: bool
+
+
+@dataclass(frozen=True)
+class TestSend(_Sent):
+    """A test send of a created campaign as the faces show it (stored: its state moves)."""
+
+    __test__ = False
+
+    id: int
+    campaign_id: int
     created_at: datetime
     sent_at: datetime | None
     delivered_at: datetime | None
@@ -190,6 +197,60 @@ class SupportsSend(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class TestAsk:
+    """What a test send is asked for: the number or group ``to``, the contact to render
+    for, the sender, and whether an opted-out number may get it."""
+
+    __test__ = False
+
+    to: str
+    contact_id: int | None = None
+    sender: str | None = None
+    allow_opted_out: bool = False
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """A test send checked and rendered, ready to go out."""
+
+    target: str
+    contact_id: int | None
+    name: str
+    sender: str
+    message: Message
+    opt_out_overridden: bool
+
+
+def _prepare(
+    conn: Connection, spec: CampaignSpec, target: str, seed: int, ask: TestAsk
+) -> _Prepared:
+    """The rules every test send follows before it is sent (the module's notes)."""
+    data, chosen_id, opted_out = _contact(conn, spec, target, ask.contact_id)
+    if opted_out and not ask.allow_opted_out:
+        raise TestSendRefused(
+            f"{target} has opted out; send anyway only with allow_opted_out", "to", "conflict"
+        )
+    instance = _sender(conn, spec, ask.sender)
+    try:
+        message = render_message(spec.message, data, recipient_rng(seed, target))
+    except RenderError as exc:
+        who = f" for {data.name or data.phone}" if data.name or data.phone else ""
+        raise TestSendRefused(
+            f"the message cannot be rendered{who}: {exc.reason}", "contact_id"
+        ) from None
+    return _Prepared(
+        target, chosen_id, data.name, instance, message, bool(opted_out and ask.allow_opted_out)
+    )
+
+
+def _send(client: SupportsSend, ready: _Prepared) -> SendOutcome:
+    try:
+        return client.send(ready.sender, ready.target, ready.message)
+    except ValueError as exc:  # the client refused the input before any I/O
+        return SendOutcome(OutcomeKind.PERMANENT, reason=str(exc))
+
+
 def send_test(
     engine: Engine,
     client: SupportsSend,
@@ -211,49 +272,81 @@ def send_test(
     campaign = get_campaign(engine, campaign_id)
     if campaign.deleted_at is not None:
         raise TestSendRefused(f"campaign {campaign_id} is deleted", "campaign", "conflict")
-    spec = campaign.spec
     target = _target(to, region)
     with engine.begin() as conn:
         if tq.count_since(conn, campaign_id, now - timedelta(hours=1)) >= PER_HOUR:
             raise TestSendRefused(
                 f"at most {PER_HOUR} test sends an hour per campaign", "campaign", "too_many"
             )
-        data, chosen_id, opted_out = _contact(conn, spec, target, contact_id)
-        if opted_out and not allow_opted_out:
-            raise TestSendRefused(
-                f"{target} has opted out; send anyway only with allow_opted_out", "to", "conflict"
-            )
-        instance = _sender(conn, spec, sender)
-        try:
-            message = render_message(spec.message, data, recipient_rng(campaign_id, target))
-        except RenderError as exc:
-            raise TestSendRefused(
-                f"the message cannot be rendered: {exc.reason}", "contact_id"
-            ) from None
+        ask = TestAsk(to, contact_id, sender, allow_opted_out)
+        ready = _prepare(conn, campaign.spec, target, campaign_id, ask)
         test_id = tq.insert_test_send(
             conn,
             {
                 "campaign_id": campaign_id,
                 "target": target,
-                "contact_id": chosen_id,
-                "sender": instance,
+                "contact_id": ready.contact_id,
+                "sender": ready.sender,
                 "state": dl.SENDING,
-                "content": message_to_dict(message),
-                "opt_out_overridden": bool(opted_out and allow_opted_out),
+                "content": message_to_dict(ready.message),
+                "opt_out_overridden": ready.opt_out_overridden,
                 "created_at": now,
             },
         )
-    try:
-        outcome = client.send(instance, target, message)
-    except ValueError as exc:  # the client refused the input before any I/O
-        outcome = SendOutcome(OutcomeKind.PERMANENT, reason=str(exc))
-    values = _outcome_values(outcome, now)
+    values = _outcome_values(_send(client, ready), now)
     with engine.begin() as conn:
         tq.update_test_send(conn, test_id, values)
         if values.get("message_id"):  # events that raced the answer
             apply_test_send_events(conn, [values["message_id"]])
         row = tq.get_test_send(conn, campaign_id, test_id)
     return _record(row)
+
+
+@dataclass(frozen=True)
+class DraftTestSend(_Sent):
+    """A test send of a campaign file not created yet (the composer's): sent, not stored.
+
+    ``state`` is ``sent`` (the gateway took it: ``message_id``), ``failed`` (``reason``
+    in plain words) or ``unknown``; later states are not followed (no row to move).
+    ``name`` is the contact's it was rendered for."""
+
+    name: str
+    sent_at: datetime
+
+
+def send_draft_test(
+    engine: Engine,
+    client: SupportsSend,
+    spec: CampaignSpec,
+    ask: TestAsk,
+    *,
+    region: str = "US",
+    now: datetime | None = None,
+) -> DraftTestSend:
+    """Send ``spec``'s message, rendered for ``ask.contact_id`` (default: the contact with
+    the number ``ask.to``, else the audience's first recipient), now to ``ask.to``: the rules of
+    :func:`send_test` but nothing stored (there is no campaign yet; spintax picked with
+    the preview's seed, as the composer's phone shows it). The hourly limit is the
+    caller's (``gatecast.web.api.test_sends``: per user). :class:`TestSendRefused` as
+    :func:`send_test` raises it."""
+    now = now or utcnow()
+    target = _target(ask.to, region)
+    with engine.connect() as conn:
+        ready = _prepare(conn, spec, target, PREVIEW_SEED, ask)
+    values = _outcome_values(_send(client, ready), now)
+    return DraftTestSend(
+        target=target,
+        contact_id=ready.contact_id,
+        name=ready.name,
+        sender=ready.sender,
+        state=values["state"],
+        message_id=values.get("message_id"),
+        content=message_to_dict(ready.message),
+        error=values.get("error"),
+        reason=plain_reason(values.get("error"), values.get("error_code")),
+        opt_out_overridden=ready.opt_out_overridden,
+        sent_at=now,
+    )
 
 
 def get_test_send(engine: Engine, campaign_id: int, test_id: int) -> TestSend | None:
@@ -284,9 +377,13 @@ __all__ = [
     "PER_HOUR",
     "STATES",
     "CampaignNotFound",
+    "DraftTestSend",
+    "SupportsSend",
+    "TestAsk",
     "TestSend",
     "TestSendRefused",
     "get_test_send",
+    "send_draft_test",
     "send_test",
     "test_sends_page",
 ]

@@ -326,6 +326,13 @@ class FinalCheck:
             "the last send falls within this many seconds of the finish"
         ),
     ] = 0.0
+    unrenderable_words: Annotated[
+        str,
+        Field(
+            description="Who cannot get the message and why, by the variable they lack "
+            '("coupon is missing for 2 of 9 contacts: Ana, Bob"; "" when all render)'
+        ),
+    ] = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form: the sentence (``sentence``), then the numbers."""
@@ -432,6 +439,7 @@ def final_check(
         per_sender=estimate.per_sender,
         occurrences=occurrences,
         margin_seconds=estimate.margin_seconds,
+        unrenderable_words=counts.unrenderable_words,
     )
 
 

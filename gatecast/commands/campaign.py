@@ -160,6 +160,12 @@ def create_cmd(
     strict: bool = typer.Option(
         False, "--strict", help="Refuse the campaign if any recipient's message cannot render."
     ),
+    allow_unrenderable: bool = typer.Option(
+        False,
+        "--allow-unrenderable",
+        help="Create it even when no recipient's message renders (refused by default, "
+        "naming the missing variables and for whom).",
+    ),
     dry_run: bool = typer.Option(
         False,
         "--dry-run",
@@ -188,6 +194,7 @@ def create_cmd(
             engine,
             spec,
             strict=strict,
+            allow_unrenderable=allow_unrenderable,
             default_cooldown_hours=settings.contact_cooldown_hours,
             default_max_identical=settings.max_identical_in_row,
         )
@@ -203,6 +210,8 @@ def _print_check(spec: CampaignSpec, cooldown: float, as_json: bool) -> None:
         _print_json(check.to_dict())
         return
     console.print(escape(check.in_words()), soft_wrap=True)
+    if check.unrenderable_words:
+        console.print(f"[yellow]cannot get the message:[/] {escape(check.unrenderable_words)}")
     for moment in check.occurrences:
         console.print(f"  next start {_local(moment, spec.schedule.timezone)}")
     console.print("[dim]dry run: nothing was stored[/]")
@@ -241,6 +250,8 @@ def _print_created(
     if created.variety is not None and created.variety.warning:
         err.print(f"[yellow]warning:[/] {escape(created.variety.warning)}")
     _print_preview(created.preview, created.unrenderable, created.unrenderable_count)
+    if created.unrenderable_words:
+        console.print(f"[yellow]cannot get the message:[/] {escape(created.unrenderable_words)}")
 
 
 def _print_preview(

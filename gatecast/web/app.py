@@ -12,6 +12,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.routing import APIRoute
 from starlette.types import Message, Receive, Scope, Send
 
+from campaigns import test_sends
 from gatecast.web import auth, body_limits, media, metrics, sessions, webhook
 from gatecast.web.api import router as api_router
 from gatecast.web.api.campaign_body import add_typed_bodies
@@ -120,6 +121,10 @@ def create_app(ctx: AppContext) -> FastAPI:
     app.state.ctx = ctx
     app.state.api_key = key
     app.state.sign_in_throttle = SignInThrottle()
+    # the composer's test sends, per user and hour (gatecast.web.api.test_sends)
+    app.state.draft_test_limit = SignInThrottle(
+        max_failures=test_sends.PER_HOUR, window=3600.0, max_addresses=10_000
+    )
     app.add_middleware(body_limits.BodyGate)  # innermost: before routing reads a body
     app.add_middleware(sessions.CookieRenewal)
     app.add_middleware(AuditTrail)

@@ -82,8 +82,30 @@ def test_strict_refuses_and_stores_nothing(engine: Engine) -> None:
     make_list(engine, "customers", crowd)
     with pytest.raises(service.UnrenderableRecipients) as info:
         service.create_campaign(engine, spec(), strict=True, now=NOW)
-    assert phone(1) in str(info.value) and "city" in str(info.value)
+    assert "city is missing for 1 of 3 contacts: P1" in str(info.value)
+    assert info.value.unrenderable == [(phone(1), "missing variable 'city'")]
     assert service.list_campaigns(engine).items == []
+
+
+def test_nothing_renders_is_refused_naming_who_lacks_what(engine: Engine) -> None:
+    crowd = people(9)
+    for person in crowd:
+        person["attributes"] = {}
+    crowd[0]["opted_out"] = True  # not counted: it would not be sent anyway
+    crowd[2]["name"] = ""  # no name: its number stands for it
+    make_list(engine, "customers", crowd)
+    with pytest.raises(service.UnrenderableRecipients) as info:
+        service.create_campaign(engine, spec(), now=NOW)
+    assert info.value.nothing and info.value.field == "message"
+    assert str(info.value).startswith(
+        f"nothing would be sent: city is missing for 8 of 8 contacts: P1, {phone(2)}, P3, P4, "
+        "P5 and 3 more."
+    ), str(info.value)
+    assert service.list_campaigns(engine).items == []
+    # said explicitly: created, every recipient to be skipped with the reason
+    made = service.create_campaign(engine, spec(), allow_unrenderable=True, now=NOW)
+    assert made.unrenderable_count == 8
+    assert made.unrenderable_words.startswith("city is missing for 8 of 8 contacts: P1")
 
 
 def test_unknown_list_named(engine: Engine) -> None:

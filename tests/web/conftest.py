@@ -127,3 +127,39 @@ def gateway_factory_for(sb: Any) -> Callable[[], Any]:
     from gateway.client import GatewayClient
 
     return lambda: GatewayClient(sb.url, sb.access_token, timeout=10)
+
+
+#: three contacts in list "people"; Grace Hopper has no city
+PEOPLE = (
+    "name,phone,city\n"
+    "Ada Lovelace,+12025550101,Berlin\n"
+    "Alan Turing,+12025550102,London\n"
+    "Grace Hopper,+12025550103,\n"
+)
+
+
+@pytest.fixture
+def linked_sandbox() -> Iterator[Any]:
+    """A sandbox that links an instance when its QR code is asked for."""
+    from gateway.sandbox import SandboxConfig, run_sandbox_in_thread
+
+    config = SandboxConfig(seed=7, status_delays=(0.01, 0.02, 0.03), auto_link=True)
+    with run_sandbox_in_thread(config) as sb:
+        yield sb
+
+
+@pytest.fixture
+def people_app(
+    make_live: Callable[..., LiveApp], sqlite_engine: Engine, linked_sandbox: Any, tmp_path: Any
+) -> LiveApp:
+    """The app on SQLite with :data:`PEOPLE` imported and a sender linked at the sandbox."""
+    from campaigns.importer import ImportOptions, import_file
+    from tests.journeys.harness import link_sender_over_api
+
+    people = tmp_path / "people.csv"
+    people.write_text(PEOPLE, encoding="utf-8")
+    import_file(sqlite_engine, people, ImportOptions(list_name="people"))
+    live = make_live(sqlite_engine, gateway_factory=gateway_factory_for(linked_sandbox))
+    with live.client() as api:
+        link_sender_over_api(api)
+    return live

@@ -185,6 +185,9 @@ def test_dashboard_journey(
     expect(page.locator("#campaign-msg")).to_contain_text("nothing was stored")
     shot(page, "06-campaign-preview")
     page.click("#form-create")
+    # no start: the page says it sends at once and asks first
+    expect(page.locator("#create-confirm")).to_contain_text("Sending starts now")
+    page.click("#form-confirm")
     page.wait_for_url(re.compile(r"/campaigns/\d+$"))
     cid = int(page.url.rsplit("/", 1)[1])
     expect(page.locator("body")).to_have_attribute("data-campaign-done", "yes", timeout=90_000)

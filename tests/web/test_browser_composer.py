@@ -1,8 +1,10 @@
 """The composer in a real browser (Debian's Chromium): one campaign of every message kind
 composed from the form alone and sent to the sandbox (what it received checked); the TOML
 tab both ways; the phone preview of a contact with a missing variable; the final check;
-clone and edit of a scheduled campaign from its page; and at a phone's width (390 px)
-nothing scrolls sideways. Screenshots of the composer and the preview go to
+clone and edit of a scheduled campaign from its page; a test send to one's own number
+before anything is created, and a create that would send nothing refused in words (one
+that starts at once is confirmed first); and at a phone's width (390 px) nothing scrolls
+sideways. Screenshots of the composer and the preview go to
 test-artifacts/screenshots/ (and docs/screenshots/ with GATECAST_UPDATE_SCREENSHOTS=1).
 """
 
@@ -19,31 +21,21 @@ import httpx
 import pytest
 from sqlalchemy import Engine
 
-from campaigns.importer import ImportOptions, import_file
-from tests.journeys.harness import link_sender_over_api, wait_for
+from tests.journeys.harness import wait_for
 from tests.web.conftest import API_KEY, LiveApp, gateway_factory_for
 from tests.web.test_browser import ARTIFACTS, DOCS_SHOTS, browser_page  # noqa: F401
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 FITS = "() => document.scrollingElement.scrollWidth <= window.innerWidth"
 GROUP = "120363041234567890@g.us"
-PEOPLE = (
-    "name,phone,city\n"
-    "Ada Lovelace,+12025550101,Berlin\n"
-    "Alan Turing,+12025550102,London\n"
-    "Grace Hopper,+12025550103,\n"
+SHOTS = (
+    "composer-desktop",
+    "composer-preview",
+    "composer-preview-phone",
+    "composer-list-preview",
+    "composer-test-send",
 )
-SHOTS = ("composer-desktop", "composer-preview", "composer-preview-phone", "composer-list-preview")
-
-
-@pytest.fixture
-def linked_sandbox() -> Iterator[Any]:
-    """A sandbox that links an instance when its QR code is asked for."""
-    from gateway.sandbox import SandboxConfig, run_sandbox_in_thread
-
-    config = SandboxConfig(seed=7, status_delays=(0.01, 0.02, 0.03), auto_link=True)
-    with run_sandbox_in_thread(config) as sb:
-        yield sb
+OWN = "+12025550199"  # the operator's own phone: not a contact
 
 
 @pytest.fixture
@@ -57,19 +49,9 @@ def service(sqlite_engine: Engine, linked_sandbox: Any) -> Iterator[None]:
 
 
 @pytest.fixture
-def app(
-    make_live: Callable[..., LiveApp],
-    sqlite_engine: Engine,
-    linked_sandbox: Any,
-    tmp_path: Path,
-) -> LiveApp:
-    people = tmp_path / "people.csv"
-    people.write_text(PEOPLE, encoding="utf-8")
-    import_file(sqlite_engine, people, ImportOptions(list_name="people"))
-    live = make_live(sqlite_engine, gateway_factory=gateway_factory_for(linked_sandbox))
-    with live.client() as api:
-        link_sender_over_api(api)
-    return live
+def app(people_app: LiveApp) -> LiveApp:
+    """The app with the people list (tests.web.conftest.PEOPLE) and a linked sender."""
+    return people_app
 
 
 def _shot(page: Any, name: str) -> None:
@@ -114,6 +96,16 @@ def _received(sandbox: Any, to: str) -> list[str]:
 def _all_received(sandbox: Any) -> list[dict[str, Any]]:
     got = httpx.get(f"{sandbox.url}/sandbox/messages", timeout=10).json()
     return list(got["items"] if isinstance(got, dict) else got)
+
+
+def create_now(page: Any) -> None:
+    """Create a campaign without a start: the page says it sends at once, confirmed."""
+    from playwright.sync_api import expect
+
+    expect(page.locator("#form-create")).to_have_text("Create and send now")
+    page.click("#form-create")
+    expect(page.locator("#create-confirm")).to_contain_text("Sending starts now")
+    page.click("#form-confirm")
 
 
 def _fill_kind(page: Any, kind: str) -> None:
@@ -221,7 +213,7 @@ def test_compose_and_send_every_message_kind(
             page.locator("#phone").scroll_into_view_if_needed()
             _shot(page, "composer-list-preview")
             page.set_viewport_size({"width": 1280, "height": 900})
-        page.click("#form-create")
+        create_now(page)
         page.wait_for_url(re.compile(r"/campaigns/\d+$"))
         expect(page.locator("body")).to_have_attribute("data-campaign-done", "yes", timeout=60_000)
         for name, number in (("Ada Lovelace", "+12025550101"), ("Alan Turing", "+12025550102")):
@@ -246,7 +238,7 @@ def test_compose_and_send_every_message_kind(
         "src", "https://example.com/week.jpg"
     )
     expect(page.locator("#final-check")).to_contain_text("1 message(s) to 1 group(s)")
-    page.click("#form-create")
+    create_now(page)
     page.wait_for_url(re.compile(r"/campaigns/\d+$"))
     expect(page.locator("body")).to_have_attribute("data-campaign-done", "yes", timeout=60_000)
     mine = wait_for(
@@ -363,6 +355,76 @@ def test_toml_tab_preview_of_a_missing_variable_and_phone_width(
     page.screenshot(path=str(ARTIFACTS / "composer-preview-phone.png"))
     page.click("#tab-toml")
     assert page.evaluate(FITS)
+
+
+def test_a_test_send_before_create_and_a_create_that_would_send_nothing(
+    app: LiveApp,
+    linked_sandbox: Any,
+    browser_page: Any,  # noqa: F811
+) -> None:
+    from playwright.sync_api import expect
+
+    page = browser_page
+    _sign_in(page, app, "/campaigns/new")
+    page.fill("#f-name", "City week")
+    page.select_option("#f-list", "people")
+    page.fill("#f-text", "Hi {{ name }}, see you in {{ city }} this week.")
+    _settled(page)
+    # rendered for a contact picked from the audience, sent to one's own number
+    _settled(page, lambda: page.select_option("#pv-contact", label="Alan Turing · +12025550102"))
+    expect(page.locator("#pv-chat .pv-text")).to_have_text(
+        "Hi Alan Turing, see you in London this week."
+    )
+    page.fill("#ct-to", OWN)
+    page.click("#ct-send")
+    expect(page.locator("#ct-msg")).to_contain_text(f"Test sent to {OWN} through", timeout=15_000)
+    expect(page.locator("#ct-msg")).to_contain_text(
+        "rendered for Alan Turing. Nothing was created."
+    )
+    got = wait_for(
+        lambda: [p for p in _received(linked_sandbox, OWN) if "see you in London" in p],
+        timeout=30,
+        what="the test message at the operator's own number",
+    )
+    assert "Hi Alan Turing, see you in London this week." in got[0], got
+    _shot(page, "composer-test-send")
+    with app.client() as api:
+        assert api.get("/api/v1/campaigns").json()["total"] == 0
+    # the number is remembered for the next campaign
+    page.goto(f"{app.url}/campaigns/new")
+    expect(page.locator("#ct-to")).to_have_value(OWN)
+
+    # a message nobody has the values for: said as you type, and Create refuses it
+    page.fill("#f-name", "Coupons")
+    page.select_option("#f-list", "people")
+    page.fill("#f-start", "2099-01-04T09:00")
+    page.fill("#f-text", "Hi {{ name }}, your code is {{ coupon }}.")
+    _settled(page)
+    words = "coupon is missing for 3 of 3 contacts: Ada Lovelace, Alan Turing, Grace Hopper"
+    expect(page.locator("#final-unrenderable")).to_contain_text(words)
+    expect(page.locator("#form-create")).to_have_text("Create and schedule")
+    page.click("#form-create")
+    expect(page.locator("#campaign-msg")).to_contain_text(
+        f"Not created: nothing would be sent: {words}."
+    )
+    # some cannot get it, and it would start at once: both said, and asked first
+    page.fill("#f-start", "")
+    page.fill("#f-text", "Hi {{ name }}, see you in {{ city }}.")
+    _settled(page)
+    page.click("#form-create")
+    confirm = page.locator("#create-confirm")
+    expect(confirm).to_contain_text("Sending starts now, as soon as you confirm: 2 message(s)")
+    expect(confirm).to_contain_text(
+        "1 of 3 recipient(s) cannot get this message and will be skipped: "
+        "city is missing for 1 of 3 contacts: Grace Hopper."
+    )
+    expect(page.locator("#form-confirm")).to_have_text("Create and send now")
+    page.click("#form-confirm-back")
+    expect(confirm).to_be_hidden()
+    with app.client() as api:
+        assert api.get("/api/v1/campaigns").json()["total"] == 0
+    unlabelled = page.evaluate(UNLABELLED)
+    assert unlabelled == [], unlabelled
 
 
 def test_clone_and_edit_a_scheduled_campaign(

@@ -28,7 +28,7 @@ from tests.web.test_browser import (  # noqa: F401  (the one browser of this mod
     browser_page,
     publish_shots,
 )
-from tests.web.test_browser_composer import linked_sandbox, service  # noqa: F401  (as there)
+from tests.web.test_browser_composer import create_now, service  # noqa: F401  (as there)
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 PEOPLE = "name,phone\nAda Lovelace,+12025550101\nAlan Turing,+12025550102\n"
@@ -38,7 +38,7 @@ PEOPLE = "name,phone\nAda Lovelace,+12025550101\nAlan Turing,+12025550102\n"
 def app(
     make_live: Callable[..., LiveApp],
     sqlite_engine: Engine,
-    linked_sandbox: Any,  # noqa: F811
+    linked_sandbox: Any,
     tmp_path: Path,
 ) -> LiveApp:
     people = tmp_path / "people.csv"
@@ -64,7 +64,7 @@ def app(
 def test_upload_a_picture_from_the_composer_and_send_it(
     app: LiveApp,
     service: None,  # noqa: F811
-    linked_sandbox: Any,  # noqa: F811
+    linked_sandbox: Any,
     browser_page: Any,  # noqa: F811
     tmp_path: Path,
 ) -> None:
@@ -117,7 +117,7 @@ def test_upload_a_picture_from_the_composer_and_send_it(
     page.fill("#f-rate", "600")
     page.fill("#f-dmin", "0")
     page.fill("#f-dmax", "0")
-    page.click("#form-create")
+    create_now(page)  # no start: said and confirmed
     page.wait_for_url(re.compile(r"/campaigns/\d+$"))
     expect(page.locator("body")).to_have_attribute("data-campaign-done", "yes", timeout=60_000)
 

@@ -165,6 +165,7 @@ def test_composer_error_on_its_field_and_kind_change(live: LiveApp, page: Any) -
     expect(page.locator("#buttons .button-row")).to_have_count(2)
     expect(page.locator("#f-footer")).to_have_value("Acme")
     page.click("#form-create")
+    page.click("#form-confirm")  # no start: it sends at once, confirmed
     expect(page).to_have_url(re.compile(r"/campaigns/\d+$"))
     cid = int(page.url.rsplit("/", 1)[1])
     with live.client() as api:

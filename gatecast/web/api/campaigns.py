@@ -122,6 +122,11 @@ class CampaignCreated(BaseModel):
         0, description="Recipients messaged within the contact cooldown now (would be skipped)"
     )
     variety: VarietyPublic | None = None
+    unrenderable_words: str = Field(
+        "",
+        description="Who cannot get the message and why, by the variable they lack "
+        '("city is missing for 2 of 9 contacts: Ana, Bob"; "" when all render)',
+    )
 
 
 class CampaignPreview(BaseModel):
@@ -150,6 +155,11 @@ class CampaignPreview(BaseModel):
         0, description="Recipients checked that were messaged within the contact cooldown"
     )
     variety: VarietyPublic | None = None
+    unrenderable_words: str = Field(
+        "",
+        description="Who cannot get the message and why, by the variable they lack "
+        '("city is missing for 2 of 9 contacts: Ana, Bob"; "" when all render)',
+    )
 
 
 class HoldPublic(BaseModel):
@@ -371,13 +381,28 @@ def get_campaigns(
     return Page[CampaignPublic](items=items, total=page.total, limit=limit, offset=offset)
 
 
-def _create(ctx: AppContext, spec: CampaignSpec, strict: bool) -> CampaignCreated:
+#: ``?strict=true``: refuse when any recipient's message cannot render
+Strict = Annotated[bool, Query(description="Refuse if any recipient's message cannot render")]
+#: ``?allow_unrenderable=true``: create even when no recipient's message renders
+AllowUnrenderable = Annotated[
+    bool,
+    Query(
+        description="Create even when no recipient's message renders (refused by default: "
+        "422 `nothing_renders`, naming the missing variables and for whom)"
+    ),
+]
+
+
+def _create(
+    ctx: AppContext, spec: CampaignSpec, strict: bool, allow_unrenderable: bool = False
+) -> CampaignCreated:
     """Create ``spec`` (an omitted contact cooldown takes the setting's default)."""
     cooldown = ctx.settings.contact_cooldown_hours
     created = create_campaign(
         ctx.engine,
         spec,
         strict=strict,
+        allow_unrenderable=allow_unrenderable,
         now=ctx.clock(),
         default_cooldown_hours=cooldown,
         default_max_identical=ctx.settings.max_identical_in_row,
@@ -392,17 +417,23 @@ def post_campaign(
     ctx: Ctx,
     request: Request,
     body: Annotated[dict[str, Any], Body(examples=[CAMPAIGN_EXAMPLE])],
-    strict: Annotated[bool, Query(description="Refuse if any message cannot render")] = False,
+    strict: Strict = False,
+    allow_unrenderable: AllowUnrenderable = False,
 ) -> Response:
-    """Create a campaign from the campaign file's fields as JSON (scheduled at its start).
+    """Create a campaign from the campaign file's fields as JSON (scheduled at its start;
+    no start: it starts sending at once).
 
-    With an ``Idempotency-Key`` header, a repeat of the same request answers the first
-    answer again instead of creating a second campaign.
+    Recipients whose message cannot render are skipped and reported (``unrenderable``,
+    ``unrenderable_words``); ``?strict=true`` refuses them instead (422
+    ``campaign_setup``). When none renders, the campaign would send nothing: refused with
+    422 ``nothing_renders`` saying which variables are missing for whom, unless
+    ``?allow_unrenderable=true``. With an ``Idempotency-Key`` header, a repeat of the same
+    request answers the first answer again instead of creating a second campaign.
     """
 
     def create() -> CampaignCreated:
         spec = parse_campaign(body, "request body")
-        return _create(ctx, spec, strict)
+        return _create(ctx, spec, strict, allow_unrenderable)
 
     return run_once(request, ctx, body, create, status.HTTP_201_CREATED)
 
@@ -414,16 +445,18 @@ def post_campaign_toml(
     ctx: Ctx,
     request: Request,
     file: Annotated[UploadFile, File(description="A TOML campaign file")],
-    strict: bool = False,
+    strict: Strict = False,
+    allow_unrenderable: AllowUnrenderable = False,
 ) -> Response:
-    """Create a campaign from an uploaded TOML campaign file (``Idempotency-Key`` honoured)."""
+    """Create a campaign from an uploaded TOML campaign file (the rules of ``POST
+    /campaigns``; ``Idempotency-Key`` honoured)."""
     raw = file.file.read(MAX_TOML_BYTES + 1)
     name = file.filename or ""
     upload = {"file": name, "sha256": hashlib.sha256(raw).hexdigest()}
 
     def create() -> CampaignCreated:
         spec = parse_toml_upload(raw, name)
-        return _create(ctx, spec, strict)
+        return _create(ctx, spec, strict, allow_unrenderable)
 
     return run_once(request, ctx, upload, create, status.HTTP_201_CREATED)
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import asdict
 
 from fastapi import FastAPI, Request, status
 from fastapi.responses import Response
@@ -88,16 +89,39 @@ def _setup(_: Request, exc: Exception) -> Response:
     if exc.field:
         errors[0]["path"] = exc.field
     if isinstance(exc, UnrenderableRecipients):
-        errors += [
-            {"type": "unrenderable", "loc": ["body", "message"], "msg": f"{target}: {reason}"}
-            for target, reason in exc.unrenderable[:100]
-        ]
+        return _unrenderable(exc, text, errors)
     return Problem(
         status.HTTP_422_UNPROCESSABLE_CONTENT,
         "campaign_setup",
         text,
         title="The campaign cannot be set up",
         errors=errors,
+    ).response()
+
+
+def _unrenderable(
+    exc: UnrenderableRecipients, text: str, errors: list[dict[str, object]]
+) -> Response:
+    """A create refused for recipients whose message cannot render: ``nothing_renders``
+    (none renders) or ``campaign_setup`` (``?strict=true``), with the causes (``missing``:
+    each variable, how many lack it, the first names) and the first recipients."""
+    listed = [{"target": t, "reason": r} for t, r in exc.unrenderable[:100]]
+    if not exc.nothing:  # ?strict=true: one entry per recipient, as before
+        errors += [
+            {"type": "unrenderable", "loc": ["body", "message"], "msg": f"{t}: {r}"}
+            for t, r in exc.unrenderable[:100]
+        ]
+    return Problem(
+        status.HTTP_422_UNPROCESSABLE_CONTENT,
+        "nothing_renders" if exc.nothing else "campaign_setup",
+        text,
+        title="Nothing would be sent" if exc.nothing else "The campaign cannot be set up",
+        errors=errors,
+        unrenderable_count=exc.total,
+        recipients=exc.reachable,
+        unrenderable_words=exc.words,
+        missing=[asdict(c) for c in exc.causes],
+        unrenderable=listed,
     ).response()
 
 

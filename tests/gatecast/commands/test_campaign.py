@@ -51,6 +51,7 @@ def test_create_shows_preview_and_unrenderable(db: Engine) -> None:
     assert "Preview" in result.output and "P0" in result.output
     assert "cannot render" in result.output and phone(1) in result.output
     assert "city" in result.output
+    assert "cannot get the message: city is missing for 1 of 4 contacts: P1" in result.output
 
 
 def test_create_json_and_strict(db: Engine) -> None:
@@ -63,6 +64,20 @@ def test_create_json_and_strict(db: Engine) -> None:
     data = json.loads(ok.stdout)
     assert data["state"] == "scheduled" and data["unrenderable_count"] == 1
     assert data["preview"][0]["content"]["type"] == "text"
+
+
+def test_create_refuses_a_campaign_that_sends_nothing(db: Engine) -> None:
+    make_list(db, "customers", people(3, city=False))
+    campaign = str(SAMPLES / "campaign.toml")
+    refused = runner.invoke(app, ["campaign", "create", campaign])
+    assert refused.exit_code == 1 and "Traceback" not in refused.output
+    assert "nothing would be sent: city is missing for 3 of 3 contacts: P0, P1, P2" in " ".join(
+        refused.output.split()
+    ), refused.output
+    assert "no campaigns yet" in runner.invoke(app, ["campaign", "list"]).output
+    made = runner.invoke(app, ["campaign", "create", campaign, "--allow-unrenderable", "--json"])
+    assert made.exit_code == 0, made.output
+    assert json.loads(made.stdout)["unrenderable_count"] == 3
 
 
 def test_invalid_file_lists_every_error(db: Engine, tmp_path: Path) -> None:

@@ -70,6 +70,8 @@ NOT_HERE = {
     "/api/v1/users/{name}/keys": "answers a secret shown once; a repeat makes a second key",
     # needs a linked sender: replayed in tests/journeys/test_operator.py
     "/api/v1/campaigns/{campaign_id}/test-sends": "needs a linked sender",
+    # sends, stores nothing: replayed in tests/web/api/test_composer_guards.py
+    "/api/v1/campaigns/test-send": "needs a linked sender",
 }
 
 

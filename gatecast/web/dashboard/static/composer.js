@@ -505,6 +505,7 @@ function gcToggleSheet(btn) {
   btn.setAttribute("aria-expanded", String(!sheet.classList.contains("hidden")));
 }
 function gcShowPhone(p) {
+  GC.shown = p.contact_id;  // a test send renders for the contact the phone shows
   $("pv-to").textContent = (p.name || p.target || "no recipient yet") + (p.name && p.target ? " · " + p.target : "");
   const chat = $("pv-chat");
   if (p.content) {
@@ -634,10 +635,12 @@ async function gcRefresh() {
   try { await gcRefreshNow(); } finally { gcRunning = false; }
   if (gcAgain) { gcAgain = false; gcRefresh(); }
 }
+function gcStartsNow(spec) { return !spec.schedule || (!spec.schedule.start && !spec.schedule.cron); }
 async function gcRefreshNow() {
   const seq = ++gcSeq;
   await gcScheduleSync(seq);
   const spec = formSpec();
+  if ($("form-create")) { $("form-create").textContent = gcStartsNow(spec) ? "Create and send now" : "Create and schedule"; }
   const contact = val("pv-contact");
   const body = { spec: spec, contact_id: contact ? Number(contact) : null, campaign_id: GC.mode === "edit" ? GC.source : null };
   const jobs = [
@@ -652,10 +655,15 @@ async function gcRefreshNow() {
       if (seq !== gcSeq) { return; }
       gcShow("final-check", c.sentence, false);
       $("final-check").dataset.messages = c.messages;
+      $("final-unrenderable").textContent = c.unrenderable_words ? "Cannot get this message: " + c.unrenderable_words + "." : "";
       gcClearFieldErrors();
       // the problems a create listed are fixed: their list goes too
       if ($("campaign-msg").querySelector(".error-summary")) { gcShow("campaign-msg", "", false); }
-    }, function (e) { if (seq === gcSeq) { gcShow("final-check", gcFormProblem(e, gcAllErrors), true); } }),
+    }, function (e) {
+      if (seq !== gcSeq) { return; }
+      gcShow("final-check", gcFormProblem(e, gcAllErrors), true);
+      $("final-unrenderable").textContent = "";
+    }),
   ];
   await Promise.all(jobs);
   document.body.dataset.composerRefreshed = String(seq);
@@ -674,9 +682,8 @@ function showPreview(p) {
       (m.variant ? " <span class='badge'>variant " + gcEsc(m.variant) + "</span>" : "") +
       "<div class='phone-chat mini'>" + gcBubble(m.content) + "</div></div>";
   }).join("");
-  $("preview-unrenderable").innerHTML = p.unrenderable.slice(0, 10).map(function (u) {
-    return gcEsc(u.target + ": " + u.reason);
-  }).join("<br>");
+  $("preview-unrenderable").innerHTML = (p.unrenderable_words ? "<p>Cannot get this message: " + gcEsc(p.unrenderable_words) + ".</p>" : "") +
+    p.unrenderable.slice(0, 10).map(function (u) { return gcEsc(u.target + ": " + u.reason); }).join("<br>");
 }
 // Creating sends the Idempotency-Key rendered with this page (one per form): a second
 // submit of the same form, even one that gets past the disabled buttons, replays the
@@ -698,7 +705,11 @@ async function submit(path, body, previewOnly, keyField, method) {
       // a low-variety warning stays readable before the campaign's page opens
       const wait = res.variety && res.variety.warning ? 4000 : 700;
       setTimeout(function () { location.href = "/campaigns/" + res.id; }, wait);
-    } catch (e) { gcShowProblems(e, "campaign-msg"); }
+    } catch (e) {
+      // a campaign that would send nothing: who lacks what, in the server's words
+      if (e.data && e.data.code === "nothing_renders") { gcShow("campaign-msg", "Not created: " + e.data.detail + ".", true); }
+      else { gcShowProblems(e, "campaign-msg"); }
+    }
   });
   if (created) { buttons.forEach(function (b) { b.disabled = true; }); }
 }
@@ -706,19 +717,92 @@ async function submitForm(previewOnly) {
   if (created) { return; }
   const spec = await gcCurrentSpec();
   if (spec === null) { return; }
-  return submit(previewOnly ? "/campaigns/preview" : "/campaigns", spec, previewOnly, "form-key");
+  if (previewOnly) { return submit("/campaigns/preview", spec, true, "form-key"); }
+  return gcAskFirst(spec, function () { return submit("/campaigns", spec, false, "form-key"); });
+}
+
+// --- ask before a create that starts sending at once or skips recipients -------------------
+// The final check of the file about to be created (every recipient, as the create reads
+// them): a start of "now", or recipients whose message does not render, are said and
+// confirmed first. When none renders the create itself refuses, saying who lacks what.
+let gcPending = null;
+async function gcAskFirst(spec, go) {
+  gcHideConfirm();
+  let c = null;
+  // the buttons wait while the check runs: a double click asks (or creates) once
+  const ran = await gcWhileBusy(BUTTONS.map($).filter(Boolean), async function () {
+    try { c = await gcApi("POST", "/campaigns/check", spec); }
+    catch (e) { gcShowProblems(e, "campaign-msg"); }  // on their fields, as a create says them
+    return true;
+  });
+  if (!ran || c === null) { return; }
+  const reasons = [];
+  const reachable = c.recipients - c.opted_out;
+  const now = gcStartsNow(spec);
+  if (now) { reasons.push("Sending starts now, as soon as you confirm: " + c.sentence); }
+  if (c.unrenderable && c.unrenderable < reachable) {
+    reasons.push(c.unrenderable + " of " + reachable + " recipient(s) cannot get this message and will be skipped: " + c.unrenderable_words + ".");
+  }
+  if (!reasons.length) { return go(); }
+  $("confirm-text").innerHTML = reasons.map(function (r) { return "<li>" + gcEsc(r) + "</li>"; }).join("");
+  $("form-confirm").textContent = now ? "Create and send now" : "Create anyway";
+  gcPending = go;
+  $("create-confirm").classList.remove("hidden");
+  gcShow("campaign-msg", "", false);
+  $("form-confirm").focus();
+}
+function gcHideConfirm() {
+  gcPending = null;
+  if ($("create-confirm")) { $("create-confirm").classList.add("hidden"); }
+}
+async function gcConfirmed() {
+  const go = gcPending;
+  gcHideConfirm();
+  if (go) { await go(); }
+}
+
+// --- a test send of the file as it stands, before anything is created ----------------------
+function gcTestKey() {
+  const who = $("signed-in-as");
+  return "gatecast.test-to." + (who ? who.textContent : "");
+}
+async function gcSendTest() {
+  const to = val("ct-to").trim();
+  if (!to) { gcShow("ct-msg", "Enter your own number first.", true); $("ct-to").focus(); return; }
+  const spec = await gcCurrentSpec();
+  if (spec === null) { return; }
+  try { localStorage.setItem(gcTestKey(), to); } catch (e) { /* private mode: not remembered */ }
+  const contact = val("pv-contact") || GC.shown;
+  const body = { spec: spec, to: to, contact_id: contact ? Number(contact) : null };
+  await gcWhileBusy([$("ct-send")], async function () {
+    gcShow("ct-msg", "Sending…", false);
+    try {
+      const t = await gcApi("POST", "/campaigns/test-send", body);
+      const who = t.name ? ", rendered for " + t.name : "";
+      if (t.state === "sent") {
+        gcShow("ct-msg", "Test sent to " + t.target + " through " + t.sender + who + ". Nothing was created.", false);
+      } else {
+        gcShow("ct-msg", "The test was not sent to " + t.target + ": " + (t.reason || t.error || t.state) + ".", true);
+      }
+    } catch (e) { gcShow("ct-msg", gcProblem(e), true); }
+  });
 }
 async function gcSaveEdit() {
   const spec = await gcCurrentSpec();
   if (spec === null) { return; }
   return submit("/campaigns/" + GC.source, spec, false, null, "PUT");
 }
-function submitToml(previewOnly) {
+async function submitToml(previewOnly) {
   const file = $("toml-file").files[0];
   if (!file) { gcShow("campaign-msg", "Choose a TOML file first.", true); return; }
   const fd = new FormData();
   fd.append("file", file);
-  return submit(previewOnly ? "/campaigns/preview/toml" : "/campaigns/toml", fd, previewOnly, "toml-key");
+  const go = function () { return submit(previewOnly ? "/campaigns/preview/toml" : "/campaigns/toml", fd, previewOnly, "toml-key"); };
+  if (previewOnly) { return go(); }
+  let parsed;
+  try { parsed = await gcApi("POST", "/campaigns/from-toml", { toml: await file.text() }); }
+  catch (e) { return go(); }  // the create names what is wrong with the file
+  return gcAskFirst(parsed.spec, go);
 }
 
 // --- any contact: found by the contacts search, then previewed ---------------------------
@@ -767,12 +851,13 @@ async function gcCheckUpload() {
   $("f-type").addEventListener("change", gcKindChanged);
   document.querySelectorAll("input[name=to]").forEach(function (r) { r.addEventListener("change", gcToChanged); });
   document.querySelectorAll("input[name=repeat]").forEach(function (r) { r.addEventListener("change", gcRepeatChanged); });
-  $("campaign-form").addEventListener("input", function (ev) { if (ev.target.id) { gcTouched.add(ev.target.id); } gcChanged(); });
+  $("campaign-form").addEventListener("input", function (ev) { if (ev.target.id) { gcTouched.add(ev.target.id); } gcHideConfirm(); gcChanged(); });
   $("campaign-msg").addEventListener("click", gcFocusField);
   $("campaign-form").addEventListener("change", function (ev) { if (ev.target.id) { gcTouched.add(ev.target.id); } gcChanged(); });
   $("pv-contact").addEventListener("change", gcRefresh);
   $("pv-search").addEventListener("input", gcSearch);
   $("pv-found").addEventListener("click", gcPick);
   if ($("toml-file")) { $("toml-file").addEventListener("change", gcCheckUpload); }
+  if ($("ct-to")) { try { $("ct-to").value = localStorage.getItem(gcTestKey()) || ""; } catch (e) { /* not remembered */ } }
   gcRefresh();
 })();
