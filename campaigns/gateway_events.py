@@ -442,7 +442,7 @@ def _record_reply(
     quoted: q.Quoted | None,
 ) -> bool:
     """Attach a stored incoming message (``row``) from ``phone`` to the delivery it
-    answers: ``quoted``, the one whose message it quotes (decision 51 in
+    answers: ``quoted``, the one whose message it quotes (decision 50 in
     docs/architecture.md), else the newest delivery to ``phone`` that it can answer.
 
     The message's time ``at`` is the gateway's (whole seconds of the gateway's clock),

@@ -3,7 +3,7 @@
 Kept apart from :mod:`campaigns.service` (which re-exports every name here) so that a
 command that only reads (``gatecast campaign show``, ``campaign list``) does not import
 the write path's domain (rendering, audiences, materialisation, the spec's pydantic
-models and Jinja): docs/architecture.md, decision 54.
+models and Jinja): docs/architecture.md, decision 53.
 
 :func:`get_campaign` validates the stored spec (:func:`campaigns.campaign_file.stored_spec`)
 for the API, the dashboard and ``--json``. :func:`campaign_page` is what ``campaign show``

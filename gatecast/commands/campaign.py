@@ -447,7 +447,7 @@ def show_cmd(
     ),
 ) -> None:
     """Show one campaign: state, schedule, pace, delivery counts and what it waits for."""
-    from campaigns import reading  # not campaigns.service: a read (decision 54)
+    from campaigns import reading  # not campaigns.service: a read (decision 53)
     from gatecast.commands.variants_view import ab_text, variants_table
     from scheduler.holds import campaign_hold, recipient_holds
     from storage.types import utcnow

@@ -24,7 +24,7 @@ WEB_AND_SHEETS = ("fastapi", "starlette", "pandas", "numpy", "uvicorn", "openpyx
 #: migrations (the check reads one row), PostgreSQL's driver on SQLite, the scheduler
 #: process, phone number metadata, the report writers (docs/architecture.md, decision 38),
 #: SQLModel and the ORM (queries use the Core tables of ``storage.tables``: decision 44),
-#: the campaign write path and the spec's validation (read as stored: decision 54) and a
+#: the campaign write path and the spec's validation (read as stored: decision 53) and a
 #: running campaign's hold rules (a scheduled campaign's hold is its state)
 NOT_FOR_SHOW = (
     *WEB_AND_SHEETS,
@@ -248,7 +248,7 @@ def test_campaign_list_really_ran(user_env: dict[str, str]) -> None:
 
 def test_a_command_builds_only_its_own_branch_of_the_tree() -> None:
     """Typer builds every command an app holds before it parses: the console script
-    hands it the app narrowed to the words of the command line (decision 54)."""
+    hands it the app narrowed to the words of the command line (decision 53)."""
     from typer.main import get_command
 
     from gatecast.cli import app, for_command
