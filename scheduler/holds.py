@@ -307,7 +307,7 @@ def _sender_hold(
                 sender,
             )
         since = f" since {local_text(state.paused_at, tz)}" if state.paused_at else ""
-        action, command = _unpause_advice(sender, reason)
+        action, command = unpause_advice(sender, reason)
         return Hold(
             SENDER_PAUSED,
             f"sender {sender} is paused{since}: {reason}",
@@ -353,7 +353,7 @@ def _sender_hold(
     )
 
 
-def _unpause_advice(sender: str, reason: str) -> tuple[str, str | None]:
+def unpause_advice(sender: str, reason: str) -> tuple[str, str | None]:
     """What lifts a sender's pause, by its reason: a refused access token is the
     gateway-wide setting, a lost link a new QR scan, anything else a resume."""
     if reason == BAD_TOKEN_PAUSE:
@@ -617,4 +617,5 @@ __all__ = [
     "combine",
     "local_text",
     "recipient_holds",
+    "unpause_advice",
 ]
