@@ -34,7 +34,7 @@ from tests.journeys.harness import (
     start_sandbox,
     workspace,
 )
-from tests.web.test_browser import shot
+from tests.web.test_browser import publish_shots, shot
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 CLUB = [
@@ -142,7 +142,8 @@ def test_overview_shows_sending_and_a_paused_sender(
         expect(paused.first).to_contain_text("spare: logged out: paused")
         expect(paused.first).to_contain_text("What to do: link it: show its QR code")
         expect(page.locator("#replies-count")).to_contain_text("in the last 24 hours")
-        shot(page, "30-overview")
+        shot(page, "overview")
+        publish_shots("overview")
     finally:
         page.context.close()
 
@@ -223,7 +224,8 @@ def test_bulk_actions_on_contacts(
         expect(page.locator("#bulk-msg")).to_contain_text("1 contact(s) erased")
         expect(page.locator("#contacts-table tbody tr")).to_have_count(3)
         expect(page.locator("#contacts-table")).not_to_contain_text("Di Fortune")
-        shot(page, "31-contacts-bulk")
+        shot(page, "contacts-bulk")
+        publish_shots("contacts-bulk")
     finally:
         page.context.close()
 
