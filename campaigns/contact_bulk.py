@@ -37,10 +37,6 @@ MAX_ERASE = 100
 DEFAULT_REASON = "opted out by an operator"
 
 
-#: a bulk action ready to run: how many contacts it changed
-Changer = Callable[[], int]
-
-
 @dataclass(frozen=True)
 class Selection:
     """Which contacts: ``ids``, or every contact ``search`` selects (exactly one)."""
@@ -105,9 +101,9 @@ def add_to_list(engine: Engine, sel: Selection, list_name: str, now: datetime) -
     return _apply(engine, sel, lambda conn, f: cs.add_members_where(conn, list_id, f, now))
 
 
-def opt_out(engine: Engine, sel: Selection, reason: str | None, now: datetime) -> int:
+def opt_out(engine: Engine, sel: Selection, reason: str, now: datetime) -> int:
     """Opt the selected contacts out; how many were not opted out before."""
-    why = (reason or "").strip()[:500] or DEFAULT_REASON
+    why = reason.strip()[:500] or DEFAULT_REASON
     return _apply(engine, sel, lambda conn, f: cs.opt_out_where(conn, f, why, now))
 
 
@@ -144,7 +140,6 @@ __all__ = [
     "MAX_ERASE",
     "MAX_IDS",
     "BulkErased",
-    "Changer",
     "Selection",
     "add_to_list",
     "erase",

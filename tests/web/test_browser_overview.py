@@ -44,6 +44,22 @@ CLUB = [
     ("Di Fortune", "+447911123504"),
 ]
 
+#: a campaign of the three buyers through one sender, at most one send a day
+CAPPED = {
+    "name": "Capped promo",
+    "list": "buyers",
+    "message": {"type": "text", "text": "Hi {{ name }}, new stock is in."},
+    "pace": {"per_minute": 600, "delay_seconds": [0, 0], "daily_cap": 1},
+}
+
+
+def _import(w: Workspace, list_name: str, people: list[tuple[str, str]]) -> None:
+    """``gatecast contacts import`` of a CSV of ``people`` into ``list_name``."""
+    path = w.path / f"{list_name}.csv"
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh).writerows([("Name", "Phone"), *people])
+    w.run("contacts", "import", str(path), "--list", list_name, "--region", "GB")
+
 
 @pytest.fixture(scope="module")
 def ws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
@@ -51,17 +67,8 @@ def ws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
     sandbox = start_sandbox(tmp_path_factory.mktemp("sandbox"), *QUICK_STATUSES)
     try:
         with workspace(tmp_path_factory.mktemp("work"), sandbox.url) as w:
-            buyers = w.path / "buyers.csv"
-            with buyers.open("w", newline="", encoding="utf-8") as fh:
-                csv.writer(fh).writerows(
-                    [["Name", "Phone"]]
-                    + [[f"Buyer {n}", f"+4479111234{n:02d}"] for n in range(1, 4)]
-                )
-            w.run("contacts", "import", str(buyers), "--list", "buyers", "--region", "GB")
-            club = w.path / "club.csv"
-            with club.open("w", newline="", encoding="utf-8") as fh:
-                csv.writer(fh).writerows([["Name", "Phone"], *CLUB])
-            w.run("contacts", "import", str(club), "--list", "club", "--region", "GB")
+            _import(w, "buyers", [(f"Buyer {n}", f"+4479111234{n:02d}") for n in range(1, 4)])
+            _import(w, "club", CLUB)
             yield w
     finally:
         sandbox.stop()
@@ -77,15 +84,14 @@ def server(ws: Workspace) -> Server:
 def viewer_key(server: Server) -> str:
     """A viewer's API key (the user ``vera``)."""
     with server.api() as api:
-        ok(
-            api.post(
-                "/api/v1/users",
-                json={"name": "vera", "role": "viewer", "password": "vera password 1"},
-            ),
-            201,
-        )
-        made = ok(api.post("/api/v1/users/vera/keys", json={}), 201)
-    return str(made["key"])
+        return _user_key(api, "vera", "viewer")
+
+
+def _user_key(api: httpx.Client, name: str, role: str) -> str:
+    """A new user ``name`` with ``role``, and an API key of theirs."""
+    user = {"name": name, "role": role, "password": f"{name} password 1"}
+    ok(api.post("/api/v1/users", json=user), 201)
+    return str(ok(api.post(f"/api/v1/users/{name}/keys", json={}), 201)["key"])
 
 
 def _page(chromium_browser: Any, server: Server, path: str, *, key: str = API_KEY) -> Any:
@@ -109,17 +115,7 @@ def test_overview_shows_sending_and_a_paused_sender(
         shop = link_sender_over_api(api, "shop")
         spare = link_sender_over_api(api, "spare")
         ok(api.post(f"/api/v1/instances/{spare}/logout"))  # the dashboard's Log out
-        made = api.post(
-            "/api/v1/campaigns",
-            json={
-                "name": "Capped promo",
-                "list": "buyers",
-                "message": {"type": "text", "text": "Hi {{ name }}, new stock is in."},
-                "instances": [shop],
-                "pace": {"per_minute": 600, "delay_seconds": [0, 0], "daily_cap": 1},
-            },
-        )
-        cid = ok(made, 201)["id"]
+        cid = ok(api.post("/api/v1/campaigns", json={**CAPPED, "instances": [shop]}), 201)["id"]
 
     # the page after sign-in is the overview
     page = _page(chromium_browser, server, "/")
@@ -269,14 +265,7 @@ def test_bulk_actions_on_contacts(
             "invalid_request",
         )
         # an operator may tag, but not erase
-        ok(
-            api.post(
-                "/api/v1/users",
-                json={"name": "otto", "role": "operator", "password": "otto password 1"},
-            ),
-            201,
-        )
-        otto = ok(api.post("/api/v1/users/otto/keys", json={}), 201)["key"]
+        otto = _user_key(api, "otto", "operator")
     with server.api(otto) as operator:
         erase = {"ids": [ids["Ada Lovelace"]], "confirm": "erase"}
         assert_problem(

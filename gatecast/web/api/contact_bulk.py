@@ -6,11 +6,14 @@ anyway: done twice, the second changes nothing."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
+from datetime import datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Request, Response, status
 from pydantic import BaseModel, Field
+from sqlalchemy import Engine
 
 from campaigns import contact_bulk as bulk
 from campaigns import contacts
@@ -23,6 +26,8 @@ router = APIRouter(tags=["contacts"])
 Ctx = Annotated[AppContext, Depends(get_ctx)]
 ContactId = Annotated[int, Field(ge=1, le=2**63 - 1)]
 
+#: the bulk actions that answer a count
+Action = Literal["tag", "add-to-list", "opt-out"]
 #: the word a bulk erase must be confirmed with
 ERASE_WORD = "erase"
 
@@ -73,7 +78,7 @@ class BulkResult(BaseModel):
     """What a bulk action changed: contacts that gained the tag, joined the list or were
     opted out now (those that already had it are not counted)."""
 
-    action: Literal["tag", "add-to-list", "opt-out"]
+    action: Action
     changed: int
 
 
@@ -96,54 +101,44 @@ def _selection(body: BulkBody) -> bulk.Selection:
     return bulk.Selection(search=found)
 
 
-def _counted(action: Literal["tag", "add-to-list", "opt-out"], run: bulk.Changer) -> BulkResult:
-    try:
-        return BulkResult(action=action, changed=run())
-    except contacts.ContactError as exc:
-        raise field_error(("body", exc.field), str(exc)) from None
+def _bulk(
+    request: Request,
+    ctx: AppContext,
+    body: BulkBody,
+    action: Action,
+    change: Callable[[Engine, bulk.Selection, str, datetime], int],
+    value: str,
+) -> Response:
+    """``change(engine, selection, value, now)`` over the body's selection, once per
+    ``Idempotency-Key``; a ``ContactError`` (an unknown list or tag, too many ids) is a
+    422 naming its field."""
+    sel = _selection(body)
+
+    def run() -> BulkResult:
+        try:
+            return BulkResult(action=action, changed=change(ctx.engine, sel, value, ctx.clock()))
+        except contacts.ContactError as exc:
+            raise field_error(("body", exc.field), str(exc)) from None
+
+    return run_once(request, ctx, body, run, status.HTTP_200_OK)
 
 
 @router.post("/contacts/bulk/tag", response_model=BulkResult, dependencies=[IDEMPOTENT])
 def bulk_tag(body: BulkTag, ctx: Ctx, request: Request) -> Response:
     """Tag the chosen contacts, or every contact a search selects."""
-    sel = _selection(body)
-    return run_once(
-        request,
-        ctx,
-        body,
-        lambda: _counted("tag", lambda: bulk.tag(ctx.engine, sel, body.tag, ctx.clock())),
-        status.HTTP_200_OK,
-    )
+    return _bulk(request, ctx, body, "tag", bulk.tag, body.tag)
 
 
 @router.post("/contacts/bulk/add-to-list", response_model=BulkResult, dependencies=[IDEMPOTENT])
 def bulk_add_to_list(body: BulkList, ctx: Ctx, request: Request) -> Response:
     """Add the chosen contacts, or every contact a search selects, to a list."""
-    sel = _selection(body)
-    return run_once(
-        request,
-        ctx,
-        body,
-        lambda: _counted(
-            "add-to-list", lambda: bulk.add_to_list(ctx.engine, sel, body.list_name, ctx.clock())
-        ),
-        status.HTTP_200_OK,
-    )
+    return _bulk(request, ctx, body, "add-to-list", bulk.add_to_list, body.list_name)
 
 
 @router.post("/contacts/bulk/opt-out", response_model=BulkResult, dependencies=[IDEMPOTENT])
 def bulk_opt_out(body: BulkOptOut, ctx: Ctx, request: Request) -> Response:
     """Opt out the chosen contacts, or every contact a search selects."""
-    sel = _selection(body)
-    return run_once(
-        request,
-        ctx,
-        body,
-        lambda: _counted(
-            "opt-out", lambda: bulk.opt_out(ctx.engine, sel, body.reason, ctx.clock())
-        ),
-        status.HTTP_200_OK,
-    )
+    return _bulk(request, ctx, body, "opt-out", bulk.opt_out, body.reason)
 
 
 def _erased(found: Erased) -> dict[str, int]:
