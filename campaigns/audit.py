@@ -230,3 +230,9 @@ __all__ = [
     "record",
     "scrub_number",
 ]
+
+
+def names_of(engine: Engine, table: str, ids: list[int]) -> dict[int, str]:
+    """The names of rows ``ids`` of ``table`` (campaigns, lists, segments, webhook
+    endpoints by URL): how the audit page names an entry's target."""
+    return q.names_of(engine, table, ids)

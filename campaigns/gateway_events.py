@@ -14,9 +14,12 @@ webhook receiver's inbox, which applies them in larger batches with ``apply_pend
   (:func:`chat_target`): an ``unknown`` row is settled by the events of its sender for
   its recipient within its attempt's window (:func:`settle_unknown`, run with every
   application, by the dispatcher's sweep and at start).
-* incoming messages are stored once per message id; the newest delivery to that phone
-  sent before the reply (allowing for the gateway's clock, see
-  :data:`campaigns.delivery_lifecycle.REPLY_CLOCK_SKEW`) gets the reply; a message that is only
+* incoming messages are stored once per message id, with the button or list row they
+  tapped and the message they quote; the delivery whose message a reply quotes gets it
+  (:func:`quoted_delivery`, looked up once per batch), else the newest delivery to that
+  phone sent before the reply (allowing for the gateway's clock, see
+  :data:`campaigns.delivery_lifecycle.REPLY_CLOCK_SKEW`); a tap is kept on the delivery
+  too (its first one); a message that is only
   an opt-out keyword (trimmed, case-insensitive, accents folded) opts the contact out.
 * connection states update the instance; "connected" lifts a pause that a connection
   problem caused (relogin_required, not_activated, disconnected, logged_out);
@@ -370,11 +373,16 @@ def _record_inbound(
         return
     phones = {ev.message_id: _e164(ev.sender_phone) for ev in new if not ev.is_group}
     ids = q.contact_ids_by_phone(conn, [p for p in phones.values() if p])
+    # the deliveries the batch's replies quote: one lookup for the whole batch
+    quoted = q.quoted_deliveries(
+        conn, [ev.quoted_id for ev in new if ev.quoted_id and phones.get(ev.message_id)]
+    )
     folded = {fold_keyword(k) for k in keywords}
     rows: list[dict[str, Any]] = []
     for ev in new:
         phone = phones.get(ev.message_id)
         opt_out = phone is not None and fold_keyword(ev.text) in folded
+        answered = quoted_delivery(quoted, ev.quoted_id, phone)
         rows.append(
             {
                 "message_id": ev.message_id[:128],
@@ -385,6 +393,11 @@ def _record_inbound(
                 "text": ev.text[:4000],
                 "is_opt_out": opt_out,
                 "received_at": _aware(ev.at, now),
+                "button_id": ev.button_id,
+                "row_id": ev.row_id,
+                "quoted_id": ev.quoted_id,
+                # the delivery it answers when it quotes one (else the reply window's, below)
+                "delivery_id": answered.id if answered else None,
             }
         )
     q.insert_inbound(conn, rows)
@@ -401,45 +414,68 @@ def _record_inbound(
         if _record_reply(
             conn,
             sender,
-            row["text"],
-            row["received_at"],
+            row,
             received_at=now,
-            message_id=row["message_id"],
+            quoted=quoted.get(row["quoted_id"]) if row["delivery_id"] else None,
         ):
             stats.replies += 1
         if row["is_opt_out"] and set_opt_out(conn, sender, True, OPT_OUT_REASON, now):
             stats.opt_outs += 1
 
 
+def quoted_delivery(
+    quoted: dict[str, q.Quoted], quoted_id: str | None, phone: str | None
+) -> q.Quoted | None:
+    """The delivery a reply answers by quoting its message: the one carrying the quoted
+    message id, sent to the replying person (a quote of anyone else's message, or of a
+    message gatecast did not send, matches nothing: the reply window decides then)."""
+    hit = quoted.get(quoted_id) if quoted_id and phone else None
+    return hit if hit is not None and hit.target == phone else None
+
+
 def _record_reply(
     conn: Connection,
     phone: str,
-    text: str,
-    at: datetime,
+    row: dict[str, Any],
     *,
     received_at: datetime,
-    message_id: str,
+    quoted: q.Quoted | None,
 ) -> bool:
-    """Attach a reply to the newest delivery to ``phone`` that it can answer.
+    """Attach a stored incoming message (``row``) from ``phone`` to the delivery it
+    answers: ``quoted``, the one whose message it quotes (decision 51 in
+    docs/architecture.md), else the newest delivery to ``phone`` that it can answer.
 
-    ``at`` is the gateway's time of the incoming message (whole seconds of the gateway's
-    clock), ``received_at`` when gatecast received it (our clock). Candidates are the
-    deliveries sent no later than ``at + REPLY_CLOCK_SKEW`` (so a message sent after the
-    reply is never credited with it, while a stamp truncated to the second or a gateway
-    clock running behind ours still matches), and rows in flight, in the most recent
-    campaigns (:data:`~campaigns.delivery_lifecycle.REPLY_CAMPAIGN_WINDOW`); the time is
-    :func:`~campaigns.delivery_lifecycle.reply_time`. False when no delivery matches or
-    it already has a reply. The incoming message ``message_id`` is linked to the delivery
+    The message's time ``at`` is the gateway's (whole seconds of the gateway's clock),
+    ``received_at`` when gatecast received it (our clock). Without a quote the candidates
+    are the deliveries sent no later than ``at + REPLY_CLOCK_SKEW`` (so a message sent
+    after the reply is never credited with it, while a stamp truncated to the second or
+    a gateway clock running behind ours still matches), and rows in flight, in the most
+    recent campaigns (:data:`~campaigns.delivery_lifecycle.REPLY_CAMPAIGN_WINDOW`); the
+    time is :func:`~campaigns.delivery_lifecycle.reply_time`. A button or list row
+    tapped is recorded on the delivery too (the first tap). False when no delivery
+    matches or it already has a reply. The incoming message is linked to the delivery
     either way (the replies inbox shows every message under its campaign).
     """
-    target = q.reply_target(
-        conn, phone, latest=at + dl.REPLY_CLOCK_SKEW, campaigns=dl.REPLY_CAMPAIGN_WINDOW
-    )
-    if target is None:
-        return False
-    delivery_id, sent_at = target
-    rq.link_inbound(conn, message_id, delivery_id)
-    return q.set_reply(conn, delivery_id, text, dl.reply_time(at, received_at, sent_at))
+    at: datetime = row["received_at"]
+    if quoted is not None:  # linked when stored
+        delivery_id, sent_at = quoted.id, quoted.sent_at
+    else:
+        target = q.reply_target(
+            conn, phone, latest=at + dl.REPLY_CLOCK_SKEW, campaigns=dl.REPLY_CAMPAIGN_WINDOW
+        )
+        if target is None:
+            return False
+        delivery_id, sent_at = target
+        rq.link_inbound(conn, row["message_id"], delivery_id)
+    if row["button_id"] or row["row_id"]:
+        q.set_tap(
+            conn,
+            delivery_id,
+            button_id=row["button_id"],
+            row_id=row["row_id"],
+            title=row["text"],
+        )
+    return q.set_reply(conn, delivery_id, row["text"], dl.reply_time(at, received_at, sent_at))
 
 
 def record_events(
@@ -560,6 +596,7 @@ __all__ = [
     "fold_keyword",
     "held_instance_ids",
     "is_opt_out",
+    "quoted_delivery",
     "record_events",
     "record_events_in",
     "settle_unknown",

@@ -32,6 +32,10 @@ class Reply:
     delivery_id: int | None
     campaign_id: int | None
     campaign_name: str | None
+    #: the id of the button or list row tapped, and of the message it quotes (None: none)
+    button_id: str | None = None
+    row_id: str | None = None
+    quoted_id: str | None = None
 
 
 def replies_page(

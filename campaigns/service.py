@@ -863,6 +863,10 @@ class DeliveryRecord:
     failed_at: datetime | None
     replied_at: datetime | None
     reply_text: str | None
+    #: the first button or list row tapped in answer: its id and title (None: no tap)
+    tapped_button_id: str | None
+    tapped_row_id: str | None
+    tapped_title: str | None
     #: the contact's name (None for a group or an unnamed contact)
     name: str | None = None
     #: the error in plain words (``campaigns.failure_reasons``)

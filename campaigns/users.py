@@ -206,6 +206,8 @@ def create_user(
     user_id = q.add_user(
         engine, name=name, role=role, password_hash=hashing.hasher().hash(password), now=now
     )
+    if user_id is None:  # stored by a request that ran beside this one (a double click)
+        raise UserError("name", f"a user named {name!r} exists already")
     found = q.user_by_id(engine, user_id)
     assert found is not None
     return _user(found)

@@ -36,6 +36,7 @@ from gatecast.runtime.webhooks import (
 )
 from gatecast.settings import Settings
 from gatecast.web.app import create_app
+from gatecast.web.auth import ensure_api_key, sign_in_hint
 from gatecast.web.context import AppContext
 from gatecast.web.webhook import install_log_redaction
 from gateway.client import GatewayClient
@@ -132,11 +133,18 @@ def run_demo(settings: Settings, options: DemoOptions, console: Console) -> int:
             )
 
         install_log_redaction()
-        ctx = AppContext(settings=settings, engine=engine, gateway_factory=client)
+        api_key = ensure_api_key(settings)
+        ctx = AppContext(
+            settings=settings, engine=engine, gateway_factory=client, api_key=api_key.value
+        )
         server = stack.enter_context(
             AsgiServer(create_app(ctx), host="127.0.0.1", port=0, log_level="error")
         )
         console.print(f"webhook receiver, API and dashboard at {server.url}")
+        # the key itself only on the terminal of whoever started it (never into a log)
+        hint = sign_in_hint(api_key, server.url, show_key=console.is_terminal)
+        if options.keep_serving:
+            console.print(hint, highlight=False, soft_wrap=True)
         demo_webhook = webhook_url(settings, server.url)
 
         # link an instance: create, QR, scan
@@ -222,6 +230,7 @@ def run_demo(settings: Settings, options: DemoOptions, console: Console) -> int:
                 f"serving on {server.url} (webhook "
                 f"{shown_webhook_url(demo_webhook)}); Ctrl-C to stop"
             )
+            console.print(hint, highlight=False, soft_wrap=True)
             stop = threading.Event()
             try:
                 while not stop.wait(1.0):

@@ -107,6 +107,19 @@ class Settings(BaseSettings):
     default_region: str = "US"
     opt_out_keywords: tuple[str, ...] = DEFAULT_OPT_OUT_KEYWORDS
     import_max_bytes: int = 200 * 1024 * 1024
+    media_max_bytes: int = Field(
+        100 * 1024 * 1024,
+        ge=1024,
+        description="Largest uploaded media file of any kind; each kind keeps WhatsApp's own "
+        "lower limit (image 5 MiB, video and audio 16 MiB, document 100 MiB)",
+    )
+    media_url_days: float = Field(
+        30.0,
+        gt=0,
+        le=366,
+        description="How long an uploaded media file's signed URL works (the gateway "
+        "fetches it when it sends: keep it past the campaign's last send)",
+    )
     request_max_bytes: int = Field(
         1024 * 1024,
         ge=1024,

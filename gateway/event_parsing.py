@@ -22,7 +22,7 @@ import json
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from gateway.events import (
     ConnectionStatus,
@@ -426,6 +426,62 @@ def _text_of(content: Mapping[str, Any]) -> str:
     return ""
 
 
+class _Choice(NamedTuple):
+    """What a message says beyond its text: the button or row chosen, the message quoted."""
+
+    button_id: str | None = None
+    row_id: str | None = None
+    quoted_id: str | None = None
+
+
+_NO_CHOICE = _Choice()
+
+
+def _id_at(obj: Mapping[str, Any], *keys: str) -> str | None:
+    """The id at ``keys`` (a string or a number) as :func:`_id_text` gives it."""
+    cur: Any = obj
+    for key in keys:
+        if not isinstance(cur, Mapping):
+            return None
+        cur = cur.get(key)
+    return _id_text(cur)
+
+
+def _id_text(value: _Json) -> str | None:
+    """An id as text (a string or a number; an empty one is none), at most 256 characters."""
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        return None
+    text = str(value).strip()
+    return text[:256] or None
+
+
+def _choice_of(content: Mapping[str, Any]) -> _Choice:
+    """The button or list row a Baileys message chose and the message it quotes
+    (``contextInfo.stanzaId`` of its one message kind)."""
+    content = _unwrap(content)
+    button = _id_at(content, "buttonsResponseMessage", "selectedButtonId") or _id_at(
+        content, "templateButtonReplyMessage", "selectedId"
+    )
+    row = _id_at(content, "listResponseMessage", "singleSelectReply", "selectedRowId")
+    if button is None and row is None:
+        params = _dig(
+            content, "interactiveResponseMessage", "nativeFlowResponseMessage", "paramsJson"
+        )
+        try:
+            decoded = _loads(params) if params else None
+        except ValueError:
+            decoded = None
+        if isinstance(decoded, Mapping):
+            button = _id_text(decoded.get("id"))
+    quoted = None
+    for kind in content.values():
+        if isinstance(kind, Mapping) and isinstance(kind.get("contextInfo"), Mapping):
+            quoted = _id_at(kind, "contextInfo", "stanzaId")
+            if quoted:
+                break
+    return _Choice(button, row, quoted and quoted[:128])
+
+
 def _messages_upsert(iid: str | None, name: str, payload: _Json, path: str) -> list[Event]:
     out: list[Event] = []
     for item, p in _items(payload, path, "messages"):
@@ -449,13 +505,20 @@ def _messages_upsert(iid: str | None, name: str, payload: _Json, path: str) -> l
         if content is None:
             out.append(UnknownEvent(iid, name, msg))  # a stub (e.g. a system notice)
             continue
-        text = _text_of(_obj(content, _join(p, "message")))
-        out.append(_incoming(iid, mid, chat, text, at))
+        body = _obj(content, _join(p, "message"))
+        out.append(_incoming(iid, mid, chat, _text_of(body), at, choice=_choice_of(body)))
     return out
 
 
 def _incoming(
-    iid: str | None, mid: str, chat: str, text: str, at: datetime | None, sender: str = ""
+    iid: str | None,
+    mid: str,
+    chat: str,
+    text: str,
+    at: datetime | None,
+    sender: str = "",
+    *,
+    choice: _Choice = _NO_CHOICE,
 ) -> IncomingMessage:
     """An incoming message; the sender's phone is known only outside groups."""
     is_group = chat.endswith("@g.us")
@@ -467,7 +530,24 @@ def _incoming(
         sender_phone=None if is_group else _phone_of(sender or chat),
         is_group=is_group,
         at=at,
+        button_id=choice.button_id,
+        row_id=choice.row_id,
+        quoted_id=choice.quoted_id,
     )
+
+
+def _spec_choice(entry: Mapping[str, Any]) -> _Choice:
+    """The spec dialect's choice (``reply_id`` of a ``button_reply`` or ``list_reply``)
+    and quoted message (``quoted_id``, or ``context.id``)."""
+    reply_id = _id_text(entry.get("reply_id"))
+    kind = entry.get("type")
+    row = reply_id if kind == "list_reply" else None
+    button = reply_id if reply_id is not None and row is None else None
+    context = entry.get("context")
+    quoted = _id_text(entry.get("quoted_id")) or (
+        _id_text(context.get("id")) if isinstance(context, Mapping) else None
+    )
+    return _Choice(button, row, quoted and quoted[:128])
 
 
 def _message(iid: str | None, name: str, payload: _Json, path: str) -> list[Event]:
@@ -496,7 +576,7 @@ def _message(iid: str | None, name: str, payload: _Json, path: str) -> list[Even
             continue
         text = _opt_str(entry, "text", p) or _opt_str(entry, "body", p) or ""
         sender = _first_str(entry, ("from", "chat"), p) or chat
-        out.append(_incoming(iid, mid, chat, text, at, sender))
+        out.append(_incoming(iid, mid, chat, text, at, sender, choice=_spec_choice(entry)))
     return out
 
 

@@ -42,6 +42,11 @@ class IncomingMessage:
     sender_phone: str | None = None  # digits only; None for groups and hidden (@lid) senders
     is_group: bool = False
     at: datetime | None = None
+    #: the id of the button tapped (a quick reply, a template button), of the list row
+    #: chosen, and of the message this one quotes (``contextInfo.stanzaId``); None: none
+    button_id: str | None = None
+    row_id: str | None = None
+    quoted_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Column, Index, Integer, Text, UniqueConstraint, text
+from sqlalchemy import BigInteger, Column, Index, Integer, LargeBinary, Text, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 from storage.predicates import (
@@ -420,6 +420,10 @@ class Delivery(SQLModel, table=True):
     failed_at: datetime | None = _dt()
     replied_at: datetime | None = _dt()
     reply_text: str | None = Field(default=None, max_length=4000)
+    # the first button or list row the recipient tapped in answer (its id and title)
+    tapped_button_id: str | None = Field(default=None, max_length=256)
+    tapped_row_id: str | None = Field(default=None, max_length=256)
+    tapped_title: str | None = Field(default=None, max_length=256)
     # the recipient's IANA zone when the campaign sends in recipient time (else None)
     recipient_tz: str | None = Field(default=None, max_length=64)
     # the message variant this recipient got (``[[message.variants]]``), else None
@@ -495,8 +499,13 @@ class InboundMessage(SQLModel, table=True):
     text: str = Field(default="", max_length=4000)
     is_opt_out: bool = False
     received_at: datetime = _created()
-    # the delivery the reply window matched it to (None: no campaign's message)
+    # the delivery it answers: the one whose message it quotes, else the one the reply
+    # window matched (None: no campaign's message)
     delivery_id: int | None = Field(default=None, sa_type=BigId, index=True)
+    # the id of the button or list row tapped (a choice), and of the message it quotes
+    button_id: str | None = Field(default=None, max_length=256)
+    row_id: str | None = Field(default=None, max_length=256)
+    quoted_id: str | None = Field(default=None, max_length=128)
 
 
 class TestSend(SQLModel, table=True):
@@ -787,6 +796,28 @@ class AuditEntry(SQLModel, table=True):
     changes: dict[str, Any] | None = Field(default=None, sa_column=Column(JsonDoc, nullable=True))
 
 
+class MediaFile(SQLModel, table=True):
+    """An uploaded media file (image, video, audio or document): its bytes, the type
+    found by sniffing them, and the key its signed public URLs are made with
+    (``campaigns.media``). The bytes live here so that every process of a deployment
+    (several workers, several machines on PostgreSQL) serves them alike."""
+
+    __tablename__ = "media"
+
+    id: int | None = Field(default=None, sa_type=BigId, primary_key=True)
+    #: the name the operator's file had (cleaned: no folders), shown and used in URLs
+    name: str = Field(max_length=255)
+    kind: str = Field(max_length=16)  # image | video | audio | document
+    content_type: str = Field(max_length=100)
+    size: int = Field(sa_column=Column(BigInteger(), nullable=False))
+    sha256: str = Field(max_length=64)
+    #: the secret of this file's URL signatures (HMAC-SHA256), random per file
+    url_key: str = Field(max_length=64)
+    data: bytes = Field(sa_column=Column(LargeBinary(), nullable=False))
+    created_by: str = Field(default="", max_length=100)
+    created_at: datetime = _created()
+
+
 __all__ = [
     "HEAD_REVISION",
     "PENDING_MESSAGES",
@@ -815,6 +846,7 @@ __all__ = [
     "Instance",
     "Lease",
     "ListMember",
+    "MediaFile",
     "Segment",
     "SenderChat",
     "SenderHealthChange",

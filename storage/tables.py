@@ -13,11 +13,13 @@ from __future__ import annotations
 from typing import Final
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     Column,
     Float,
     ForeignKeyConstraint,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -205,6 +207,9 @@ deliveries: Final[Table] = Table(
     Column("failed_at", UTCDateTime(), nullable=True),
     Column("replied_at", UTCDateTime(), nullable=True),
     Column("reply_text", String(length=4000), nullable=True),
+    Column("tapped_button_id", String(length=256), nullable=True),
+    Column("tapped_row_id", String(length=256), nullable=True),
+    Column("tapped_title", String(length=256), nullable=True),
     Column("recipient_tz", String(length=64), nullable=True),
     Column("variant", String(length=40), nullable=True),
     ForeignKeyConstraint(["campaign_id"], ["campaigns.id"], ondelete="CASCADE"),
@@ -284,6 +289,9 @@ inbound_messages: Final[Table] = Table(
     Column("is_opt_out", Boolean(), nullable=False, default=False),
     Column("received_at", UTCDateTime(), nullable=False),
     Column("delivery_id", BigId, nullable=True),
+    Column("button_id", String(length=256), nullable=True),
+    Column("row_id", String(length=256), nullable=True),
+    Column("quoted_id", String(length=128), nullable=True),
     ForeignKeyConstraint(["contact_id"], ["contacts.id"]),
     UniqueConstraint("message_id"),
 )
@@ -351,6 +359,21 @@ lists: Final[Table] = Table(
     Column("description", String(length=1000), nullable=False, default=""),
     Column("created_at", UTCDateTime(), nullable=False),
     UniqueConstraint("name"),
+)
+
+media: Final[Table] = Table(
+    "media",
+    metadata,
+    Column("id", BigId, primary_key=True, nullable=False),
+    Column("name", String(length=255), nullable=False),
+    Column("kind", String(length=16), nullable=False),
+    Column("content_type", String(length=100), nullable=False),
+    Column("size", BigInteger(), nullable=False),
+    Column("sha256", String(length=64), nullable=False),
+    Column("url_key", String(length=64), nullable=False),
+    Column("data", LargeBinary(), nullable=False),
+    Column("created_by", String(length=100), nullable=False, default=""),
+    Column("created_at", UTCDateTime(), nullable=False),
 )
 
 segments: Final[Table] = Table(

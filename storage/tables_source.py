@@ -152,6 +152,7 @@ _SQLALCHEMY = (
     "Float",
     "ForeignKeyConstraint",
     "Integer",
+    "LargeBinary",
     "MetaData",
     "String",
     "Table",

@@ -47,3 +47,15 @@ def launched_chromium() -> Iterator[Any]:
             yield browser
         finally:
             browser.close()
+
+
+def opened_page(browser: Any) -> Iterator[Any]:
+    """A page of ``browser`` in a fresh context (no other test's cookies): 1280x900,
+    downloads accepted, 20 s for each wait; the context closed at the end."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    try:
+        yield page
+    finally:
+        context.close()

@@ -52,6 +52,11 @@ REPORT_COLUMNS: tuple[Column, ...] = (
     Column("reply", "d.reply_text", "text"),
     Column("opted_out", "c.opted_out", "yesno"),
     Column("variant", "d.variant", "text"),
+    # the first button or list row the recipient tapped: its id and title (last: a sheet
+    # read by column position keeps its columns)
+    Column("tapped_button_id", "d.tapped_button_id", "text"),
+    Column("tapped_row_id", "d.tapped_row_id", "text"),
+    Column("tapped_title", "d.tapped_title", "text"),
 )
 #: the header: the columns' names
 COLUMNS = tuple(c.name for c in REPORT_COLUMNS)

@@ -52,6 +52,10 @@ class ReportSummary:
     median_seconds_to_read: float | None  # of read_at - sent_at
     #: A/B variants compared (``campaigns.variants.campaign_comparison``); {} without
     variants: dict[str, Any] = field(default_factory=dict)
+    #: per button and list row: ``kind`` (button, row), ``id``, ``title``, ``taps`` (the
+    #: recipients whose first tap it was) and ``rate`` (taps / sent); the message's own
+    #: quick-reply buttons and rows first, in order, then any other id tapped
+    taps: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -94,6 +98,66 @@ def _median_or_none(micros: array[int]) -> float | None:
     return round(_median_seconds(micros), 3) if micros else None
 
 
+def _choices(spec: Any) -> list[tuple[str, str, str]]:
+    """(kind, id, title) of the quick-reply buttons and list rows of the campaign's
+    message and its variants, in order, once each."""
+    if spec is None:
+        return []
+    out: dict[tuple[str, str], str] = {}
+    for message in (spec.message, *spec.message.variants):
+        for b in message.buttons:
+            if b.kind == "quick_reply" and b.id:
+                out.setdefault(("button", b.id), b.display_text)
+        for section in message.sections:
+            for row in section.rows:
+                out.setdefault(("row", row.row_id), row.title)
+    return [(kind, cid, title) for (kind, cid), title in out.items()]
+
+
+def tap_rates(conn: Connection, campaign_id: int, spec: Any, sent: int) -> list[dict[str, Any]]:
+    """The campaign's taps per button and list row (:attr:`ReportSummary.taps`)."""
+    tapped = {
+        (("button", str(b)) if b is not None else ("row", str(r))): (int(n), t)
+        for b, r, n, t in conn.execute(
+            select(
+                _d.c.tapped_button_id,
+                _d.c.tapped_row_id,
+                func.count(),
+                func.max(_d.c.tapped_title),
+            )
+            .where(
+                _d.c.campaign_id == campaign_id,
+                (_d.c.tapped_button_id.is_not(None)) | (_d.c.tapped_row_id.is_not(None)),
+            )
+            .group_by(_d.c.tapped_button_id, _d.c.tapped_row_id)
+        )
+    }
+    choices = _choices(spec)
+    known = {(kind, cid) for kind, cid, _title in choices}
+    extra = sorted(k for k in tapped if k not in known)
+    rows = choices + [(kind, cid, str(tapped[kind, cid][1] or "")) for kind, cid in extra]
+    out: list[dict[str, Any]] = []
+    for kind, cid, title in rows:
+        n = tapped.get((kind, cid), (0, None))[0]
+        out.append({"kind": kind, "id": cid, "title": title, "taps": n, "rate": _rate(n, sent)})
+    return out
+
+
+def campaign_taps(engine: Engine, campaign_id: int) -> list[dict[str, Any]]:
+    """The campaign's taps per button and list row (the campaign page's table); [] without
+    reading its rows when its message has no quick-reply button or list row (nothing to
+    tap: the page of a text campaign costs no scan)."""
+    with engine.connect() as conn:
+        raw = conn.execute(select(_campaigns.c.spec).where(_campaigns.c.id == campaign_id)).scalar()
+        spec = stored_spec(raw, campaign_id) if raw else None
+        if not _choices(spec):
+            return []
+        sent = conn.execute(
+            select(func.count(_d.c.sent_at)).where(_d.c.campaign_id == campaign_id)
+        ).scalar_one()
+        return tap_rates(conn, campaign_id, spec, int(sent))
+
+
 def read_summary(conn: Connection, campaign_id: int) -> ReportSummary:
     """The summary of campaign ``campaign_id`` on ``conn``."""
     camp = campaign_row(conn, campaign_id)
@@ -129,6 +193,7 @@ def read_summary(conn: Connection, campaign_id: int) -> ReportSummary:
         median_seconds_to_delivery=_median_or_none(to_delivery),
         median_seconds_to_read=_median_or_none(to_read),
         variants=compared,
+        taps=tap_rates(conn, campaign_id, spec, sent),
     )
 
 
@@ -175,6 +240,18 @@ def _variant_rows(ws: Any, compared: dict[str, Any], rate: Any) -> None:
     if pick:
         ws.append(["A/B winner", neutralise(str(pick["winner"])), str(pick["at"])])
         ws.append(["Picked on", neutralise(str(pick["note"]))])
+
+
+def _tap_rows(ws: Any, taps: list[dict[str, Any]], rate: Any) -> None:
+    """The taps per button and list row (none: no table)."""
+    if not taps:
+        return
+    ws.append([])
+    ws.append(["Tapped", "Id", "Title", "Taps", "Tap rate (of sent)"])
+    for t in taps:
+        ws.append(
+            [t["kind"], neutralise(t["id"]), neutralise(t["title"]), t["taps"], rate(t["rate"])]
+        )
 
 
 def summary_workbook(summary: ReportSummary) -> Any:
@@ -225,6 +302,7 @@ def summary_workbook(summary: ReportSummary) -> Any:
     for state, n in summary.counts.items():
         ws.append([state, n])
     _variant_rows(ws, summary.variants, rate)
+    _tap_rows(ws, summary.taps, rate)
     chart = BarChart()
     chart.type = "bar"  # horizontal bars, top to bottom: a funnel
     chart.title = "Funnel"
@@ -246,7 +324,9 @@ __all__ = [
     "ReportError",
     "ReportSummary",
     "campaign_row",
+    "campaign_taps",
     "read_summary",
     "report_summary",
     "summary_workbook",
+    "tap_rates",
 ]

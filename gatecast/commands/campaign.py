@@ -632,6 +632,9 @@ def print_summary(summary: ReportSummary) -> None:
     for state in _delivery_states():
         if summary.counts.get(state):
             table.add_row(f"  state {state}", f"{summary.counts[state]:,}")
+    for tap in summary.taps:
+        label = f"  tapped {tap['kind']} {escape(tap['id'])} ({escape(tap['title'])})"
+        table.add_row(label, f"{tap['taps']:,} ({pct(tap['rate'])})")
     console.print(table)
 
 

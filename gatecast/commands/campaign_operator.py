@@ -231,6 +231,8 @@ def replies_cmd(
     for r in page.items:
         who = " ".join(filter(None, [r.contact_name, r.phone or r.chat]))
         text = ("[opt-out] " if r.is_opt_out else "") + r.text
+        if r.button_id or r.row_id:
+            text += f" (tapped {'button' if r.button_id else 'row'} {r.button_id or r.row_id})"
         campaign_text = f"{r.campaign_id} {r.campaign_name}" if r.campaign_id else "-"
         table.add_row(
             _when(r.received_at),

@@ -81,6 +81,9 @@ def sandbox(
     ] = 60.0,
     reply_rate: Annotated[float, typer.Option(help="Share of recipients who reply.")] = 0.0,
     stop_rate: Annotated[float, typer.Option(help="Share of recipients who reply STOP.")] = 0.0,
+    quote_rate: Annotated[
+        float, typer.Option(help="Share of text replies that quote the message they answer.")
+    ] = 0.0,
     read_rate: Annotated[float, typer.Option(help="Share of delivered messages read.")] = 1.0,
     status_delays: Annotated[
         str, typer.Option(help="Seconds to the sent, delivered and read events.")
@@ -160,6 +163,7 @@ def sandbox(
             not_on_app_rate=not_on_app_rate,
             reply_rate=reply_rate,
             stop_rate=stop_rate,
+            quote_rate=quote_rate,
             read_rate=read_rate,
             status_delays=_delays(status_delays),
             duplicate_event_rate=duplicate_rate,

@@ -156,6 +156,8 @@ def serve(
         service = start_worker(stack, settings, engine, url, on_outcome=on_outcome)
         children = stack.enter_context(WorkerChildren(settings.workers - 1))
         console.print(f"gatecast serving on {url} (dashboard, API, webhook)")
+        # where the key is, never the key: a server's output usually ends in a log
+        console.print(auth.sign_in_hint(api_key, url, show_key=False), highlight=False)
         if ready is not None:
             ready(url)
         while not stop.wait(1.0):

@@ -12,7 +12,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.routing import APIRoute
 from starlette.types import Message, Receive, Scope, Send
 
-from gatecast.web import auth, body_limits, metrics, sessions, webhook
+from gatecast.web import auth, body_limits, media, metrics, sessions, webhook
 from gatecast.web.api import router as api_router
 from gatecast.web.api.campaign_body import add_typed_bodies
 from gatecast.web.api.common import problem_answers
@@ -125,6 +125,7 @@ def create_app(ctx: AppContext) -> FastAPI:
     app.add_middleware(AuditTrail)
     install_error_handlers(app)
     app.include_router(webhook.router)
+    app.include_router(media.router)
     app.include_router(api_router)
 
     @app.get("/healthz", tags=["ops"], summary="Health check (no authentication)")

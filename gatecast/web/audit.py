@@ -11,7 +11,8 @@ or dead API key: 401 ``authentication``; a wrong sign-in) at most once per addre
 minute (:class:`FailureLog`), the next entry counting the ones left out. The actor of a
 refused key is ``(a key)`` with at most the key's shown prefix, never the key.
 
-Not recorded here: other requests nobody is signed in for (an unknown caller cannot flood
+Not recorded: the POSTs that change nothing (:data:`READ_ONLY_POSTS`: previews,
+checks, conversions), other requests nobody is signed in for (an unknown caller cannot flood
 the log), the gateway's webhook intake (its own secret; events are not changes made by a
 person), ``/login`` and ``/logout`` (explicit entries instead). The entry is written before
 the response's last part is sent, so a client that reads the log after an answer sees it.
@@ -127,6 +128,20 @@ def failure_log(app: Any) -> FailureLog:
 #: routes (as their routers declare them) that hand out personal data: their GETs are
 #: recorded as ``export GET <route>``
 EXPORTS = frozenset({"/contacts/export", "/campaigns/{campaign_id}/report.{fmt}", "/audit/export"})
+#: POST routes that change nothing (a preview, a check, a conversion): not recorded, so
+#: a preview the composer refreshes as the user types never shows as a failed change
+READ_ONLY_POSTS = frozenset(
+    {
+        "/campaigns/preview",
+        "/campaigns/preview/toml",
+        "/campaigns/preview/recipient",
+        "/campaigns/check",
+        "/campaigns/to-toml",
+        "/campaigns/from-toml",
+        "/imports/preview",
+    }
+)
+
 #: where a route leaves the values its change replaced (:func:`note_changes`)
 CHANGES_STATE = "gatecast_audit_changes"
 
@@ -175,7 +190,7 @@ class AuditTrail(HttpMiddleware):
                 if not message.get("more_body", False):
                     if status == 401:
                         await self._refused_key(scope)
-                    elif not reading:
+                    elif not reading and _route_path(scope) not in READ_ONLY_POSTS:
                         await self._record(scope, status, bytes(body), replayed=replayed)
                     elif status < 400 and _route_path(scope) in EXPORTS:
                         await self._record(scope, status, b"", prefix="export ")
@@ -184,7 +199,7 @@ class AuditTrail(HttpMiddleware):
         try:
             await self.app(scope, receive, recording)
         except Exception:  # answered as a 500 further out
-            if not reading:
+            if not reading and _route_path(scope) not in READ_ONLY_POSTS:
                 await self._record(scope, 500, b"")
             raise
 

@@ -132,6 +132,23 @@ def api_key_notice(key: ApiKey) -> str | None:
     )
 
 
+def sign_in_hint(key: ApiKey, base_url: str, *, show_key: bool) -> str:
+    """How to sign in to the dashboard at ``base_url`` with the owner key ``key``: the key
+    itself when ``show_key`` (the terminal of whoever started the server, never a log or
+    a pipe), else where to read it."""
+    login = f"{base_url.rstrip('/')}/login"
+    if key.source == "environment":
+        where = "the key in GATECAST_API_KEY"
+    elif show_key:
+        where = f"the owner key {key.value.get_secret_value()} (kept in {key.path})"
+    else:
+        where = f"the owner key kept in the file {key.path} (e.g. cat it)"
+    return (
+        f"sign in at {login} with {where}: paste it into the API key box, user name empty; "
+        "add users and their own keys on the Users page"
+    )
+
+
 def dashboard_addresses(base_url: str) -> str:
     """Where the dashboard, the API and its docs are, for the start-up banner."""
     base = base_url.rstrip("/")
@@ -244,9 +261,10 @@ def template_of(path: str, params: dict[str, object]) -> str:
 def authorise(request: Request, identity: Identity) -> None:
     """A 403 problem (``role_required``) unless ``identity``'s role may call this route
     (:func:`gatecast.web.roles.required_role`)."""
-    needed = roles.required_role(request.method, route_template(request))
+    template = route_template(request)
+    needed = roles.required_role(request.method, template)
     if not users.at_least(identity.role, needed):
-        raise roles.refusal(identity.role, needed, identity.actor)
+        raise roles.refusal(identity.role, needed, identity.actor, template)
 
 
 def is_forgeable(request: Request) -> bool:
@@ -335,8 +353,8 @@ def hashing(settings: Settings) -> users.Hashing:
 def sign_in(request: Request, presented: str, *, name: str = "", password: str = "") -> SignIn:
     """Start a dashboard session for ``name`` and ``password`` (a user), or for the key
     ``presented`` (the owner key, or a user's key: the session carries it, its role and
-    its expiry); refused when wrong, or when this address has failed too often lately
-    (429, nothing even compared)."""
+    its expiry; with a ``name`` and no password, only a key of that user); refused when
+    wrong, or when this address has failed too often lately (429, nothing even compared)."""
     throttle = sign_in_throttle(request)
     address = client_address(request)
     wait = throttle.retry_after(address)
@@ -354,7 +372,21 @@ def sign_in(request: Request, presented: str, *, name: str = "", password: str =
     key_id: int | None = None
     key_expires_at: datetime | None = None
     actor, role = OWNER_ACTOR, roles.ADMIN
-    if name:
+    if name and presented and not password:  # a user's name with that user's key
+        if key_matches(_expected(request), presented):
+            throttle.failed(address)  # counted as any refusal: no free guesses this way
+            return SignIn(
+                None,
+                status.HTTP_401_UNAUTHORIZED,
+                "That key is the deployment's owner key, not a key of a user: "
+                "leave User empty to sign in with it.",
+                actor=name[:64],
+            )
+        holder = users.key_holder(ctx.engine, presented, now)
+        if holder is not None and holder.name != name:
+            holder = None
+        wrong = f"That key is not a key of user {name[:64]!r}, or it was revoked or expired."
+    elif name:
         holder = users.authenticate(ctx.engine, name, password, hashing(ctx.settings))
         wrong = "That user name or password is not right."
     elif key_matches(_expected(request), presented):
@@ -412,6 +444,7 @@ __all__ = [
     "require_strong_key",
     "route_template",
     "sign_in",
+    "sign_in_hint",
     "sign_out",
     "template_of",
     "unauthenticated",

@@ -8,10 +8,11 @@ request that carries a body (a ``Content-Length`` above 0, or any ``Transfer-Enc
    a bearer key or the session cookie) and answers 401 before reading a byte when nobody
    is signed in, except on the open routes (:data:`OPEN_ROUTES`: sign-in and sign-out);
 2. finds the route's body limit (:func:`limit_for`: :data:`UPLOAD_ROUTES` take
-   ``GATECAST_IMPORT_MAX_BYTES`` plus the multipart slack, every other route
-   ``GATECAST_REQUEST_MAX_BYTES``) and answers 413 at once when the declared length is
-   larger, or as soon as the bytes streamed so far pass it (chunked bodies too), without
-   reading the rest.
+   ``GATECAST_IMPORT_MAX_BYTES`` plus the multipart slack, :data:`MEDIA_ROUTES` the
+   largest media file allowed (``GATECAST_MEDIA_MAX_BYTES``, ``campaigns.media``) plus
+   the slack, every other route ``GATECAST_REQUEST_MAX_BYTES``) and answers 413 at once
+   when the declared length is larger, or as soon as the bytes streamed so far pass it
+   (chunked bodies too), without reading the rest.
 
 The gateway's webhook (``/webhooks/gateway/{secret}``) is left alone: it checks its secret
 before reading and keeps its own limit (:mod:`gatecast.web.webhook`). Requests without a
@@ -32,6 +33,7 @@ from starlette.requests import Request
 from starlette.routing import compile_path
 from starlette.types import Message, Receive, Scope, Send
 
+from campaigns.media import upload_limit
 from gatecast.settings import Settings
 from gatecast.web import auth
 from gatecast.web.api.imports import MULTIPART_SLACK
@@ -48,6 +50,8 @@ UPLOAD_ROUTES = frozenset(
         ("POST", "/api/v1/campaigns/preview/toml"),
     }
 )
+#: the media upload: its limit is the largest media file allowed (+ slack)
+MEDIA_ROUTES = frozenset({("POST", "/api/v1/media")})
 #: routes that take a small form from anybody (the sign-in page's); the JSON limit holds
 OPEN_ROUTES = frozenset({("POST", "/login"), ("POST", "/logout")})
 
@@ -56,6 +60,8 @@ def limit_for(method: str, template: str, settings: Settings) -> int:
     """The most bytes a body of ``method template`` may have (the one home of the rule)."""
     if (method, template) in UPLOAD_ROUTES:
         return settings.import_max_bytes + MULTIPART_SLACK
+    if (method, template) in MEDIA_ROUTES:
+        return upload_limit(settings.media_max_bytes) + MULTIPART_SLACK
     return settings.request_max_bytes
 
 
@@ -80,6 +86,8 @@ def setting_for(method: str, template: str) -> str:
     """The setting that holds a route's body limit."""
     if (method, template) in UPLOAD_ROUTES:
         return "GATECAST_IMPORT_MAX_BYTES"
+    if (method, template) in MEDIA_ROUTES:
+        return "GATECAST_MEDIA_MAX_BYTES"
     return "GATECAST_REQUEST_MAX_BYTES"
 
 
@@ -210,6 +218,7 @@ class BodyGate(HttpMiddleware):
 
 
 __all__ = [
+    "MEDIA_ROUTES",
     "OPEN_ROUTES",
     "UPLOAD_ROUTES",
     "BodyGate",

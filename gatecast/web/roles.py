@@ -5,7 +5,9 @@ The rule (:func:`required_role`), in order:
 1. a route whose template starts with one of :data:`ADMIN_ONLY` needs ``admin``, whatever
    its method: users and their keys, the audit log (reading and export), outbound webhook
    endpoints (their URLs receive every event, their secrets sign them), erasure, settings;
-2. any other route: ``GET``, ``HEAD`` and ``OPTIONS`` need ``viewer``; every other method
+2. a dashboard page of :data:`OPERATOR_ONLY` needs ``operator`` (the composer: a form
+   only for changing, so a viewer gets a page saying so instead of a form that fails);
+3. any other route: ``GET``, ``HEAD`` and ``OPTIONS`` need ``viewer``; every other method
    (``POST``, ``PUT``, ``PATCH``, ``DELETE``) needs ``operator``.
 
 So a route added later is covered without an edit here: a reading route is open to viewers
@@ -46,6 +48,11 @@ ADMIN_ONLY: tuple[str, ...] = (
     "/audit",  # the dashboard's Audit page
     "/webhooks",  # the dashboard's Webhooks page (not /webhooks/gateway: open, see above)
 )
+#: dashboard pages only operators (and admins) may open: forms that exist only to change
+#: things, which a viewer could fill in but never submit
+OPERATOR_ONLY: tuple[str, ...] = ("/campaigns/new",)
+#: what a refused page is for, said in its refusal ("viewers cannot create or edit campaigns")
+PURPOSES = {"/campaigns/new": "create or edit campaigns"}
 #: the stable code of a 403 for a role too low
 ROLE_CODE = "role_required"
 
@@ -59,6 +66,8 @@ def required_role(method: str, template: str) -> str:
     path as declared, e.g. ``/api/v1/campaigns/{campaign_id}/pause``)."""
     if any(_under(template, prefix) for prefix in ADMIN_ONLY):
         return ADMIN
+    if template in OPERATOR_ONLY:
+        return OPERATOR
     return VIEWER if method.upper() in READ_METHODS else OPERATOR
 
 
@@ -67,12 +76,20 @@ def allows(role: str, method: str, template: str) -> bool:
     return at_least(role, required_role(method, template))
 
 
-def refusal(role: str, needed: str, actor: str) -> Problem:
-    """The 403 for ``actor`` acting as ``role`` on a route that needs ``needed``."""
+def refusal(role: str, needed: str, actor: str, template: str = "") -> Problem:
+    """The 403 for ``actor`` acting as ``role`` on a route that needs ``needed`` (a page
+    of :data:`PURPOSES` says what it is for and who can change the role)."""
+    purpose = PURPOSES.get(template)
+    detail = f"refused: this needs the {needed} role; {actor} acts as {role}"
+    if purpose is not None:
+        detail = (
+            f"A {role} cannot {purpose}: that needs the {needed} role ({actor} acts as "
+            f"{role}). An admin can change your role on the Users page."
+        )
     return Problem(
         403,
         ROLE_CODE,
-        f"refused: this needs the {needed} role; {actor} acts as {role}",
+        detail,
         title="Your role does not allow this",
         role=role,
         required_role=needed,
@@ -83,6 +100,7 @@ __all__ = [
     "ADMIN",
     "ADMIN_ONLY",
     "OPERATOR",
+    "OPERATOR_ONLY",
     "READ_METHODS",
     "ROLE_CODE",
     "VIEWER",

@@ -43,6 +43,9 @@ class SandboxConfig:
     cold_lock_seconds: float = 60.0
     reply_rate: float = 0.0
     stop_rate: float = 0.0
+    # share of text replies that quote the message they answer (a button or list choice
+    # always quotes it)
+    quote_rate: float = 0.0
     # webhook events
     status_delays: tuple[float, float, float] = (0.05, 0.2, 0.5)  # to sent/delivered/read
     read_rate: float = 1.0
@@ -89,6 +92,7 @@ class SandboxConfig:
             "error_463_rate",
             "reply_rate",
             "stop_rate",
+            "quote_rate",
             "read_rate",
             "duplicate_event_rate",
             "no_key_rate",

@@ -96,13 +96,16 @@ def incoming_body(
     reply_id: str | None = None,
     variant: int = 0,
     push_name: str = "",
+    quoted_id: str | None = None,
 ) -> dict[str, Any]:
     """A message someone sent to the instance.
 
     ``reply_kind``: ``text``, ``button`` (a quick-reply choice), ``template_button``
     (a legacy template choice) or ``list`` (a list row). Reference ``variant`` (bit 0):
     ``{"messages": [...], "type": "notify"}`` or a bare list; (bit 1) string timestamp;
-    (bit 2) ``@c.us`` address and ``extendedTextMessage`` for plain text.
+    (bit 2) ``@c.us`` address and ``extendedTextMessage`` for plain text. ``quoted_id``:
+    the message it quotes (reference: ``contextInfo.stanzaId`` of its message kind, plain
+    text then an ``extendedTextMessage``; spec: ``quoted_id``).
     """
     if dialect == "spec":
         chat = f"{sender_digits}@s.whatsapp.net"
@@ -117,6 +120,8 @@ def incoming_body(
         }
         if reply_id is not None:
             data["reply_id"] = reply_id
+        if quoted_id is not None:
+            data["quoted_id"] = quoted_id
         return _spec(instance_id, "message", data)
     suffix = "c.us" if variant & 4 else "s.whatsapp.net"
     content: dict[str, Any]
@@ -135,10 +140,14 @@ def incoming_body(
                 "singleSelectReply": {"selectedRowId": reply_id},
             }
         }
-    elif variant & 4:
+    elif variant & 4 or quoted_id is not None:
         content = {"extendedTextMessage": {"text": text}}
     else:
         content = {"conversation": text}
+    if quoted_id is not None:
+        remote = f"{sender_digits}@{suffix}"
+        for kind in content.values():
+            kind["contextInfo"] = {"stanzaId": quoted_id, "participant": remote}
     msg = {
         "key": {"remoteJid": f"{sender_digits}@{suffix}", "fromMe": False, "id": message_id},
         "pushName": push_name,

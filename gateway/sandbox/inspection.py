@@ -76,7 +76,14 @@ class Inspection:
                 return json_response(self.state.renew_quota(iid).public())
             if action == "incoming":
                 sender, text = params.get("from", ""), params.get("text", "")
-                mid = self.state.inject_incoming(iid, sender, text)
+                mid = self.state.inject_incoming(
+                    iid,
+                    sender,
+                    text,
+                    quote=params.get("quote"),
+                    button=params.get("button"),
+                    row=params.get("row"),
+                )
                 return json_response({"message_id": mid})
             if action == "qr":
                 with self.state.lock:

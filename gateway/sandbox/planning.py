@@ -121,6 +121,9 @@ def reply_job(
                 row = rng.choice(rows)
                 kind, reply_id, text = "list", row["rowId"], row["title"]
     msg.replied = text
+    # a choice quotes the message whose buttons it tapped (as WhatsApp does); a text
+    # quotes it for ``quote_rate`` of replies (no draw at 0: a seed replays as before)
+    quoting = kind != "text" or (cfg.quote_rate > 0 and rng.random() < cfg.quote_rate)
     body = ev.incoming_body(
         cfg.dialect,
         msg.instance_id,
@@ -131,5 +134,6 @@ def reply_job(
         reply_kind=kind,
         reply_id=reply_id,
         variant=rng.randrange(8),
+        quoted_id=msg.id if quoting else None,
     )
     return EventJob(msg.instance_id, "incoming", body, msg.id)

@@ -386,8 +386,23 @@ class SandboxState:
             inst.quota_from = inst.sends
             return inst
 
-    def inject_incoming(self, instance_id: str, sender: str, text: str) -> str:
-        """Simulate someone writing to the instance (sandbox-only); returns the message id."""
+    def inject_incoming(
+        self,
+        instance_id: str,
+        sender: str,
+        text: str,
+        *,
+        quote: str | None = None,
+        button: str | None = None,
+        row: str | None = None,
+    ) -> str:
+        """Simulate someone writing to the instance (sandbox-only); returns the message id.
+
+        ``quote``: the id of a message the reply quotes; ``button`` / ``row``: the id of
+        the button or list row tapped (``text`` is then its title)."""
+        if button and row:
+            raise ValueError("a message taps a button or a list row, not both")
+        kind, reply_id = ("button", button) if button else ("list", row) if row else ("text", None)
         with self.lock:
             if instance_id not in self.instances:
                 raise KeyError(f"no instance {instance_id!r}")
@@ -402,7 +417,10 @@ class SandboxState:
                 sender,
                 text,
                 int(self.clock()),
+                reply_kind=kind,
+                reply_id=reply_id,
                 variant=self.rng.randrange(8),
+                quoted_id=quote or None,
             )
             self._emit_now(instance_id, "incoming", body)
             return mid

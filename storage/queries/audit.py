@@ -146,3 +146,15 @@ __all__ = [
     "entries_page",
     "scrub",
 ]
+
+
+def names_of(engine: Engine, table_name: str, ids: Sequence[int]) -> dict[int, str]:
+    """The ``name`` of each row of ``table_name`` (campaigns, segments, lists, users,
+    webhook endpoints by ``url``) among ``ids``: how the audit page names its targets."""
+    table = tables.metadata.tables[table_name]
+    column = table.c.name if "name" in table.c else table.c.url
+    if not ids:
+        return {}
+    with engine.connect() as conn:
+        rows = conn.execute(select(table.c.id, column).where(table.c.id.in_(list(ids))))
+        return {int(i): str(n) for i, n in rows}

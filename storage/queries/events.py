@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from sqlalchemy import (
     Connection,
@@ -630,6 +630,45 @@ def reply_target(
     return None if target is None else (int(target.id), target.sent_at)
 
 
+class Quoted(NamedTuple):
+    """A delivery a reply quotes: its id, target and sent time."""
+
+    id: int
+    target: str
+    sent_at: datetime | None
+
+
+def quoted_deliveries(conn: Connection, message_ids: Sequence[str]) -> dict[str, Quoted]:
+    """The deliveries carrying ``message_ids`` (the messages a batch's replies quote), by
+    message id: one indexed lookup per :data:`BATCH` ids, for the whole batch."""
+    out: dict[str, Quoted] = {}
+    for chunk in _chunks(sorted(set(message_ids))):
+        for mid, did, target, sent_at in conn.execute(
+            select(_d.c.message_id, _d.c.id, _d.c.target, _d.c.sent_at).where(
+                _d.c.message_id.in_(chunk)
+            )
+        ):
+            out[str(mid)] = Quoted(int(did), str(target), sent_at)
+    return out
+
+
+def set_tap(
+    conn: Connection, delivery_id: int, *, button_id: str | None, row_id: str | None, title: str
+) -> bool:
+    """Record the button or list row tapped in answer to the delivery; False when it
+    already has one (the first tap is kept)."""
+    result = conn.execute(
+        update(_d)
+        .where(
+            _d.c.id == delivery_id,
+            _d.c.tapped_button_id.is_(None),
+            _d.c.tapped_row_id.is_(None),
+        )
+        .values(tapped_button_id=button_id, tapped_row_id=row_id, tapped_title=title[:256])
+    )
+    return bool(result.rowcount)
+
+
 def set_reply(conn: Connection, delivery_id: int, text: str, replied_at: datetime) -> bool:
     """Attach a reply to the delivery; False when it already has one."""
     result = conn.execute(
@@ -669,6 +708,7 @@ def set_instance_state(
 
 __all__ = [
     "APPLY_BATCH",
+    "Quoted",
     "StatusRules",
     "Timing",
     "apply_unapplied",
@@ -679,9 +719,11 @@ __all__ = [
     "pg_insert_status_events_sql",
     "pg_status_event_columns",
     "prune_applied_events",
+    "quoted_deliveries",
     "reply_target",
     "set_instance_state",
     "set_reply",
+    "set_tap",
     "status_time",
     "take_message_ids",
     "unapplied_matching",

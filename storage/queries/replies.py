@@ -58,6 +58,9 @@ def replies_page(
             _i.c.delivery_id,
             _d.c.campaign_id,
             _c.c.name.label("campaign_name"),
+            _i.c.button_id,
+            _i.c.row_id,
+            _i.c.quoted_id,
         )
         .select_from(
             joined.outerjoin(_c, _c.c.id == _d.c.campaign_id).outerjoin(

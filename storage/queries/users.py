@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Engine, RowMapping, Table, delete, func, insert, or_, select, update
+from sqlalchemy.exc import IntegrityError
 
 from storage import tables
 
@@ -36,18 +37,26 @@ def _insert(engine: Engine, table: Table, **values: Any) -> int:
         return int(conn.execute(insert(table).values(**values).returning(table.c.id)).scalar_one())
 
 
-def add_user(engine: Engine, *, name: str, role: str, password_hash: str, now: datetime) -> int:
-    """Store a new user; returns its id (the caller checked the name is free)."""
-    return _insert(
-        engine,
-        _u,
-        name=name,
-        role=role,
-        password_hash=password_hash,
-        disabled=False,
-        created_at=now,
-        password_changed_at=now,
-    )
+def add_user(
+    engine: Engine, *, name: str, role: str, password_hash: str, now: datetime
+) -> int | None:
+    """Store a new user; returns its id, or None when the name was taken meanwhile (the
+    caller checked it was free, but a second request may have stored it since)."""
+    try:
+        return _insert(
+            engine,
+            _u,
+            name=name,
+            role=role,
+            password_hash=password_hash,
+            disabled=False,
+            created_at=now,
+            password_changed_at=now,
+        )
+    except IntegrityError:
+        if user_by_name(engine, name) is None:
+            raise
+        return None
 
 
 def user_by_name(engine: Engine, name: str) -> RowMapping | None:

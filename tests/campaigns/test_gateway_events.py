@@ -405,3 +405,107 @@ def test_status_times_never_go_backwards_in_any_order(engine: Engine) -> None:
     for i in range(30):
         sent, delivered, read = _times(engine, i)
         assert sent <= delivered <= read, (i, sent, delivered, read)
+
+
+def _second_campaign(engine: Engine, *, sent_at: Any) -> int:
+    """Another campaign to the same people (after :func:`_campaign`), every row sent at
+    ``sent_at`` with ids n0, n1, ...; its message has two quick-reply buttons."""
+    message = {
+        "type": "interactive",
+        "text": "Coming?",
+        "buttons": [
+            {"kind": "quick_reply", "display_text": "Yes", "id": "yes"},
+            {"kind": "quick_reply", "display_text": "No", "id": "no"},
+        ],
+    }
+    cid = service.create_campaign(engine, spec(name="second", message=message), now=NOW).id
+    with engine.begin() as conn:
+        lifecycle.transition(conn, cid, lifecycle.RUNNING, now=NOW)
+        materialise(conn, cid, now=NOW, instances=["A"])
+        targets = conn.execute(
+            select(deliveries.c.id, deliveries.c.target).where(deliveries.c.campaign_id == cid)
+        ).all()
+        for did, target in targets:
+            i = int(target[-7:])
+            conn.execute(
+                update(deliveries)
+                .where(deliveries.c.id == did)
+                .values(state="sent", message_id=f"n{i}", sent_at=sent_at, attempts=1)
+            )
+    return cid
+
+
+def _row_of(engine: Engine, campaign_id: int, i: int) -> Any:
+    with engine.connect() as conn:
+        return conn.execute(
+            select(deliveries).where(
+                deliveries.c.campaign_id == campaign_id, deliveries.c.target == phone(i)
+            )
+        ).one()
+
+
+def test_a_quoted_reply_goes_to_the_delivery_it_quotes(engine: Engine) -> None:
+    first = _campaign(engine, 3, sent=3)  # m0, m1, m2 at NOW
+    second = _second_campaign(engine, sent_at=T1)  # n0, n1, n2 at T1: newer
+
+    def incoming(i: int, mid: str, text: str, **extra: Any) -> IncomingMessage:
+        digits = phone(i)[1:]
+        return IncomingMessage("A", mid, f"{digits}@s.whatsapp.net", text, digits, at=T2, **extra)
+
+    statements: list[str] = []
+
+    def note(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        statements.append(statement)
+
+    from sqlalchemy import event
+
+    event.listen(engine, "before_cursor_execute", note)
+    try:
+        stats = _record(
+            engine,
+            [
+                # quotes the first campaign's message, though the second's is newer
+                incoming(0, "in0", "About the first one", quoted_id="m0"),
+                # taps a button of the second campaign's message, quoting it
+                incoming(1, "in1", "Yes", button_id="yes", quoted_id="n1"),
+                # quotes someone else's message: the reply window decides (the newest)
+                incoming(2, "in2", "Hm", quoted_id="m0"),
+            ],
+        )
+    finally:
+        event.remove(engine, "before_cursor_execute", note)
+    assert stats.replies == 3
+    assert _row_of(engine, first, 0).reply_text == "About the first one"
+    assert _row_of(engine, second, 0).reply_text is None
+    tapped = _row_of(engine, second, 1)
+    assert (tapped.reply_text, tapped.tapped_button_id, tapped.tapped_title) == (
+        "Yes",
+        "yes",
+        "Yes",
+    )
+    assert tapped.tapped_row_id is None
+    assert _row_of(engine, first, 1).reply_text is None
+    assert _row_of(engine, second, 2).reply_text == "Hm"
+    assert _row_of(engine, first, 2).reply_text is None
+    with engine.connect() as conn:
+        stored = {
+            r.message_id: r
+            for r in conn.execute(
+                select(
+                    inbound.c.message_id,
+                    inbound.c.delivery_id,
+                    inbound.c.button_id,
+                    inbound.c.quoted_id,
+                )
+            )
+        }
+    assert stored["in0"].delivery_id == _row_of(engine, first, 0).id
+    assert (stored["in1"].button_id, stored["in1"].quoted_id) == ("yes", "n1")
+    assert stored["in2"].delivery_id == _row_of(engine, second, 2).id
+    # the quoted messages are looked up once for the batch, not once per reply
+    lookups = [s for s in statements if "deliveries.message_id IN" in s]
+    assert len(lookups) == 1, lookups
+    # a later tap of the same person keeps the first one; a later text is not the reply
+    _record(engine, [incoming(1, "in5", "No", button_id="no", quoted_id="n1")])
+    again = _row_of(engine, second, 1)
+    assert (again.tapped_button_id, again.reply_text) == ("yes", "Yes")

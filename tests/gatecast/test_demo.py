@@ -13,19 +13,20 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _demo(tmp_path: Path) -> subprocess.CompletedProcess[str]:
+def _demo_command(tmp_path: Path, *extra: str) -> tuple[list[str], dict[str, str]]:
+    """``gatecast demo`` on a database in ``tmp_path``, and its environment (no settings)."""
     gatecast = Path(sys.executable).with_name("gatecast")
     env = {k: v for k, v in os.environ.items() if not k.startswith("GATECAST_")}
-    env["COLUMNS"] = "120"
+    env["COLUMNS"] = "200"
+    database = f"sqlite:///{tmp_path / 'demo.db'}"
+    reports = str(tmp_path / "reports")
+    return [str(gatecast), "demo", *extra, "--database", database, "--reports-dir", reports], env
+
+
+def _demo(tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    command, env = _demo_command(tmp_path)
     return subprocess.run(
-        [
-            str(gatecast),
-            "demo",
-            "--database",
-            f"sqlite:///{tmp_path / 'demo.db'}",
-            "--reports-dir",
-            str(tmp_path / "reports"),
-        ],
+        command,
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -58,3 +59,64 @@ def test_demo_exits_0_writes_reports_and_runs_again(tmp_path: Path) -> None:
     with csv_path.open(encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
     assert {r.get("state") for r in rows} & {"delivered", "read"}
+
+
+@pytest.mark.slow
+def test_demo_serve_says_how_to_sign_in_and_the_key_signs_in(tmp_path: Path) -> None:
+    """``gatecast demo --serve`` prints where the owner key is (its output is a pipe here,
+    as a log would be: never the key itself), and that key signs in on the page it names."""
+    import queue
+    import re
+    import signal
+    import threading
+
+    import httpx
+
+    command, env = _demo_command(tmp_path, "--serve")
+    proc = subprocess.Popen(
+        command,
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    assert proc.stdout is not None
+    out = proc.stdout
+
+    def read() -> None:
+        for line in out:
+            lines.put(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    seen: list[str] = []
+    try:
+        hint = ""
+        while not hint:
+            line = lines.get(timeout=120)
+            seen.append(line)
+            hint = line if line.startswith("sign in at ") else ""
+        key_file = tmp_path / ".gatecast-api-key"
+        key = key_file.read_text().strip()
+        assert f"the owner key kept in the file {key_file}" in hint, hint
+        assert "API key box" in hint and "Users page" in hint
+        found = re.search(r"sign in at (\S+)/login", hint)
+        assert found is not None, hint
+        answer = httpx.post(
+            f"{found.group(1)}/login",
+            data={"api_key": key, "next": "/campaigns"},
+            follow_redirects=False,
+            timeout=30,
+        )
+        assert answer.status_code == 303 and answer.headers["location"] == "/campaigns"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    while not lines.empty():
+        seen.append(lines.get_nowait())
+    assert key not in "".join(seen)  # the key is never printed to a pipe or a log

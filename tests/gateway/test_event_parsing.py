@@ -118,6 +118,52 @@ def test_incoming_text_from_every_place(message: dict[str, Any], text: str) -> N
 
 
 @pytest.mark.parametrize(
+    ("message", "choice"),
+    [
+        ({"conversation": "hi"}, (None, None, None)),
+        (
+            {"extendedTextMessage": {"text": "yes", "contextInfo": {"stanzaId": "3EB0A"}}},
+            (None, None, "3EB0A"),
+        ),
+        (
+            {
+                "buttonsResponseMessage": {
+                    "selectedButtonId": "yes",
+                    "selectedDisplayText": "Yes",
+                    "contextInfo": {"stanzaId": "3EB0B", "participant": "1@s.whatsapp.net"},
+                }
+            },
+            ("yes", None, "3EB0B"),
+        ),
+        ({"templateButtonReplyMessage": {"selectedId": 7}}, ("7", None, None)),
+        (
+            {"listResponseMessage": {"title": "Row", "singleSelectReply": {"selectedRowId": "r"}}},
+            (None, "r", None),
+        ),
+        (
+            {
+                "interactiveResponseMessage": {
+                    "nativeFlowResponseMessage": {"paramsJson": '{"id": "more"}'},
+                    "contextInfo": {"stanzaId": "3EB0C"},
+                }
+            },
+            ("more", None, "3EB0C"),
+        ),
+        (
+            {"ephemeralMessage": {"message": {"buttonsResponseMessage": {"selectedButtonId": ""}}}},
+            (None, None, None),
+        ),
+        ({"extendedTextMessage": {"contextInfo": {"stanzaId": {"x": 1}}}}, (None, None, None)),
+    ],
+)
+def test_incoming_choice_and_quote(message: dict[str, Any], choice: tuple[Any, ...]) -> None:
+    """The button or row tapped and the quoted message id are kept (issue 32)."""
+    [event] = parse_webhook(envelope("messages.upsert", [_incoming(message)]))
+    assert isinstance(event, IncomingMessage)
+    assert (event.button_id, event.row_id, event.quoted_id) == choice
+
+
+@pytest.mark.parametrize(
     ("jid", "phone", "group"),
     [
         ("919876543210@c.us", "919876543210", False),
@@ -287,7 +333,8 @@ def test_every_shape_the_sandbox_emits_parses() -> None:
             ("template_button", "t1"),
             ("list", "r1"),
         ):
-            for variant in range(8):
+            for variant in range(16):
+                quoted = MID if variant >= 8 else None
                 body = events_out.incoming_body(
                     dialect,
                     IID,
@@ -297,11 +344,16 @@ def test_every_shape_the_sandbox_emits_parses() -> None:
                     1700000000,
                     reply_kind=kind,
                     reply_id=rid,
-                    variant=variant,
+                    variant=variant % 8,
+                    quoted_id=quoted,
                 )
                 [inc] = parse_webhook(body)
                 assert isinstance(inc, IncomingMessage)
                 assert (inc.text, inc.sender_phone, inc.at) == ("Yes", "15551234567", T0)
+                choice = (inc.button_id, inc.row_id, inc.quoted_id)
+                row = rid if kind == "list" else None
+                button = rid if kind in ("button", "template_button") else None
+                assert choice == (button, row, quoted), (dialect, kind, variant)
         for state in ("connected", "waiting_scan", "disconnected", "logged_out"):
             [c] = parse_webhook(
                 events_out.connection_body(dialect, IID, state, phone="15550001111")

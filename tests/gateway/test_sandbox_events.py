@@ -319,3 +319,38 @@ def test_each_event_carries_the_time_it_happened(webhook_sink: WebhookSink) -> N
     assert sent_at is not None and read_at is not None
     assert (read_at - sent_at).total_seconds() >= 2
     assert reply and reply[0].at is not None and reply[0].at >= read_at
+
+
+def test_replies_quote_the_message_they_answer() -> None:
+    """A choice always quotes its message; text replies quote it at ``quote_rate``."""
+    import random
+
+    from gateway.sandbox.planning import reply_job
+    from gateway.sandbox.records import SentMessage
+
+    buttons = [
+        {
+            "name": "quick_reply",
+            "buttonParamsJson": json.dumps({"id": "yes", "display_text": "Yes"}),
+        }
+    ]
+    kinds: dict[str, dict[str, Any]] = {
+        "interactive": {"message": {"interactiveButtons": buttons}},
+        "text": {"message": {"text": "hello"}},
+    }
+    for rate, quoted_texts in ((0.0, 0), (1.0, 20)):
+        cfg = SandboxConfig(dialect="reference", reply_rate=1.0, quote_rate=rate)
+        rng = random.Random(7)
+        texts = 0
+        for i in range(20):
+            for kind, payload in kinds.items():
+                msg = SentMessage(f"3EB0{kind}{i}", "I1", "15551234567", "", kind, payload, 0.0, "")
+                body = reply_job(cfg, rng, msg).body
+                assert body is not None
+                [event] = parse_webhook(body)
+                assert isinstance(event, IncomingMessage)
+                if kind == "interactive":
+                    assert (event.button_id, event.quoted_id) == ("yes", msg.id)
+                else:
+                    texts += event.quoted_id == msg.id
+        assert texts == quoted_texts

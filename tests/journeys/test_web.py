@@ -232,6 +232,11 @@ def _qr_requests(sandbox_process: Process) -> int:
 def test_a_double_clicked_campaign_form_creates_one_campaign(ws: Workspace, page: Any) -> None:
     _import_customers(ws)
     server = ws.serve()
+    # serve says how to sign in, and where the key is, never the key (its output is a log)
+    wait_for(lambda: "sign in at " in server.process.output(), what="the sign-in hint")
+    hint = server.process.output().split("sign in at ", 1)[1].splitlines()[0]
+    assert hint.startswith(f"{server.url}/login with the key in GATECAST_API_KEY"), hint
+    assert API_KEY not in server.process.output()
     _sign_in(page, server, "/campaigns/new")
     page.fill("#f-name", "Double click sale")
     page.select_option("#f-list", "customers")

@@ -6,22 +6,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from alembic import command
-from alembic.config import Config
-from sqlalchemy import Engine, text
+from sqlalchemy import text
 
 from campaigns import audit
-from storage.engine import MIGRATIONS_DIR, make_engine, upgrade
+from storage.engine import make_engine, upgrade
+from tests.storage.migration_steps import downgrade
 
 NOW = datetime(2026, 12, 7, 5, 0, tzinfo=UTC)
-
-
-def _downgrade(engine: Engine, revision: str) -> None:
-    cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.downgrade(cfg, revision)
 
 
 def test_old_entries_keep_both_empty_and_new_ones_hold_them(db_url: str) -> None:
@@ -51,7 +42,7 @@ def test_old_entries_keep_both_empty_and_new_ones_hold_them(db_url: str) -> None
         assert (old.key_id, old.changes) == (None, None)
         assert new.key_id == 7
         assert new.changes == {"role": ["operator", "viewer"], "password": [None, "changed"]}
-        _downgrade(engine, "0019")
+        downgrade(engine, "0019")
         with engine.connect() as conn:
             assert conn.execute(text("SELECT count(*) FROM audit_log")).scalar_one() == 2
     finally:

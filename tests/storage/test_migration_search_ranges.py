@@ -3,20 +3,11 @@ the queue, so no contact loses its way into the search (SQLite + PostgreSQL)."""
 
 from __future__ import annotations
 
-from alembic import command
-from alembic.config import Config
-from sqlalchemy import Engine, text
+from sqlalchemy import text
 
-from storage.engine import MIGRATIONS_DIR, current_revision, make_engine, upgrade
+from storage.engine import current_revision, make_engine, upgrade
 from tests.campaigns.campaign_fixtures import NOW
-
-
-def _downgrade(engine: Engine, revision: str) -> None:
-    cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.downgrade(cfg, revision)
+from tests.storage.migration_steps import downgrade
 
 
 def test_downgrade_puts_the_ranges_back_in_the_queue(db_url: str) -> None:
@@ -42,7 +33,7 @@ def test_downgrade_puts_the_ranges_back_in_the_queue(db_url: str) -> None:
             conn.execute(
                 text("INSERT INTO contact_search_pending (contact_id) VALUES (:a)"), {"a": ids[2]}
             )
-        _downgrade(engine, "0018")
+        downgrade(engine, "0018")
         assert current_revision(engine) == "0018"
         with engine.connect() as conn:
             queued = (

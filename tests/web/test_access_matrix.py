@@ -44,6 +44,8 @@ from tests.web.conftest import API_KEY, LiveApp
 OPEN = {
     ("POST", "/webhooks/gateway/{secret}"),
     ("GET", "/healthz"),
+    ("GET", "/media/{media_id}/{name}"),  # a signed link: the signature is the credential
+    ("HEAD", "/media/{media_id}/{name}"),
     ("GET", "/login"),
     ("POST", "/login"),
     ("POST", "/logout"),

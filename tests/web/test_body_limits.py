@@ -16,6 +16,7 @@ from starlette.types import Message
 from gatecast.settings import Settings
 from gatecast.web.app import create_app
 from gatecast.web.body_limits import (
+    MEDIA_ROUTES,
     OPEN_ROUTES,
     UPLOAD_ROUTES,
     declared_length,
@@ -49,7 +50,8 @@ def test_uploads_take_the_import_limit_and_every_other_route_the_json_limit() ->
 
 
 def test_the_upload_table_names_exactly_the_routes_that_take_a_file(live_sqlite: LiveApp) -> None:
-    """One home for the limits: a new upload route must be added to UPLOAD_ROUTES."""
+    """One home for the limits: a new upload route must be added to UPLOAD_ROUTES (or,
+    for media files, MEDIA_ROUTES)."""
     taking_files = set()
     declared = set()
     for context in iter_route_contexts(live_sqlite.app.routes):
@@ -60,7 +62,7 @@ def test_the_upload_table_names_exactly_the_routes_that_take_a_file(live_sqlite:
             declared.add((method, context.path))
             if any(isinstance(p.field_info, File) for p in route.dependant.body_params):
                 taking_files.add((method, context.path))
-    assert taking_files == UPLOAD_ROUTES
+    assert taking_files == UPLOAD_ROUTES | MEDIA_ROUTES
     assert declared >= OPEN_ROUTES
     app = live_sqlite.app
     assert template_for(app, "POST", "/api/v1/campaigns/7/pause") == (

@@ -23,6 +23,7 @@ import openpyxl
 import pytest
 from sqlalchemy import Engine
 
+from tests.browser import opened_page
 from tests.qr import decode_qr
 from tests.web.conftest import API_KEY, LiveApp, gateway_factory_for
 
@@ -40,15 +41,7 @@ SIDEWAYS = "() => document.scrollingElement.scrollWidth > window.innerWidth"
 def browser_page(chromium_browser: Any) -> Iterator[Any]:
     """A Chromium page in a fresh context of the session's browser (no other test's
     cookies)."""
-    context = chromium_browser.new_context(
-        viewport={"width": 1280, "height": 900}, accept_downloads=True
-    )
-    page = context.new_page()
-    page.set_default_timeout(20_000)
-    try:
-        yield page
-    finally:
-        context.close()
+    yield from opened_page(chromium_browser)
 
 
 @pytest.fixture

@@ -130,6 +130,7 @@ def _fill_kind(page: Any, kind: str) -> None:
         page.fill("#f-subtitle", "Online shop")
         page.fill("#f-text", "30% off, {{ name }}.")
         page.fill("#f-footer", "Reply STOP to opt out")
+        page.click("#add-button")  # a kind change adds no empty button
         rows = page.locator("#buttons .button-row")
         rows.nth(0).locator(".b-text").fill("Tell me more")
         rows.nth(0).locator(".b-value").fill("more")
@@ -149,6 +150,7 @@ def _fill_kind(page: Any, kind: str) -> None:
     elif kind == "template":
         page.fill("#f-text", "Deliver tomorrow, {{ name }}?")
         page.fill("#f-footer", "Acme deliveries")
+        page.click("#add-button")
         rows = page.locator("#buttons .button-row")
         rows.nth(0).locator(".b-text").fill("Yes")
         rows.nth(0).locator(".b-value").fill("yes")
@@ -160,6 +162,7 @@ def _fill_kind(page: Any, kind: str) -> None:
         page.fill("#f-text", "What would you like, {{ name }}?")
         page.fill("#f-footer", "Orders close Friday")
         page.fill("#f-button-text", "See the menu")
+        page.click("#add-section")  # a kind change adds no empty section
         section = page.locator("#sections .section-row").first
         section.locator(".s-title").fill("Mains")
         section.locator(".list-row .r-title").fill("Lasagne")

@@ -72,8 +72,9 @@ def test_users_and_audit_pages(
     page.click("nav >> text=Audit")
     expect(page).to_have_url(f"{live.url}/audit")
     table = page.locator("#audit")
-    expect(table).to_contain_text("POST /api/v1/users/{name}/keys")
-    expect(table).to_contain_text("user olga")
+    expect(table).to_contain_text("boss made an API key for user 'olga'")  # in words
+    expect(table).to_contain_text("boss added user 'olga'")
+    expect(table).to_contain_text("a sign-in as 'boss' was refused")
     expect(table).to_contain_text("127.0.0.1")
     expect(table).to_contain_text("refused")  # the wrong password
     page.fill("#audit-filter input[name=action]", "sign-in")

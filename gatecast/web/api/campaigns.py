@@ -491,8 +491,14 @@ def get_progress(
     "/campaigns/{campaign_id}/pause", response_model=ActionResult, responses=REFUSED_TRANSITION
 )
 def post_pause(campaign_id: Id, ctx: Ctx) -> ActionResult:
-    """Pause a scheduled or running campaign (409 otherwise)."""
-    new = pause_campaign(ctx.engine, campaign_id, now=ctx.clock())
+    """Pause a scheduled or running campaign; one paused already answers 200 "already
+    paused" (a second click changes nothing); 409 in any other state."""
+    try:
+        new = pause_campaign(ctx.engine, campaign_id, now=ctx.clock())
+    except lifecycle.InvalidTransition as exc:
+        if exc.current != lifecycle.PAUSED:
+            raise
+        return ActionResult(id=campaign_id, state=lifecycle.PAUSED, detail="already paused")
     return ActionResult(id=campaign_id, state=new, detail="paused")
 
 
@@ -500,8 +506,14 @@ def post_pause(campaign_id: Id, ctx: Ctx) -> ActionResult:
     "/campaigns/{campaign_id}/resume", response_model=ActionResult, responses=REFUSED_TRANSITION
 )
 def post_resume(campaign_id: Id, ctx: Ctx) -> ActionResult:
-    """Resume a paused campaign (409 otherwise)."""
-    new = resume_campaign(ctx.engine, campaign_id, now=ctx.clock())
+    """Resume a paused campaign; one scheduled or running already answers 200 "already
+    <state>" (a second click changes nothing); 409 in any other state."""
+    try:
+        new = resume_campaign(ctx.engine, campaign_id, now=ctx.clock())
+    except lifecycle.InvalidTransition as exc:
+        if exc.current not in (lifecycle.SCHEDULED, lifecycle.RUNNING):
+            raise
+        return ActionResult(id=campaign_id, state=exc.current, detail=f"already {exc.current}")
     return ActionResult(id=campaign_id, state=new, detail="resumed")
 
 

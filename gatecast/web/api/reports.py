@@ -34,6 +34,18 @@ MEDIA_TYPES: dict[str, str] = {
 }
 
 
+class TapPublic(BaseModel):
+    """The taps of one button or list row."""
+
+    kind: Literal["button", "row"]
+    id: str
+    title: str
+    #: recipients whose first tap it was
+    taps: int
+    #: taps / sent (None: nothing sent)
+    rate: float | None
+
+
 class SummaryPublic(BaseModel):
     """Counts and rates of one campaign."""
 
@@ -52,6 +64,8 @@ class SummaryPublic(BaseModel):
     read_rate: float | None
     median_seconds_to_delivery: float | None
     median_seconds_to_read: float | None
+    #: per quick-reply button and list row of the message (then any other id tapped)
+    taps: list[TapPublic]
 
 
 def _public(s: ReportSummary) -> SummaryPublic:
@@ -84,7 +98,8 @@ def build_report(ctx: AppContext, campaign_id: int, fmt: str) -> FileResponse:
 
 @router.get("/campaigns/{campaign_id}/summary", response_model=SummaryPublic)
 def get_summary(campaign_id: Id, ctx: Ctx) -> SummaryPublic:
-    """Counts, delivery and read rates, median times to delivery and to read."""
+    """Counts, delivery and read rates, median times to delivery and to read, taps per
+    button and list row."""
     get_campaign(ctx.engine, campaign_id)
     return _public(report_summary(ctx.engine, campaign_id))
 

@@ -403,6 +403,7 @@ def campaign_page(request: Request, campaign_id: Id, ctx: Ctx) -> HTMLResponse:
     except CampaignNotFound:
         return _not_found(request, f"campaign {campaign_id}")
     hold = hold_public(campaign_hold(ctx.engine, campaign_id, ctx.clock()))
+    from campaigns.reports.summary import campaign_taps
     from campaigns.test_sends import STATES as TEST_STATES
     from gatecast.web.api.instances import list_instance_rows
 
@@ -411,6 +412,7 @@ def campaign_page(request: Request, campaign_id: Id, ctx: Ctx) -> HTMLResponse:
         request,
         "campaign.html",
         campaign=detail,
+        taps=campaign_taps(ctx.engine, campaign_id),
         hold=hold,
         delivery_states=states.ALL,
         senders=senders,
@@ -505,7 +507,8 @@ def audit_page(
     page, with a CSV export of the same filter."""
     from urllib.parse import urlencode
 
-    from campaigns.audit import OUTCOMES, AuditFilter, entries
+    from campaigns.audit import OUTCOMES, AuditFilter, entries, names_of
+    from gatecast.web.dashboard.audit_words import sentence, target_names
 
     where = AuditFilter(
         actor=actor.strip() or None,
@@ -513,10 +516,13 @@ def audit_page(
         outcome=outcome if outcome in OUTCOMES else None,
     )
     shown = {"actor": where.actor, "action": where.action, "outcome": where.outcome}
+    found = entries(ctx.engine, where, limit=AUDIT_PER_PAGE, offset=offset)
+    names = target_names(found.items, lambda table, ids: names_of(ctx.engine, table, ids))
     return render(
         request,
         "audit.html",
-        entries=entries(ctx.engine, where, limit=AUDIT_PER_PAGE, offset=offset),
+        entries=found,
+        sentences={e.id: sentence(e, names) for e in found.items},
         f=where,
         outcomes=OUTCOMES,
         query=urlencode({k: v for k, v in shown.items() if v}),

@@ -172,7 +172,8 @@ def test_fast_csv_empty_campaign(engine: Engine, tmp_path: Path) -> None:
     assert (
         out.read_bytes()
         == "\ufefftarget,name,sender,state,attempts,message_id,error,".encode("utf-8")
-        + b"queued_at,sent_at,delivered_at,read_at,failed_at,replied_at,reply,opted_out,variant\r\n"
+        + b"queued_at,sent_at,delivered_at,read_at,failed_at,replied_at,reply,opted_out,variant,"
+        + b"tapped_button_id,tapped_row_id,tapped_title\r\n"
     )
 
 

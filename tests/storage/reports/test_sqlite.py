@@ -392,7 +392,8 @@ _SCHEMA = (
     "CREATE TABLE deliveries (id INTEGER PRIMARY KEY, campaign_id INTEGER, target TEXT,"
     " contact_id INTEGER, sender TEXT, state TEXT, attempts INTEGER, message_id TEXT,"
     " error TEXT, queued_at TEXT, sent_at TEXT, delivered_at TEXT, read_at TEXT,"
-    " failed_at TEXT, replied_at TEXT, reply_text TEXT, variant TEXT)",
+    " failed_at TEXT, replied_at TEXT, reply_text TEXT, variant TEXT, tapped_button_id TEXT,"
+    " tapped_row_id TEXT, tapped_title TEXT)",
 )
 _TOKENS = st.sampled_from([*"=+-@\t\r\n\",'\\\x00 a9Z0é🎉", "@g.us", "+1415", "555"])
 _TEXT = st.lists(_TOKENS, max_size=6).map("".join) | st.text(max_size=6)
@@ -400,6 +401,7 @@ _PHONES = st.from_regex(r"\A\+[0-9]{4,17}\n{0,2}\Z")
 _TIMES = st.none() | st.datetimes(
     min_value=datetime(1000, 1, 1), max_value=datetime(9999, 12, 31, 23, 59, 59)
 ).map(lambda t: t.replace(microsecond=t.microsecond % 3 * 123456 if t.second % 2 else 0))
+_TAPPED = ("tapped_button_id", "tapped_row_id", "tapped_title")
 _ROW = st.fixed_dictionaries(
     {
         "target": _PHONES | _TEXT,
@@ -412,6 +414,7 @@ _ROW = st.fixed_dictionaries(
         "error": st.none() | _TEXT,
         "reply_text": st.none() | _TEXT,
         "variant": st.none() | _TEXT,
+        **{t: st.none() | _TEXT for t in _TAPPED},
         **{t: _TIMES for t in columns.TIMES},
     }
 )
@@ -429,6 +432,7 @@ def _python_line(row: dict[str, Any]) -> bytes:
         "error": row["error"] or "",
         **{t: columns.iso(row[t] and row[t].replace(tzinfo=UTC)) for t in columns.TIMES},
         "reply": row["reply_text"] or "",
+        **{t: row[t] or "" for t in _TAPPED},
         "opted_out": bool(row["opted_out"]),
         "variant": row["variant"] or "",
     }
@@ -451,7 +455,8 @@ def test_sql_cells_match_python(rows: list[dict[str, Any]]) -> None:
             db.execute("INSERT INTO contacts VALUES (?, ?, ?)", (i, row["name"], row["opted_out"]))
         times = [row[t] and row[t].strftime("%Y-%m-%d %H:%M:%S.%f") for t in columns.TIMES]
         db.execute(
-            "INSERT INTO deliveries VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO deliveries VALUES"
+            " (?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 i,
                 row["target"],
@@ -464,6 +469,7 @@ def test_sql_cells_match_python(rows: list[dict[str, Any]]) -> None:
                 *times,
                 row["reply_text"],
                 row["variant"],
+                *(row[t] for t in _TAPPED),
             ),
         )
         if not contact:

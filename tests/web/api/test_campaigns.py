@@ -59,10 +59,12 @@ def test_create_preview_and_lifecycle(live: LiveApp) -> None:
         assert detail["list_name"] == "customers"
 
         assert api.post(f"/api/v1/campaigns/{cid}/pause").json()["state"] == "paused"
-        res = api.post(f"/api/v1/campaigns/{cid}/pause")
-        assert res.status_code == 409
-        assert res.json()["state"] == "paused"
+        res = api.post(f"/api/v1/campaigns/{cid}/pause")  # a second click: done already
+        assert res.status_code == 200
+        assert (res.json()["state"], res.json()["detail"]) == ("paused", "already paused")
         assert api.post(f"/api/v1/campaigns/{cid}/resume").json()["state"] == "scheduled"
+        res = api.post(f"/api/v1/campaigns/{cid}/resume")
+        assert res.status_code == 200 and res.json()["detail"] == "already scheduled"
         res = api.post(f"/api/v1/campaigns/{cid}/cancel")
         assert res.status_code == 200 and res.json()["state"] == "cancelled"
         for action in ("pause", "resume", "cancel", "retry"):

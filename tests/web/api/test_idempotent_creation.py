@@ -57,6 +57,9 @@ CASES: dict[str, Case] = {
         "/api/v1/users",
         {"json": {"name": "olivia", "role": "viewer", "password": "a long enough password"}},
     ),
+    "/api/v1/media": Case(
+        "/api/v1/media", {"files": {"file": ("menu.pdf", b"%PDF-1.4\n%%EOF\n", "application/pdf")}}
+    ),
     "/api/v1/campaigns/{campaign_id}/clone": Case(
         "/api/v1/campaigns", {"json": {"name": "again"}}, path="/api/v1/campaigns/1/clone"
     ),

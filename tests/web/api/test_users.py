@@ -94,7 +94,7 @@ def test_users_keys_and_their_audit_entries(
         # the dashboard's Audit page shows the key that acted and what a change replaced
         page = api.get("/audit", params={"actor": "ana"})
         assert page.status_code == 200, page.text
-        assert f"(key {key['id']})" in page.text
+        assert f"(with API key {key['id']})" in page.text
         changes_page = api.get("/audit", params={"action": "PATCH"}).text
         assert "role: operator &rarr; viewer" in changes_page
         every = api.get("/api/v1/audit").json()["total"]

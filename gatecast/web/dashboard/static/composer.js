@@ -5,10 +5,10 @@
 
 const GC = JSON.parse(document.getElementById("composer-data").textContent);
 const BUTTON_KINDS = [
-  ["quick_reply", "Quick reply", "id", "Reply id"],
-  ["cta_url", "Open a URL", "url", "URL (https://…)"],
-  ["cta_call", "Call a number", "phone_number", "Phone number (+…)"],
-  ["cta_copy", "Copy a code", "copy_code", "Code to copy"],
+  ["quick_reply", "Quick reply", "id", "Reply id", "Reply id"],
+  ["cta_url", "Open a URL", "url", "URL (https://…)", "URL"],
+  ["cta_call", "Call a number", "phone_number", "Phone number (+…)", "Phone number"],
+  ["cta_copy", "Copy a code", "copy_code", "Code to copy", "Code to copy"],
 ];
 let gcTab = "form";
 let gcTomlShown = "";
@@ -24,6 +24,148 @@ function gcProblem(e) {
     return (where ? where + ": " : "") + x.msg;
   }).join("\n");
 }
+// --- errors in the form's words, on their fields ------------------------------------------
+// the field of each campaign-file key (the form's label names it)
+const FIELDS = {
+  "name": "f-name", "list": "f-list", "groups": "f-groups", "audience": "f-segment", "audience.segment": "f-segment",
+  "message.type": "f-type", "message.text": "f-text", "message.caption": "f-text",
+  "message.media_url": "f-media", "message.filename": "f-filename", "message.title": "f-title",
+  "message.subtitle": "f-subtitle", "message.footer": "f-footer", "message.button_text": "f-button-text",
+  "message.buttons": "add-button", "message.sections": "add-section",
+  "schedule.start": "f-start", "schedule.timezone": "f-tz", "timezone": "f-tz", "schedule.window": "f-win-from",
+  "schedule.cron": "f-cron", "cron": "f-cron", "schedule.recipient_timezone": "f-recipient-tz",
+  "pace.per_minute": "f-rate", "pace.delay_seconds": "f-dmin", "pace.daily_cap": "f-cap",
+  "retry.max_attempts": "f-attempts", "retry.backoff_seconds": "f-backoff",
+  "safety.max_failure_rate": "f-failrate", "safety.min_sample": "f-minsample",
+  "safety.contact_cooldown_hours": "f-cooldown",
+};
+const BUTTON_FIELDS = { display_text: [".b-text", "Button text"], kind: [".b-kind", "Button kind"] };
+const ROW_FIELDS = { title: [".r-title", "Row title"], row_id: [".r-id", "Row id"], description: [".r-desc", "Row description"] };
+// a label's own words, without its hints in grey: "Start", "Messages per minute"
+function gcLabelOf(el) {
+  if (el.tagName === "BUTTON") { return el.textContent.replace(/^Add an? /, "").replace(/^./, function (c) { return c.toUpperCase(); }) + "s"; }
+  const label = document.querySelector("label[for='" + el.id + "']");
+  if (!label) { return el.id; }
+  const copy = label.cloneNode(true);
+  copy.querySelectorAll(".muted, input").forEach(function (x) { x.remove(); });
+  return copy.textContent.replace(/\s+/g, " ").trim();
+}
+// the kinds of buttons as the form names them ("required for a Quick reply button")
+function gcKindWords(msg) {
+  BUTTON_KINDS.forEach(function (k) { msg = msg.split(k[0]).join(k[1]); });
+  return msg;
+}
+// one error of the API: where it is in the form (the field, or null) and its words there,
+// counted from 1 as a person counts ("Button 2, URL: not a URL ...")
+function gcPlace(err) {
+  const loc = (err.loc || []).filter(function (p) { return p !== "body" && p !== "query"; });
+  const msg = gcKindWords(String(err.msg || ""));
+  if (loc[0] === "message" && loc[1] === "buttons" && typeof loc[2] === "number") {
+    const row = gcSentButtonRows()[loc[2]];
+    const what = "Button " + (loc[2] + 1);
+    if (!row) { return { el: null, text: what + ": " + msg }; }
+    let sel = BUTTON_FIELDS[loc[3]];
+    if (!sel && loc[3] !== undefined) {
+      const kind = BUTTON_KINDS.find(function (k) { return k[0] === row.querySelector(".b-kind").value; });
+      sel = [".b-value", kind[4]];
+    }
+    return sel ? { el: row.querySelector(sel[0]), text: what + ", " + sel[1] + ": " + msg } : { el: row.querySelector(".b-text"), text: what + ": " + msg };
+  }
+  if (loc[0] === "message" && loc[1] === "sections" && typeof loc[2] === "number") {
+    const section = document.querySelectorAll("#sections .section-row")[loc[2]];
+    const what = "Section " + (loc[2] + 1);
+    if (!section) { return { el: null, text: what + ": " + msg }; }
+    if (loc[3] === "rows" && typeof loc[4] === "number") {
+      const row = section.querySelectorAll(".list-row")[loc[4]];
+      const field = ROW_FIELDS[loc[5]];
+      const rowWhat = what + ", row " + (loc[4] + 1);
+      if (row && field) { return { el: row.querySelector(field[0]), text: rowWhat + ", " + field[1] + ": " + msg }; }
+      return { el: section.querySelector(".s-add"), text: rowWhat + ": " + msg };
+    }
+    if (loc[3] === "title") { return { el: section.querySelector(".s-title"), text: what + ", Section title: " + msg }; }
+    return { el: section.querySelector(".s-add"), text: what + ": " + msg };
+  }
+  if (loc[0] === "pace" && loc[1] === "delay_seconds" && loc[2] === 1) { return { el: $("f-dmax"), text: gcLabelOf($("f-dmax")) + ": " + msg }; }
+  if (loc[0] === "instances") {
+    const box = document.querySelector("input[name=instances]");
+    return { el: box, text: "Senders: " + msg };
+  }
+  let key = loc.filter(function (p) { return typeof p !== "number"; }).join(".");
+  while (key && !FIELDS[key]) { key = key.split(".").slice(0, -1).join("."); }
+  let el = key ? $(FIELDS[key]) : null;
+  if (!el) { return { el: null, text: msg }; }
+  if (el.offsetParent === null && loc[0] === "schedule") {
+    // the crontab box shows only for "advanced": the repeat picker is the field then
+    const picked = document.querySelector("input[name=repeat]:checked");
+    if (picked) { return { el: picked, text: "Repeat: " + msg }; }
+  }
+  const label = el.id === "f-win-from" ? "Window" : gcLabelOf(el);
+  return { el: el, text: label + ": " + msg };
+}
+function gcClearFieldErrors() {
+  document.querySelectorAll("#composer .field-error").forEach(function (p) { p.remove(); });
+  document.querySelectorAll("#composer [aria-invalid]").forEach(function (el) {
+    el.removeAttribute("aria-invalid");
+    const ids = (el.getAttribute("aria-describedby") || "").split(" ").filter(function (i) { return i && !i.startsWith("err-"); });
+    if (ids.length) { el.setAttribute("aria-describedby", ids.join(" ")); } else { el.removeAttribute("aria-describedby"); }
+  });
+}
+let gcErrSeq = 0;
+let gcTouched = new Set();
+let gcAllErrors = false;  // after a create, a save or a preview: every field's error shows
+// the API's errors on their fields (only on fields already touched, unless ``all``):
+// aria-invalid, the words under the field (aria-describedby); returns the places
+function gcMarkFields(e, all) {
+  gcClearFieldErrors();
+  const errors = e && e.data && Array.isArray(e.data.errors) ? e.data.errors : [];
+  const places = errors.map(gcPlace);
+  places.forEach(function (p) {
+    if (!p.el || (!all && !gcTouched.has(p.el.id))) { return; }
+    gcErrSeq += 1;
+    const note = document.createElement("p");
+    note.className = "field-error error small";
+    note.id = "err-" + gcErrSeq;
+    note.textContent = p.text;
+    p.el.setAttribute("aria-invalid", "true");
+    const ids = (p.el.getAttribute("aria-describedby") || "").split(" ").filter(Boolean);
+    ids.push(note.id);
+    p.el.setAttribute("aria-describedby", ids.join(" "));
+    const boxed = p.el.type === "checkbox" || p.el.type === "radio";
+    const after = boxed ? p.el.closest("fieldset") : p.el;
+    after.insertAdjacentElement(boxed ? "beforeend" : "afterend", note);
+  });
+  return places;
+}
+// an error of the form as text in its words ("Name: must not be empty"), fields marked
+function gcFormProblem(e, all) {
+  const places = gcMarkFields(e, all);
+  return places.length ? places.map(function (p) { return p.text; }).join("\n") : e.message;
+}
+// the same words, no field marked (the final check marks them: one owner, no flicker)
+function gcWords(e) {
+  const errors = e && e.data && Array.isArray(e.data.errors) ? e.data.errors : [];
+  return errors.length ? errors.map(function (x) { return gcPlace(x).text; }).join("\n") : e.message;
+}
+// the summary of a refused create / save / preview: each problem a link to its field
+function gcShowProblems(e, where) {
+  gcAllErrors = true;
+  const places = gcMarkFields(e, true);
+  const box = $(where);
+  box.className = "error";
+  if (!places.length) { box.textContent = e.message; return; }
+  box.innerHTML = "<span>" + places.length + (places.length === 1 ? " problem" : " problems") + " to fix:</span><ul class='error-summary'>" +
+    places.map(function (p) {
+      return "<li>" + (p.el && p.el.id ? "<a href='#" + gcEsc(p.el.id) + "' data-field='" + gcEsc(p.el.id) + "'>" + gcEsc(p.text) + "</a>" : gcEsc(p.text)) + "</li>";
+    }).join("") + "</ul>";
+}
+function gcFocusField(ev) {
+  const a = ev.target.closest("a[data-field]");
+  if (!a) { return; }
+  ev.preventDefault();
+  const el = $(a.dataset.field);
+  if (el) { el.scrollIntoView({ block: "center" }); el.focus(); }
+}
+
 function val(id) { return $(id).value; }
 function num(id) { return $(id).value === "" ? undefined : Number($(id).value); }
 function chosen(name) { const r = document.querySelector("input[name=" + name + "]:checked"); return r ? r.value : ""; }
@@ -48,7 +190,7 @@ function gcAddButton(b) {
     BUTTON_KINDS.map(function (k) { return "<option value='" + k[0] + "'" + (k[0] === kind ? " selected" : "") + ">" + k[1] + "</option>"; }).join("") +
     "</select></div>" + gcField("Button text", "b-text", b.display_text) + gcField(spec[3], "b-value", b[spec[2]]) +
     "<button type='button' class='secondary b-remove'>Remove button</button>";
-  box.querySelector(".b-kind").addEventListener("change", function () { gcButtonKind(box); gcChanged(); });
+  box.querySelector(".b-kind").addEventListener("change", function () { gcButtonKind(box); gcButtonKinds(); gcChanged(); });
   box.querySelector(".b-remove").addEventListener("click", function () { box.remove(); gcChanged(); });
   $("buttons").appendChild(box);
   gcButtonKinds();
@@ -60,12 +202,25 @@ function gcButtonKind(box) {
   box.querySelector(".b-value").previousElementSibling.textContent = spec[3];
 }
 function gcButtonKinds() {
-  // a legacy template has quick reply buttons only (the campaign file's rule)
+  // a legacy template has quick reply buttons only (the campaign file's rule): another
+  // kind's button is kept in the form, marked as not sent, never turned into a quick reply
   const template = val("f-type") === "template";
-  document.querySelectorAll("#buttons .b-kind").forEach(function (sel) {
-    if (template) { sel.value = "quick_reply"; gcButtonKind(sel.closest(".button-row")); }
-    Array.from(sel.options).forEach(function (o) { o.disabled = template && o.value !== "quick_reply"; });
+  document.querySelectorAll("#buttons .button-row").forEach(function (row) {
+    const left = template && row.querySelector(".b-kind").value !== "quick_reply";
+    row.classList.toggle("left-out", left);
+    let note = row.querySelector(".b-left-out");
+    if (left && !note) {
+      note = document.createElement("p");
+      note.className = "b-left-out note small";
+      note.textContent = "Not sent: a legacy template has quick reply buttons only (choose Quick reply to send it).";
+      row.appendChild(note);
+    } else if (!left && note) { note.remove(); }
   });
+}
+// the buttons formSpec sends: all of them, but a legacy template's quick replies only
+function gcSentButtonRows() {
+  const rows = Array.from(document.querySelectorAll("#buttons .button-row"));
+  return rows.filter(function (row) { return !row.classList.contains("left-out"); });
 }
 function gcAddSection(s) {
   s = s || {};
@@ -107,7 +262,7 @@ function formSpec() {
   if (type === "interactive" && val("f-subtitle")) { message.subtitle = val("f-subtitle"); }
   if (type !== "text" && type !== "media" && val("f-footer")) { message.footer = val("f-footer"); }
   if (type === "interactive" || type === "template") {
-    message.buttons = Array.from(document.querySelectorAll("#buttons .button-row")).map(function (row) {
+    message.buttons = gcSentButtonRows().map(function (row) {
       const kind = row.querySelector(".b-kind").value;
       const key = BUTTON_KINDS.find(function (k) { return k[0] === kind; })[2];
       const b = { kind: kind, display_text: row.querySelector(".b-text").value };
@@ -190,7 +345,7 @@ function fillForm(spec) {
   const sf = spec.safety || {};
   setVal("f-failrate", sf.max_failure_rate || 0.5); setVal("f-minsample", sf.min_sample || 20);
   setVal("f-cooldown", sf.contact_cooldown_hours);
-  gcKindChanged(); gcToChanged();
+  gcKind = null; gcKindChanged(); gcToChanged();
 }
 function gcEnsureOption(id, value) {
   const sel = $(id);
@@ -201,15 +356,63 @@ function gcEnsureOption(id, value) {
 }
 
 // --- what shows for the kind and the audience chosen ----------------------------------------
+// what each kind sends besides its text (the campaign file's fields of that type)
+const KIND_PARTS = {
+  text: [],
+  media: ["f-media", "f-filename"],
+  interactive: ["f-title", "f-subtitle", "f-footer", "buttons"],
+  template: ["f-footer", "buttons"],
+  list: ["f-title", "f-footer", "f-button-text", "sections"],
+};
+const KIND_NAMES = { text: "a text message", media: "a media message", interactive: "an interactive message", template: "a legacy template", list: "a list message" };
+let gcKind = null;
+// the parts filled in for the kind left that the new kind does not send: kept in the
+// form (switching back brings them back), said in #kind-note; nothing empty is added
+function gcKindDrops(from, to) {
+  const dropped = [];
+  KIND_PARTS[from].forEach(function (part) {
+    if (KIND_PARTS[to].includes(part)) { return; }
+    if (part === "buttons") {
+      const n = document.querySelectorAll("#buttons .button-row").length;
+      if (n) { dropped.push(n + " button" + (n === 1 ? "" : "s")); }
+    } else if (part === "sections") {
+      const n = document.querySelectorAll("#sections .section-row").length;
+      if (n) { dropped.push(n + " section" + (n === 1 ? "" : "s") + " of the list"); }
+    } else if ($(part).value.trim()) {
+      dropped.push(gcLabelOf($(part)));
+    }
+  });
+  if (to === "template" && KIND_PARTS[from].includes("buttons")) {
+    const others = Array.from(document.querySelectorAll("#buttons .button-row")).filter(function (row) {
+      return row.querySelector(".b-kind").value !== "quick_reply";
+    }).map(function (row) {
+      const kind = BUTTON_KINDS.find(function (k) { return k[0] === row.querySelector(".b-kind").value; });
+      return "'" + (row.querySelector(".b-text").value || "(no text)") + "' (" + kind[1] + ")";
+    });
+    if (others.length) {
+      dropped.push("the button" + (others.length === 1 ? " " : "s ") + others.join(", ") +
+        ": a legacy template has quick reply buttons only, so " + (others.length === 1 ? "it is" : "they are") +
+        " not sent unless you change " + (others.length === 1 ? "its" : "their") + " kind to Quick reply");
+    }
+  }
+  return dropped;
+}
 function gcKindChanged() {
   const type = val("f-type");
+  const from = gcKind;
+  gcKind = type;
   document.querySelectorAll("[data-kind]").forEach(function (el) {
     el.classList.toggle("hidden", !el.dataset.kind.split(" ").includes(type));
   });
   $("f-text-label").textContent = type === "media" ? "Caption" : "Message";
-  if ((type === "interactive" || type === "template") && !document.querySelector("#buttons .button-row")) { gcAddButton(); }
-  if (type === "list" && !document.querySelector("#sections .section-row")) { gcAddSection(); }
   gcButtonKinds();
+  const note = $("kind-note");
+  if (!note) { return; }
+  const dropped = from && from !== type ? gcKindDrops(from, type) : [];
+  note.textContent = dropped.length
+    ? "Switched to " + KIND_NAMES[type] + ". Not sent with it (kept in the form: switch back to use them again): " + dropped.join("; ") + "."
+    : "";
+  note.classList.toggle("hidden", !dropped.length);
 }
 function gcToChanged() {
   const to = chosen("to");
@@ -225,7 +428,7 @@ async function gcShowTab(tab) {
       const res = await gcApi("POST", "/campaigns/to-toml", formSpec());
       $("toml-text").value = res.toml; gcTomlShown = res.toml;
       gcShow("toml-msg", "", false);
-    } catch (e) { gcShow("campaign-msg", "The form cannot be written as TOML yet:\n" + gcProblem(e), true); return; }
+    } catch (e) { gcShowProblems(e, "campaign-msg"); return; }
   } else if ($("toml-text").value !== gcTomlShown && !(await gcApplyToml())) {
     return;
   }
@@ -442,14 +645,17 @@ async function gcRefreshNow() {
       if (seq === gcSeq) { gcShowPhone(p); }
     }, function (e) {
       if (seq !== gcSeq) { return; }
-      $("pv-chat").innerHTML = "<div class='bubble pv-unrendered'>" + gcText(gcProblem(e)) + "</div>";
+      $("pv-chat").innerHTML = "<div class='bubble pv-unrendered'>" + gcText(gcWords(e)) + "</div>";
       $("pv-missing").textContent = "";
     }),
     gcApi("POST", "/campaigns/check", spec).then(function (c) {
       if (seq !== gcSeq) { return; }
       gcShow("final-check", c.sentence, false);
       $("final-check").dataset.messages = c.messages;
-    }, function (e) { if (seq === gcSeq) { gcShow("final-check", gcProblem(e), true); } }),
+      gcClearFieldErrors();
+      // the problems a create listed are fixed: their list goes too
+      if ($("campaign-msg").querySelector(".error-summary")) { gcShow("campaign-msg", "", false); }
+    }, function (e) { if (seq === gcSeq) { gcShow("final-check", gcFormProblem(e, gcAllErrors), true); } }),
   ];
   await Promise.all(jobs);
   document.body.dataset.composerRefreshed = String(seq);
@@ -492,7 +698,7 @@ async function submit(path, body, previewOnly, keyField, method) {
       // a low-variety warning stays readable before the campaign's page opens
       const wait = res.variety && res.variety.warning ? 4000 : 700;
       setTimeout(function () { location.href = "/campaigns/" + res.id; }, wait);
-    } catch (e) { gcShow("campaign-msg", gcProblem(e), true); }
+    } catch (e) { gcShowProblems(e, "campaign-msg"); }
   });
   if (created) { buttons.forEach(function (b) { b.disabled = true; }); }
 }
@@ -561,8 +767,9 @@ async function gcCheckUpload() {
   $("f-type").addEventListener("change", gcKindChanged);
   document.querySelectorAll("input[name=to]").forEach(function (r) { r.addEventListener("change", gcToChanged); });
   document.querySelectorAll("input[name=repeat]").forEach(function (r) { r.addEventListener("change", gcRepeatChanged); });
-  $("campaign-form").addEventListener("input", gcChanged);
-  $("campaign-form").addEventListener("change", gcChanged);
+  $("campaign-form").addEventListener("input", function (ev) { if (ev.target.id) { gcTouched.add(ev.target.id); } gcChanged(); });
+  $("campaign-msg").addEventListener("click", gcFocusField);
+  $("campaign-form").addEventListener("change", function (ev) { if (ev.target.id) { gcTouched.add(ev.target.id); } gcChanged(); });
   $("pv-contact").addEventListener("change", gcRefresh);
   $("pv-search").addEventListener("input", gcSearch);
   $("pv-found").addEventListener("click", gcPick);

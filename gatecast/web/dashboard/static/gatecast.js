@@ -1,6 +1,17 @@
 // gatecast dashboard helpers: JSON calls to /api/v1 with the session cookie.
 "use strict";
 
+// the button whose click is running (only in the click's own turn, before any await)
+function gcClickedButton() {
+  const ev = window.event;
+  if (!ev || (ev.type !== "click" && ev.type !== "dblclick") || !ev.target || !ev.target.closest) { return null; }
+  return ev.target.closest("button");
+}
+
+// Every change a click starts is safe to click twice: the button stays disabled until
+// the answer comes (a double click sends once), and a POST carries the button's
+// Idempotency-Key (the same until an answer succeeds, then a fresh one), so a repeat that
+// still arrives is answered as the first was instead of creating again.
 async function gcApi(method, path, body, headers) {
   const opts = { method: method, headers: Object.assign({ "Accept": "application/json", "X-Gatecast-Dashboard": "1" }, headers || {}), credentials: "same-origin" };
   if (body instanceof FormData) {
@@ -9,7 +20,17 @@ async function gcApi(method, path, body, headers) {
     opts.headers["Content-Type"] = "application/json";
     opts.body = JSON.stringify(body);
   }
-  const res = await fetch("/api/v1" + path, opts);
+  const button = method !== "GET" ? gcClickedButton() : null;
+  const holding = button !== null && !button.disabled;
+  if (button && method === "POST" && !opts.headers["Idempotency-Key"]) {
+    button.dataset.gcKey = button.dataset.gcKey || gcNewKey("click");
+    opts.headers["Idempotency-Key"] = button.dataset.gcKey;
+  }
+  if (holding) { button.disabled = true; }
+  let res;
+  try { res = await fetch("/api/v1" + path, opts); }
+  finally { if (holding) { button.disabled = false; } }
+  if (button && res.ok) { delete button.dataset.gcKey; }
   let data = null;
   const text = await res.text();
   try { data = text ? JSON.parse(text) : null; } catch (e) { data = { detail: text }; }
@@ -22,8 +43,22 @@ async function gcApi(method, path, body, headers) {
   return data;
 }
 
+// a fresh Idempotency-Key for one submission of a form (crypto.getRandomValues works on
+// plain http too, where crypto.randomUUID does not)
+function gcNewKey(prefix) {
+  const bytes = new Uint8Array(18);
+  crypto.getRandomValues(bytes);
+  return prefix + "-" + Array.from(bytes, function (b) { return b.toString(16).padStart(2, "0"); }).join("");
+}
+
 // errors are problem details: {title, status, detail, code, errors: [{loc, msg}]}
+// (a 500 or a page that is not JSON never shows as-is: it is said in words)
 function gcErrorText(status, data) {
+  if (status >= 500 || (data && typeof data.detail === "string" && /^\s*</.test(data.detail))) {
+    return status === 502 || status === 503 || status === 504
+      ? "The server is not reachable right now (" + status + "). Nothing may have been done: try again in a moment."
+      : "The server could not finish this (error " + status + (data && data.reference ? ", reference " + data.reference : "") + "). Reload the page to see whether it was done before trying again.";
+  }
   if (data && Array.isArray(data.errors) && data.errors.length) {
     return data.errors.map(function (e) {
       const loc = (e.loc || []).filter(function (p) { return p !== "body" && p !== "query"; }).join(".");
