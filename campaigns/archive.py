@@ -20,7 +20,8 @@ from sqlalchemy import Engine, update
 
 from campaigns import lifecycle
 from campaigns.delivery_lifecycle import SKIP_QUEUED
-from campaigns.service import CANCELLED_ERROR, CampaignDeleted, _row
+from campaigns.reading import campaign_row
+from campaigns.service import CANCELLED_ERROR, CampaignDeleted
 from storage import tables
 from storage.queries import campaigns as q
 from storage.types import utcnow
@@ -44,7 +45,7 @@ class DeleteRefused(ValueError):
 
 def _mark(engine: Engine, campaign_id: int, *, archived: bool, now: datetime | None) -> None:
     with engine.begin() as conn:
-        row = _row(conn, campaign_id)
+        row = campaign_row(conn, campaign_id)
         if row.deleted_at is not None:
             raise CampaignDeleted(campaign_id)
         value = (now or utcnow()) if archived else None
@@ -71,7 +72,7 @@ def delete_campaign(engine: Engine, campaign_id: int, *, now: datetime | None = 
     """
     now = now or utcnow()
     with engine.begin() as conn:
-        row = _row(conn, campaign_id)
+        row = campaign_row(conn, campaign_id)
         if row.deleted_at is not None:
             raise CampaignDeleted(campaign_id)
         if row.state == lifecycle.RUNNING:

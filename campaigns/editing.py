@@ -36,6 +36,7 @@ from campaigns.delivery_rows import (
     group_recipients,
     list_recipients,
 )
+from campaigns.reading import campaign_row
 from campaigns.render import (
     ContactData,
     RenderError,
@@ -56,7 +57,6 @@ from campaigns.service import (
     _check_start,
     _list_id,
     _preview_items,
-    _row,
     _scan,
     create_campaign,
 )
@@ -102,7 +102,7 @@ def clone_campaign(
 ) -> CreatedCampaign:
     """Create a copy of campaign ``campaign_id`` (see the module's docstring)."""
     with engine.connect() as conn:
-        row = _row(conn, campaign_id)
+        row = campaign_row(conn, campaign_id)
     spec = clone_spec(stored_spec(row.spec, campaign_id), changes)
     return create_campaign(engine, spec, now=now, default_cooldown_hours=default_cooldown_hours)
 
@@ -145,7 +145,7 @@ def edit_campaign(
     now = now or utcnow()
     spec = spec.with_cooldown_default(default_cooldown_hours)
     with engine.connect() as conn:
-        row = _row(conn, campaign_id)
+        row = campaign_row(conn, campaign_id)
         state = str(row.state)
         if state not in EDITABLE:
             raise lifecycle.InvalidTransition(campaign_id, state, state, "edited")
@@ -362,7 +362,7 @@ def preview_recipient(
 def campaign_file(engine: Engine, campaign_id: int) -> CampaignSpec:
     """The stored file of campaign ``campaign_id`` (:class:`CampaignNotFound` if none)."""
     with engine.connect() as conn:
-        return stored_spec(_row(conn, campaign_id).spec, campaign_id)
+        return stored_spec(campaign_row(conn, campaign_id).spec, campaign_id)
 
 
 __all__ = [

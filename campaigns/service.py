@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Engine, Table, func, insert, select
+from sqlalchemy import Connection, Engine, Table, insert, select
 
 from campaigns import delivery_lifecycle, lifecycle, variants
 from campaigns.campaign_file import (
@@ -31,7 +31,16 @@ from campaigns.delivery_rows import (
 )
 from campaigns.failure_reasons import plain_reason
 from campaigns.gateway_events import settle_unknown
-from campaigns.paging import CursorPage, Page, cursors, decode_cursor
+from campaigns.paging import CursorPage, cursors, decode_cursor
+from campaigns.reading import (
+    ARCHIVED_FILTERS,
+    CampaignDetail,
+    CampaignNotFound,
+    CampaignSummary,
+    get_campaign,
+    list_campaigns,
+)
+from campaigns.reading import campaign_row as _row  # the module's own short name
 from campaigns.recipient_time import recipient_zone
 from campaigns.render import RenderError, RenderLimit, recipient_rng, render_message
 from campaigns.segments import (
@@ -68,24 +77,12 @@ PREVIEW_SEED = 0
 CANCELLED_ERROR = "campaign cancelled"
 
 
-class CampaignNotFound(LookupError):
-    """No campaign with that id."""
-
-    def __init__(self, campaign_id: int) -> None:
-        self.campaign_id = campaign_id
-        super().__init__(f"campaign {campaign_id} does not exist")
-
-
 class CampaignDeleted(ValueError):
     """The campaign was deleted: its history is kept (reports), nothing acts on it."""
 
     def __init__(self, campaign_id: int) -> None:
         self.campaign_id = campaign_id
         super().__init__(f"campaign {campaign_id} is deleted: only its reports remain")
-
-
-#: which campaigns a listing shows by their archive mark
-ARCHIVED_FILTERS = ("no", "only", "any")
 
 
 class CampaignSetupError(ValueError):
@@ -168,60 +165,6 @@ class CampaignPreview:
     cooldown_excluded: int = 0
     #: distinct rendered messages over a sample, and the warning when they are few
     variety: Variety | None = None
-
-
-@dataclass(frozen=True)
-class CampaignSummary:
-    """A campaign in a listing."""
-
-    id: int
-    name: str
-    state: str
-    message_type: str
-    list_name: str | None
-    start_at: datetime | None
-    cron: str | None
-    created_at: datetime
-    total: int
-    counts: dict[str, int]
-    #: the ``[audience]`` in force by names (a segment expanded), None for a list or groups
-    audience: dict[str, Any] | None = None
-    #: when it was archived (hidden from the default list), None when it is not
-    archived_at: datetime | None = None
-    timezone: str = "UTC"
-
-
-@dataclass(frozen=True)
-class CampaignDetail:
-    """One campaign with its spec, times and counts per delivery state."""
-
-    id: int
-    name: str
-    state: str
-    state_reason: str | None
-    message_type: str
-    list_name: str | None
-    timezone: str
-    start_at: datetime | None
-    cron: str | None
-    parent_id: int | None
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
-    spec: CampaignSpec
-    counts: dict[str, int] = field(default_factory=dict)
-    #: the ``[audience]`` in force by names (a segment expanded), None for a list or groups
-    audience: dict[str, Any] | None = None
-    archived_at: datetime | None = None
-    #: when it was deleted (campaigns.archive.delete_campaign); its rows stay for reports
-    deleted_at: datetime | None = None
-    #: the A/B variants compared, the test and its pick (``campaigns.variants``); {} without
-    variants: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def total(self) -> int:
-        """All delivery rows."""
-        return sum(self.counts.values())
 
 
 def _list_id(conn: Connection, name: str) -> int | None:
@@ -575,105 +518,6 @@ def create_campaign(
         audience=scan.audience_count(),
         cooldown_excluded=scan.cooled,
         variety=scan.variety.result(spec.max_identical_in_row),
-    )
-
-
-def _row(conn: Connection, campaign_id: int) -> Any:
-    row = conn.execute(
-        select(_campaigns, _lists.c.name.label("list_name"))
-        .select_from(_campaigns.outerjoin(_lists, _lists.c.id == _campaigns.c.list_id))
-        .where(_campaigns.c.id == campaign_id)
-    ).one_or_none()
-    if row is None:
-        raise CampaignNotFound(campaign_id)
-    return row
-
-
-def list_campaigns(
-    engine: Engine,
-    *,
-    state: str | None = None,
-    name: str | None = None,
-    archived: str = "no",
-    limit: int | None = None,
-    offset: int = 0,
-) -> Page[CampaignSummary]:
-    """Campaigns newest first, with counts per delivery state: those in ``state`` whose
-    name contains ``name`` (any case), ``limit`` of them from ``offset``, and how many
-    match in all. ``archived``: ``no`` (the default) leaves archived campaigns out,
-    ``only`` shows only them, ``any`` both; deleted campaigns are never listed."""
-    where: list[ColumnElement[bool]] = [_campaigns.c.deleted_at.is_(None)]
-    if archived == "no":
-        where.append(_campaigns.c.archived_at.is_(None))
-    elif archived == "only":
-        where.append(_campaigns.c.archived_at.is_not(None))
-    if state is not None:
-        where.append(_campaigns.c.state == state)
-    if name:
-        where.append(func.lower(_campaigns.c.name).contains(name.lower(), autoescape=True))
-    with engine.connect() as conn:
-        total = conn.execute(select(func.count()).select_from(_campaigns).where(*where))
-        matching = int(total.scalar_one())
-        stmt = (
-            select(_campaigns, _lists.c.name.label("list_name"))
-            .select_from(_campaigns.outerjoin(_lists, _lists.c.id == _campaigns.c.list_id))
-            .where(*where)
-            .order_by(_campaigns.c.id.desc())
-            .limit(limit)
-            .offset(offset)
-        )
-        rows = conn.execute(stmt).all()
-        counts = tallies.delivery_counts_by_campaign(conn, [int(r.id) for r in rows])
-    out = []
-    for r in rows:
-        c = counts.get(int(r.id), dict.fromkeys(states.ALL, 0))
-        out.append(
-            CampaignSummary(
-                id=int(r.id),
-                name=r.name,
-                state=r.state,
-                message_type=r.message_type,
-                list_name=r.list_name,
-                start_at=r.start_at,
-                cron=r.cron,
-                created_at=r.created_at,
-                total=sum(c.values()),
-                counts=c,
-                audience=r.audience,
-                archived_at=r.archived_at,
-                timezone=r.timezone,
-            )
-        )
-    return Page(out, matching)
-
-
-def get_campaign(engine: Engine, campaign_id: int) -> CampaignDetail:
-    """One campaign with its counts per delivery state; :class:`CampaignNotFound` if none."""
-    with engine.connect() as conn:
-        r = _row(conn, campaign_id)
-        counts = tallies.delivery_counts(conn, campaign_id)
-        spec = stored_spec(r.spec, int(r.id))
-        compared = variants.campaign_comparison(conn, campaign_id, spec)
-    return CampaignDetail(
-        id=int(r.id),
-        name=r.name,
-        state=r.state,
-        state_reason=r.state_reason,
-        message_type=r.message_type,
-        list_name=r.list_name,
-        timezone=r.timezone,
-        start_at=r.start_at,
-        cron=r.cron,
-        parent_id=r.parent_id,
-        created_at=r.created_at,
-        started_at=r.started_at,
-        finished_at=r.finished_at,
-        spec=spec,
-        counts=counts,
-        audience=r.audience,
-        archived_at=r.archived_at,
-        deleted_at=r.deleted_at,
-        variants=compared,
     )
 
 

@@ -104,15 +104,53 @@ def _root(
         install_process_clock(start)
 
 
+def for_command(root: typer.Typer, argv: list[str]) -> typer.Typer:
+    """``root`` holding only the group and command that ``argv``'s first words name, each
+    level as far as a word names one of its groups or commands exactly (a copy: ``root``
+    is unchanged). Typer builds the Click command of every command an app holds (their
+    parameters from the functions' type hints) before it parses the arguments: for all
+    73 that is about as much CPU as the command itself (docs/architecture.md, decision
+    48). What the command prints (its help, its usage errors) is the full tree's: a word
+    that names nothing (a typo, an option) stops the narrowing there, so Click sees every
+    choice where it lists them."""
+    import copy
+
+    from typer.main import get_command_name
+
+    narrowed = copy.copy(root)
+    level = narrowed
+    for word in argv:
+        groups = [g for g in level.registered_groups if g.name == word]
+        commands = [
+            c
+            for c in level.registered_commands
+            if c.callback is not None and (c.name or get_command_name(c.callback.__name__)) == word
+        ]
+        if len(groups) + len(commands) != 1:
+            break
+        level.registered_groups, level.registered_commands = groups, commands
+        if commands:
+            break
+        group = copy.copy(groups[0])
+        assert group.typer_instance is not None
+        group.typer_instance = copy.copy(group.typer_instance)
+        level.registered_groups = [group]
+        level = group.typer_instance
+    return narrowed
+
+
 def main() -> None:
     """Console-script entry point; a changing command is recorded in the audit log
-    (``gatecast.commands.common.record_cli_command``)."""
+    (``gatecast.commands.common.record_cli_command``). Shell completion (Click's
+    ``_GATECAST_COMPLETE``) gets the whole tree."""
+    import os
     import sys
 
     from gatecast.commands.common import record_cli_command
 
+    whole = "_GATECAST_COMPLETE" in os.environ
     try:
-        app()
+        (app if whole else for_command(app, sys.argv[1:]))()
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         record_cli_command(app, sys.argv[1:], code)

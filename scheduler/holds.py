@@ -36,23 +36,20 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, time, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from sqlalchemy import Connection, Engine
 
 from campaigns import lifecycle
-from campaigns.delivery_lifecycle import BAD_TOKEN_PAUSE, CONNECTION_PAUSE_REASONS
-from scheduler import health, timelock, warmup
-from scheduler.content_guard import HELD_PREFIX
 from scheduler.pacing import cap_remaining
 from scheduler.policy import CampaignPolicy, policy_from_spec
-from scheduler.sender_usage import sends_today_by_sender
 from scheduler.windows import in_window, next_local_day_start, next_window_open
-from storage.queries import deliveries as dq
 from storage.queries import instances as iq
-from storage.queries import sender_care as sc
 from storage.queries import waiting
+
+if TYPE_CHECKING:
+    from storage.queries import sender_care as sc
 
 log = logging.getLogger("gatecast.holds")
 
@@ -276,6 +273,8 @@ def _sender_hold(
     now: datetime,
 ) -> Hold | None:
     """Why ``sender``'s queued recipients are not sending now (None: they are)."""
+    from scheduler import health, warmup  # a running campaign's rules: not for a show
+
     tz = policy.timezone
     state = facts.state
     if sender is None or state is None or state.state in iq.UNABLE_STATES:
@@ -356,6 +355,8 @@ def _sender_hold(
 def unpause_advice(sender: str, reason: str) -> tuple[str, str | None]:
     """What lifts a sender's pause, by its reason: a refused access token is the
     gateway-wide setting, a lost link a new QR scan, anything else a resume."""
+    from campaigns.delivery_lifecycle import BAD_TOKEN_PAUSE, CONNECTION_PAUSE_REASONS
+
     if reason == BAD_TOKEN_PAUSE:
         return (
             "correct the gateway access token setting, then resume the sender",
@@ -381,6 +382,9 @@ def _state_words(state: iq.SenderHealth | None) -> str:
 def _later_hold(sender: str | None, first: waiting.FirstQueued, tz: ZoneInfo) -> Hold:
     """The sender's first queued recipient is due later: a retry, a timelock, an
     identical-content wait, or simply a later due time."""
+    from scheduler import timelock
+    from scheduler.content_guard import HELD_PREFIX
+
     at = first.due_at
     assert at is not None
     when = local_text(at, tz)
@@ -486,6 +490,12 @@ def campaign_holds(
 def _running_hold(
     conn: Connection, row: waiting.CampaignRow, policy: CampaignPolicy, now: datetime
 ) -> CampaignHold:
+    # what only a running campaign reads: loaded then (``campaign show`` of another
+    # campaign does not pay for them)
+    from scheduler.sender_usage import sends_today_by_sender
+    from storage.queries import deliveries as dq
+    from storage.queries import sender_care as sc
+
     senders: list[str | None] = list(dq.queued_senders(conn, row.id))
     if iq.has_unassigned(conn, row.id):
         senders.append(None)

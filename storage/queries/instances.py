@@ -11,9 +11,13 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import (
+    ARRAY,
+    ColumnElement,
     Connection,
     Select,
+    String,
     and_,
+    any_,
     bindparam,
     case,
     delete,
@@ -347,6 +351,17 @@ def next_send_times(conn: Connection, instance_ids: Sequence[str]) -> dict[str, 
     return {str(r[0]): r[1] for r in rows}
 
 
+def _among(conn: Connection, instance_ids: Sequence[str]) -> ColumnElement[bool]:
+    """``instance_id`` is one of ``instance_ids``: on PostgreSQL ``= ANY`` of one array
+    parameter, where an ``IN`` list binds (and the server plans) one parameter per id:
+    the dispatch thread reads its senders' pace state every tick, 500 of them for a
+    campaign of 500 senders (half its CPU for that read)."""
+    if conn.dialect.name == "postgresql":
+        ids = bindparam("instance_ids", list(instance_ids), type_=ARRAY(String))
+        return _i.c.instance_id == any_(ids)
+    return _i.c.instance_id.in_(list(instance_ids))
+
+
 def pace_state(
     conn: Connection, instance_ids: Sequence[str]
 ) -> dict[str, tuple[str | None, datetime | None]]:
@@ -356,7 +371,7 @@ def pace_state(
         return {}
     rows = conn.execute(
         select(_i.c.instance_id, _i.c.paused_reason, _i.c.next_send_at).where(
-            _i.c.instance_id.in_(list(instance_ids))
+            _among(conn, instance_ids)
         )
     )
     return {str(r[0]): (r[1], r[2]) for r in rows}

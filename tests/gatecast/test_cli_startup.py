@@ -23,7 +23,9 @@ WEB_AND_SHEETS = ("fastapi", "starlette", "pandas", "numpy", "uvicorn", "openpyx
 #: what ``campaign show`` must not import either: the gateway's HTTP client, the schema
 #: migrations (the check reads one row), PostgreSQL's driver on SQLite, the scheduler
 #: process, phone number metadata, the report writers (docs/architecture.md, decision 38),
-#: SQLModel and the ORM (queries use the Core tables of ``storage.tables``: decision 44)
+#: SQLModel and the ORM (queries use the Core tables of ``storage.tables``: decision 44),
+#: the campaign write path and the spec's validation (read as stored: decision 54) and a
+#: running campaign's hold rules (a scheduled campaign's hold is its state)
 NOT_FOR_SHOW = (
     *WEB_AND_SHEETS,
     "sqlmodel",
@@ -38,6 +40,12 @@ NOT_FOR_SHOW = (
     "phonenumbers",
     "gateway.client",
     "campaigns.reports",
+    "campaigns.service",
+    "campaigns.campaign_file",
+    "campaigns.delivery_lifecycle",
+    "jinja2",
+    "scheduler.warmup",
+    "scheduler.health",
 )
 #: the ORM layer: no command that only reads imports it (decision 44)
 ORM = ("sqlmodel", "sqlalchemy.orm", "storage.models")
@@ -209,10 +217,14 @@ def test_database_commands_import_no_web_or_spreadsheet_library(
     assert _after_command(argv, (*WEB_AND_SHEETS, *ORM), user_env) == []
 
 
+#: what a listing does not import either: the campaign write path, the spec's models
+NOT_FOR_LISTINGS = (*WEB_AND_SHEETS, *ORM, "campaigns.service", "campaigns.campaign_file", "jinja2")
+
+
 @pytest.mark.parametrize("argv", [["campaign", "list"], ["contacts", "lists"]], ids=" ".join)
 def test_listings_of_real_rows_import_no_orm(argv: list[str], campaign_env: dict[str, str]) -> None:
     """``campaign list`` and ``contacts lists`` read real rows through the Core tables."""
-    assert _after_script(argv, (*WEB_AND_SHEETS, *ORM), campaign_env) == []
+    assert _after_script(argv, NOT_FOR_LISTINGS, campaign_env) == []
     shown = subprocess.run(
         [str(GATECAST), *argv], env=campaign_env, capture_output=True, text=True, timeout=120
     )
@@ -232,3 +244,39 @@ def test_campaign_list_really_ran(user_env: dict[str, str]) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == []
+
+
+def test_a_command_builds_only_its_own_branch_of_the_tree() -> None:
+    """Typer builds every command an app holds before it parses: the console script
+    hands it the app narrowed to the words of the command line (decision 54)."""
+    from typer.main import get_command
+
+    from gatecast.cli import app, for_command
+
+    def names(argv: list[str]) -> dict[str, list[str]]:
+        root = get_command(for_command(app, argv))
+        groups = root.commands  # type: ignore[attr-defined]
+        return {n: sorted(getattr(c, "commands", {})) for n, c in groups.items()}
+
+    everything = names([])
+    assert len(everything) > 10 and len(everything["campaign"]) > 10
+    assert names(["campaign", "show", "1"]) == {"campaign": ["show"]}
+    assert names(["users", "key", "list"]) == {"users": ["key"]}
+    assert names(["serve", "--sandbox"]) == {"serve": []}
+    # the group's own help, an option or a word that names nothing: the whole level
+    assert names(["campaign", "--help"]) == {"campaign": everything["campaign"]}
+    assert names(["campaign", "shwo", "1"]) == {"campaign": everything["campaign"]}
+    assert names(["--help"]) == everything
+    assert names([]) == everything  # the app itself is left whole
+
+
+def test_a_mistyped_command_is_answered_from_the_whole_group(user_env: dict[str, str]) -> None:
+    done = subprocess.run(
+        [str(GATECAST), "campaign", "shwo", "1"],
+        env=user_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert "No such command 'shwo'" in done.stderr, done.stderr

@@ -67,3 +67,21 @@ def test_a_sender_never_read_looks_back_only_to_the_floor(engine: Engine) -> Non
     _event(engine, "OLD", "A", FLOOR - timedelta(minutes=1), "463")
     _event(engine, "NEW", "A", T0, "463")
     assert _read(engine) == {"A": [("463", "NEW", T0)]}
+
+
+def test_the_pace_state_of_many_senders_is_one_read(engine: Engine) -> None:
+    """``pace_state`` of 600 senders (an array parameter on PostgreSQL, an IN list on
+    SQLite): each present sender's pause and next slot, unknown ids absent."""
+    from storage.queries import instances as iq
+
+    now = datetime(2026, 12, 7, 12, tzinfo=UTC)
+    ids = [f"P{i:04d}" for i in range(600)]
+    with engine.begin() as conn:
+        iq.ensure(conn, ids, now=now)
+        iq.pause(conn, "P0007", "error 463", now=now)
+        assert iq.reserve_slot(conn, "P0599", now=now, next_at=now + timedelta(seconds=30))
+    with engine.connect() as conn:
+        state = iq.pace_state(conn, [*ids, "unknown"])
+    assert len(state) == 600 and "unknown" not in state
+    assert state["P0007"][0] == "error 463" and state["P0001"] == (None, None)
+    assert state["P0599"][1] is not None and state["P0599"][1] == now + timedelta(seconds=30)
