@@ -34,7 +34,7 @@ from tests.journeys.harness import (
     start_sandbox,
     workspace,
 )
-from tests.web.test_browser import publish_shots, shot
+from tests.web.test_browser import SIDEWAYS, publish_shots, shot
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 CLUB = [
@@ -140,6 +140,11 @@ def test_overview_shows_sending_and_a_paused_sender(
         expect(page.locator("#replies-count")).to_contain_text("in the last 24 hours")
         shot(page, "overview")
         publish_shots("overview")
+        page.set_viewport_size({"width": 390, "height": 844})  # a phone: nothing sideways
+        for path in ("/overview", "/contacts?q=buyer"):
+            page.goto(f"{server.url}{path}")
+            assert not page.evaluate(SIDEWAYS), path
+        expect(page.locator("#bulk-all-label")).to_be_visible()  # a search: all matching
     finally:
         page.context.close()
 
