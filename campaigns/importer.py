@@ -43,11 +43,11 @@ import json
 import logging
 import re
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -58,7 +58,13 @@ from sqlalchemy.exc import DBAPIError
 from campaigns.audiences import clean_list_name
 from campaigns.campaign_file import timezone_problem
 from campaigns.import_runs import mark_interrupted_imports, runner_id
-from campaigns.phones import PhoneResult, normalise_batch, normalise_phone
+from campaigns.phones import (
+    PhoneResult,
+    RegionHint,
+    normalise_batch,
+    normalise_phone,
+    region_hint,
+)
 from campaigns.search_index import catch_up_search
 from campaigns.segments import clean_tag, fold_value
 from campaigns.spreadsheets import (
@@ -188,6 +194,10 @@ class ImportFailed(Exception):
     """An import that could not run; the message names the file, row or column."""
 
 
+class MappingFailed(ImportFailed):
+    """The user's column-to-attribute mapping cannot be followed (the message says why)."""
+
+
 @dataclass(frozen=True)
 class ImportOptions:
     """How to read and where to put one import."""
@@ -212,10 +222,27 @@ class ImportOptions:
     #: opt every number of the file out instead of importing into a list (no list needed;
     #: unknown numbers become opted-out contacts)
     opt_out: bool = False
+    #: the user's mapping of columns to attribute keys (``(column, key)``; an empty key
+    #: leaves the column out); a column not named here keeps its default key
+    attributes: tuple[tuple[str, str], ...] = ()
 
 
 #: the opt-out reason kept with the contacts an opt-out file opts out
 OPT_OUT_FILE_REASON = "opt-out file"
+
+
+#: cells that mean "no value" in exported spreadsheets (compared stripped, without case):
+#: a name, attribute or tags cell holding one of them is read as empty
+EMPTY_PLACEHOLDERS = frozenset(
+    {"na", "n/a", "n.a.", "n.a", "#n/a", "null", "nil", "-", "--", "---", "\u2013", "\u2014"}
+)
+
+
+def blank_placeholders(values: pd.Series) -> pd.Series:
+    """``values`` with the cells of :data:`EMPTY_PLACEHOLDERS` (``NA``, ``N/A``, ``null``,
+    ``-``...) made empty."""
+    folded = values.str.strip().str.casefold()
+    return values.mask(folded.isin(EMPTY_PLACEHOLDERS), "")
 
 
 #: the attribute key of the column whose comma-separated values tag a row's contact
@@ -282,20 +309,35 @@ class ImportReport:
         cells as they were; read back with :func:`campaigns.spreadsheets.read_table`,
         the original columns hold the same text.
         """
-        extra = _reject_columns(self.columns)
         with path.open("w", encoding="utf-8", newline="") as fh:
-            writer = csv.writer(fh)
-            writer.writerow([*extra, *self.columns])
-            for r in self.rejects:
-                writer.writerow(
-                    [
-                        r.row_number,
-                        r.column or "",
-                        r.reason,
-                        *(r.raw.get(c, "") for c in self.columns),
-                    ]
-                )
+            write_rejects_csv(fh, self.columns, self.rejects)
         return len(self.rejects)
+
+
+class _Reject(Protocol):
+    @property
+    def row_number(self) -> int: ...
+    @property
+    def column(self) -> str | None: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def raw(self) -> Mapping[str, Any]: ...
+
+
+def write_rejects_csv(
+    out: Any, columns: Sequence[str], rejects: Iterable[_Reject], *, header: bool = True
+) -> None:
+    """Write rejected rows to the text stream ``out`` as CSV: ``row_number``, ``column``
+    and ``reason`` (renamed ``gatecast_...`` if the file has such a column), then the
+    row's ``columns`` as they were (the CLI's ``--rejects`` file and the API's CSV)."""
+    writer = csv.writer(out)
+    if header:
+        writer.writerow([*_reject_columns(columns), *columns])
+    for r in rejects:
+        writer.writerow(
+            [r.row_number, r.column or "", r.reason, *(r.raw.get(c, "") for c in columns)]
+        )
 
 
 @dataclass(frozen=True)
@@ -314,11 +356,17 @@ class Preview:
     encoding: str | None
     delimiter: str | None
     problem: str | None = None
+    #: the region the phones were read with
+    region: str = "US"
+    #: the region most local numbers of the file's first rows fit, when not ``region``
+    region_hint: RegionHint | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""
         out = asdict(self)
         out["phones"] = [{"e164": p.e164, "reason": p.reason} for p in self.phones]
+        hint = self.region_hint
+        out["region_hint"] = None if hint is None else {**hint._asdict(), "message": hint.message}
         return out
 
 
@@ -467,10 +515,16 @@ def map_columns(path: Path, columns: Sequence[str], opts: ImportOptions) -> _Map
             name = first
     attributes = [c for c in rest if c != name]
     tags = next((c for c in attributes if attribute_key(c) == TAGS_KEY), None)
-    attributes = [c for c in attributes if c != tags]
+    chosen = _chosen_keys(path, columns, attributes, opts.attributes)
+    if tags is not None and tags in chosen:  # the user said what the tags column is
+        tags = tags if chosen[tags] == TAGS_KEY else None
+    attributes = [c for c in attributes if c != tags and chosen.get(c) != ""]
     keys: dict[str, str] = {}
-    used: set[str] = set()
+    used = {k for k in chosen.values() if k}
     for col in attributes:
+        if chosen.get(col):
+            keys[col] = chosen[col]
+            continue
         key = base = attribute_key(col)
         n = 2
         while key in used:
@@ -478,6 +532,40 @@ def map_columns(path: Path, columns: Sequence[str], opts: ImportOptions) -> _Map
         used.add(key)
         keys[col] = key
     return _Mapping(phone, name, first_last, attributes, keys, tuple(phones), tags)
+
+
+def _chosen_keys(
+    path: Path,
+    columns: Sequence[str],
+    attributes: Sequence[str],
+    wanted: Sequence[tuple[str, str]],
+) -> dict[str, str]:
+    """The user's attribute keys by column (``""``: leave the column out), checked: each
+    names a column that is not the phone or name column, and no two share a key."""
+    chosen: dict[str, str] = {}
+    owner: dict[str, str] = {}
+    for column, key in wanted:
+        try:
+            col = _named(path, columns, column, "attribute")
+        except ImportFailed as exc:
+            raise MappingFailed(str(exc)) from None
+        if col not in attributes:
+            if not key.strip():
+                continue  # leaving out the phone or name column changes nothing
+            raise MappingFailed(
+                f"{path}: column {col!r} is the phone or name column: "
+                "it cannot also be an attribute"
+            )
+        clean = attribute_key(key) if key.strip() else ""
+        if clean and clean in owner and owner[clean] != col:
+            raise MappingFailed(
+                f"{path}: columns {owner[clean]!r} and {col!r} are both mapped to the "
+                f"attribute {clean!r}: give each its own name"
+            )
+        if clean:
+            owner[clean] = col
+        chosen[col] = clean
+    return chosen
 
 
 def _phone_values(frame: pd.DataFrame, mapping: _Mapping) -> pd.Series:
@@ -506,10 +594,10 @@ def _names(frame: pd.DataFrame, mapping: _Mapping) -> pd.Series:
     """Each row's name: the name column, else first and last name joined."""
     joined: pd.Series | None = None
     if mapping.first_last:
-        first, last = mapping.first_last
-        joined = (frame[first].str.strip() + " " + frame[last].str.strip()).str.strip()
+        first, last = (blank_placeholders(frame[c]).str.strip() for c in mapping.first_last)
+        joined = (first + " " + last).str.strip()
     if mapping.name:
-        names = frame[mapping.name].str.strip()
+        names = blank_placeholders(frame[mapping.name]).str.strip()
         return names if joined is None else names.mask(names == "", joined)
     if joined is not None:
         return joined
@@ -555,13 +643,15 @@ def _read(path: Path, opts: ImportOptions, nrows: int | None = None) -> Any:
         raise ImportFailed(str(exc)) from None
 
 
-def preview_file(path: Path, opts: ImportOptions, rows: int = 5) -> Preview:
+def preview_file(path: Path, opts: ImportOptions, rows: int = 5, *, hint: bool = True) -> Preview:
     """The columns, the detected mapping and the first ``rows`` rows; no database writes.
 
     A file whose phone column cannot be found still previews, with ``problem`` set.
+    With ``hint``, :data:`HINT_ROWS` rows are read for ``region_hint``
+    (:func:`campaigns.phones.region_hint`); a :class:`MappingFailed` is raised.
     """
     opts = checked_options(opts)
-    table = _read(path, opts, nrows=rows)
+    table = _read(path, opts, nrows=max(rows, HINT_ROWS) if hint else rows)
     columns = table.columns
     head = table.frame.head(rows)
     records = [
@@ -570,17 +660,25 @@ def preview_file(path: Path, opts: ImportOptions, rows: int = 5) -> Preview:
     ]
     try:
         mapping = map_columns(path, columns, opts)
+    except MappingFailed:
+        raise
     except ImportFailed as exc:
         return Preview(
             path.name, columns, None, None, [], {}, records, [], table.sheet,
-            table.encoding, table.delimiter, problem=str(exc),
+            table.encoding, table.delimiter, problem=str(exc), region=opts.region,
         )  # fmt: skip
     raw_phones = _phone_values(head, mapping).tolist()
     phones = [normalise_phone(str(raw), opts.region) for raw in raw_phones]
+    found = region_hint(_phone_values(table.frame, mapping).tolist(), opts.region) if hint else None
     return Preview(
         path.name, columns, mapping.phone, mapping.name_label, mapping.attributes,
         mapping.keys, records, phones, table.sheet, table.encoding, table.delimiter,
+        region=opts.region, region_hint=found,
     )  # fmt: skip
+
+
+#: the rows :func:`preview_file` reads for its region hint
+HINT_ROWS = 200
 
 
 #: the rows :func:`check_file` reads
@@ -595,7 +693,7 @@ def check_file(path: Path, opts: ImportOptions) -> None:
     there, or has no phone column. What only the whole file can tell (the row limit, a
     bad cell further down) is still found by :func:`import_file`.
     """
-    problem = preview_file(path, opts, rows=CHECK_ROWS).problem
+    problem = preview_file(path, opts, rows=CHECK_ROWS, hint=False).problem
     if problem:
         raise ImportFailed(problem)
 
@@ -815,8 +913,15 @@ def _run(
             "p": e164[keep],
             "r": phone_values.to_numpy()[keep],
             "n": names.to_numpy()[keep],
-            **{f"a{i}": frame[c].to_numpy()[keep] for i, c in enumerate(mapping.attributes)},
-            **({"t": frame[mapping.tags].to_numpy()[keep]} if mapping.tags else {}),
+            **{
+                f"a{i}": blank_placeholders(frame[c]).to_numpy()[keep]
+                for i, c in enumerate(mapping.attributes)
+            },
+            **(
+                {"t": blank_placeholders(frame[mapping.tags]).to_numpy()[keep]}
+                if mapping.tags
+                else {}
+            ),
         }
     )
     del table, frame, names, e164, reasons, e164_u, reason_u, codes, uniques  # memory
@@ -920,7 +1025,7 @@ def _checked_cells(frame: pd.DataFrame, mapping: _Mapping, keep: np.ndarray[Any,
     if mapping.tags is not None:
         checks.append((mapping.tags, _tags_problem))
     for column, problem in checks:
-        values = frame[column].str.strip()
+        values = blank_placeholders(frame[column]).str.strip()
         reasons = {v: r for v in values.unique() if v and (r := problem(str(v)))}
         if not reasons:
             continue
@@ -1015,17 +1120,22 @@ def _store_outcome(conn: Connection, report: ImportReport, now: datetime) -> Non
 
 __all__ = [
     "CHECK_ROWS",
+    "EMPTY_PLACEHOLDERS",
+    "HINT_ROWS",
     "OPT_OUT_FILE_REASON",
     "ImportFailed",
     "ImportOptions",
     "ImportReport",
+    "MappingFailed",
     "Preview",
     "RejectedRow",
     "attribute_key",
+    "blank_placeholders",
     "check_file",
     "checked_options",
     "header_key",
     "import_file",
     "map_columns",
     "preview_file",
+    "write_rejects_csv",
 ]

@@ -490,7 +490,131 @@ def normalise_many(values: Iterable[str], region: str) -> dict[str, PhoneResult]
     return out
 
 
+# --- regions: names and a hint from a file's numbers ---------------------------------
+
+#: the most distinct values :func:`region_hint` tries in every region
+HINT_SAMPLE = 40
+
+
+class Region(NamedTuple):
+    """A region numbers can be read in: ISO 3166 code, English name, calling code."""
+
+    code: str
+    name: str
+    calling_code: int
+
+
+#: regions phonenumbers' English names leave out
+_MORE_NAMES = {"AC": "Ascension Island", "TA": "Tristan da Cunha", "XK": "Kosovo"}
+
+
+@lru_cache(maxsize=1)
+def region_names() -> tuple[Region, ...]:
+    """Every region ``phonenumbers`` supports, by English name."""
+    from phonenumbers.geocoder import _region_display_name
+
+    named = [
+        Region(
+            code,
+            _region_display_name(code, "en", None, None) or _MORE_NAMES.get(code, code),
+            phonenumbers.country_code_for_region(code),
+        )
+        for code in phonenumbers.SUPPORTED_REGIONS
+    ]
+    return tuple(sorted(named, key=lambda r: r.name.casefold()))
+
+
+def region_name(region: str) -> str:
+    """The English name of a region code (the code itself when unknown)."""
+    return {r.code: r.name for r in region_names()}.get(region.upper(), region)
+
+
+class RegionHint(NamedTuple):
+    """The region most of a file's local numbers belong to, and how many of them."""
+
+    region: str
+    name: str
+    calling_code: int
+    matched: int
+    sampled: int
+
+    @property
+    def message(self) -> str:
+        """What the import form says (``Most numbers look like ...: use GB?``)."""
+        return (
+            f"Most numbers look like {self.name} (+{self.calling_code}) local numbers: "
+            f"use {self.region}?"
+        )
+
+
+def _local(value: str) -> bool:
+    """Whether a cell is written as a local number (digits, no ``+`` or ``00``)."""
+    text = value.strip()
+    return bool(text) and _SIMPLE.match(text) is not None and not text.startswith(("+", "00"))
+
+
+_GROUPS = re.compile(r"\D+")
+
+
+def _local_fit(value: str, region: str, calling_code: int) -> tuple[int, int, int]:
+    """Whether ``value`` is a valid local number of ``region``, a mobile one there, and
+    written in its national digit groups (``07911 123456`` in GB): three 0-or-1."""
+    try:
+        number = phonenumbers.parse(value, region)
+    except NumberParseException:
+        return (0, 0, 0)
+    if number.country_code != calling_code or not phonenumbers.is_valid_number(number):
+        return (0, 0, 0)
+    mobile = phonenumbers.number_type(number) in _MOBILE_TYPES
+    written = _GROUPS.sub(" ", value).strip()
+    national = phonenumbers.format_number(number, PhoneNumberFormat.NATIONAL)
+    grouped = " " in written and written == _GROUPS.sub(" ", national).strip()
+    return (1, int(mobile), int(grouped))
+
+
+def region_hint(values: Iterable[str], region: str) -> RegionHint | None:
+    """The region to suggest when most local numbers (no ``+``) among ``values`` are
+    invalid in ``region`` but valid local numbers of one other country; else None.
+
+    Tries up to :data:`HINT_SAMPLE` distinct such values in the main region of every
+    calling code; the suggestion must fit more than half of them. Countries are ranked
+    by the values valid there plus those that are mobile numbers there (a messaging
+    audience is mostly mobile: ``07911 123456`` is valid in Germany too, but a fixed
+    line), then by the values written in its national digit groups (``07911 123456``
+    is a mobile in GB and in India, grouped as GB groups it), then by calling code.
+    """
+    local = [v for v in dict.fromkeys(str(v) for v in values) if _local(v)][:HINT_SAMPLE]
+    if not local:
+        return None
+    refused = sum(1 for v in local if normalise_phone(v, region).e164 is None)
+    if refused * 2 <= len(local):
+        return None
+    home = phonenumbers.country_code_for_region(region.upper())
+    best: tuple[int, tuple[int, int], int] | None = None
+    for code in sorted(phonenumbers.COUNTRY_CODE_TO_REGION_CODE):
+        main = phonenumbers.region_code_for_country_code(code)
+        if code == home or main not in phonenumbers.SUPPORTED_REGIONS:
+            continue
+        fits: list[tuple[int, int, int]] = []
+        misses = 0
+        for value in local:  # stop once this country cannot fit more than half
+            fit = _local_fit(value, main, code)
+            fits.append(fit)
+            misses += 1 - fit[0]
+            if misses * 2 >= len(local):
+                break
+        valid = sum(f[0] for f in fits)
+        score = (valid + sum(f[1] for f in fits), sum(f[2] for f in fits))
+        if valid * 2 > len(local) and (best is None or score > best[1]):
+            best = (code, score, valid)
+    if best is None:
+        return None
+    main = phonenumbers.region_code_for_country_code(best[0])
+    return RegionHint(main, region_name(main), best[0], best[2], len(local))
+
+
 __all__ = [
+    "HINT_SAMPLE",
     "REASON_COUNTRY_CODE",
     "REASON_EMPTY",
     "REASON_INVALID",
@@ -500,7 +624,12 @@ __all__ = [
     "REASON_TOO_LONG",
     "REASON_TOO_SHORT",
     "PhoneResult",
+    "Region",
+    "RegionHint",
     "normalise_batch",
     "normalise_many",
     "normalise_phone",
+    "region_hint",
+    "region_name",
+    "region_names",
 ]

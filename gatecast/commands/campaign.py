@@ -454,10 +454,10 @@ def show_cmd(
         data["spec"] = detail.spec.model_dump(mode="json")
         data["total"] = detail.total
         data["hold"] = hold.as_dict()
-        if d.cron:
+        if detail.cron:
             from scheduler.recurrence import upcoming_starts
 
-            nxt = upcoming_starts(d.cron, d.timezone, d.start_at, utcnow(), 1)
+            nxt = upcoming_starts(detail.cron, detail.timezone, detail.start_at, utcnow(), 1)
             data["next_run"] = nxt[0] if nxt else None
         if recipients:
             data["recipient_holds"] = [r.as_dict() for r in waiting]

@@ -119,13 +119,22 @@ def import_cmd(
             "--tag", help="tag every imported contact (repeatable); see also a tags column"
         ),
     ] = None,
+    attribute: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--attribute",
+            help="COLUMN=NAME: store the column as the attribute NAME; COLUMN= leaves it "
+            "out (repeatable; other columns keep their header as the name)",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
 ) -> None:
     """Import contacts from a spreadsheet or a vCard file into a list (created if
     missing), or with --opt-out opt every number of the file out.
 
     A ``tags`` column (comma-separated) tags each row's contact; a ``timezone`` column
-    must hold IANA zones (Europe/Berlin), other rows are rejected with the reason."""
+    must hold IANA zones (Europe/Berlin), other rows are rejected with the reason.
+    A name or attribute cell of NA, N/A, null or - is read as empty."""
     from campaigns.importer import ImportFailed, ImportOptions, import_file
     from gatecast.settings import get_settings
 
@@ -134,8 +143,15 @@ def import_cmd(
             "give --list LIST to import into a list, or --opt-out to opt the file's "
             "numbers out (not both)"
         )
+    mapped: list[tuple[str, str]] = []
+    for item in attribute or ():
+        column, sep, name = item.partition("=")
+        if not sep or not column.strip():
+            fail(f"--attribute {item!r}: write COLUMN=NAME, or COLUMN= to leave the column out")
+        mapped.append((column.strip(), name.strip()))
     settings = get_settings()
     opts = ImportOptions(
+        attributes=tuple(mapped),
         list_name=list_name or "",
         opt_out=opt_out,
         phone_column=phone_column,

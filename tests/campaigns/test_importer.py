@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -132,9 +133,9 @@ def test_messy_sample(sqlite_engine: Engine) -> None:
         13: "invalid for its region",
     }
     people = _contacts(sqlite_engine)
-    assert people["+447400123457"].name == "NA"  # "NA" is a name, not a missing value
+    assert people["+447400123457"].name == ""  # "NA" says there is no name
     assert people["+447911123457"].name == "None"  # last non-empty name of the duplicate
-    assert people["+442079460959"].attributes == {"ciudad": "London", "plan_type": "NA"}
+    assert people["+442079460959"].attributes == {"ciudad": "London"}  # "NA": no plan
 
 
 def test_rejects_file_round_trips(tmp_path: Path, sqlite_engine: Engine) -> None:
@@ -770,3 +771,26 @@ def test_a_contact_added_during_an_import_waits_for_it(pg_engine: Engine, tmp_pa
     thread.join(30)
     assert isinstance(outcome.get("error"), contacts.ContactError), outcome
     assert "already a contact" in str(outcome["error"])
+
+
+def test_columns_mapped_renamed_or_left_out_and_placeholders_empty(
+    tmp_path: Path, sqlite_engine: Engine
+) -> None:
+    path = tmp_path / "people.csv"
+    path.write_text(
+        "Name,Phone,City,Notes,Plan\n"
+        "null,+447911123456,Leeds,x,N/A\n"
+        "Ana,+447911123457,#N/A,y,gold\n",
+        encoding="utf-8",
+    )
+    opts = ImportOptions("m", attributes=(("city", "Home Town"), ("Notes", "")))
+    report = import_file(sqlite_engine, path, opts)
+    assert report.attribute_keys == {"City": "home_town", "Plan": "plan"}
+    people = _contacts(sqlite_engine)
+    assert (people["+447911123456"].name, people["+447911123456"].attributes) == (
+        "",
+        {"home_town": "Leeds"},
+    )
+    assert people["+447911123457"].attributes == {"plan": "gold"}
+    with pytest.raises(ImportFailed, match="both mapped"):
+        import_file(sqlite_engine, path, replace(opts, attributes=(("City", "a"), ("Plan", "A"))))

@@ -249,3 +249,17 @@ def test_mobile_test_agrees_with_phonenumbers_number_type() -> None:
         assert home.is_mobile(nsn) == (phonenumbers.number_type(number) in mobile), raw
         checked += 1
     assert checked > 500
+
+
+def test_region_hint_names_the_country_of_local_numbers() -> None:
+    from campaigns.phones import region_hint, region_name
+
+    uk = ["07911 123456", "07911 123457", "07400 123458", "+14155550101", "call me"]
+    hint = region_hint(uk, "US")
+    assert hint is not None and (hint.region, hint.matched, hint.sampled) == ("GB", 3, 3)
+    assert hint.message == "Most numbers look like United Kingdom (+44) local numbers: use GB?"
+    assert region_hint(["07911123456", "07400123457"], "US").region == "GB"  # type: ignore[union-attr]
+    assert region_hint(["0151 12345678", "0170 1234567"], "US").region == "DE"  # type: ignore[union-attr]
+    assert region_hint(uk, "GB") is None  # they fit already
+    assert region_hint(["2025550143", "+447911123456"], "US") is None
+    assert region_name("gb") == "United Kingdom"

@@ -236,3 +236,27 @@ def test_uploads_through_the_api_store_e164_numbers(ws: Workspace) -> None:
         ).json()
         assert preview["phone_column"] == "Mobile", preview
         assert [p["e164"] for p in preview["phones"]] == [e for _, _, e in EXCEL_ROWS][:5]
+
+
+def test_cli_maps_columns_to_attributes_and_reads_na_as_empty(ws: Workspace) -> None:
+    """``--attribute City=town --attribute Notes=``: the city stored as ``town``, the notes
+    left out, an ``NA`` name stored empty; the rejected row in ``--rejects``."""
+    path = ws.path / "uk.csv"
+    path.write_text(
+        "Name,Phone,City,Notes\nOlga Brown,07911 123456,Leeds,x\nNA,07911 123457,York,-\n"
+        "Lee Park,call me,Hull,y\n",
+        encoding="utf-8",
+    )
+    extra = ("--region", "GB", "--attribute", "City=town", "--attribute", "Notes=")
+    report = _import(ws, path, "uk", *extra)
+    assert (report["imported"], report["invalid"]) == (2, 1), report
+    assert report["attribute_keys"] == {"City": "town"}, report
+    olga, nameless = _shown(ws, "+447911123456"), _shown(ws, "+447911123457")
+    assert (olga["name"], olga["attributes"]) == ("Olga Brown", {"town": "Leeds"}), olga
+    assert (nameless["name"], nameless["attributes"]) == ("", {"town": "York"}), nameless
+    rows = _rejects(ws)
+    assert [(r["row_number"], r["Name"], r["reason"]) for r in rows] == [
+        ("4", "Lee Park", "contains letters")
+    ]
+    bad = ws.run("contacts", "import", str(path), "--list", "uk", "--attribute", "City", ok=False)
+    assert bad.code == 1 and "COLUMN=NAME" in bad.output, bad

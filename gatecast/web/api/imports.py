@@ -12,6 +12,8 @@ process as failed.
 from __future__ import annotations
 
 import hashlib
+import io
+import json
 import shutil
 import tempfile
 import threading
@@ -38,10 +40,12 @@ from campaigns import import_runs
 from campaigns.importer import (
     ImportFailed,
     ImportOptions,
+    MappingFailed,
     check_file,
     checked_options,
     import_file,
     preview_file,
+    write_rejects_csv,
 )
 from gatecast.web.api.common import Id, Limit, Offset, Page, field_error, not_found
 from gatecast.web.context import AppContext, get_ctx
@@ -104,6 +108,17 @@ class ImportPublic(BaseModel):
     )
 
 
+class RegionHintPublic(BaseModel):
+    """The region most of the file's local numbers (no +) fit, when not the chosen one."""
+
+    region: str = Field(description="ISO 3166 code to use, e.g. GB")
+    name: str = Field(description="The region's English name")
+    calling_code: int
+    matched: int = Field(description="How many of the sampled local numbers it fits")
+    sampled: int
+    message: str = Field(description="What to tell the user")
+
+
 class PreviewPublic(BaseModel):
     """The detected mapping and the first rows of a file; nothing is written."""
 
@@ -119,6 +134,10 @@ class PreviewPublic(BaseModel):
     encoding: str | None
     delimiter: str | None
     problem: str | None
+    region: str = Field(description="The region the phones were read with")
+    region_hint: RegionHintPublic | None = Field(
+        None, description="A better region for the file's local numbers, if one fits most"
+    )
 
 
 def too_large_detail(limit: int) -> str:
@@ -187,6 +206,7 @@ def _options(
     sheet: str | None,
     tags: str | None = None,
     opt_out: bool = False,
+    attributes: str | None = None,
 ) -> ImportOptions:
     sheet_value: str | int | None = sheet or None
     if sheet and sheet.isdigit():
@@ -199,6 +219,7 @@ def _options(
         region=(region or ctx.settings.default_region).upper(),
         sheet=sheet_value,
         tags=tuple(t for t in (tags or "").split(",") if t.strip()),
+        attributes=_attribute_map(attributes),
         max_bytes=ctx.settings.import_max_bytes,
         xlsx_max_uncompressed_bytes=ctx.settings.xlsx_max_uncompressed_bytes,
         max_columns=ctx.settings.import_max_columns,
@@ -206,6 +227,32 @@ def _options(
         max_cell_chars=ctx.settings.import_max_cell_chars,
         parse_limits=ctx.settings.parse_limits(),
     )
+
+
+ATTRIBUTES_HELP = (
+    'A JSON object from column header to attribute name, e.g. {"City": "city", '
+    '"Notes": null}: null or "" leaves the column out; columns not named keep their '
+    "default attribute (the header in lowercase, non-letters as _)"
+)
+
+
+def _attribute_map(text: str | None) -> tuple[tuple[str, str], ...]:
+    """The ``attributes`` form field as ``(column, key)`` pairs (422 on the field)."""
+    if not text or not text.strip():
+        return ()
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in value.items()
+    ):
+        raise field_error(
+            ("body", "attributes"),
+            'write a JSON object of column to attribute name, e.g. {"City": "city"} '
+            "(null leaves a column out)",
+        )
+    return tuple((k, v or "") for k, v in value.items())
 
 
 def _rejects(page: import_runs.RejectPage) -> list[RejectPublic]:
@@ -302,15 +349,30 @@ def post_preview(
     name_column: Annotated[str | None, Form()] = None,
     region: Annotated[str | None, Form()] = None,
     sheet: Annotated[str | None, Form()] = None,
+    attributes: Annotated[str | None, Form(description=ATTRIBUTES_HELP)] = None,
 ) -> PreviewPublic:
-    """The detected phone/name columns and the first rows, before importing."""
+    """The detected phone/name columns and the first rows, before importing.
+
+    ``region_hint`` suggests another region when most local numbers (no +) of the
+    file's first 200 rows are invalid in ``region`` but valid local numbers of one
+    other country ("Most numbers look like United Kingdom (+44) local numbers: use
+    GB?").
+    """
     limit = ctx.settings.import_max_bytes
     _check_declared_size(request, limit)
     saved = save_upload(file, limit)
     try:
-        opts = _options(ctx, "preview", phone_column, name_column, region, sheet)
+        opts = _options(
+            ctx, "preview", phone_column, name_column, region, sheet, attributes=attributes
+        )
+        try:
+            opts = checked_options(opts)
+        except ImportFailed as exc:
+            raise field_error(("body", "region"), str(exc)) from None
         try:
             preview = preview_file(saved.path, opts, rows=5)
+        except MappingFailed as exc:
+            raise field_error(("body", "attributes"), web_terms(str(exc))) from None
         except ImportFailed as exc:
             raise field_error(("body", "file"), web_terms(str(exc))) from None
         data = preview.to_dict()
@@ -343,6 +405,7 @@ def post_import(
             "(unknown numbers become opted-out contacts; give no list_name)"
         ),
     ] = False,
+    attributes: Annotated[str | None, Form(description=ATTRIBUTES_HELP)] = None,
 ) -> Response:
     """Start importing a spreadsheet or vCard file in the background; poll GET /imports/{id}.
 
@@ -353,6 +416,9 @@ def post_import(
 
     A ``tags`` column in the file tags each row's contact (comma-separated); a
     ``timezone`` column must hold IANA zones (rows with another value are rejected).
+    Every other column becomes a contact attribute, named by ``attributes`` or after
+    its header; a name or attribute cell of ``NA``, ``N/A``, ``null``, ``-`` (and the
+    like) is read as empty.
 
     A file whose first rows already show it cannot import (not a spreadsheet, not
     decodable, empty, over a column or cell limit, no phone column) answers 422 naming
@@ -378,14 +444,16 @@ def post_import(
         "sheet": sheet,
         "tags": tags,
         "opt_out": opt_out,
+        "attributes": attributes,
     }
     started = False
 
     def create() -> ImportPublic:
         nonlocal started
         opts = _options(
-            ctx, list_name or "", phone_column, name_column, region, sheet, tags, opt_out
-        )
+            ctx, list_name or "", phone_column, name_column, region, sheet, tags, opt_out,
+            attributes,
+        )  # fmt: skip
         try:
             opts = checked_options(opts)
         except ImportFailed as exc:
@@ -395,6 +463,8 @@ def post_import(
             raise field_error(("body", "region"), text) from None
         try:  # a file its first rows show unusable is refused now, not accepted then failed
             check_file(saved.path, opts)
+        except MappingFailed as exc:
+            raise field_error(("body", "attributes"), web_terms(str(exc))) from None
         except ImportFailed as exc:
             raise field_error(("body", "file"), web_terms(str(exc))) from None
         started = True  # start_import owns the copy from here (it deletes it when done)
@@ -437,3 +507,44 @@ def get_rejects(
         raise not_found("import", import_id)
     page = import_runs.rejects_page(ctx.engine, import_id, limit=limit, offset=offset)
     return Page[RejectPublic](items=_rejects(page), total=page.total, limit=limit, offset=offset)
+
+
+#: rejected rows read per query while writing the CSV
+_CSV_PAGE = 1000
+
+
+@router.get(
+    "/imports/{import_id}/rejects.csv",
+    response_class=Response,
+    responses={200: {"content": {"text/csv": {}}, "description": "The rejected rows as CSV"}},
+)
+def get_rejects_csv(import_id: Id, ctx: Ctx) -> Response:
+    """Every rejected row of an import as a CSV file to fix and import again.
+
+    Columns: ``row_number`` (the row in the file; the card for a vCard file),
+    ``column`` (the column at fault), ``reason``, then the row's cells as they were, as
+    the CLI's ``--rejects`` file writes them. The original columns come in the file's
+    order on SQLite; PostgreSQL keeps a row's cells without their order, so they come
+    in its order there.
+    """
+    run = import_runs.get_run(ctx.engine, import_id)
+    if run is None:
+        raise not_found("import", import_id)
+    out = io.StringIO()
+    columns: list[str] = []
+    offset = 0
+    while True:
+        page = import_runs.rejects_page(ctx.engine, import_id, limit=_CSV_PAGE, offset=offset)
+        if offset == 0:
+            columns = list(dict.fromkeys(k for r in page.items for k in r.raw))
+        write_rejects_csv(out, columns, page.items, header=offset == 0)
+        offset += len(page.items)
+        if not page.items or offset >= page.total:
+            break
+    stem = Path(run.filename).stem or "import"
+    safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in stem)[:80]
+    return Response(
+        out.getvalue(),
+        media_type="text/csv; charset=utf-8",
+        headers={"Content-Disposition": f'attachment; filename="{safe}-rejected-rows.csv"'},
+    )

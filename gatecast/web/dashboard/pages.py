@@ -206,6 +206,7 @@ def contacts_page(
     from campaigns import contacts
     from campaigns.audiences import list_lists
     from campaigns.paging import BadCursor
+    from campaigns.phones import region_names
 
     state = _yes_no(opted_out)
     chosen = _id_or_none(list_id)
@@ -243,7 +244,8 @@ def contacts_page(
         opted_out=opted_out,
         start=start,
         per_page=CONTACTS_PER_PAGE,
-        default_region=ctx.settings.default_region,
+        default_region=ctx.settings.default_region.upper(),
+        regions=region_names(),
         add_key=f"contact-{secrets.token_urlsafe(18)}",
     )
 

@@ -1,0 +1,133 @@
+"""The contact import in a real browser (Debian's Chromium), against ``gatecast serve``
+as a process (issue 31, item 4): a file of UK local numbers read with the default
+region US gets a hint naming the United Kingdom; the user picks it, names the City
+column's attribute and leaves Notes out, imports, sees the contacts with +44 numbers,
+their town, the ``NA`` name empty, and downloads the rejected rows as CSV with their
+reasons. ``gatecast contacts show`` reads the same contacts back.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.journeys.harness import API_KEY, Server, Workspace, start_sandbox, workspace
+from tests.web.test_browser import ARTIFACTS, DOCS_SHOTS
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+VIEWPORT = {"width": 1280, "height": 900}
+
+UK_CSV = (
+    "Name,Phone,City,Notes\n"
+    "Olga Brown,07911 123456,Leeds,call after 5\n"
+    "NA,07911 123457,York,-\n"
+    "Sam Green,07911 12345,Bath,short number\n"
+    "Lee Park,call me,Hull,no number\n"
+)
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
+    """One workspace (SQLite, the sandbox gateway) for the module, its default region US."""
+    sandbox = start_sandbox(tmp_path_factory.mktemp("sandbox"))
+    try:
+        with workspace(tmp_path_factory.mktemp("work"), sandbox.url) as w:
+            yield w
+    finally:
+        sandbox.stop()
+
+
+@pytest.fixture(scope="module")
+def server(ws: Workspace) -> Server:
+    """``gatecast serve``: the API and the dashboard."""
+    return ws.serve()
+
+
+@pytest.fixture
+def page(chromium_browser: Any, server: Server) -> Iterator[Any]:
+    """A page signed in on the contacts page, downloads allowed."""
+    context = chromium_browser.new_context(accept_downloads=True, viewport=VIEWPORT)
+    try:
+        p = context.new_page()
+        p.goto(f"{server.url}/contacts")  # the sign-in page first
+        p.fill("#api_key", API_KEY)
+        p.click("#sign-in")
+        p.wait_for_url(re.compile(r"/contacts$"))
+        yield p
+    finally:
+        context.close()
+
+
+def _shot(page: Any, name: str) -> None:
+    """The import card into test-artifacts/screenshots/NAME.png (and docs/screenshots/
+    with GATECAST_UPDATE_SCREENSHOTS=1)."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.locator("#upload-card").screenshot(path=str(ARTIFACTS / f"{name}.png"))
+    if os.environ.get("GATECAST_UPDATE_SCREENSHOTS") == "1":
+        DOCS_SHOTS.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ARTIFACTS / f"{name}.png", DOCS_SHOTS / f"{name}.png")
+
+
+def test_uk_numbers_region_hint_mapping_and_rejected_rows(
+    page: Any, server: Server, ws: Workspace, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    path = tmp_path / "uk-customers.csv"
+    path.write_text(UK_CSV, encoding="utf-8")
+    expect(page.locator("#region option:checked")).to_have_text("United States (US, +1)")
+    page.set_input_files("#file", str(path))
+    page.fill("#list_name", "uk")
+    page.click("#preview-btn")
+    hint = page.locator("#region-hint")
+    expect(hint).to_contain_text(
+        "Most numbers look like United Kingdom (+44) local numbers: use GB?"
+    )
+    expect(page.locator("#preview-table")).to_contain_text("too long")
+    _shot(page, "contacts-import-hint")
+
+    page.select_option("#region", label="United Kingdom (GB, +44)")
+    page.click("#preview-btn")
+    expect(page.locator("#preview-table")).to_contain_text("+447911123456")
+    expect(hint).to_be_hidden()
+    city = page.locator("#attr-table tr[data-column=City]")
+    expect(city.locator("input[type=text]")).to_have_value("city")
+    city.locator("input[type=text]").fill("town")
+    page.locator("#attr-table tr[data-column=Notes] input[type=checkbox]").uncheck()
+    _shot(page, "contacts-import-mapping")
+
+    page.click("#import-btn")
+    expect(page.locator("#upload-msg")).to_contain_text("Imported into list", timeout=60_000)
+    expect(page.locator("[data-count=New]")).to_have_text("2")
+    expect(page.locator("[data-count=Rejected]")).to_have_text("2")
+    with page.expect_download() as info:
+        page.click("#rejects-csv")
+    download = info.value
+    assert download.suggested_filename == "uk-customers-rejected-rows.csv"
+    rows = list(csv.DictReader(io.StringIO(Path(download.path()).read_text(encoding="utf-8"))))
+    assert [(r["row_number"], r["Name"], r["reason"]) for r in rows] == [
+        ("4", "Sam Green", "invalid for its region"),
+        ("5", "Lee Park", "contains letters"),
+    ]
+
+    page.click("#list-link")
+    table = page.locator("#contacts-table")
+    expect(table).to_contain_text("+447911123456")
+    expect(table).to_contain_text("+447911123457")
+    expect(table.locator("tr", has_text="+447911123457")).to_contain_text("(no name)")
+    table.locator("a", has_text="Olga Brown").click()
+    attributes = page.locator("#contact-attributes")
+    expect(attributes).to_contain_text("town")
+    expect(attributes).to_contain_text("Leeds")
+    expect(attributes).not_to_contain_text("call after 5")
+
+    shown = ws.run("contacts", "show", "+447911123457", "--json").json()
+    assert (shown["name"], shown["attributes"]) == ("", {"town": "York"}), shown
