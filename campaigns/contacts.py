@@ -202,6 +202,10 @@ def _filter(conn: Connection, s: Search) -> cs.ContactFilter:
     )
 
 
+#: a search resolved to the filter the bulk statements take (an unknown list or tag: ContactError)
+resolve_search = _filter
+
+
 @dataclass(frozen=True)
 class SearchPage(CursorPage[ContactRecord]):
     """One page of a search; ``total_exact`` False: more than ``total`` match (a search

@@ -306,7 +306,7 @@ def _sender_hold(
                 sender,
             )
         since = f" since {local_text(state.paused_at, tz)}" if state.paused_at else ""
-        action, command = _unpause_advice(sender, reason)
+        action, command = unpause_advice(sender, reason)
         return Hold(
             SENDER_PAUSED,
             f"sender {sender} is paused{since}: {reason}",
@@ -352,7 +352,7 @@ def _sender_hold(
     )
 
 
-def _unpause_advice(sender: str, reason: str) -> tuple[str, str | None]:
+def unpause_advice(sender: str, reason: str) -> tuple[str, str | None]:
     """What lifts a sender's pause, by its reason: a refused access token is the
     gateway-wide setting, a lost link a new QR scan, anything else a resume."""
     from campaigns.delivery_lifecycle import BAD_TOKEN_PAUSE, CONNECTION_PAUSE_REASONS
@@ -627,4 +627,5 @@ __all__ = [
     "combine",
     "local_text",
     "recipient_holds",
+    "unpause_advice",
 ]

@@ -72,6 +72,7 @@ def _caps(
     """Per sender of ``ids``: ``(cap, day start, zone)`` of the smallest cap in force (of
     equal caps, the one whose day began first)."""
     caps: dict[str, tuple[int, datetime, str]] = {}
+    wanted = set(ids)  # a set: hundreds of campaigns times hundreds of senders
     for _, spec in cq.specs_in_states(conn, ACTIVE):
         try:
             policy = policy_from_spec(spec or {})
@@ -81,8 +82,8 @@ def _caps(
         if cap is None:
             continue
         found = (cap, local_day_start(now, policy.timezone), policy.timezone.key)
-        for sender in policy.instances or ids:
-            if sender in ids:
+        for sender in policy.instances or wanted:
+            if sender in wanted:
                 caps[sender] = min(found, caps.get(sender, found))
     return caps
 

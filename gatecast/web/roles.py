@@ -42,6 +42,7 @@ ADMIN_ONLY: tuple[str, ...] = (
     "/api/v1/audit",  # the audit log and its export
     "/api/v1/webhook-endpoints",  # outbound webhook endpoints, their log, replay
     "/api/v1/contacts/{contact_id}/erase",  # erasure
+    "/api/v1/contacts/bulk/erase",  # erasure of chosen contacts
     "/api/v1/settings",  # deployment settings (none changeable yet; reserved)
     "/users",  # the dashboard's Users page
     "/audit",  # the dashboard's Audit page

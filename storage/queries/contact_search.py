@@ -501,6 +501,37 @@ def untag_contacts(conn: Connection, tag_id: int, f: ContactFilter) -> int:
     return len(conn.execute(stmt.returning(contact_tags.c.contact_id)).all())
 
 
+def add_members_where(conn: Connection, list_id: int, f: ContactFilter, now: datetime) -> int:
+    """Put every contact the filter selects in the list (one ``INSERT ... SELECT``; a
+    member stays as it is); how many joined."""
+    source = select(
+        literal(list_id, BigInteger()), contacts.c.id, literal(now, list_members.c.added_at.type)
+    ).where(
+        *conditions(conn, f),
+        ~exists().where(
+            list_members.c.list_id == list_id, list_members.c.contact_id == contacts.c.id
+        ),
+        true(),
+    )
+    stmt = dialect_insert(conn, list_members).from_select(
+        ["list_id", "contact_id", "added_at"], source
+    )
+    stmt = stmt.on_conflict_do_nothing(index_elements=["list_id", "contact_id"])
+    return len(conn.execute(stmt.returning(list_members.c.contact_id)).all())
+
+
+def opt_out_where(conn: Connection, f: ContactFilter, reason: str, now: datetime) -> int:
+    """Opt out every contact the filter selects that is not opted out yet (one
+    ``UPDATE``); how many changed."""
+    chosen = select(contacts.c.id).where(*conditions(conn, f), true())
+    stmt = (
+        update(contacts)
+        .where(contacts.c.id.in_(chosen), contacts.c.opted_out.is_(False))
+        .values(opted_out=True, opted_out_at=now, opt_out_reason=reason, updated_at=now)
+    )
+    return len(conn.execute(stmt.returning(contacts.c.id)).all())
+
+
 def phones_filter(conn: Connection, phones: Sequence[str]) -> tuple[list[str], ContactFilter]:
     """The phones of ``phones`` that are no contact, and a filter selecting the others."""
     found: set[str] = set()
@@ -626,6 +657,7 @@ __all__ = [
     "ContactFilter",
     "RangeFill",
     "add_member",
+    "add_members_where",
     "catch_up",
     "catch_up_batch",
     "catching_up",
@@ -639,6 +671,7 @@ __all__ = [
     "fill_range",
     "has_trigram_indexes",
     "insert_contact",
+    "opt_out_where",
     "pending",
     "pending_ranges",
     "pg_contact_search",

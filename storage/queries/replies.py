@@ -4,6 +4,7 @@ the campaign) the reply window matched each to."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, RowMapping, func, select, update
@@ -80,4 +81,15 @@ def reply_senders(conn: Connection) -> Sequence[str]:
     return [str(v) for v in conn.execute(stmt).scalars()]
 
 
-__all__ = ["link_inbound", "replies_page", "reply_senders"]
+def received_since(conn: Connection, since: datetime) -> tuple[int, int]:
+    """``(replies, opt-outs)``: incoming messages received from ``since`` on (one count
+    over the ``received_at`` index)."""
+    stmt = select(
+        func.count().filter(_i.c.is_opt_out.is_(False)),
+        func.count().filter(_i.c.is_opt_out.is_(True)),
+    ).where(_i.c.received_at >= since)
+    replies, opt_outs = conn.execute(stmt).one()
+    return int(replies or 0), int(opt_outs or 0)
+
+
+__all__ = ["link_inbound", "received_since", "replies_page", "reply_senders"]

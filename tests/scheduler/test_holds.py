@@ -250,6 +250,6 @@ def test_campaign_held_is_written_once_per_new_kind(engine: Engine) -> None:
 )
 def test_a_paused_sender_is_advised_by_its_pause_reason(reason: str, command: str) -> None:
     """A refused token is the setting, a lost link a new QR code, the rest a resume."""
-    action, cli = holds._unpause_advice("S1", reason)
+    action, cli = holds.unpause_advice("S1", reason)
     assert cli == command
     assert "GATECAST" not in action and "gatecast" not in action

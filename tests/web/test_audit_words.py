@@ -65,6 +65,11 @@ NAMES = {("campaign", "7"): "November promo", ("list", "4"): "customers"}
             "olga added user 3 (a repeated request: answered from the first, done once)",
         ),
         (_entry("export GET /api/v1/contacts/export"), "olga exported the contacts"),
+        (_entry("POST /api/v1/contacts/bulk/add-to-list"), "olga added contacts to a list"),
+        (
+            _entry("POST /api/v1/contacts/bulk/erase", outcome="refused", status=403),
+            "olga tried to erase contacts: refused (not allowed for this role, 403)",
+        ),
         (_entry("sign-in"), "olga signed in"),
         (_entry("sign-in", outcome="refused", status=401), "a sign-in as 'olga' was refused"),
         (

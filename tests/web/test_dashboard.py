@@ -27,7 +27,7 @@ def test_pages_render_real_data(live_sqlite: LiveApp, sandbox: Any) -> None:
         iid = api.post("/api/v1/instances", json={"label": "front desk"}).json()["instance_id"]
         cid = api.post("/api/v1/campaigns", json=CAMPAIGN).json()["id"]
 
-        assert browser.get("/").headers["location"] == "/campaigns"
+        assert browser.get("/").headers["location"] == "/overview"
         page = browser.get("/campaigns").text
         assert "Spring sale" in page and f'href="/campaigns/{cid}"' in page
         # searched by name (any case) and filtered by state, as the list's form sends them

@@ -11,6 +11,7 @@ from gatecast.web.api import (
     campaign_archive,
     campaigns,
     composer,
+    contact_bulk,
     contact_manage,
     contacts,
     deliveries,
@@ -18,6 +19,7 @@ from gatecast.web.api import (
     instances,
     lists,
     media,
+    overview,
     replies,
     reports,
     segments,
@@ -40,6 +42,7 @@ router = APIRouter(
     responses=ERROR_RESPONSES,
 )
 for _module in (
+    overview,
     composer,
     campaigns,
     campaign_archive,
@@ -48,6 +51,7 @@ for _module in (
     replies,
     reports,
     deliveries,
+    contact_bulk,
     contact_manage,
     contacts,
     lists,

@@ -60,6 +60,14 @@ ACTIONS = {
     "lists": ("add to a list", "added to a list"),
 }
 
+#: (to do, done) for a bulk action on contacts (``/contacts/bulk/<action>``): no one target
+BULK = {
+    "tag": ("tag contacts", "tagged contacts"),
+    "add-to-list": ("add contacts to a list", "added contacts to a list"),
+    "opt-out": ("opt out contacts", "opted out contacts"),
+    "erase": ("erase contacts", "erased contacts"),
+}
+
 #: (to do, done) for a POST to a collection: a creation
 CREATIONS = {
     "campaigns": ("create", "created"),
@@ -183,6 +191,9 @@ def sentence(entry: Entry, names: Mapping[tuple[str, str], str]) -> str:
     to_do, done = verbs
     if route.endswith(("/tag", "/untag")):
         target = ""
+    if route.startswith("/contacts/bulk/"):
+        verbs, target = BULK.get(route.rsplit("/", 1)[-1], verbs), ""
+        to_do, done = verbs
     what = " ".join(filter(None, [done if entry.outcome == "ok" else to_do, target]))
     if entry.outcome == "ok":
         again = " (a repeated request: answered from the first, done once)" if replay else ""

@@ -139,8 +139,19 @@ def logout(request: Request) -> RedirectResponse:
 
 @page.get("/")
 def home() -> RedirectResponse:
-    """The dashboard starts on the campaigns page."""
-    return RedirectResponse("/campaigns", status_code=303)
+    """The dashboard starts on the overview."""
+    return RedirectResponse("/overview", status_code=303)
+
+
+@page.get("/overview")
+def overview_page(request: Request, ctx: Ctx) -> HTMLResponse:
+    """The overview: senders needing attention, what is sending now and why a campaign
+    waits, replies waiting, today's sends per sender against its cap and warm-up."""
+    from gatecast.web.api.overview import read_overview
+
+    return render(
+        request, "overview.html", ov=read_overview(ctx), state_labels=INSTANCE_STATE_LABELS
+    )
 
 
 #: how the Instances page names each stored state
