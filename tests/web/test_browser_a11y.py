@@ -30,7 +30,7 @@ from tests.journeys.harness import (
     wait_for,
     workspace,
 )
-from tests.web.test_browser import shot
+from tests.web.test_browser import publish_shots, shot
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 AXE = Path(__file__).with_name("axe") / "axe.min.js"
@@ -213,7 +213,7 @@ def test_phone_preview_in_reach(chromium_browser: Any, server: Server, pages: li
         expect(page.locator("#pv-chat")).to_contain_text("the doors open at nine")
         expect(page.locator("#phone")).to_be_in_viewport()
         expect(toggle).to_have_text("Back to the form")
-        shot(page, "a11y-composer-phone-preview", full_page=False)
+        shot(page, "composer-phone-preview", full_page=False)
 
         # ... and takes the user back where they were
         toggle.click()
@@ -228,5 +228,6 @@ def test_phone_preview_in_reach(chromium_browser: Any, server: Server, pages: li
         # on a desktop the preview stands beside the form: no toggle
         page.set_viewport_size({"width": 1280, "height": 900})
         expect(toggle).to_be_hidden()
+        publish_shots("composer-phone-preview")
     finally:
         context.close()
