@@ -67,28 +67,21 @@ def pages(server: Server) -> list[str]:
     with server.api() as api:
         iid = link_sender_over_api(api, "Shop phone")
         import_over_api(api, SAMPLES / "contacts.csv", "customers")
-        message = {
-            "type": "interactive",
-            "title": "Spring in {{ city }}",
-            "text": "Hi {{ name }}, the new shop opens on Monday.",
-            "footer": "Reply STOP to opt out",
-            "buttons": [
-                {"kind": "quick_reply", "display_text": "Count me in", "id": "yes"},
-                {"kind": "cta_url", "display_text": "Map", "url": "https://example.com/map"},
-            ],
+        menu = {
+            "type": "list",
+            "title": "Lunch in {{ city }}",
+            "text": "Hi {{ name }}, what would you like on Friday?",
+            "button_text": "See the menu",
+            "sections": [{"title": "Mains", "rows": [{"title": "Lasagne", "row_id": "l"}]}],
         }
-        body = {"list": "customers", "message": message, "instances": [iid]}
+        to = {"list": "customers", "instances": [iid]}
         later = {"start": "2030-04-01T09:00:00", "timezone": "Europe/Berlin"}
-        scheduled = ok(
-            api.post(
-                "/api/v1/campaigns", json={**body, "name": "Berlin launch", "schedule": later}
-            ),
-            201,
-        )
+        lunch = {**to, "name": "Friday lunch", "message": menu, "schedule": later}
+        scheduled = ok(api.post("/api/v1/campaigns", json=lunch), 201)
+        hello = {"type": "text", "text": "{Hi|Hello} {{ name }}, the shop opens on Monday."}
         fast = {"per_minute": 600, "delay_seconds": [0, 0]}
-        sent = ok(
-            api.post("/api/v1/campaigns", json={**body, "name": "Spring now", "pace": fast}), 201
-        )
+        now = {**to, "name": "Spring now", "message": hello, "pace": fast}
+        sent = ok(api.post("/api/v1/campaigns", json=now), 201)
         segment = {"name": "pro plan", "lists": ["customers"], "where": {"Plan": "pro"}}
         ok(api.post("/api/v1/segments", json=segment), 201)
         user = {"name": "vera", "role": "viewer", "password": "vera password 1"}
