@@ -65,7 +65,7 @@ def test_save_count_and_delete_a_segment(
     page.reload()
     row = page.locator("#segments-table tr[data-segment='berlin-vip']")
     expect(row).to_contain_text("city = berlin")
-    row.get_by_role("button", name="Count berlin-vip now").click()
+    row.get_by_role("button", name="Count now: berlin-vip").click()
     expect(row.locator("[data-role=count]")).to_contain_text("2 recipients")
 
     page.set_viewport_size({"width": 390, "height": 844})

@@ -844,6 +844,30 @@ async function gcCheckUpload() {
   } catch (e) { gcShow("final-check", file.name + ":\n" + gcProblem(e), true); }
 }
 
+// --- phones: the preview stands below the long form; a toggle in reach brings it into view
+// and takes the user back where they were (its words follow what is in sight) ----------------
+let gcFormScroll = null;
+let gcPreviewSeen = false;
+function gcTogglePreview() {
+  if (gcPreviewSeen) {
+    window.scrollTo(0, gcFormScroll === null ? $("composer").offsetTop : gcFormScroll);
+    gcFormScroll = null;
+    return;
+  }
+  gcFormScroll = window.scrollY;
+  $("composer-preview").scrollIntoView({ block: "start" });
+  $("composer-preview").focus({ preventScroll: true });
+}
+function gcWatchPreview() {
+  if (!("IntersectionObserver" in window)) { return; }
+  new IntersectionObserver(function (entries) {
+    gcPreviewSeen = entries[entries.length - 1].isIntersecting;
+    const toggle = $("pv-toggle");
+    toggle.textContent = gcPreviewSeen ? "Back to the form" : "Preview";
+    toggle.setAttribute("aria-pressed", String(gcPreviewSeen));
+  }, { threshold: 0.25 }).observe($("phone"));
+}
+
 // --- start -----------------------------------------------------------------------------------
 (function () {
   const browserZone = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
@@ -859,5 +883,6 @@ async function gcCheckUpload() {
   $("pv-found").addEventListener("click", gcPick);
   if ($("toml-file")) { $("toml-file").addEventListener("change", gcCheckUpload); }
   if ($("ct-to")) { try { $("ct-to").value = localStorage.getItem(gcTestKey()) || ""; } catch (e) { /* not remembered */ } }
+  gcWatchPreview();
   gcRefresh();
 })();
