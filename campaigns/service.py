@@ -493,6 +493,10 @@ def _check_senders(conn: Connection, spec: CampaignSpec) -> None:
     )
 
 
+#: the senders check, for the other ways of creating a campaign (direct messages)
+check_senders = _check_senders
+
+
 def _check_start(spec: CampaignSpec, now: datetime) -> None:
     """A start already missed (beyond the grace) would only fail: refuse it now."""
     start_at = spec.start_at_utc()
