@@ -15,6 +15,7 @@ import pytest
 from tests.journeys.harness import (
     Process,
     Workspace,
+    assert_problem,
     link_sender_over_api,
     wait_for,
 )
@@ -129,3 +130,23 @@ def test_messages_are_paced_capped_opted_out_idempotent_and_echo_metadata(
     # the campaign list is not flooded by messages
     assert _ok(api.get("/api/v1/campaigns"))["total"] == 0
     assert api.get("/api/v1/messages/999999").status_code == 404
+
+
+def test_refused_messages_name_the_field(ws: Workspace) -> None:
+    api = ws.serve().api()
+    bad_phone = api.post(
+        "/api/v1/messages", json={"to": "not a phone", "message": {"type": "text", "text": "Hi"}}
+    )
+    assert assert_problem(bad_phone, 422, "invalid_request")["errors"][0]["loc"] == ["body", "to"]
+    big = {
+        "to": PHONES[0],
+        "message": {"type": "text", "text": "Hi"},
+        "metadata": {"x": "y" * 5000},
+    }
+    too_big = assert_problem(api.post("/api/v1/messages", json=big), 422, "invalid_request")
+    assert "4096" in str(too_big), too_big
+    bad_message = {"to": PHONES[0], "message": {"type": "text"}}
+    problem = api.post("/api/v1/messages", json=bad_message)
+    assert problem.status_code == 422 and "message.text" in problem.text, problem.text
+    # nothing was stored: no contact was made for a refused message
+    assert _ok(api.get("/api/v1/contacts"))["total"] == 0
