@@ -28,7 +28,8 @@ from campaigns import lifecycle
 from campaigns.campaign_file import CampaignSpec, parse_campaign
 from campaigns.contacts import ContactError, add_contact, phone_e164
 from campaigns.render import ContactData, RenderError, recipient_rng, render_message
-from campaigns.service import CampaignSetupError, check_senders
+from campaigns.service import CampaignSetupError, check_senders, insert_draft
+from campaigns.variety import DEFAULT_MAX_IDENTICAL_IN_ROW
 from storage import tables
 from storage.queries import contacts as cq
 from storage.types import utcnow
@@ -108,6 +109,7 @@ def send_message(
     metadata: Any = None,
     now: datetime | None = None,
     default_cooldown_hours: float = 0.0,
+    default_max_identical: int = DEFAULT_MAX_IDENTICAL_IN_ROW,
 ) -> int:
     """Store a direct message to ``to`` and schedule it now; its id. Refused with
     :class:`MessageError` (unusable phone or metadata, a message that does not render for
@@ -129,29 +131,20 @@ def send_message(
     if pace is not None:
         data["pace"] = dict(pace)
     spec = parse_campaign(data, "message").with_cooldown_default(default_cooldown_hours)
+    spec = spec.with_identical_default(default_max_identical)
     contact_id, contact = _contact(engine, e164, region, now)
     _check_renders(spec, contact)
     assert spec.audience is not None
     with engine.begin() as conn:
         check_senders(conn, spec)
-        campaign_id = int(
-            conn.execute(
-                insert(_c)
-                .values(
-                    name=spec.name,
-                    state=lifecycle.DRAFT,
-                    spec=spec.model_dump(mode="json"),
-                    message_type=spec.message.type,
-                    audience=spec.audience.definition(),
-                    timezone=spec.schedule.timezone,
-                    start_at=now,
-                    created_at=now,
-                    updated_at=now,
-                    direct=True,
-                    message_metadata=meta,
-                )
-                .returning(_c.c.id)
-            ).scalar_one()
+        campaign_id = insert_draft(
+            conn,
+            spec,
+            now=now,
+            start_at=now,
+            audience=spec.audience.definition(),
+            direct=True,
+            message_metadata=meta,
         )
         # the audience evaluated already: its one member (the start leaves it as it is)
         conn.execute(

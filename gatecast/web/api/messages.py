@@ -105,6 +105,7 @@ def post_message(body: MessageCreate, ctx: Ctx, request: Request) -> Response:
                 region=ctx.settings.default_region,
                 now=ctx.clock(),
                 default_cooldown_hours=ctx.settings.contact_cooldown_hours,
+                default_max_identical=ctx.settings.max_identical_in_row,
             )
         except MessageError as exc:
             raise field_error(("body", exc.field), str(exc), "message") from None
