@@ -172,15 +172,27 @@ def get_message(engine: Engine, message_id: int) -> DirectMessage | None:
 
 def _get(conn: Connection, message_id: int) -> DirectMessage | None:
     camp = conn.execute(
-        select(_c.c.id, _c.c.spec, _c.c.message_type, _c.c.message_metadata, _c.c.created_at).where(
-            _c.c.id == message_id, _c.c.direct.is_(True)
-        )
+        select(
+            _c.c.id,
+            _c.c.spec,
+            _c.c.state,
+            _c.c.state_reason,
+            _c.c.message_type,
+            _c.c.message_metadata,
+            _c.c.created_at,
+        ).where(_c.c.id == message_id, _c.c.direct.is_(True))
     ).one_or_none()
     if camp is None:
         return None
     row = conn.execute(
         select(_d).where(_d.c.campaign_id == message_id).order_by(_d.c.id).limit(1)
     ).one_or_none()
+    if row is None:  # not started yet, or its start failed (no sender) or was cancelled
+        ended = camp.state in (lifecycle.FAILED, lifecycle.CANCELLED)
+        state, reason = ("failed", camp.state_reason or camp.state) if ended else ("queued", None)
+    else:
+        state = str(row.state)
+        reason = None if row.state in ("queued", "sending") else row.error
     where = (camp.spec or {}).get("audience", {}).get("where", {})
     to = str(where.get("phone", "")) if row is None else str(row.target)
     return DirectMessage(
@@ -188,8 +200,8 @@ def _get(conn: Connection, message_id: int) -> DirectMessage | None:
         to=to,
         contact_id=None if row is None else row.contact_id,
         message_type=str(camp.message_type),
-        state="queued" if row is None else str(row.state),
-        reason=None if row is None or row.state in ("queued", "sending") else row.error,
+        state=state,
+        reason=reason,
         sender=None if row is None else row.sender,
         message_id=None if row is None else row.message_id,
         metadata=camp.message_metadata,
