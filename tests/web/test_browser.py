@@ -225,8 +225,10 @@ def test_dashboard_journey(
     )
     page.goto(f"{live.url}/campaigns/new")
     page.set_input_files("#toml-file", str(toml))
+    # the upload's final check answers first, as a person sees it before creating
+    expect(page.locator("#final-check")).to_contain_text("later.toml", timeout=30_000)
     page.click("#toml-create")
-    page.wait_for_url(re.compile(r"/campaigns/\d+$"))
+    page.wait_for_url(re.compile(r"/campaigns/\d+$"), timeout=60_000)
     expect(page.locator("#state")).to_have_text("scheduled")
     page.on("dialog", lambda dialog: dialog.accept())
     page.click("#act-pause")
