@@ -37,6 +37,15 @@ def _modules_after(statement: str) -> set[str]:
     return set(json.loads(done.stdout.splitlines()[-1]))
 
 
+def _listening(port: int) -> bool:
+    """True once a socket listens on 127.0.0.1:``port`` (read from /proc: no connection
+    is made, so nothing is started by looking)."""
+    wanted = f"0100007F:{port:04X}"
+    with open("/proc/net/tcp", encoding="ascii") as fh:
+        next(fh)
+        return any(f[1] == wanted and f[3] == "0A" for f in (line.split() for line in fh))
+
+
 def test_the_handler_imports_nothing_of_the_web_app() -> None:
     loaded = _modules_after("import gatecast.intake.handler")
     heavy = ("pandas", "openpyxl", "python_calamine", "jinja2", "multipart")
@@ -74,6 +83,8 @@ def test_the_intake_under_systemd_socket_activation_receives_and_relays(
     )
     url = f"http://127.0.0.1:{port}"
     try:
+        # systemd-socket-activate binds a moment after it starts (longer on a busy machine)
+        wait_for(lambda: _listening(port), timeout=30, what="the activation socket to listen")
         with httpx.Client(base_url=url, timeout=60) as client:
             # the socket listens before the supervisor runs: the first request starts it
             assert client.get("/healthz").json() == {"status": "ok"}

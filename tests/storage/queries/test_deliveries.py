@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, insert, select
+from sqlalchemy import Engine, event, insert, select, update
 
 from storage import tables
 from storage.queries import deliveries as dq
@@ -149,6 +149,32 @@ def test_sends_since_counts_sent_and_in_flight_rows_up_to_the_cap(engine: Engine
         assert dq.sends_since(conn, "A", midnight, at_most=100) == 7
         assert dq.sends_since(conn, "B", midnight) == 1
         assert dq.sends_since_by_sender(conn, ["A", "B", "Z"], midnight) == {"A": 7, "B": 1}
+
+
+def test_sends_by_sender_read_one_snapshot_while_a_send_is_recorded(engine: Engine) -> None:
+    """A send recorded while the counts are read is counted once (in flight or sent):
+    each of the reads sees one snapshot, so the rows it counts in flight are not sent."""
+    cid = _campaign(engine)
+    midnight = T0.replace(hour=0)
+    _rows(engine, cid, [{"state": "sent", "sent_at": midnight}, {"state": "sending"}])
+    statements: list[str] = []
+
+    def record_the_send(*_: Any) -> None:  # after each statement of the read
+        statements.append("read")
+        if len(statements) == 1:
+            with engine.begin() as other:
+                other.execute(
+                    update(tables.deliveries)
+                    .where(tables.deliveries.c.state == "sending")
+                    .values(state="sent", sent_at=midnight + timedelta(hours=1))
+                )
+
+    with engine.connect() as conn:
+        event.listen(conn, "after_cursor_execute", record_the_send)
+        assert dq.sends_since_by_sender(conn, ["A"], midnight) == {"A": 2}
+    assert statements  # the send was recorded during (or right after) the read
+    with engine.connect() as conn:
+        assert dq.sends_since_by_sender(conn, ["A"], midnight) == {"A": 2}
 
 
 def test_the_statements_say_the_partial_indexes_predicates_literally() -> None:
