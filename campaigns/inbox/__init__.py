@@ -103,7 +103,9 @@ class Inbox:
 
     async def start(self) -> None:
         """Start the batcher (on the running loop): a journal left is drained, events a
-        previous process stored and never applied are applied."""
+        previous process stored and never applied are applied; the first read of the
+        instances held begins."""
+        self.held.prime()
         await self.batcher.start()
 
     async def stop(self) -> None:

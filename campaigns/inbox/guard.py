@@ -6,10 +6,12 @@
   an id it lacks and it is :data:`MISS_REFRESH_SECONDS` old (an instance created a moment
   ago is heard; a flood of forged ids costs a few reads a second at most). One load runs
   at a time and no request waits for it longer than :data:`LOAD_WAIT_SECONDS`: past that
-  it goes on with the ids read before, or, with none read yet (a cold start while the
-  database is away or hung), is refused with :class:`InstancesUnknown` (503); a failed
-  first load is retried after :data:`LOAD_RETRY_SECONDS`, requests meanwhile refused at
-  once.
+  it goes on with the ids read before. The first load starts with the inbox
+  (:meth:`HeldInstances.prime`); with none read yet a request waits for it up to
+  :data:`COLD_LOAD_WAIT_SECONDS` (a busy machine answers slowly: a burst at start must
+  not be refused for it), and past that (a cold start while the database is away or
+  hung) is refused with :class:`InstancesUnknown` (503); a failed first load is retried
+  after :data:`LOAD_RETRY_SECONDS`, requests meanwhile refused at once.
 * :class:`RefusalLog`: refused events are counted (the ``refused`` hook: the face's
   ``gatecast_webhook_events_refused_total{reason}``) and logged once per instance id
   per :data:`LOG_EVERY_SECONDS`.
@@ -36,8 +38,10 @@ REFRESH_SECONDS = 2.0
 MISS_REFRESH_SECONDS = 0.25
 #: a refused instance id is logged at most once in this long
 LOG_EVERY_SECONDS = 600.0
-#: the longest a request waits for a load of the ids
+#: the longest a request waits for a load of the ids when some were read before
 LOAD_WAIT_SECONDS = 2.0
+#: the longest a request waits for the first load (no ids read yet)
+COLD_LOAD_WAIT_SECONDS = 8.0
 #: with no ids read yet, how long after a failed load the next one is tried
 LOAD_RETRY_SECONDS = 1.0
 #: refused ids remembered for the log's rate limit (forgotten all at once past this)
@@ -76,6 +80,11 @@ class HeldInstances:
         self._failed_at = float("-inf")
         self._loading: asyncio.Future[None] | None = None
 
+    def prime(self) -> None:
+        """Start the first load now (on the running loop), before any request asks."""
+        if self._ids is None and self._loading is None:
+            self._loading = asyncio.ensure_future(self._load_now())
+
     def invalidate(self) -> None:
         """Reload before the next check (an instance was added or removed here)."""
         self._loaded_at = float("-inf")
@@ -101,8 +110,9 @@ class HeldInstances:
                 return  # the first load failed a moment ago: refused until the retry
             self._loading = asyncio.ensure_future(self._load_now())
         # past the wait the load goes on, and this request uses what is known
+        wait = LOAD_WAIT_SECONDS if self._ids is not None else COLD_LOAD_WAIT_SECONDS
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(self._loading), LOAD_WAIT_SECONDS)
+            await asyncio.wait_for(asyncio.shield(self._loading), wait)
 
     async def _load_now(self) -> None:
         started = self._clock()
@@ -160,6 +170,7 @@ class RefusalLog:
 
 
 __all__ = [
+    "COLD_LOAD_WAIT_SECONDS",
     "LOAD_RETRY_SECONDS",
     "LOAD_WAIT_SECONDS",
     "LOG_EVERY_SECONDS",

@@ -300,7 +300,7 @@ def test_cold_start_with_postgresql_away_answers_503_then_accepts_once_it_return
 ) -> None:
     """Before the instances held are known the receiver refuses (503, promptly, never a
     hang or a 500); once the database answers it loads them and accepts."""
-    from campaigns.inbox.guard import LOAD_WAIT_SECONDS
+    from campaigns.inbox.guard import COLD_LOAD_WAIT_SECONDS
     from gatecast.web.app import create_app
 
     with pg_engine.begin() as conn:
@@ -321,7 +321,7 @@ def test_cold_start_with_postgresql_away_answers_503_then_accepts_once_it_return
                 started = time.monotonic()
                 refused = await asyncio.wait_for(
                     asyncio.gather(*(c.post(path, json=_status(i, "read")) for i in range(5))),
-                    LOAD_WAIT_SECONDS + 10,
+                    COLD_LOAD_WAIT_SECONDS + 10,
                 )
                 waited = time.monotonic() - started
                 proxy.forward()  # the database is back
@@ -339,6 +339,6 @@ def test_cold_start_with_postgresql_away_answers_503_then_accepts_once_it_return
         away.dispose()
     assert [r.status_code for r in refused] == [503] * 5, [r.text for r in refused]
     assert all(r.headers["retry-after"].isdigit() for r in refused)
-    assert waited < LOAD_WAIT_SECONDS + 5, waited
+    assert waited < COLD_LOAD_WAIT_SECONDS + 5, waited
     assert accepted.status_code == 200, accepted.text
     assert [(m, s) for m, s, _ in _stored(pg_engine)] == [("m0000009", "read")]
