@@ -27,7 +27,7 @@ demo: install          ## the main job: sandbox + SQLite, import, campaign, repo
 	$(BIN)/gatecast demo
 
 test: install          ## the fast suite: journeys, SQLite and PostgreSQL, sandbox over real HTTP
-	$(BIN)/pytest -n 2 --dist worksteal  # an idle worker takes tests waiting on the other
+	$(BIN)/pytest -n 2 --dist worksteal --durations=30  # an idle worker takes tests waiting on the other
 
 # Two sessions at once: the slow tests on PostgreSQL one after the other (the kill suite's
 # restart scenario stops the server, so no other test may use it then; its output comes
@@ -35,7 +35,7 @@ test: install          ## the fast suite: journeys, SQLite and PostgreSQL, sandb
 test-slow: install     ## kill/soak and browser runs
 	mkdir -p test-artifacts
 	$(BIN)/pytest -m "slow and postgres" -p no:cacheprovider >test-artifacts/slow-postgres.log 2>&1 & \
-	pg=$$!; $(BIN)/pytest -m "slow and not postgres" -n 2 --dist worksteal; rest=$$?; \
+	pg=$$!; $(BIN)/pytest -m "slow and not postgres" -n 2 --dist worksteal --durations=20; rest=$$?; \
 	wait $$pg; pgrc=$$?; cat test-artifacts/slow-postgres.log; \
 	test $$rest -eq 0 -a $$pgrc -eq 0
 
