@@ -285,7 +285,8 @@ def interpret_operation(
     now: datetime | None = None,
 ) -> Mapping[str, Any]:
     """The answer of an instance operation in the spec's terms (``instance_id``,
-    ``base64``, ``message``); raises :class:`GatewayError` for an error answer."""
+    ``base64``, ``message``); raises :class:`GatewayError` for an error answer, and for a
+    QR asked of a linked instance ("already logged in", as the spec's gateways say)."""
     doc = parse_body(content).doc
     if not 200 <= status < 300:
         outcome = _refusal(status, error_text(doc)) or classify_http_status(
@@ -318,8 +319,13 @@ def interpret_operation(
             return {"base64": base64.strip()}
         instance = doc.get("instance")
         state = instance.get("state") if isinstance(instance, Mapping) else None
-        if state == "open":
-            return {"message": "This instance is already logged in"}
+        if state == "open":  # the spec gateways' refusal, which campaigns/instances.py reads
+            raise GatewayError(
+                OutcomeKind.PERMANENT,
+                None,
+                f"{operation}: This instance is already logged in",
+                http_status=status,
+            )
         return {"message": "the QR code comes through the webhook (qrcode.updated)"}
     return doc
 
