@@ -49,7 +49,7 @@ def sandbox(
         str,
         typer.Option(
             help="spec (POST instance routes, spec events), reference, or evolution "
-            "(Evolution API v2's routes, apikey header and events)."
+            "(the routes, apikey header and events of Evolution API v2)."
         ),
     ] = "spec",
     seed: Annotated[int, typer.Option(help="Seed of every random choice.")] = 0,
@@ -153,7 +153,7 @@ def sandbox(
         "evolution": "evolution",
     }
     if dialect not in dialects:
-        raise typer.BadParameter("must be spec, reference or evolution", param_hint="--dialect")
+        raise typer.BadParameter("must be spec or reference (or evolution)", param_hint="--dialect")
     chosen = dialects[dialect]
     try:
         cfg = SandboxConfig(

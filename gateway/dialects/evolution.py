@@ -184,8 +184,8 @@ def build_operation(
 ) -> GatewayRequest:
     """The request of one of gatecast's instance operations (gateway/requests.py's
     INSTANCE_OPERATIONS) on Evolution: create, connect (the QR), webhook/set, logout,
-    restart. ``reboot`` is a logout (the next QR starts a new scan); ``reset_instance``
-    and ``reconnect`` restart the connection (the name stays)."""
+    restart. ``reboot`` is a logout (the next QR starts a new scan); ``reconnect``
+    restarts the connection; ``reset_instance`` (a new id in the spec) is refused."""
     if operation == "create_instance":
         body = {"instanceName": new_instance_name(), "integration": INTEGRATION, "qrcode": False}
         return GatewayRequest("POST", "instance/create", json=body, credentials="header")
@@ -206,8 +206,14 @@ def build_operation(
         )
     if operation in ("reboot", "logout"):
         return GatewayRequest("DELETE", f"instance/logout/{name}", credentials="header")
-    if operation in ("reconnect", "reset_instance"):
+    if operation == "reconnect":
         return GatewayRequest("POST", f"instance/restart/{name}", credentials="header")
+    if operation == "reset_instance":  # the spec's reset deletes the id; Evolution has no such
+        raise RequestValidationError(
+            "operation",
+            "Evolution API has no reset: log the instance out and show its QR code again, "
+            "or create a new instance",
+        )
     raise RequestValidationError("operation", f"{operation!r} is not an instance operation")
 
 

@@ -85,7 +85,7 @@ class SandboxConfig:
     def __post_init__(self) -> None:
         if self.dialect not in ("spec", "reference", "evolution"):
             raise ValueError(
-                f"dialect must be 'spec', 'reference' or 'evolution', not {self.dialect!r}"
+                f"dialect must be 'spec' or 'reference' (or 'evolution'), not {self.dialect!r}"
             )
         for name in (
             "fault_rate_5xx",

@@ -22,8 +22,8 @@ import httpx
 import pytest
 
 from gateway.client import GatewayClient
-from gateway.dialects import refusal_of
 from gateway.dialects import evolution as evo
+from gateway.dialects import refusal_of
 from gateway.errors import GatewayError, RequestValidationError
 from gateway.event_parsing import parse_webhook
 from gateway.events import (
@@ -158,7 +158,7 @@ def test_instance_operations_use_evolutions_routes_and_methods() -> None:
     assert len(create.json["instanceName"]) == 16
     routes = {
         op: (r.method, r.endpoint)
-        for op in ("get_qrcode", "logout", "reboot", "reconnect", "reset_instance")
+        for op in ("get_qrcode", "logout", "reboot", "reconnect")
         for r in [evo.build_operation(op, "I1", {})]
     }
     assert routes == {
@@ -166,8 +166,9 @@ def test_instance_operations_use_evolutions_routes_and_methods() -> None:
         "logout": ("DELETE", "instance/logout/I1"),
         "reboot": ("DELETE", "instance/logout/I1"),
         "reconnect": ("POST", "instance/restart/I1"),
-        "reset_instance": ("POST", "instance/restart/I1"),
     }
+    with pytest.raises(RequestValidationError, match="Evolution API has no reset"):
+        evo.build_operation("reset_instance", "I1", {})
     hook = evo.build_operation(
         "set_webhook",
         "I1",
