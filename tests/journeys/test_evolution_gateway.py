@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -50,7 +51,7 @@ def _webhook_of(ws: Workspace, iid: str) -> str | None:
     return None
 
 
-def _report(ws: Workspace, campaign_id: str) -> dict[str, dict[str, str]]:
+def _report(ws: Workspace, campaign_id: str) -> dict[str, dict[str, Any]]:
     ws.run("report", campaign_id, "--output", "r.json")
     rows = json.loads((ws.path / "r.json").read_text(encoding="utf-8"))["deliveries"]
     return {r["target"]: r for r in rows}
