@@ -14,6 +14,7 @@ src/api/integrations/event/webhook/webhook.controller.ts's.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from gateway.async_client import AsyncGatewayClient
 from gateway.client import GatewayClient
 from gateway.dialects import evolution as evo
 from gateway.dialects import refusal_of
@@ -365,3 +367,16 @@ def test_its_webhook_events_read_back_as_statuses_and_replies(sandbox: Sandbox) 
                         replies.append(event.text)
         assert {DeliveryStatus.DELIVERED, DeliveryStatus.READ} <= seen, seen
         assert replies == ["STOP"]
+
+
+def test_the_async_client_speaks_the_dialect_too(sandbox: Sandbox) -> None:
+    async def run() -> tuple[OutcomeKind, OutcomeKind]:
+        async with AsyncGatewayClient(sandbox.url, sandbox.access_token, kind="evolution") as c:
+            iid = await c.create_instance()
+            await c.get_qrcode(iid)
+            httpx.post(f"{sandbox.url}/sandbox/instances/{iid}/scan", timeout=10)
+            ok = await c.send(iid, NUMBER, Media("https://cdn.example/a.jpg", caption="Hi"))
+            gone = await c.send(iid, "+" + NOT_ON_APP, Text("Hi"))
+            return ok.kind, gone.kind
+
+    assert asyncio.run(run()) == (OutcomeKind.ACCEPTED, OutcomeKind.PERMANENT)

@@ -5,8 +5,9 @@ routes, ``apikey`` header, errors and webhook events; docs/gateways.md).
 The user links a sender, imports a CSV, is refused a template campaign with the reason,
 creates and runs a text campaign (statuses sent -> delivered -> read come as Evolution's
 ``messages.update`` events), a recipient replies STOP (Evolution's ``messages.upsert``)
-and is opted out, and the report shows all of it. CLI subprocesses, ``serve`` for the
-reply; SQLite and PostgreSQL.
+and is opted out, and the report shows all of it; the HTTP API refuses the template
+campaign too. CLI subprocesses, ``serve`` for the reply and the API; SQLite and
+PostgreSQL.
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.journeys.harness import QUICK_STATUSES, Process, Workspace, wait_for, workspace
+from tests.journeys.harness import (
+    QUICK_STATUSES,
+    Process,
+    Workspace,
+    assert_problem,
+    wait_for,
+    workspace,
+)
 
 SANDBOX_ARGS = (*QUICK_STATUSES, "--dialect", "evolution")
 PEOPLE = {"Ana Silva": "+12025550123", "Ben Okafor": "+12025550124", "Cy Young": "+12025550125"}
@@ -95,7 +103,7 @@ def test_a_campaign_through_evolution_api(
     # Ana answers STOP; serve receives Evolution's messages.upsert and opts her out
     ana = PEOPLE["Ana Silva"]
     run_hook = _webhook_of(ws, iid)  # the run's own receiver, gone with it
-    ws.serve()
+    server = ws.serve()
     wait_for(
         lambda: _webhook_of(ws, iid) not in (None, run_hook),
         what="serve to register its webhook with the gateway",
@@ -113,3 +121,14 @@ def test_a_campaign_through_evolution_api(
     assert (shown["state"], shown["reply"], shown["opted_out"]) == ("read", "STOP", True), shown
     others = [r["opted_out"] for t, r in _report(ws, campaign_id).items() if t != ana]
     assert others == [False, False], others
+
+    # the HTTP API refuses the template campaign too, naming the field and the reason
+    template = {"type": "template", "text": "Hi", "buttons": [{"display_text": "Y", "id": "y"}]}
+    with server.api() as api:
+        answer = api.post(
+            "/api/v1/campaigns",
+            json={"name": "Templated", "list": "customers", "message": template},
+        )
+    assert_problem(answer, 422, "campaign_setup")
+    assert answer.json()["errors"][0]["path"] == "message.type", answer.text
+    assert "Evolution API cannot send template messages" in answer.text, answer.text
