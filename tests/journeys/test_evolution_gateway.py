@@ -113,18 +113,22 @@ def test_a_campaign_through_evolution_api(
         json={"from": ana.lstrip("+"), "text": "STOP"},
         timeout=10,
     ).raise_for_status()
-    wait_for(
-        lambda: ws.run("contacts", "show", ana, "--json").json()["opted_out"] is True,
-        what="the STOP reply to opt Ana out",
-    )
-    shown = _report(ws, campaign_id)[ana]
-    assert (shown["state"], shown["reply"], shown["opted_out"]) == ("read", "STOP", True), shown
-    others = [r["opted_out"] for t, r in _report(ws, campaign_id).items() if t != ana]
-    assert others == [False, False], others
-
-    # the HTTP API refuses the template campaign too, naming the field and the reason
-    template = {"type": "template", "text": "Hi", "buttons": [{"display_text": "Y", "id": "y"}]}
     with server.api() as api:
+        wait_for(
+            lambda: api.get("/api/v1/contacts", params={"q": ana}).json()["items"][0]["opted_out"],
+            what="the STOP reply to opt Ana out",
+        )
+        rows = _report(ws, campaign_id)
+        shown = rows[ana]
+        assert (shown["state"], shown["reply"], shown["opted_out"]) == ("read", "STOP", True)
+        assert [r["opted_out"] for t, r in rows.items() if t != ana] == [False, False], rows
+
+        # the HTTP API refuses the template campaign too, naming the field and the reason
+        template = {
+            "type": "template",
+            "text": "Hi",
+            "buttons": [{"display_text": "Y", "id": "y"}],
+        }
         answer = api.post(
             "/api/v1/campaigns",
             json={"name": "Templated", "list": "customers", "message": template},
