@@ -58,6 +58,7 @@ from campaigns.segments import (
 )
 from campaigns.unrenderable import Unrenderable
 from campaigns.variety import Variety, VarietyCount
+from gateway.dialects import refusal_of
 from gateway.messages import message_to_dict
 from storage import states, tables
 from storage.queries import campaigns as q
@@ -493,6 +494,15 @@ def _check_senders(conn: Connection, spec: CampaignSpec) -> None:
     )
 
 
+def _check_kind(spec: CampaignSpec, gateway_kind: str) -> None:
+    """Refuse a message kind the configured gateway cannot send (docs/architecture.md,
+    the gateway-kinds decision): at create, never at send time."""
+    for message in _messages(spec):
+        reason = refusal_of(gateway_kind, message.type)
+        if reason is not None:
+            raise CampaignSetupError(reason, field="message.type")
+
+
 def _check_start(spec: CampaignSpec, now: datetime) -> None:
     """A start already missed (beyond the grace) would only fail: refuse it now."""
     start_at = spec.start_at_utc()
@@ -518,6 +528,7 @@ def create_campaign(
     now: datetime | None = None,
     default_cooldown_hours: float = 0.0,
     default_max_identical: int = DEFAULT_MAX_IDENTICAL_IN_ROW,
+    gateway_kind: str = "spec",
 ) -> CreatedCampaign:
     """Store a campaign in state ``scheduled`` (start: the file's, else ``now``).
 
@@ -525,7 +536,8 @@ def create_campaign(
     exist, an ``[audience]`` naming a segment, list, tag or attribute that does not exist
     or selecting nobody (a segment is expanded into the stored audience), a sender
     instance gatecast has no record of, a start already missed (later
-    than ``schedule.missed_grace_minutes`` ago).
+    than ``schedule.missed_grace_minutes`` ago), a message kind the gateway
+    (``gateway_kind``, the ``GATECAST_GATEWAY_KIND`` setting the faces pass) cannot send.
 
     Renders every recipient once to list those whose message cannot render (they will be
     skipped with the reason); with ``strict`` any such recipient refuses the campaign and
@@ -546,6 +558,7 @@ def create_campaign(
     spec = spec.with_identical_default(default_max_identical)
     start_at = spec.start_at_utc() or now
     _check_start(spec, now)
+    _check_kind(spec, gateway_kind)
     with engine.connect() as conn:
         _check_senders(conn, spec)
         scan = _scan(conn, spec, first=PREVIEW_SIZE, now=now)

@@ -15,6 +15,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from pydantic import SecretStr
 from rich.console import Console
@@ -67,6 +68,7 @@ class DemoOptions:
     seed: int | None = None  # None: a fresh seed per run (message ids must not repeat)
     settle_seconds: float = 20.0
     keep_serving: bool = False
+    gateway: Literal["spec", "evolution"] = "spec"  # the sandbox's dialect, gatecast's kind
 
 
 def slugify(name: str) -> str:
@@ -106,6 +108,7 @@ def run_demo(settings: Settings, options: DemoOptions, console: Console) -> int:
             embedded_sandbox(
                 seed=seed,
                 auto_link=False,
+                dialect=options.gateway,
                 status_delays=(0.05, 0.3, 0.8),
                 not_on_app=NOT_ON_APP,
                 reply_rate=0.08,
@@ -114,11 +117,12 @@ def run_demo(settings: Settings, options: DemoOptions, console: Console) -> int:
             )
         )
         console.rule("[bold]gatecast demo")
-        console.print(f"sandbox gateway at {sb.url}")
+        console.print(f"sandbox gateway at {sb.url} ({options.gateway} dialect)")
         settings = settings.model_copy(
             # the embedded sandbox posts to this process: no public address applies
             update={
                 "gateway_url": sb.url,
+                "gateway_kind": options.gateway,
                 "access_token": SecretStr(sb.access_token),
                 "public_url": "",
             }
@@ -129,7 +133,11 @@ def run_demo(settings: Settings, options: DemoOptions, console: Console) -> int:
 
         def client() -> GatewayClient:
             return GatewayClient(
-                sb.url, sb.access_token, prefix=settings.gateway_prefix, timeout=10.0
+                sb.url,
+                sb.access_token,
+                prefix=settings.gateway_prefix,
+                timeout=10.0,
+                kind=settings.gateway_kind,
             )
 
         install_log_redaction()
@@ -193,7 +201,7 @@ def run_demo(settings: Settings, options: DemoOptions, console: Console) -> int:
                 "instances": [iid],
             }
         )
-        created = create_campaign(engine, spec)
+        created = create_campaign(engine, spec, gateway_kind=settings.gateway_kind)
         console.print(
             f"campaign {created.id} '{spec.name}' created: {created.recipients} recipients, "
             f"pace {options.per_minute:g}/min with {lo:g}-{hi:g} s gaps (demo pace)"

@@ -18,9 +18,10 @@ from gateway.client import (
     missing_field_error,
     qr_result,
 )
+from gateway.dialects import GatewayKind
 from gateway.messages import Message
 from gateway.outcomes import SendOutcome
-from gateway.requests import GatewayRequest, Prefix, SendMethod, build_send
+from gateway.requests import GatewayRequest, Prefix, SendMethod
 
 _FALLBACK_STATUSES = (404, 405)
 
@@ -40,6 +41,7 @@ class AsyncGatewayClient:
         connect_retries: int = 2,
         connect_retry_wait: float = 0.2,
         clock: Clock | None = None,
+        kind: GatewayKind = "spec",
     ) -> None:
         self._core = ClientCore(
             base_url,
@@ -50,6 +52,7 @@ class AsyncGatewayClient:
             connect_retries=connect_retries,
             connect_retry_wait=connect_retry_wait,
             clock=clock,
+            kind=kind,
         )
         self._http = httpx.AsyncClient(transport=transport, **self._core.http_options())
         self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
@@ -83,7 +86,7 @@ class AsyncGatewayClient:
 
     async def send(self, instance_id: str, to: str, message: Message) -> SendOutcome:
         """Send ``message`` (see :meth:`gateway.client.GatewayClient.send`)."""
-        req = build_send(instance_id, to, message, send_method=self._core.send_method)
+        req = self._core.build_send(instance_id, to, message)
         try:
             response = await self._request(req)
         except httpx.HTTPError as exc:
@@ -102,7 +105,7 @@ class AsyncGatewayClient:
                 response = await self._request(req)
             except httpx.HTTPError as exc:
                 raise core.instance_error(operation, exc) from None
-            if response.status_code in _FALLBACK_STATUSES and method == first:
+            if response.status_code in _FALLBACK_STATUSES and method == first and core.falls_back:
                 continue
             if response.status_code not in _FALLBACK_STATUSES:
                 core.remember(operation, method)

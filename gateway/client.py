@@ -26,6 +26,8 @@ from gateway.classify import (
     is_certainly_unsent,
     qr_data_uri_of,
 )
+from gateway.dialects import GatewayKind
+from gateway.dialects import evolution as evo
 from gateway.errors import GatewayError, RequestValidationError, install_log_redaction, redact
 from gateway.messages import Message
 from gateway.outcomes import InstanceProblem, OutcomeKind, SendOutcome
@@ -38,6 +40,7 @@ from gateway.requests import (
     build_instance_operation,
     build_send,
     build_set_webhook,
+    validate_http_url,
 )
 from gateway.send_transport import WireResponse, WireSender, wire_usable
 from gateway.tls import client_ssl_context
@@ -80,6 +83,7 @@ class ClientCore:
         connect_retries: int,
         connect_retry_wait: float,
         clock: Clock | None,
+        kind: GatewayKind = "spec",
     ) -> None:
         if not isinstance(access_token, str) or not access_token.strip():
             raise RequestValidationError("access_token", "is required")
@@ -89,7 +93,15 @@ class ClientCore:
             raise RequestValidationError("timeout", "must be positive")
         if connect_retries < 0:
             raise RequestValidationError("connect_retries", "must not be negative")
-        self.base = base_path(base_url, prefix)
+        if kind not in ("spec", "evolution"):
+            raise RequestValidationError("kind", f"{kind!r} is not 'spec' or 'evolution'")
+        self.kind: GatewayKind = kind
+        # Evolution API's routes hang off the base URL itself, without a prefix
+        self.base = (
+            validate_http_url(base_url, "base_url").rstrip("/") + "/"
+            if kind == "evolution"
+            else base_path(base_url, prefix)
+        )
         self.prefix = prefix
         self.send_method: SendMethod = send_method
         self.timeout = httpx.Timeout(timeout, connect=min(timeout, 10.0))
@@ -106,12 +118,15 @@ class ClientCore:
     # -- presentation -------------------------------------------------------------
     def http_options(self) -> dict[str, Any]:
         """The httpx client options both the sync and the async face use."""
+        headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
+        if self.kind == "evolution":
+            headers["apikey"] = self._token  # Evolution API reads its key from this header
         return {
             "base_url": self.base,
             "timeout": self.timeout,
             "follow_redirects": False,
             "limits": KEEPALIVE_LIMITS,
-            "headers": {"User-Agent": USER_AGENT, "Accept": "application/json"},
+            "headers": headers,
             "verify": client_ssl_context(),  # one per process: building one costs ~0.2 s
         }
 
@@ -125,17 +140,33 @@ class ClientCore:
         return redact(text, (self._token,))
 
     def repr_for(self, cls: str) -> str:
+        if self.kind == "evolution":
+            return f"{cls}(base_url={self.display_base()!r}, kind='evolution')"
         return (
             f"{cls}(base_url={self.display_base()!r}, prefix={self.prefix!r}, "
             f"send_method={self.send_method!r})"
         )
+
+    @property
+    def falls_back(self) -> bool:
+        """Whether an instance operation answered 404/405 is tried with the other method
+        (the spec's gateways differ; Evolution API's routes have one method each)."""
+        return self.kind == "spec"
+
+    def build_send(self, instance_id: str, to: str, message: Message) -> GatewayRequest:
+        """The request that sends ``message`` in this client's dialect."""
+        if self.kind == "evolution":
+            return evo.build_send(instance_id, to, message)
+        return build_send(instance_id, to, message, send_method=self.send_method)
 
     # -- requests -----------------------------------------------------------------
     def httpx_arguments(self, req: GatewayRequest) -> dict[str, Any]:
         """Keyword arguments for ``httpx.Client.request`` with the token where it belongs."""
         params = dict(req.params)
         body = dict(req.json) if req.json is not None else None
-        if req.credentials == "body" and body is not None:
+        if req.credentials == "header":
+            pass  # in the client's headers (http_options)
+        elif req.credentials == "body" and body is not None:
             body["access_token"] = self._token
         else:
             params["access_token"] = self._token
@@ -164,7 +195,8 @@ class ClientCore:
     def send_outcome(
         self, response: httpx.Response | WireResponse, req: GatewayRequest
     ) -> SendOutcome:
-        outcome = classify_send_response(
+        classify = evo.classify_send if self.kind == "evolution" else classify_send_response
+        outcome = classify(
             response.status_code, response.headers, response.content, now=self.clock()
         )
         if (
@@ -198,8 +230,11 @@ class ClientCore:
         return GatewayError(outcome.kind, outcome.problem, f"{operation}: {outcome.reason}")
 
     def instance_doc(self, operation: str, response: httpx.Response) -> Mapping[str, Any]:
+        interpret = (
+            evo.interpret_operation if self.kind == "evolution" else interpret_instance_response
+        )
         try:
-            return interpret_instance_response(
+            return interpret(
                 operation,
                 response.status_code,
                 response.headers,
@@ -214,6 +249,8 @@ class ClientCore:
     def build_operation(
         self, operation: str, instance_id: str | None, method: HttpMethod, extra: dict[str, str]
     ) -> GatewayRequest:
+        if self.kind == "evolution":
+            return evo.build_operation(operation, instance_id, extra)
         if operation == "set_webhook":
             return build_set_webhook(
                 instance_id or "",
@@ -239,6 +276,7 @@ class GatewayClient:
         connect_retries: int = 2,
         connect_retry_wait: float = 0.2,
         clock: Clock | None = None,
+        kind: GatewayKind = "spec",
     ) -> None:
         self._core = ClientCore(
             base_url,
@@ -249,6 +287,7 @@ class GatewayClient:
             connect_retries=connect_retries,
             connect_retry_wait=connect_retry_wait,
             clock=clock,
+            kind=kind,
         )
         options = self._core.http_options()
         self._http = httpx.Client(transport=transport, **options)
@@ -309,7 +348,7 @@ class GatewayClient:
         Never raises for network, HTTP or gateway problems; raises
         :class:`RequestValidationError` naming the field for bad input (before any I/O).
         """
-        req = build_send(instance_id, to, message, send_method=self._core.send_method)
+        req = self._core.build_send(instance_id, to, message)
         try:
             response = self._send_request(req)
         except httpx.HTTPError as exc:
@@ -328,7 +367,7 @@ class GatewayClient:
                 response = self._request(req)
             except httpx.HTTPError as exc:
                 raise core.instance_error(operation, exc) from None
-            if response.status_code in _FALLBACK_STATUSES and method == first:
+            if response.status_code in _FALLBACK_STATUSES and method == first and core.falls_back:
                 continue
             if response.status_code not in _FALLBACK_STATUSES:
                 core.remember(operation, method)

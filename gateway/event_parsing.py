@@ -7,7 +7,13 @@ Two vocabularies are understood (gateway-field-notes.md and docs/sandbox.md):
   bare list; int or string status enums; int, string or Long timestamps),
   ``presence.update``, ``connection.update`` (QR and connection state);
 - the spec's flat events ``{"event": NAME, "instance_id": ID, "data": {...}}`` with NAME
-  ``message``, ``message_status``, ``presence``, ``qr`` or ``connection``.
+  ``message``, ``message_status``, ``presence``, ``qr`` or ``connection``;
+- Evolution API v2's ``{"event": NAME, "instance": INSTANCE_NAME, "data": {...}, ...}``
+  (docs/gateways.md): ``messages.upsert`` (one Baileys message), ``messages.update`` (a
+  flat ``{"keyId", "remoteJid", "fromMe", "status": "DELIVERY_ACK"...}``),
+  ``qrcode.updated`` (``{"qrcode": {"base64": ...}}``), ``connection.update``
+  (``{"state", "statusReason"}``) and ``presence.update``. The instance name is the
+  instance id.
 
 Anything else that is well formed comes back as :class:`UnknownEvent`. A body that is not an
 event (not JSON, or a required field missing or of the wrong type) raises
@@ -72,6 +78,7 @@ _CONNECTION_STATES: dict[str, str] = {
     "logged_out": "logged_out",
     "loggedout": "logged_out",
     "logout": "logged_out",
+    "refused": "logged_out",  # Evolution API: the QR limit was reached, the session ended
 }
 _WRAPPERS = (
     "ephemeralMessage",
@@ -249,6 +256,8 @@ def _phone_of(jid: str) -> str | None:
 def _parse_one(body: _Json, path: str) -> list[Event]:
     top = _obj(body, path)
     instance_id = _opt_str(top, "instance_id", path) or _opt_str(top, "instanceId", path)
+    if instance_id is None and isinstance(top.get("instance"), str):  # Evolution API
+        instance_id = top["instance"].strip() or None
     name_value = top.get("event")
     payload_path = _join(path, "data")
     if name_value is None:
@@ -301,6 +310,9 @@ def _messages_update(iid: str | None, name: str, payload: _Json, path: str) -> l
     out: list[Event] = []
     for item, p in _items(payload, path):
         entry = _obj(item, p)
+        if "key" not in entry and "keyId" in entry:  # Evolution API's flat update
+            out.append(_evolution_update(iid, name, entry, p))
+            continue
         key = _obj(entry.get("key"), _join(p, "key"))
         mid = _req_str(key, "id", _join(p, "key"))
         update = entry.get("update")
@@ -319,6 +331,21 @@ def _messages_update(iid: str | None, name: str, payload: _Json, path: str) -> l
         at = upd.get("messageTimestamp", entry.get("messageTimestamp"))
         out.append(_status_event(iid, mid, status, chat, upd, _join(p, "update"), at))
     return out
+
+
+def _evolution_update(iid: str | None, name: str, entry: Mapping[str, Any], p: str) -> Event:
+    """Evolution API's ``messages.update`` item: ``{"keyId", "remoteJid", "fromMe",
+    "status": "SERVER_ACK" | "DELIVERY_ACK" | "READ" | "PLAYED" | "ERROR" | "DELETED"}``."""
+    mid = _req_str(entry, "keyId", p)
+    if "fromMe" in entry and not _truthy(entry.get("fromMe")):
+        return UnknownEvent(iid, name, entry)  # a status of a message we received
+    if "status" not in entry:
+        return UnknownEvent(iid, name, entry)  # a poll vote or an edit
+    status = _status(entry.get("status"), _join(p, "status"))
+    if status is None:  # DELETED and other non-delivery states
+        return UnknownEvent(iid, name, entry)
+    chat = _opt_str(entry, "remoteJid", p)
+    return _status_event(iid, mid, status, chat, entry, p, entry.get("messageTimestamp"))
 
 
 def _status_event(
@@ -613,7 +640,12 @@ def _qr(iid: str | None, name: str, payload: _Json, path: str) -> list[Event]:
     if isinstance(payload, str) and payload:
         return [QrCode(iid, _data_uri(payload))]
     data = _obj(payload, path)
+    if isinstance(data.get("qrcode"), Mapping):  # Evolution API's qrcode.updated
+        data = data["qrcode"]
+        path = _join(path, "qrcode")
     value = _first_str(data, ("base64", "qr", "qrcode", "data_uri", "image"), path)
+    if value is None and "statusCode" in data:  # Evolution API: "QR code limit reached"
+        return [UnknownEvent(iid, name, data)]
     if value is None:
         raise MalformedEvent(f"{_join(path, 'base64')}: missing")
     return [QrCode(iid, _data_uri(value))]
@@ -651,7 +683,13 @@ def _connection(iid: str | None, name: str, payload: _Json, path: str) -> list[E
         status_code = output.get("statusCode") if isinstance(output, Mapping) else None
         if isinstance(status_code, int) and not isinstance(status_code, bool):
             code = status_code
+    reason_code = data.get("statusReason")  # Evolution API: the Baileys disconnect code
+    if code is None and isinstance(reason_code, int) and not isinstance(reason_code, bool):
+        code = reason_code
     phone = _opt_str(data, "phone", path)
+    wuid = data.get("wuid")  # Evolution API: the linked number's JID
+    if phone is None and isinstance(wuid, str):
+        phone = _phone_of(wuid)
     me = data.get("me")
     if phone is None and isinstance(me, Mapping):
         me_id = me.get("id")
@@ -676,6 +714,8 @@ _HANDLERS = {
     "qr": _qr,
     "qrcode": _qr,
     "qr_code": _qr,
+    "qrcode.updated": _qr,
+    "qrcode_updated": _qr,
     "connection": _connection,
     "connection.update": _connection,
     "connection_update": _connection,

@@ -30,6 +30,8 @@ from gateway.messages import (
 )
 
 HttpMethod = Literal["GET", "POST"]
+#: every method a request goes out with (Evolution API logs out with DELETE)
+WireMethod = Literal["GET", "POST", "DELETE"]
 SendMethod = Literal["get", "post"]
 Prefix = Literal["api", "messenger_api"]
 PREFIXES: tuple[str, ...] = ("api", "messenger_api")
@@ -56,14 +58,15 @@ class GatewayRequest:
     """One HTTP request to the gateway, relative to ``{base_url}/{prefix}/``.
 
     ``params`` go in the query string, ``json`` (when not None) is the body.
-    ``credentials`` says where the client adds ``access_token``: ``"query"`` or ``"body"``.
+    ``credentials`` says where the client adds ``access_token``: ``"query"`` or ``"body"``;
+    ``"header"``: nowhere, the client's headers carry it (Evolution API's ``apikey``).
     """
 
-    method: HttpMethod
+    method: WireMethod
     endpoint: str
     params: dict[str, str] = field(default_factory=dict)
     json: dict[str, Any] | None = None
-    credentials: Literal["query", "body"] = "query"
+    credentials: Literal["query", "body", "header"] = "query"
 
 
 def _digits_of(value: str, field_name: str) -> str:

@@ -197,6 +197,7 @@ def create_cmd(
             allow_unrenderable=allow_unrenderable,
             default_cooldown_hours=settings.contact_cooldown_hours,
             default_max_identical=settings.max_identical_in_row,
+            gateway_kind=settings.gateway_kind,
         )
     _print_created(created, spec, as_json, check)
 

@@ -27,15 +27,28 @@ def register(app: typer.Typer) -> None:
         serve: bool = typer.Option(
             False, "--serve", help="Keep serving the dashboard and API afterwards."
         ),
+        gateway: str = typer.Option(
+            "spec",
+            "--gateway",
+            help="The gateway the sandbox plays and gatecast drives: spec or evolution "
+            "(Evolution API v2).",
+        ),
     ) -> None:
         """Run the whole product once against an embedded sandbox gateway."""
         from gatecast.demo import DemoOptions, run_demo
         from gatecast.settings import get_settings
 
+        if gateway not in ("spec", "evolution"):
+            raise typer.BadParameter("must be spec or evolution", param_hint="--gateway")
         log_to_stderr(logging.WARNING)
         code = run_demo(
             get_settings(),
-            DemoOptions(database_url=database, reports_dir=reports_dir, keep_serving=serve),
+            DemoOptions(
+                database_url=database,
+                reports_dir=reports_dir,
+                keep_serving=serve,
+                gateway="evolution" if gateway == "evolution" else "spec",
+            ),
             Console(),
         )
         raise typer.Exit(code)

@@ -46,7 +46,11 @@ def sandbox(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port (0 picks a free one).")] = 8900,
     dialect: Annotated[
-        str, typer.Option(help="spec (POST instance routes, spec events) or reference.")
+        str,
+        typer.Option(
+            help="spec (POST instance routes, spec events), reference, or evolution "
+            "(the routes, apikey header and events of Evolution API v2)."
+        ),
     ] = "spec",
     seed: Annotated[int, typer.Option(help="Seed of every random choice.")] = 0,
     fault_rate: Annotated[float, typer.Option(help="Share of sends answered 5xx.")] = 0.0,
@@ -143,9 +147,14 @@ def sandbox(
     """Run the local gateway emulator (both bases /api and /messenger_api) until Ctrl-C."""
     from gateway.sandbox import SandboxConfig, run_sandbox_in_thread
 
-    if dialect not in ("spec", "reference"):
-        raise typer.BadParameter("must be spec or reference", param_hint="--dialect")
-    chosen: Literal["spec", "reference"] = "spec" if dialect == "spec" else "reference"
+    dialects: dict[str, Literal["spec", "reference", "evolution"]] = {
+        "spec": "spec",
+        "reference": "reference",
+        "evolution": "evolution",
+    }
+    if dialect not in dialects:
+        raise typer.BadParameter("must be spec or reference (or evolution)", param_hint="--dialect")
+    chosen = dialects[dialect]
     try:
         cfg = SandboxConfig(
             dialect=chosen,
@@ -196,7 +205,7 @@ def sandbox(
             os.replace(tmp, ready_file)
         console.print(
             f"[green]sandbox[/] ({cfg.dialect} dialect, seed {cfg.seed}) listening on "
-            f"[bold]{sb.url}[/] (bases /api and /messenger_api; inspect {sb.url}/sandbox/stats)"
+            f"[bold]{sb.url}[/] ({_routes(cfg.dialect)}; inspect {sb.url}/sandbox/stats)"
         )
         if not token:
             console.print("access token: the built-in default (docs/sandbox.md; --token to set)")
@@ -208,3 +217,10 @@ def sandbox(
 def register(app: typer.Typer) -> None:
     """Add ``gatecast sandbox`` to the root app."""
     app.command("sandbox")(sandbox)
+
+
+def _routes(dialect: str) -> str:
+    """Where the sandbox's gateway routes are, in the startup line."""
+    if dialect == "evolution":
+        return "Evolution API routes at the root, key in the apikey header"
+    return "bases /api and /messenger_api"

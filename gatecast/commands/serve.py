@@ -92,7 +92,12 @@ def serve(
         return 2
     with contextlib.ExitStack() as stack:
         if sandbox:
-            sb = stack.enter_context(embedded_sandbox(status_delays=(0.2, 1.0, 3.0)))
+            sb = stack.enter_context(  # in the dialect of GATECAST_GATEWAY_KIND
+                embedded_sandbox(
+                    status_delays=(0.2, 1.0, 3.0),
+                    dialect="evolution" if settings.gateway_kind == "evolution" else "spec",
+                )
+            )
             settings = settings.model_copy(
                 update={"gateway_url": sb.url, "access_token": SecretStr(sb.access_token)}
             )

@@ -78,6 +78,7 @@ def make_gateway_client(settings: Settings) -> GatewayClient:
         "send_method": "GATECAST_SEND_METHOD",
         "timeout": "GATECAST_HTTP_TIMEOUT_SECONDS",
         "access_token": "GATECAST_ACCESS_TOKEN",
+        "kind": "GATECAST_GATEWAY_KIND",
     }
     from gateway.client import GatewayClient
 
@@ -89,6 +90,7 @@ def make_gateway_client(settings: Settings) -> GatewayClient:
             send_method=settings.send_method,
             timeout=settings.http_timeout_seconds,
             clock=utcnow,
+            kind=settings.gateway_kind,
         )
     except RequestValidationError as exc:
         name = variables.get(exc.field, exc.field)

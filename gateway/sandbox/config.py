@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-Dialect = Literal["spec", "reference"]
+Dialect = Literal["spec", "reference", "evolution"]
 
 
 @dataclass(frozen=True)
@@ -14,7 +14,9 @@ class SandboxConfig:
 
     ``dialect``: ``spec`` (instance operations by POST, spec event names) or ``reference``
     (GET-only instance routes, the ``messages.update``/``messages.upsert`` envelope and the
-    field notes' traps). Everything random is drawn from one ``random.Random(seed)``.
+    field notes' traps) or ``evolution`` (Evolution API v2's routes, ``apikey`` header,
+    errors and webhook events: docs/gateways.md). Everything random is drawn from one
+    ``random.Random(seed)``.
     """
 
     dialect: Dialect = "spec"
@@ -81,8 +83,10 @@ class SandboxConfig:
     events_kept: int = 1_000_000  # older event records are dropped from /sandbox/events
 
     def __post_init__(self) -> None:
-        if self.dialect not in ("spec", "reference"):
-            raise ValueError(f"dialect must be 'spec' or 'reference', not {self.dialect!r}")
+        if self.dialect not in ("spec", "reference", "evolution"):
+            raise ValueError(
+                f"dialect must be 'spec' or 'reference' (or 'evolution'), not {self.dialect!r}"
+            )
         for name in (
             "fault_rate_5xx",
             "fault_rate_429",

@@ -5,10 +5,15 @@ Reference dialect: the Waziper/Baileys envelope
 Spec dialect: gatecast's definition of the spec's "not shown" payloads,
 ``{"event": NAME, "instance_id": ID, "data": {...}}`` with NAME one of ``message``,
 ``message_status``, ``presence``, ``qr``, ``connection``.
+Evolution dialect: Evolution API v2's ``{"event", "instance", "data", "destination",
+"date_time", "sender", "server_url", "apikey"}`` with ``messages.update`` (a flat
+``{"keyId", "remoteJid", "fromMe", "status"}``), ``messages.upsert`` (one message),
+``presence.update``, ``qrcode.updated`` and ``connection.update`` (docs/gateways.md).
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from gateway.sandbox.config import Dialect
@@ -34,6 +39,21 @@ STATUS_NAMES: dict[str, str] = {
 
 def _envelope(instance_id: str, event: str, payload: Any) -> dict[str, Any]:
     return {"instance_id": instance_id, "data": {"event": event, "data": payload}}
+
+
+def _evolution(instance_id: str, event: str, data: Any, at: int | None = None) -> dict[str, Any]:
+    """Evolution API's webhook envelope (the instance name is the instance id)."""
+    when = datetime.fromtimestamp(at, UTC) if at is not None else datetime.now(UTC)
+    return {
+        "event": event,
+        "instance": instance_id,
+        "data": data,
+        "destination": None,
+        "date_time": when.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "sender": None,
+        "server_url": "http://sandbox",
+        "apikey": None,
+    }
 
 
 def reference_body(instance_id: str, event: str, payload: Any) -> dict[str, Any]:
@@ -62,6 +82,16 @@ def status_body(
     message as ``messages.upsert`` (``{"messages": [...]}``) with a string status and a
     string timestamp; 2 the same echo as a bare list with an int status.
     """
+    if dialect == "evolution":  # Evolution keeps no error code in messages.update
+        flat = {
+            "keyId": message_id,
+            "remoteJid": chat,
+            "fromMe": True,
+            "participant": chat,
+            "status": STATUS_NAMES[status],
+            "instanceId": instance_id,
+        }
+        return _evolution(instance_id, "messages.update", flat, at)
     if dialect == "spec":
         data: dict[str, Any] = {"id": message_id, "chat": chat, "status": status, "timestamp": at}
         if error_code is not None:
@@ -123,6 +153,8 @@ def incoming_body(
         if quoted_id is not None:
             data["quoted_id"] = quoted_id
         return _spec(instance_id, "message", data)
+    if dialect == "evolution":
+        variant = 0  # Baileys' own shape: @s.whatsapp.net, a number timestamp
     suffix = "c.us" if variant & 4 else "s.whatsapp.net"
     content: dict[str, Any]
     if reply_kind == "button":
@@ -154,6 +186,11 @@ def incoming_body(
         "message": content,
         "messageTimestamp": str(at) if variant & 2 else at,
     }
+    if dialect == "evolution":  # one message per event, with its type and source
+        msg["messageType"] = next(iter(content))
+        msg["instanceId"] = instance_id
+        msg["source"] = "android"
+        return _evolution(instance_id, "messages.upsert", msg, at)
     payload: Any = {"messages": [msg], "type": "notify"} if variant & 1 == 0 else [msg]
     return _envelope(instance_id, "messages.upsert", payload)
 
@@ -164,20 +201,24 @@ def presence_body(
     """Online/offline (``available``/``unavailable``/``composing``) of a user."""
     if dialect == "spec":
         return _spec(instance_id, "presence", {"chat": chat, "status": status, "timestamp": at})
-    return _envelope(
-        instance_id,
-        "presence.update",
-        {"id": chat, "presences": {chat: {"lastKnownPresence": status}}},
-    )
+    payload = {"id": chat, "presences": {chat: {"lastKnownPresence": status}}}
+    if dialect == "evolution":
+        return _evolution(instance_id, "presence.update", payload, at)
+    return _envelope(instance_id, "presence.update", payload)
 
 
 def qr_body(dialect: Dialect, instance_id: str, data_uri: str) -> dict[str, Any]:
     """The QR code to scan, as a PNG data URI."""
     if dialect == "spec":
         return _spec(instance_id, "qr", {"base64": data_uri})
+    if dialect == "evolution":
+        qrcode = {"instance": instance_id, "pairingCode": None, "code": "", "base64": data_uri}
+        return _evolution(instance_id, "qrcode.updated", {"qrcode": qrcode})
     return _envelope(instance_id, "connection.update", {"qr": data_uri})
 
 
+#: Baileys' disconnect codes as Evolution forwards them in ``statusReason``
+_STATUS_REASONS = {"logged_out": 401, "disconnected": 428}
 _REFERENCE_CONNECTION = {
     "connected": "open",
     "waiting_scan": "connecting",
@@ -192,6 +233,15 @@ def connection_body(
     """The instance's connection state (connected, waiting_scan, disconnected, logged_out)."""
     if dialect == "spec":
         return _spec(instance_id, "connection", {"state": state, "reason": reason, "phone": phone})
+    if dialect == "evolution":
+        update: dict[str, Any] = {
+            "instance": instance_id,
+            "state": _REFERENCE_CONNECTION.get(state, state),
+            "statusReason": _STATUS_REASONS.get(state, 200),
+        }
+        if phone:
+            update["wuid"] = f"{phone}@s.whatsapp.net"
+        return _evolution(instance_id, "connection.update", update)
     payload: dict[str, Any] = {"connection": _REFERENCE_CONNECTION.get(state, state)}
     if state == "logged_out":
         payload["lastDisconnect"] = {"error": {"output": {"statusCode": 401}}, "reason": reason}

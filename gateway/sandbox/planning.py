@@ -46,7 +46,7 @@ def plan_message_events(
     )
 
     def status(delay: float, st: str, code: str | None = None) -> None:
-        variant = 0 if dialect == "spec" else rng.choice((0, 0, 1, 2))
+        variant = 0 if dialect != "reference" else rng.choice((0, 0, 1, 2))
         plan.append(
             (  # each status carries the time it happened, as a real gateway stamps it
                 delay,

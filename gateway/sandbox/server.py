@@ -1,5 +1,6 @@
 """The sandbox's HTTP face: every operation of the spec on ``/api`` and ``/messenger_api``
-(faults, traps and latency included), plus the ``/sandbox/...`` routes of ``inspection.py``.
+(faults, traps and latency included), or Evolution API's routes (``evolution.py``), plus
+the ``/sandbox/...`` routes of ``inspection.py``.
 
 Starlette rather than FastAPI: the hot path reads the raw request and writes pre-encoded
 JSON, with no per-request validation models or logging.
@@ -144,7 +145,6 @@ class _Sandbox:
     # --------------------------------------------------------------- sends
     def send_route(self, endpoint: str) -> Callable[[Request], Awaitable[Response]]:
         """The handler of send, send_group or send_template."""
-        state = self.state
         cfg = self.cfg
 
         async def handler(request: Request) -> Response:
@@ -164,77 +164,97 @@ class _Sandbox:
                     group=endpoint == "send_group",
                     number_from_json=cfg.number_from_json,
                 )
-            with state.lock:
-                self._count(endpoint)
-                u = state.rng.random()
-                # infrastructure faults come first: the request never reached the app
-                edge = cfg.fault_rate_5xx
-                if u < edge:
-                    state.stats.faults["5xx"] += 1
-                    code = state.rng.choice((500, 502, 503))  # refused: 504 is a backend_down case
-                    return Response("Service Unavailable", status_code=code, media_type="text/html")
-                if u < (edge := edge + cfg.fault_rate_429):
-                    state.stats.faults["429"] += 1
-                    lo, hi = cfg.retry_after_seconds
-                    return _json(
-                        {"status": "error", "message": "Too Many Requests"},
-                        status=429,
-                        headers={"Retry-After": str(state.rng.randint(lo, hi))},
-                    )
-                try:
-                    inst = state.sending_instance(
-                        params.get("access_token"), params.get("instance_id")
-                    )
-                    valid: ValidSend
-                    if endpoint == "send":
-                        valid = validate_send(params, cfg.dialect)
-                    elif endpoint == "send_group":
-                        valid = validate_group(params, cfg.dialect)
-                    else:
-                        valid = validate_template(body_json)
-                except GatewayRefusal as exc:
-                    return self._refused(exc)
-                if state.check_quota(inst):
-                    state.stats.faults["quota"] += 1
-                    return _json({"status": "success", "message": QUOTA})
-                if u < (edge := edge + cfg.no_key_rate):
-                    state.stats.faults["no_key"] += 1
-                    return _json({"status": "success"})
-                answered = "ok"
-                if u < (edge := edge + cfg.backend_down_rate):
-                    answered = "backend_down"
-                elif u < (edge := edge + cfg.drop_rate):
-                    answered = "dropped"
-                elif u < edge + cfg.slow_rate:
-                    answered = "slow"
-                if answered == "backend_down":
-                    state.stats.faults["backend_down"] += 1
-                    variant = state.rng.randrange(4)
-                    if state.rng.random() < 0.5:  # whether it left is unknown: sometimes it did
-                        self._record(inst, valid, endpoint, answered)
-                    if variant == 0:
-                        return _json([])
-                    if variant == 1:
-                        return Response(b"", media_type="text/html")
-                    return Response(
-                        b"<html><body><h1>504 Gateway Time-out</h1></body></html>",
-                        status_code=200 if variant == 2 else 504,
-                        media_type="text/html",
-                    )
-                result = self._record(inst, valid, endpoint, answered)
-                if answered != "ok":
-                    state.stats.faults[answered] += 1
-            if answered == "dropped":
-                return await self._drop(request)
-            if answered == "slow":
-                try:
-                    await asyncio.sleep(cfg.slow_seconds)
-                except asyncio.CancelledError:  # server stopping: just close the connection
-                    _close_transport(request)
-                    return Response(b"", status_code=500)  # written to a closed transport: lost
-            return _json(result)
+            token, iid = params.get("access_token"), params.get("instance_id")
+
+            def validate() -> ValidSend:
+                if endpoint == "send":
+                    return validate_send(params, cfg.dialect)
+                if endpoint == "send_group":
+                    return validate_group(params, cfg.dialect)
+                return validate_template(body_json)
+
+            return await self.accept_send(request, endpoint, token, iid, validate)
 
         return handler
+
+    async def accept_send(
+        self,
+        request: Request,
+        endpoint: str,
+        token: str | None,
+        iid: str | None,
+        validate: Callable[[], ValidSend],
+        *,
+        answer: Callable[[dict[str, Any]], Response] = _json,
+        refuse: Callable[[GatewayRefusal], Response] | None = None,
+    ) -> Response:
+        """A send request past its parsing: faults, the instance, ``validate``, quota and
+        traps, then the record; ``answer`` writes the success body, ``refuse`` a refusal
+        (each dialect's own)."""
+        state = self.state
+        cfg = self.cfg
+        refused = refuse or self._refused
+        with state.lock:
+            self._count(endpoint)
+            u = state.rng.random()
+            # infrastructure faults come first: the request never reached the app
+            edge = cfg.fault_rate_5xx
+            if u < edge:
+                state.stats.faults["5xx"] += 1
+                code = state.rng.choice((500, 502, 503))  # refused: 504 is a backend_down case
+                return Response("Service Unavailable", status_code=code, media_type="text/html")
+            if u < (edge := edge + cfg.fault_rate_429):
+                state.stats.faults["429"] += 1
+                lo, hi = cfg.retry_after_seconds
+                return _json(
+                    {"status": "error", "message": "Too Many Requests"},
+                    status=429,
+                    headers={"Retry-After": str(state.rng.randint(lo, hi))},
+                )
+            try:
+                inst = state.sending_instance(token, iid)
+                valid = validate()
+            except GatewayRefusal as exc:
+                return refused(exc)
+            if state.check_quota(inst):
+                state.stats.faults["quota"] += 1
+                return _json({"status": "success", "message": QUOTA})
+            if u < (edge := edge + cfg.no_key_rate):
+                state.stats.faults["no_key"] += 1
+                return _json({"status": "success"})
+            answered = "ok"
+            if u < (edge := edge + cfg.backend_down_rate):
+                answered = "backend_down"
+            elif u < (edge := edge + cfg.drop_rate):
+                answered = "dropped"
+            elif u < edge + cfg.slow_rate:
+                answered = "slow"
+            if answered == "backend_down":
+                state.stats.faults["backend_down"] += 1
+                variant = state.rng.randrange(4)
+                if state.rng.random() < 0.5:  # whether it left is unknown: sometimes it did
+                    self._record(inst, valid, endpoint, answered)
+                if variant == 0:
+                    return _json([])
+                if variant == 1:
+                    return Response(b"", media_type="text/html")
+                return Response(
+                    b"<html><body><h1>504 Gateway Time-out</h1></body></html>",
+                    status_code=200 if variant == 2 else 504,
+                    media_type="text/html",
+                )
+            result = self._record(inst, valid, endpoint, answered)
+            if answered != "ok":
+                state.stats.faults[answered] += 1
+        if answered == "dropped":
+            return await self._drop(request)
+        if answered == "slow":
+            try:
+                await asyncio.sleep(cfg.slow_seconds)
+            except asyncio.CancelledError:  # server stopping: just close the connection
+                _close_transport(request)
+                return Response(b"", status_code=500)  # written to a closed transport: lost
+        return answer(result)
 
     def _record(self, inst: Any, valid: ValidSend, endpoint: str, answered: str) -> dict[str, Any]:
         return self.state.record_send(
@@ -286,6 +306,11 @@ def create_sandbox_app(
     """The sandbox as an ASGI app; its :class:`SandboxState` is ``app.state``."""
     st = state if state is not None else SandboxState(config or SandboxConfig())
     sb = _Sandbox(st)
+    if st.config.dialect == "evolution":  # Evolution API's own routes, no /api bases
+        from gateway.sandbox.evolution import EvolutionRoutes
+
+        evolution = EvolutionRoutes(sb).routes() + Inspection(st).routes()
+        return SandboxApp(Starlette(routes=evolution), st)
     instance_methods = ["GET"] if st.config.dialect == "reference" else ["POST"]
     routes: list[Route] = []
     for base in BASES:

@@ -155,19 +155,24 @@ class SandboxState:
         return inst
 
     # ----------------------------------------------------------------- instances
-    def create_instance(self, token: str | None) -> dict[str, Any]:
-        """A new instance id; the same id while an unscanned one exists for this token."""
+    def create_instance(self, token: str | None, name: str | None = None) -> dict[str, Any]:
+        """A new instance id; the same id while an unscanned one exists for this token.
+        ``name``: the caller names it (Evolution API's ``instanceName``; a name in use is
+        refused)."""
         with self.lock:
             tok = self.check_token(token)
             mine = [i for i in self.instances.values() if i.token == tok]
+            if name is not None and name in self.instances:
+                raise GatewayRefusal(f'This name "{name}" is already in use.')
             for inst in mine:
-                if inst.state in (CREATED, WAITING_SCAN):
+                if name is None and inst.state in (CREATED, WAITING_SCAN):
                     return _created(inst.id)
             if len(mine) >= self.config.max_instances_per_token:
                 raise GatewayRefusal(
                     f"You can only add up to {self.config.max_instances_per_token} profiles"
                 )
-            inst = Instance(id=self.new_instance_id(), token=tok, created_at=self.clock())
+            iid = name if name is not None else self.new_instance_id()
+            inst = Instance(id=iid, token=tok, created_at=self.clock())
             self.instances[inst.id] = inst
             if self.config.auto_link:
                 self._link(inst)

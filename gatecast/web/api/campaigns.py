@@ -406,6 +406,7 @@ def _create(
         now=ctx.clock(),
         default_cooldown_hours=cooldown,
         default_max_identical=ctx.settings.max_identical_in_row,
+        gateway_kind=ctx.settings.gateway_kind,
     )
     return created_public(created)
 

@@ -1,0 +1,350 @@
+"""Evolution API v2: its requests, and what its answers mean (docs/gateways.md).
+
+Routes are ``{base_url}/instance/...``, ``{base_url}/message/send<Kind>/{instance}`` and
+``{base_url}/webhook/set/{instance}``; the key goes in the ``apikey`` header (the client
+sets it once). The instance name is gatecast's instance id. Sends answer HTTP 201 with the
+sent message (``key.id`` is its id); errors are HTTP 4xx/5xx with
+``{"status": N, "error": "...", "response": {"message": [...]}}``. Builders raise
+:class:`~gateway.errors.RequestValidationError` naming the field before any I/O, as the
+spec dialect's do (gateway/requests.py).
+"""
+
+from __future__ import annotations
+
+import mimetypes
+import secrets
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from gateway.classify import classify_http_status, classify_send_response, parse_body
+from gateway.errors import GatewayError, RequestValidationError
+from gateway.messages import (
+    Interactive,
+    LegacyTemplate,
+    ListMessage,
+    Media,
+    Message,
+    Text,
+    message_type,
+)
+from gateway.outcomes import InstanceProblem, OutcomeKind, SendOutcome
+from gateway.requests import (
+    GatewayRequest,
+    button_params,
+    is_group,
+    normalise_number,
+    template_body,
+    validate_group_id,
+    validate_http_url,
+    validate_instance_id,
+)
+
+#: the channel gatecast creates (Baileys: the WhatsApp Web protocol, linked by QR)
+INTEGRATION = "WHATSAPP-BAILEYS"
+#: the webhook events gatecast reads (gateway/event_parsing.py)
+WEBHOOK_EVENTS: tuple[str, ...] = (
+    "QRCODE_UPDATED",
+    "CONNECTION_UPDATE",
+    "MESSAGES_UPSERT",
+    "MESSAGES_UPDATE",
+    "PRESENCE_UPDATE",
+)
+#: gatecast's button kinds -> Evolution's ``Button.type``
+_BUTTON_TYPES = {"quick_reply": "reply", "cta_url": "url", "cta_call": "call", "cta_copy": "copy"}
+_MEDIA_TYPES = ("image", "video", "audio")
+_NOT_ON_APP = '"exists":false'
+_CLOSED_MARKERS = ("connection closed", "not connected", "connection failure")
+
+
+def unsupported_reason(message_type: str) -> str | None:
+    """Why Evolution API cannot send a message of ``message_type``, or None (it sends
+    text, media, interactive buttons and lists)."""
+    if message_type == "template":
+        return (
+            "Evolution API cannot send template messages (legacy quick-reply templates); "
+            "use an interactive message with quick_reply buttons"
+        )
+    return None
+
+
+def new_instance_name() -> str:
+    """A fresh instance name: 16 upper-case hex digits (Evolution's names are free text)."""
+    return secrets.token_hex(8).upper()
+
+
+def _path(instance_id: str) -> str:
+    return quote(validate_instance_id(instance_id), safe="")
+
+
+def _recipient(to: str, message: Message) -> str:
+    if not isinstance(to, str):
+        raise RequestValidationError("to", "must be a string")
+    if is_group(to):
+        if not isinstance(message, (Text, Media)):
+            raise RequestValidationError(
+                "message", f"groups take text and media only, not {message_type(message)}"
+            )
+        return validate_group_id(to, "to")
+    return normalise_number(to, "to")
+
+
+def _media_type(message: Media, url: str) -> tuple[str, str | None]:
+    """Evolution's ``mediatype`` (image, video, audio or document) and the MIME type."""
+    name = message.filename or urlsplit(url).path.rsplit("/", 1)[-1]
+    mime, _ = mimetypes.guess_type(name)
+    major = (mime or "").split("/", 1)[0]
+    return (major if major in _MEDIA_TYPES else "document"), mime
+
+
+def send_body(message: Message, number: str) -> tuple[str, dict[str, Any]]:
+    """The ``message/<endpoint>`` and JSON body of ``message`` (SendTextDto,
+    SendMediaDto, SendButtonsDto, SendListDto in docs/gateways.md)."""
+    if isinstance(message, Text):
+        if not isinstance(message.text, str) or not message.text.strip():
+            raise RequestValidationError("message.text", "is required and must not be empty")
+        return "sendText", {"number": number, "text": message.text}
+    if isinstance(message, Media):
+        url = validate_http_url(message.media_url, "message.media_url")
+        kind, mime = _media_type(message, url)
+        body: dict[str, Any] = {"number": number, "mediatype": kind, "media": url}
+        if message.caption:
+            body["caption"] = message.caption
+        if mime:
+            body["mimetype"] = mime
+        if message.filename:
+            if "/" in message.filename or "\\" in message.filename:
+                raise RequestValidationError("message.filename", "must be a file name, not a path")
+            body["fileName"] = message.filename
+        return "sendMedia", body
+    if isinstance(message, Interactive):
+        template_body(message)  # the spec dialect's checks: texts, ids used once
+        buttons = []
+        for i, b in enumerate(message.buttons):
+            params = button_params(b, f"message.buttons[{i}]")
+            button: dict[str, Any] = {
+                "type": _BUTTON_TYPES[b.kind],
+                "displayText": params["display_text"],
+            }
+            for ours, theirs in (
+                ("id", "id"),
+                ("url", "url"),
+                ("phone_number", "phoneNumber"),
+                ("copy_code", "copyCode"),
+            ):
+                if ours in params:
+                    button[theirs] = params[ours]
+            buttons.append(button)
+        body = {
+            "number": number,
+            "title": message.title or message.text,
+            "description": message.text,
+            "footer": message.footer,
+            "buttons": buttons,
+        }
+        return "sendButtons", body
+    if isinstance(message, ListMessage):
+        checked = template_body(message)
+        sections = [
+            {
+                "title": s["title"],
+                "rows": [
+                    {"title": r["title"], "description": r["description"], "rowId": r["rowId"]}
+                    for r in s["rows"]
+                ],
+            }
+            for s in checked["sections"]
+        ]
+        body = {
+            "number": number,
+            "title": message.title or message.text,
+            "description": message.text,
+            "footerText": message.footer,
+            "buttonText": message.button_text,
+            "sections": sections,
+        }
+        return "sendList", body
+    reason = unsupported_reason(message_type(message))
+    raise RequestValidationError("message", reason or f"{type(message).__name__} is not a message")
+
+
+def build_send(instance_id: str, to: str, message: Message) -> GatewayRequest:
+    """The request that sends ``message`` to ``to`` (a phone number or ``...@g.us``)."""
+    name = _path(instance_id)
+    if not isinstance(message, (Text, Media, Interactive, LegacyTemplate, ListMessage)):
+        raise RequestValidationError("message", f"{type(message).__name__} is not a message")
+    number = _recipient(to, message)
+    endpoint, body = send_body(message, number)
+    return GatewayRequest("POST", f"message/{endpoint}/{name}", json=body, credentials="header")
+
+
+def build_operation(
+    operation: str, instance_id: str | None, extra: Mapping[str, str]
+) -> GatewayRequest:
+    """The request of one of gatecast's instance operations (gateway/requests.py's
+    INSTANCE_OPERATIONS) on Evolution: create, connect (the QR), webhook/set, logout,
+    restart. ``reboot`` is a logout (the next QR starts a new scan); ``reconnect``
+    restarts the connection; ``reset_instance`` (a new id in the spec) is refused."""
+    if operation == "create_instance":
+        body = {"instanceName": new_instance_name(), "integration": INTEGRATION, "qrcode": False}
+        return GatewayRequest("POST", "instance/create", json=body, credentials="header")
+    name = _path(instance_id or "")
+    if operation == "get_qrcode":
+        return GatewayRequest("GET", f"instance/connect/{name}", credentials="header")
+    if operation == "set_webhook":
+        url = validate_http_url(extra.get("webhook_url"), "webhook_url")
+        webhook = {
+            "enabled": extra.get("enable", "true") == "true",
+            "url": url,
+            "byEvents": False,
+            "base64": False,
+            "events": list(WEBHOOK_EVENTS),
+        }
+        return GatewayRequest(
+            "POST", f"webhook/set/{name}", json={"webhook": webhook}, credentials="header"
+        )
+    if operation in ("reboot", "logout"):
+        return GatewayRequest("DELETE", f"instance/logout/{name}", credentials="header")
+    if operation == "reconnect":
+        return GatewayRequest("POST", f"instance/restart/{name}", credentials="header")
+    if operation == "reset_instance":  # the spec's reset deletes the id; Evolution has no such
+        raise RequestValidationError(
+            "operation",
+            "Evolution API has no reset: log the instance out and show its QR code again, "
+            "or create a new instance",
+        )
+    raise RequestValidationError("operation", f"{operation!r} is not an instance operation")
+
+
+def error_text(doc: Any) -> str:
+    """The words of an Evolution error body (``response.message``: a string or a list)."""
+    if not isinstance(doc, Mapping):
+        return ""
+    response = doc.get("response")
+    found = response.get("message") if isinstance(response, Mapping) else doc.get("message")
+    if isinstance(found, list):
+        parts = [
+            item if isinstance(item, str) else _compact(item) for item in found if item is not None
+        ]
+        return "; ".join(p for p in parts if p)
+    if isinstance(found, str):
+        return found.strip()
+    error = doc.get("error")
+    return error.strip() if isinstance(error, str) else ""
+
+
+def _compact(value: Any) -> str:
+    import json
+
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)[:300]
+
+
+def _refusal(status: int, text: str) -> SendOutcome | None:
+    """What Evolution's own error answers mean; None: read the HTTP status alone."""
+    low = text.lower()
+    if status == 400 and _NOT_ON_APP in low.replace(" ", ""):
+        return SendOutcome(OutcomeKind.PERMANENT, reason="not on WhatsApp", http_status=status)
+    if any(marker in low for marker in _CLOSED_MARKERS):
+        return SendOutcome(
+            OutcomeKind.INSTANCE,
+            reason=f"the sender is not connected ({text[:200]})",
+            problem=InstanceProblem.RELOGIN_REQUIRED,
+            http_status=status,
+        )
+    if status == 404 and "instance does not exist" in low:
+        return SendOutcome(
+            OutcomeKind.INSTANCE,
+            reason=text[:200],
+            problem=InstanceProblem.INVALID_INSTANCE,
+            http_status=status,
+        )
+    if status == 400 and text:
+        return SendOutcome(OutcomeKind.PERMANENT, reason=text[:300], http_status=status)
+    return None
+
+
+def classify_send(
+    status: int, headers: Mapping[str, str], content: bytes, *, now: datetime | None = None
+) -> SendOutcome:
+    """The outcome of a ``message/send...`` answer: 201 with ``key.id`` is accepted; a
+    number not on WhatsApp (400, ``exists: false``) is permanent; a closed connection
+    pauses the sender; a missing instance (404) is an instance problem; the rest as the
+    spec dialect's HTTP statuses (gateway/classify.py)."""
+    if 200 <= status < 300:
+        return classify_send_response(status, headers, content, now=now)
+    text = error_text(parse_body(content).doc)
+    refused = _refusal(status, text)
+    if refused is not None:
+        return refused
+    by_status = classify_http_status(status, headers, now=now)
+    assert by_status is not None  # not 2xx
+    return by_status
+
+
+def interpret_operation(
+    operation: str,
+    status: int,
+    headers: Mapping[str, str],
+    content: bytes,
+    *,
+    now: datetime | None = None,
+) -> Mapping[str, Any]:
+    """The answer of an instance operation in the spec's terms (``instance_id``,
+    ``base64``, ``message``); raises :class:`GatewayError` for an error answer, and for a
+    QR asked of a linked instance ("already logged in", as the spec's gateways say)."""
+    doc = parse_body(content).doc
+    if not 200 <= status < 300:
+        outcome = _refusal(status, error_text(doc)) or classify_http_status(
+            status, headers, now=now
+        )
+        assert outcome is not None
+        detail = error_text(doc)
+        reason = (
+            f"{outcome.reason} ({detail[:200]})"
+            if detail and detail not in outcome.reason
+            else outcome.reason
+        )
+        raise GatewayError(
+            outcome.kind, outcome.problem, f"{operation}: {reason}", http_status=status
+        )
+    if not isinstance(doc, Mapping):
+        raise GatewayError(
+            OutcomeKind.AMBIGUOUS,
+            None,
+            f"{operation}: the gateway answered without a JSON object; whether it acted is unknown",
+            http_status=status,
+        )
+    if operation == "create_instance":
+        instance = doc.get("instance")
+        name = instance.get("instanceName") if isinstance(instance, Mapping) else None
+        return {"instance_id": name} if isinstance(name, str) and name.strip() else {}
+    if operation == "get_qrcode":
+        base64 = doc.get("base64")
+        if isinstance(base64, str) and base64.strip():
+            return {"base64": base64.strip()}
+        instance = doc.get("instance")
+        state = instance.get("state") if isinstance(instance, Mapping) else None
+        if state == "open":  # the spec gateways' refusal, which campaigns/instances.py reads
+            raise GatewayError(
+                OutcomeKind.PERMANENT,
+                None,
+                f"{operation}: This instance is already logged in",
+                http_status=status,
+            )
+        return {"message": "the QR code comes through the webhook (qrcode.updated)"}
+    return doc
+
+
+__all__ = [
+    "INTEGRATION",
+    "WEBHOOK_EVENTS",
+    "build_operation",
+    "build_send",
+    "classify_send",
+    "error_text",
+    "interpret_operation",
+    "new_instance_name",
+    "send_body",
+    "unsupported_reason",
+]

@@ -1,0 +1,305 @@
+"""The sandbox's Evolution API v2 face (``SandboxConfig(dialect="evolution")``).
+
+Evolution's routes over the same :class:`SandboxState` (instances, faults, traps, events):
+``POST /instance/create``, ``GET /instance/connect/{name}``,
+``GET /instance/connectionState/{name}``, ``DELETE /instance/logout/{name}``,
+``POST /instance/restart/{name}``, ``POST /webhook/set/{name}`` and
+``POST /message/{sendText,sendMedia,sendButtons,sendList}/{name}``; the key comes in
+the ``apikey`` header; errors are HTTP 4xx with ``{"status", "error", "response":
+{"message": [...]}}``; a send answers 201 with the message (docs/gateways.md).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from gateway.sandbox.records import CONNECTED, WAITING_SCAN
+from gateway.sandbox.refusals import (
+    INSTANCE_INVALID,
+    INSTANCE_REQUIRED,
+    NOT_ACTIVATED,
+    RELOGIN,
+    TOKEN_REQUIRED,
+    TOKEN_UNKNOWN,
+    GatewayRefusal,
+)
+from gateway.sandbox.validation import ValidSend, validate_group, validate_send, validate_template
+
+if TYPE_CHECKING:
+    from gateway.sandbox.server import _Sandbox
+
+_ERRORS = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found"}
+#: Evolution's button types -> the spec's interactive button names and their keys
+_BUTTONS = {
+    "reply": ("quick_reply", (("displayText", "display_text"), ("id", "id"))),
+    "url": ("cta_url", (("displayText", "display_text"), ("url", "url"))),
+    "call": ("cta_call", (("displayText", "display_text"), ("phoneNumber", "phone_number"))),
+    "copy": ("cta_copy", (("displayText", "display_text"), ("copyCode", "copy_code"))),
+}
+_STATES = {CONNECTED: "open", WAITING_SCAN: "connecting"}
+
+
+def _answer(body: Any, status: int = 200) -> Response:
+    data = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    return Response(data, status_code=status, media_type="application/json")
+
+
+def error(status: int, message: Any) -> Response:
+    """An Evolution error answer (its HttpExceptionFilter's shape)."""
+    messages = message if isinstance(message, list) else [message]
+    return _answer(
+        {
+            "status": status,
+            "error": _ERRORS.get(status, "Error"),
+            "response": {"message": messages},
+        },
+        status,
+    )
+
+
+def _refusal(exc: GatewayRefusal, name: str | None) -> Response:
+    """The sandbox's refusal as Evolution words and codes it."""
+    text = exc.message
+    if text in (TOKEN_REQUIRED, TOKEN_UNKNOWN):
+        return error(401, "Unauthorized")
+    if text in (INSTANCE_INVALID, INSTANCE_REQUIRED):
+        return error(404, f'The "{name or ""}" instance does not exist')
+    if text in (NOT_ACTIVATED, RELOGIN):
+        return error(400, "Connection Closed")
+    if "already in use" in text:
+        return error(403, text)
+    return error(400, text)
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    try:
+        body = json.loads(raw) if raw.strip() else {}
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _validate(kind: str, body: dict[str, Any]) -> ValidSend:
+    """Evolution's send body checked with the sandbox's own rules (as the spec's)."""
+    number = str(body.get("number", "")).strip()
+    for suffix in ("@s.whatsapp.net", "@c.us"):
+        number = number.removesuffix(suffix)
+    group = number.endswith("@g.us")
+    if kind in ("sendText", "sendMedia"):
+        params: dict[str, str] = {"type": "text", "message": _text(body.get("text"))}
+        if kind == "sendMedia":
+            params = {
+                "type": "media",
+                "message": _text(body.get("caption")),
+                "media_url": _text(body.get("media")),
+            }
+            if body.get("fileName"):
+                params["filename"] = _text(body.get("fileName"))
+        if group:
+            return validate_group({"group_id": number, **params}, "spec")
+        return validate_send({"number": number, **params}, "spec")
+    if group:
+        raise GatewayRefusal("groups take text and media only")
+    if kind == "sendButtons":
+        buttons = []
+        for b in body.get("buttons") or []:
+            if not isinstance(b, dict) or b.get("type") not in _BUTTONS:
+                raise GatewayRefusal("Invalid button type: use reply, url, call or copy")
+            name, keys = _BUTTONS[b["type"]]
+            fields = {ours: b.get(theirs) for theirs, ours in keys}
+            buttons.append({"name": name, "buttonParamsJson": json.dumps(fields)})
+        message = {"text": _text(body.get("description")) or _text(body.get("title"))}
+        message["interactiveButtons"] = buttons  # type: ignore[assignment]
+        return validate_template({"number": number, "type": "interactive", "message": message})
+    template = {
+        "text": _text(body.get("description")) or _text(body.get("title")),
+        "buttonText": _text(body.get("buttonText")),
+        "sections": body.get("sections"),
+    }
+    return validate_template({"number": number, "type": "list", "message": template})
+
+
+def _sent(result: dict[str, Any], kind: str) -> Response:
+    """Evolution's 201: the sent message (``key.id`` its id), status PENDING."""
+    detail = result.get("data") or result.get("message")
+    message = dict(detail) if isinstance(detail, dict) else {}
+    message.setdefault("status", "PENDING")
+    message["messageType"] = next(iter(message.get("message") or {"conversation": ""}))
+    message["source"] = "unknown"
+    message["messageTimestamp"] = int(message.get("messageTimestamp") or 0)
+    return _answer(message, 201)
+
+
+class EvolutionRoutes:
+    """Evolution API v2's routes bound to one sandbox (``server._Sandbox``)."""
+
+    def __init__(self, sb: _Sandbox) -> None:
+        self.sb = sb
+        self.state = sb.state
+
+    def routes(self) -> list[Route]:
+        """Every route of the Evolution face."""
+        out = [
+            Route("/instance/create", self.create, methods=["POST"]),
+            Route("/instance/connect/{name}", self.connect, methods=["GET"]),
+            Route("/instance/connectionState/{name}", self.connection_state, methods=["GET"]),
+            Route("/instance/logout/{name}", self.operation("logout"), methods=["DELETE"]),
+            Route("/instance/restart/{name}", self.operation("reconnect"), methods=["POST"]),
+            Route("/webhook/set/{name}", self.set_webhook, methods=["POST"]),
+        ]
+        for kind in ("sendText", "sendMedia", "sendButtons", "sendList"):
+            out.append(Route(f"/message/{kind}/{{name}}", self.send(kind), methods=["POST"]))
+        return out
+
+    def _refused(self, exc: GatewayRefusal, name: str | None) -> Response:
+        self.state.stats.errors[exc.message] += 1
+        return _refusal(exc, name)
+
+    async def create(self, request: Request) -> Response:
+        """``instanceName`` names the instance (gatecast's instance id)."""
+        await self.sb._latency()
+        body = await _json_body(request)
+        name = body.get("instanceName")
+        if not isinstance(name, str) or not name.strip():
+            return error(400, "instanceName is required")
+        with self.state.lock:
+            self.sb._count("create_instance")
+            try:
+                self.state.create_instance(request.headers.get("apikey"), name.strip())
+            except GatewayRefusal as exc:
+                return self._refused(exc, name)
+            inst = self.state.instances[name.strip()]
+            status = _STATES.get(inst.state, "close")
+        created = {
+            "instance": {
+                "instanceName": inst.id,
+                "instanceId": f"sandbox-{inst.id.lower()}",
+                "integration": body.get("integration") or "WHATSAPP-BAILEYS",
+                "status": status,
+            },
+            "hash": f"sandbox-hash-{inst.id.lower()}",
+            "webhook": {},
+            "settings": {},
+        }
+        return _answer(created, 201)
+
+    async def connect(self, request: Request) -> Response:
+        """The QR to scan (``base64``), or the state of a connected instance."""
+        await self.sb._latency()
+        name = request.path_params["name"]
+        token = request.headers.get("apikey")
+        with self.state.lock:
+            self.sb._count("get_qrcode")
+            try:
+                inst = self.state.instance_for(token, name)
+            except GatewayRefusal as exc:
+                return self._refused(exc, name)
+            if inst.state == CONNECTED:
+                return _answer({"instance": {"instanceName": name, "state": "open"}})
+        try:
+            qr = self.state.get_qrcode(token, name)
+        except GatewayRefusal as exc:
+            with self.state.lock:
+                return self._refused(exc, name)
+        return _answer({"pairingCode": None, "code": "", "base64": qr["base64"], "count": 1})
+
+    async def connection_state(self, request: Request) -> Response:
+        """``{"instance": {"instanceName", "state": "open" | "connecting" | "close"}}``."""
+        name = request.path_params["name"]
+        with self.state.lock:
+            try:
+                inst = self.state.instance_for(request.headers.get("apikey"), name)
+            except GatewayRefusal as exc:
+                return self._refused(exc, name)
+            state = _STATES.get(inst.state, "close")
+        return _answer({"instance": {"instanceName": name, "state": state}})
+
+    def operation(self, op: str) -> Callable[[Request], Awaitable[Response]]:
+        """Logout or restart (the state's ``logout`` / ``reconnect``)."""
+
+        async def handler(request: Request) -> Response:
+            await self.sb._latency()
+            name = request.path_params["name"]
+            with self.state.lock:
+                self.sb._count(op)
+                try:
+                    getattr(self.state, op)(request.headers.get("apikey"), name)
+                except GatewayRefusal as exc:
+                    return self._refused(exc, name)
+            done = "logged out" if op == "logout" else "restarted"
+            return _answer(
+                {"status": "SUCCESS", "error": False, "response": {"message": f"Instance {done}"}}
+            )
+
+        return handler
+
+    async def set_webhook(self, request: Request) -> Response:
+        """``{"webhook": {"enabled", "url", "events", ...}}`` (or the same keys at the top)."""
+        await self.sb._latency(self.sb.cfg.webhook_latency_ms)
+        name = request.path_params["name"]
+        body = await _json_body(request)
+        nested = body.get("webhook")
+        webhook: dict[str, Any] = nested if isinstance(nested, dict) else body
+        enabled = "false" if webhook.get("enabled") is False else "true"
+        with self.state.lock:
+            self.sb._count("set_webhook")
+            try:
+                self.state.set_webhook(
+                    request.headers.get("apikey"), name, _text(webhook.get("url")), enabled
+                )
+            except GatewayRefusal as exc:
+                return self._refused(exc, name)
+        saved = {
+            "enabled": enabled == "true",
+            "url": webhook.get("url"),
+            "events": webhook.get("events") or [],
+        }
+        return _answer({"webhook": {"instanceName": name, "webhook": saved}}, 201)
+
+    def send(self, kind: str) -> Callable[[Request], Awaitable[Response]]:
+        """One ``message/<kind>/{name}`` route: the sandbox's send path, Evolution's words.
+        A number in ``not_on_app`` is refused as Evolution does (400, ``exists: false``)."""
+        cfg = self.sb.cfg
+
+        async def handler(request: Request) -> Response:
+            await self.sb._latency()
+            name = request.path_params["name"]
+            body = await _json_body(request)
+
+            def validate() -> ValidSend:
+                valid = _validate(kind, body)
+                if valid.to in cfg.not_on_app:
+                    raise GatewayRefusal("not on WhatsApp", jid=valid.chat, number=valid.to)
+                return valid
+
+            def refuse(exc: GatewayRefusal) -> Response:
+                if exc.message == "not on WhatsApp":
+                    self.state.stats.errors[exc.message] += 1
+                    return error(400, [{"exists": False, **exc.extra}])
+                return self._refused(exc, name)
+
+            return await self.sb.accept_send(
+                request,
+                kind,
+                request.headers.get("apikey"),
+                name,
+                validate,
+                answer=lambda result: _sent(result, kind),
+                refuse=refuse,
+            )
+
+        return handler
+
+
+__all__ = ["EvolutionRoutes", "error"]
