@@ -207,6 +207,22 @@ def attribute_names(conn: Connection) -> list[str]:
     return [str(k) for k in conn.execute(text(sql), {"n": NAMES_LISTED}).scalars()]
 
 
+def audience_attribute_counts(conn: Connection, f: AudienceFilter) -> list[tuple[str, int]]:
+    """The attribute names the contacts ``f`` selects have, sorted, each with how many
+    of them have it (at most :data:`NAMES_LISTED` names)."""
+    fn = func.jsonb_each if conn.dialect.name == "postgresql" else func.json_each
+    each = fn(contacts.c.folded).table_valued("key", "value")  # a function: lateral
+    stmt = (
+        select(each.c.key, func.count())
+        .select_from(contacts.join(each, true()))
+        .where(*selected(f), true())
+        .group_by(each.c.key)
+        .order_by(each.c.key)
+        .limit(NAMES_LISTED)
+    )
+    return [(str(k), int(n)) for k, n in conn.execute(stmt)]
+
+
 # --- tags ------------------------------------------------------------------------------------
 
 
@@ -335,6 +351,7 @@ __all__ = [
     "add_staged_tags",
     "attribute_exists",
     "attribute_names",
+    "audience_attribute_counts",
     "audience_counts",
     "audience_page",
     "contact_tag_names",

@@ -161,13 +161,16 @@ def test_every_page_passes_axe(
             page.goto(f"{server.url}{path}")
             problems += _axe(page, f"{path} ({scheme})")
 
-        # states a page reaches by use: the composer refusing a campaign, an import's
-        # mapping step
+        # states a page reaches by use: the composer refusing a campaign and its
+        # "Insert a variable" menu open, an import's mapping step
         page.goto(f"{server.url}/campaigns/new")
         page.fill("#f-name", "")
         page.click("#form-create")
         page.locator("[aria-invalid=true]").first.wait_for()
         problems += _axe(page, f"/campaigns/new, refused ({scheme})")
+        page.click("#var-open")
+        page.locator("#var-list button").first.wait_for()
+        problems += _axe(page, f"/campaigns/new, Insert a variable open ({scheme})")
         page.goto(f"{server.url}/contacts")
         page.set_input_files("#file", str(SAMPLES / "contacts.csv"))
         page.click("#preview-btn")

@@ -37,7 +37,7 @@ from tests.web.test_browser import publish_shots, shot
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 #: the screenshots this module takes (docs/screenshots/ with GATECAST_UPDATE_SCREENSHOTS=1)
-SHOTS = ("composer-field-error", "sign-in-how", "audit-in-words")
+SHOTS = ("composer-field-error", "sign-in-how", "audit-in-words", "composer-insert-variable")
 
 PEOPLE = "name,phone\nAda Lovelace,+12025550101\nAlan Turing,+12025550102\n"
 
@@ -272,3 +272,78 @@ def test_sign_in_with_a_users_key_and_a_viewer_on_the_composer(live: LiveApp, pa
     expect(page.locator("main")).to_contain_text("A viewer cannot create or edit campaigns")
     expect(page.locator("#campaign-form")).to_have_count(0)
     publish_shots(*SHOTS)
+
+
+def test_insert_a_variable_the_audience_has(live: LiveApp, page: Any, tmp_path: Path) -> None:
+    """Issue 31, item 2: the composer's "Insert a variable" lists what the chosen list's
+    contacts have (with who lacks it) and writes it where the cursor is, by keyboard or
+    mouse; a message to groups offers the group's id only."""
+    from playwright.sync_api import expect
+
+    shop = tmp_path / "shop.csv"
+    shop.write_text(
+        "name,phone,City,coupon\nAda Shop,+12025550111,Berlin,A1\nBo Shop,+12025550112,Paris,\n",
+        encoding="utf-8",
+    )
+    import_file(live.ctx.engine, shop, ImportOptions(list_name="shop"))
+    _sign_in(page, live, "/campaigns/new", api_key=API_KEY)
+    expect(page).to_have_url(f"{live.url}/campaigns/new")
+    page.fill("#f-name", "Coupons")
+    page.select_option("#f-list", "shop")
+    text = page.locator("#f-text")
+    text.fill("Hello , see you")
+    expect(page.locator("#pv-chat")).to_contain_text("Hello , see you")
+    text.focus()
+    page.keyboard.press("Control+Home")
+    for _ in range(6):
+        page.keyboard.press("ArrowRight")
+
+    # by keyboard: Tab to the menu, Enter opens it, Tab to a variable, Enter inserts it
+    page.keyboard.press("Tab")
+    expect(page.locator("#var-open")).to_be_focused()
+    page.keyboard.press("Enter")
+    items = page.locator("#var-list button")
+    expect(items).to_have_count(4)
+    assert [i.get_attribute("data-var") for i in items.all()] == [
+        "name",
+        "phone",
+        "city",
+        "coupon",
+    ]
+    expect(items.nth(0)).to_contain_text("the contact's name")
+    expect(items.nth(2)).to_contain_text("every contact has it")
+    expect(items.nth(3)).to_contain_text("1 of 2 contacts have it")
+    page.locator("#var-menu").scroll_into_view_if_needed()
+    shot(page, "composer-insert-variable", full_page=False)
+    for _ in range(3):
+        page.keyboard.press("Tab")
+    expect(items.nth(2)).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(text).to_have_value("Hello {{ city }}, see you")
+    expect(text).to_be_focused()
+    expect(page.locator("#var-menu")).to_be_hidden()
+    expect(page.locator("#pv-chat")).to_contain_text("Hello Berlin, see you")
+
+    # by mouse, at the cursor left after the first one
+    page.keyboard.type(" code ")
+    page.click("#var-open")
+    page.locator("#var-list button[data-var=coupon]").click()
+    expect(text).to_have_value("Hello {{ city }} code {{ coupon }}, see you")
+    expect(page.locator("#pv-chat")).to_contain_text("Hello Berlin code A1, see you")
+
+    # Escape closes it and goes back to the menu's button
+    page.locator("#var-open").focus()
+    page.keyboard.press("Enter")
+    expect(items.first).to_be_visible()
+    page.keyboard.press("Tab")
+    page.keyboard.press("Escape")
+    expect(page.locator("#var-menu")).to_be_hidden()
+    expect(page.locator("#var-open")).to_be_focused()
+
+    # to groups: a group's message has its id only
+    page.check("#f-to-groups")
+    page.fill("#f-groups", "120363041234567890@g.us")
+    page.click("#var-open")
+    expect(items).to_have_count(1)
+    expect(items.first).to_have_attribute("data-var", "group")
+    publish_shots("composer-insert-variable")
