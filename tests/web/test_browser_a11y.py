@@ -162,7 +162,8 @@ def test_every_page_passes_axe(
             problems += _axe(page, f"{path} ({scheme})")
 
         # states a page reaches by use: the composer refusing a campaign and its
-        # "Insert a variable" menu open, an import's mapping step
+        # "Insert a variable" menu open, a campaign's "More actions" open, an import's
+        # mapping step
         page.goto(f"{server.url}/campaigns/new")
         page.fill("#f-name", "")
         page.click("#form-create")
@@ -171,6 +172,10 @@ def test_every_page_passes_axe(
         page.click("#var-open")
         page.locator("#var-list button").first.wait_for()
         problems += _axe(page, f"/campaigns/new, Insert a variable open ({scheme})")
+        page.goto(f"{server.url}{pages[2]}")  # the scheduled campaign's "More actions"
+        page.click("#more-actions summary")
+        page.locator("#act-cancel").wait_for()
+        problems += _axe(page, f"{pages[2]}, More actions open ({scheme})")
         page.goto(f"{server.url}/contacts")
         page.set_input_files("#file", str(SAMPLES / "contacts.csv"))
         page.click("#preview-btn")

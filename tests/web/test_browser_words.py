@@ -37,7 +37,13 @@ from tests.web.test_browser import publish_shots, shot
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 #: the screenshots this module takes (docs/screenshots/ with GATECAST_UPDATE_SCREENSHOTS=1)
-SHOTS = ("composer-field-error", "sign-in-how", "audit-in-words", "composer-insert-variable")
+SHOTS = (
+    "composer-field-error",
+    "sign-in-how",
+    "audit-in-words",
+    "composer-insert-variable",
+    "campaign-actions",
+)
 
 PEOPLE = "name,phone\nAda Lovelace,+12025550101\nAlan Turing,+12025550102\n"
 
@@ -347,3 +353,66 @@ def test_insert_a_variable_the_audience_has(live: LiveApp, page: Any, tmp_path: 
     expect(items).to_have_count(1)
     expect(items.first).to_have_attribute("data-var", "group")
     publish_shots("composer-insert-variable")
+
+
+def test_campaign_actions_the_state_calls_for_first(live: LiveApp, page: Any) -> None:
+    """Issue 31 ("nine action buttons at once"): the campaign page shows the action its
+    state calls for (Pause, then Resume) and Edit; the rest wait under "More actions",
+    cancel and delete apart in red and still asked first; the menu works by keyboard."""
+    from playwright.sync_api import expect
+
+    start = (utcnow() + timedelta(days=5)).strftime("%Y-%m-%dT%H:%M:%S")
+    spec = {
+        "name": "December promo",
+        "list": "people",
+        "message": {"type": "text", "text": "Hello {{ name }}"},
+        "schedule": {"start": start, "timezone": "UTC"},
+    }
+    with live.client() as api:
+        cid = ok(api.post("/api/v1/campaigns", json=spec), 201)["id"]
+    _sign_in(page, live, f"/campaigns/{cid}", api_key=API_KEY)
+    expect(page.locator("#state")).to_have_text("scheduled")
+    bar = page.get_by_role("group", name="Campaign actions")
+    shown = bar.locator("button:visible, a:visible, summary:visible")
+    expect(shown).to_have_text(["Pause", "Edit", "More actions", "CSV", "Excel", "JSON"])
+    for hidden in ("#act-resume", "#act-cancel", "#act-delete", "#act-clone", "#act-retry"):
+        expect(page.locator(hidden)).to_be_hidden()
+
+    # the menu by keyboard: Enter opens it, Escape closes it where it was opened
+    summary = page.locator("#more-actions summary")
+    summary.focus()
+    page.keyboard.press("Enter")
+    danger = page.get_by_role("group", name="Cannot be undone (you are asked first)")
+    expect(danger.get_by_role("button")).to_have_text(["Cancel the campaign", "Delete"])
+    expect(page.locator("#act-clone")).to_be_visible()
+    page.keyboard.press("Tab")
+    expect(page.locator("#act-clone")).to_be_focused()
+    shot(page, "campaign-actions", full_page=False)
+    page.keyboard.press("Escape")
+    expect(page.locator("#act-clone")).to_be_hidden()
+    expect(summary).to_be_focused()
+
+    # Pause gives way to Resume, which takes the keyboard's place
+    page.click("#act-pause")
+    expect(page.locator("#state")).to_have_text("paused")
+    expect(page.locator("#act-pause")).to_be_hidden()
+    expect(page.locator("#act-resume")).to_be_focused()
+
+    # cancel is asked first: "no" changes nothing, "yes" cancels; nothing is left to pause
+    summary.click()
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    page.click("#act-cancel")
+    expect(page.locator("#state")).to_have_text("paused")
+    expect(page.locator("#act-cancel")).to_be_visible()  # "no": the menu stays open
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#act-cancel")
+    expect(page.locator("#state")).to_have_text("cancelled")
+    expect(page.locator("#act-resume")).to_be_hidden()
+    expect(page.locator("#act-pause")).to_be_hidden()
+    expect(page.locator("#act-edit")).to_have_count(1)  # gone once the page is read again
+    page.reload()
+    expect(page.locator("#act-edit")).to_have_count(0)
+    expect(bar.locator("button:visible, a:visible, summary:visible")).to_have_text(
+        ["More actions", "CSV", "Excel", "JSON"]
+    )
+    publish_shots("campaign-actions")

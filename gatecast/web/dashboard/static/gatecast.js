@@ -89,3 +89,19 @@ function gcEsc(s) {
   return String(s === null || s === undefined ? "" : s)
     .replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
 }
+
+// A <details data-menu> is a menu: Escape closes it and goes back to its summary, and a
+// click outside it closes it too.
+document.addEventListener("keydown", function (ev) {
+  if (ev.key !== "Escape" || !ev.target.closest) { return; }
+  const menu = ev.target.closest("details[data-menu][open]");
+  if (!menu) { return; }
+  menu.open = false;
+  menu.querySelector("summary").focus();
+  ev.preventDefault();
+});
+document.addEventListener("click", function (ev) {
+  document.querySelectorAll("details[data-menu][open]").forEach(function (menu) {
+    if (!menu.contains(ev.target)) { menu.open = false; }
+  });
+});

@@ -3,7 +3,7 @@
 // and the attributes its contacts have, with how many have each) and lists them; picking
 // one writes {{ variable }} where the cursor is in the message (or at its end when the
 // message was not clicked into yet). Keyboard: the summary opens it, Tab walks the
-// variables, Enter inserts, Escape closes it and goes back to the summary.
+// variables, Enter inserts, Escape closes it and goes back to the summary (gatecast.js).
 "use strict";
 
 (function () {
@@ -65,12 +65,5 @@
   document.getElementById("var-list").addEventListener("click", function (ev) {
     const item = ev.target.closest("button[data-var]");
     if (item) { insert(item.dataset.var); }
-  });
-  box.addEventListener("keydown", function (ev) {
-    if (ev.key === "Escape" && box.open) {
-      box.open = false;
-      document.getElementById("var-open").focus();
-      ev.preventDefault();
-    }
   });
 })();
