@@ -33,6 +33,7 @@ from sqlalchemy import (
     select,
     text,
     true,
+    update,
 )
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -327,6 +328,18 @@ def insert_segment(
     return None if value is None else int(value)
 
 
+def update_segment(conn: Connection, name: str, definition: Mapping[str, Any]) -> RowMapping | None:
+    """Give the segment called ``name`` a new definition; its row (id, name,
+    definition, created_at), or None when there is none."""
+    stmt = (
+        update(segments)
+        .where(segments.c.name == name)
+        .values(definition=dict(definition))
+        .returning(*(segments.c[c] for c in _SEGMENT_COLUMNS))
+    )
+    return conn.execute(stmt).mappings().first()
+
+
 def segment_by_name(conn: Connection, name: str) -> RowMapping | None:
     """The segment called ``name`` (id, name, definition, created_at), or None."""
     stmt = select(*(segments.c[c] for c in _SEGMENT_COLUMNS)).where(segments.c.name == name)
@@ -371,4 +384,5 @@ __all__ = [
     "tag_ids",
     "tag_names",
     "tag_stage",
+    "update_segment",
 ]

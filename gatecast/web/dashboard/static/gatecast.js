@@ -78,6 +78,15 @@ async function gcWhileBusy(buttons, fn) {
   finally { buttons.forEach(function (b) { b.disabled = false; }); }
 }
 
+// the element ``id`` read again from the server (this page as it is now), in place: a
+// list shows what was just saved without a reload; the page is reloaded if that fails
+async function gcReloadPart(id) {
+  const res = await fetch(window.location.pathname + window.location.search, { credentials: "same-origin" });
+  const fresh = res.ok ? new DOMParser().parseFromString(await res.text(), "text/html").getElementById(id) : null;
+  if (!fresh) { window.location.reload(); return; }
+  document.getElementById(id).replaceWith(fresh);
+}
+
 function gcShow(el, text, isError) {
   if (typeof el === "string") { el = document.getElementById(el); }
   if (!el) { return; }
