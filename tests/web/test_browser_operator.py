@@ -197,6 +197,7 @@ def test_operator_screens(
         "/contacts",
         "/contacts/1",
         "/segments",
+        "/media",
         "/instances",
         "/webhooks",
     ]
