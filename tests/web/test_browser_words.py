@@ -117,6 +117,19 @@ def _described_by(page: Any, selector: str) -> str:
     )
 
 
+def _scheduled(live: LiveApp, name: str, *, days: int) -> int:
+    """The id of a text campaign ``name`` to the list "people", starting in ``days``."""
+    start = (utcnow() + timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%S")
+    spec = {
+        "name": name,
+        "list": "people",
+        "message": {"type": "text", "text": "Hello {{ name }}"},
+        "schedule": {"start": start, "timezone": "UTC"},
+    }
+    with live.client() as api:
+        return int(ok(api.post("/api/v1/campaigns", json=spec), 201)["id"])
+
+
 def test_composer_error_on_its_field_and_kind_change(live: LiveApp, page: Any) -> None:
     from playwright.sync_api import expect
 
@@ -229,15 +242,7 @@ def test_the_same_user_added_twice_at_once_over_the_api(live: LiveApp) -> None:
 def test_pause_double_clicked_and_the_audit_page_in_words(live: LiveApp, page: Any) -> None:
     from playwright.sync_api import expect
 
-    start = (utcnow() + timedelta(days=3)).strftime("%Y-%m-%dT%H:%M:%S")
-    spec = {
-        "name": "November promo",
-        "list": "people",
-        "message": {"type": "text", "text": "Hello {{ name }}"},
-        "schedule": {"start": start, "timezone": "UTC"},
-    }
-    with live.client() as api:
-        cid = ok(api.post("/api/v1/campaigns", json=spec), 201)["id"]
+    cid = _scheduled(live, "November promo", days=3)
     _sign_in(page, live, f"/campaigns/{cid}", user="olga", password="olga password 1")
     expect(page.locator("#state")).to_have_text("scheduled")
     page.dblclick("#act-pause")
@@ -361,15 +366,7 @@ def test_campaign_actions_the_state_calls_for_first(live: LiveApp, page: Any) ->
     cancel and delete apart in red and still asked first; the menu works by keyboard."""
     from playwright.sync_api import expect
 
-    start = (utcnow() + timedelta(days=5)).strftime("%Y-%m-%dT%H:%M:%S")
-    spec = {
-        "name": "December promo",
-        "list": "people",
-        "message": {"type": "text", "text": "Hello {{ name }}"},
-        "schedule": {"start": start, "timezone": "UTC"},
-    }
-    with live.client() as api:
-        cid = ok(api.post("/api/v1/campaigns", json=spec), 201)["id"]
+    cid = _scheduled(live, "December promo", days=5)
     _sign_in(page, live, f"/campaigns/{cid}", api_key=API_KEY)
     expect(page.locator("#state")).to_have_text("scheduled")
     bar = page.get_by_role("group", name="Campaign actions")
