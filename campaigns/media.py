@@ -18,6 +18,9 @@ hosting the file somewhere, an operator uploads it to gatecast (API, dashboard, 
   No sign-in is needed (the gateway fetches it); :func:`check_signature` tells a valid
   link from an expired one and from anything else, which the route answers as a 404
   that says nothing.
+- **Kept while in use** (decision 59): a file a scheduled, running or paused campaign's
+  file links to (:func:`uses`: its link path in the campaign file) is not deleted
+  (:class:`MediaInUse` names the campaigns); the gateway fetches it when it sends.
 """
 
 from __future__ import annotations
@@ -34,8 +37,9 @@ from pathlib import PurePath
 from typing import Any, BinaryIO
 from urllib.parse import quote, urlencode
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
+from campaigns.lifecycle import PAUSED, RUNNING, SCHEDULED
 from campaigns.untrusted_files import size_text
 from storage.queries import media as q
 
@@ -320,6 +324,70 @@ def listing(engine: Engine, *, limit: int = 50, offset: int = 0) -> tuple[list[M
     return [_media(r) for r in rows], total
 
 
+#: the states of a campaign that will still send (so fetch its media): a file one of
+#: them uses is kept
+KEEPING_STATES = (SCHEDULED, RUNNING, PAUSED)
+
+
+class MediaInUse(MediaRefused):
+    """A file a campaign that will still send uses: not deleted; ``uses`` names them."""
+
+    def __init__(self, media: Media, uses: list[MediaUse]) -> None:
+        self.uses = uses
+        named = ", ".join(f"'{u.name}' ({u.state})" for u in uses[:5])
+        more = f" and {len(uses) - 5} more" if len(uses) > 5 else ""
+        super().__init__(
+            f"{media.name} is used by campaign{'s' if len(uses) > 1 else ''} {named}{more}, "
+            "which will still send it: cancel those campaigns (or change their message) "
+            "first, then delete it"
+        )
+
+
+@dataclass(frozen=True)
+class MediaUse:
+    """A campaign whose file links to a stored file."""
+
+    campaign_id: int
+    name: str
+    state: str
+
+    @property
+    def keeps(self) -> bool:
+        """Whether this campaign will still send, so the file must stay."""
+        return self.state in KEEPING_STATES
+
+
+def link_path(media_id: int, name: str) -> str:
+    """The path of a file's links, up to their query: what a campaign using it holds."""
+    return f"{PATH_PREFIX}{media_id}/{quote(name, safe='')}"
+
+
+def _uses(conn: Connection, media: Media) -> list[MediaUse]:
+    rows = q.campaigns_naming(conn, link_path(media.id, media.name) + "?")
+    return [MediaUse(int(r["id"]), str(r["name"]), str(r["state"])) for r in rows]
+
+
+def uses(engine: Engine, media: Media) -> list[MediaUse]:
+    """The campaigns (not deleted) whose file links to ``media``, by id."""
+    with engine.connect() as conn:
+        return _uses(conn, media)
+
+
+def delete(engine: Engine, media_id: int) -> Media | None:
+    """Delete a stored file; what it was, or None when there is none. Refused
+    (:class:`MediaInUse`, nothing deleted) while a campaign that will still send uses it."""
+    found = get(engine, media_id)
+    if found is None:
+        return None
+    with engine.begin() as conn:
+        keeping = [u for u in _uses(conn, found) if u.keeps]
+        if keeping:
+            raise MediaInUse(found, keeping)
+        if not q.delete_media(conn, media_id):
+            return None
+    return found
+
+
 def _signature(key: str, media_id: int, name: str, expires: int) -> str:
     mac = hmac.new(bytes.fromhex(key), f"{media_id}/{name}/{expires}".encode(), hashlib.sha256)
     return base64.urlsafe_b64encode(mac.digest()).rstrip(b"=").decode("ascii")
@@ -341,8 +409,7 @@ def signed_url(
     query = urlencode(
         {"expires": expires, "signature": _signature(key, media.id, media.name, expires)}
     )
-    path = f"{PATH_PREFIX}{media.id}/{quote(media.name, safe='')}"
-    return f"{base.rstrip('/')}{path}?{query}", expires_at
+    return f"{base.rstrip('/')}{link_path(media.id, media.name)}?{query}", expires_at
 
 
 VALID, EXPIRED, WRONG = "valid", "expired", "wrong"
@@ -385,6 +452,7 @@ __all__ = [
     "ACCEPTED",
     "DEFAULT_URL_DAYS",
     "EXPIRED",
+    "KEEPING_STATES",
     "KINDS",
     "KIND_LIMITS",
     "MAX_URL_DAYS",
@@ -392,18 +460,23 @@ __all__ = [
     "VALID",
     "WRONG",
     "Media",
+    "MediaInUse",
     "MediaRefused",
     "MediaTooLarge",
     "MediaType",
+    "MediaUse",
     "check",
     "check_signature",
     "chunks",
     "clean_name",
+    "delete",
     "get",
     "kind_limit",
+    "link_path",
     "listing",
     "signed_url",
     "sniff",
     "store",
     "upload_limit",
+    "uses",
 ]

@@ -38,6 +38,12 @@ from gateway import messages as gm
 _env = BoundedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
 
 
+#: the variables every contact has, whatever was imported: what each holds
+BUILT_IN_VARIABLES = {"name": "the contact's name", "phone": "the contact's phone number"}
+#: the variable a message to a group reads (its name and phone are empty)
+GROUP_VARIABLES = {"group": "the group's id"}
+
+
 @dataclass(frozen=True)
 class ContactData:
     """What a template can see of one recipient."""
@@ -320,6 +326,8 @@ def spintax_variants(
 
 
 __all__ = [
+    "BUILT_IN_VARIABLES",
+    "GROUP_VARIABLES",
     "MAX_VARIANTS",
     "ContactData",
     "RenderError",

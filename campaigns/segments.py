@@ -313,6 +313,26 @@ def create_segment(
     return SegmentRecord(segment_id, name, definition, now, counted)
 
 
+def change_segment(engine: Engine, name: str, spec: AudienceSpec) -> SegmentRecord | None:
+    """Give the segment ``name`` the definition ``spec`` (its name stays), with its
+    count preview; None when there is no such segment. Refused as a create is
+    (:class:`AudienceError`, nothing changed). Campaigns created from it keep their
+    audience (expanded at create)."""
+    if spec.segment is not None:
+        raise AudienceError("segment: a segment cannot name another segment", "segment")
+    definition = spec.definition()
+    with engine.begin() as conn:
+        if aq.segment_by_name(conn, name.strip()) is None:
+            return None
+        counted = count(conn, resolve(conn, definition))
+        _check_selects(counted, f"segment {name.strip()!r}")
+        row = aq.update_segment(conn, name.strip(), definition)
+    if row is None:  # deleted meanwhile
+        return None
+    record = _record(row)
+    return SegmentRecord(record.id, record.name, record.definition, record.created_at, counted)
+
+
 def get_segment(engine: Engine, name: str, *, counted: bool = True) -> SegmentRecord | None:
     """The segment called ``name`` with what it selects now, or None."""
     with engine.connect() as conn:
@@ -360,6 +380,7 @@ __all__ = [
     "SegmentExists",
     "SegmentRecord",
     "campaign_audience",
+    "change_segment",
     "clean_segment_name",
     "clean_tag",
     "count",

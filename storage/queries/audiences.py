@@ -33,6 +33,7 @@ from sqlalchemy import (
     select,
     text,
     true,
+    update,
 )
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -207,6 +208,22 @@ def attribute_names(conn: Connection) -> list[str]:
     return [str(k) for k in conn.execute(text(sql), {"n": NAMES_LISTED}).scalars()]
 
 
+def audience_attribute_counts(conn: Connection, f: AudienceFilter) -> list[tuple[str, int]]:
+    """The attribute names the contacts ``f`` selects have, sorted, each with how many
+    of them have it (at most :data:`NAMES_LISTED` names)."""
+    fn = func.jsonb_each if conn.dialect.name == "postgresql" else func.json_each
+    each = fn(contacts.c.folded).table_valued("key", "value")  # a function: lateral
+    stmt = (
+        select(each.c.key, func.count())
+        .select_from(contacts.join(each, true()))
+        .where(*selected(f), true())
+        .group_by(each.c.key)
+        .order_by(each.c.key)
+        .limit(NAMES_LISTED)
+    )
+    return [(str(k), int(n)) for k, n in conn.execute(stmt)]
+
+
 # --- tags ------------------------------------------------------------------------------------
 
 
@@ -311,6 +328,18 @@ def insert_segment(
     return None if value is None else int(value)
 
 
+def update_segment(conn: Connection, name: str, definition: Mapping[str, Any]) -> RowMapping | None:
+    """Give the segment called ``name`` a new definition; its row (id, name,
+    definition, created_at), or None when there is none."""
+    stmt = (
+        update(segments)
+        .where(segments.c.name == name)
+        .values(definition=dict(definition))
+        .returning(*(segments.c[c] for c in _SEGMENT_COLUMNS))
+    )
+    return conn.execute(stmt).mappings().first()
+
+
 def segment_by_name(conn: Connection, name: str) -> RowMapping | None:
     """The segment called ``name`` (id, name, definition, created_at), or None."""
     stmt = select(*(segments.c[c] for c in _SEGMENT_COLUMNS)).where(segments.c.name == name)
@@ -335,6 +364,7 @@ __all__ = [
     "add_staged_tags",
     "attribute_exists",
     "attribute_names",
+    "audience_attribute_counts",
     "audience_counts",
     "audience_page",
     "contact_tag_names",
@@ -354,4 +384,5 @@ __all__ = [
     "tag_ids",
     "tag_names",
     "tag_stage",
+    "update_segment",
 ]

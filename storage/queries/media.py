@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, LargeBinary, RowMapping, func, insert, select
+from sqlalchemy import Connection, LargeBinary, RowMapping, Text, cast, delete, func, insert, select
 
 from storage import tables
 
@@ -49,6 +49,24 @@ def listing(conn: Connection, *, limit: int, offset: int) -> tuple[Sequence[RowM
     )
     total = int(conn.execute(select(func.count()).select_from(_m)).scalar_one())
     return rows, total
+
+
+def campaigns_naming(conn: Connection, fragment: str) -> Sequence[RowMapping]:
+    """The campaigns (``id``, ``name``, ``state``; not deleted ones) whose campaign
+    file holds the text ``fragment`` (a file's link path), by id."""
+    c = tables.campaigns
+    pattern = "%" + fragment.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    stmt = (
+        select(c.c.id, c.c.name, c.c.state)
+        .where(cast(c.c.spec, Text).like(pattern, escape="\\"), c.c.deleted_at.is_(None))
+        .order_by(c.c.id)
+    )
+    return conn.execute(stmt).mappings().all()
+
+
+def delete_media(conn: Connection, media_id: int) -> bool:
+    """Delete one file (its bytes too); False when there is none."""
+    return bool(conn.execute(delete(_m).where(_m.c.id == media_id)).rowcount)
 
 
 def read_part(conn: Connection, media_id: int, offset: int, length: int) -> bytes:

@@ -132,6 +132,16 @@ def test_segment_rules(engine: Engine, tmp_path: Path) -> None:
     assert page.total == 1 and page.items[0].name == "all"
     shown = seg.get_segment(engine, "all")
     assert shown is not None and shown.count is not None and shown.count.recipients == 6
+    # a change: its name and id stay, counted as saved; a bad one changes nothing
+    gold = seg.parse_segment({"lists": ["customers"], "where": {"plan": "GOLD"}})
+    changed = seg.change_segment(engine, "all", gold)
+    assert changed is not None and changed.count is not None
+    assert (changed.id, changed.name, changed.count.recipients) == (shown.id, "all", 4)
+    with pytest.raises(seg.AudienceError, match="citty"):
+        seg.change_segment(engine, "all", seg.parse_segment({"where": {"citty": "x"}}))
+    kept = seg.get_segment(engine, "all")
+    assert kept is not None and kept.definition == changed.definition
+    assert seg.change_segment(engine, "nope", gold) is None
     assert seg.delete_segment(engine, "all") and not seg.delete_segment(engine, "all")
 
 

@@ -230,5 +230,19 @@ def test_api_tags_segment_campaign_and_report(ws: Workspace) -> None:
     )
     targets = _report_targets(api.get(f"/api/v1/campaigns/{cid}/report.csv").text)
     assert set(targets) == EXPECTED, targets
+    # a change of its definition: counted as saved; a bad one changes nothing; its
+    # name must exist
+    change = {k: v for k, v in body.items() if k != "name"} | {"where": {"city": "BERLIN"}}
+    changed = _ok(api.put("/api/v1/segments/berlin-vip", json=change))
+    assert (changed["name"], changed["where"]) == ("berlin-vip", {"city": ["BERLIN"]}), changed
+    assert changed["count"]["recipients"] >= 3
+    refused = assert_problem(
+        api.put("/api/v1/segments/berlin-vip", json={"where": {"citty": "x"}}),
+        422, "invalid_request",
+    )  # fmt: skip
+    assert refused["errors"][0]["loc"] == ["body", "where", "citty"]
+    kept = _ok(api.get("/api/v1/segments/berlin-vip"))
+    assert (kept["where"], kept["count"]) == (changed["where"], changed["count"])
+    assert_problem(api.put("/api/v1/segments/nope", json=change), 404, "not_found")
     assert api.delete("/api/v1/segments/berlin-vip").status_code == 204
     assert_problem(api.get("/api/v1/segments/berlin-vip"), 404, "not_found")

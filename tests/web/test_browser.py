@@ -235,6 +235,7 @@ def test_dashboard_journey(
     expect(page.locator("#state")).to_have_text("paused")
     page.click("#act-resume")
     expect(page.locator("#state")).to_have_text("scheduled")
+    page.click("#more-actions summary")  # cancel waits under "More actions"
     page.click("#act-cancel")
     expect(page.locator("#state")).to_have_text("cancelled")
     expect(page.locator("#act-pause")).to_be_disabled()

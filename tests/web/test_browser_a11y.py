@@ -30,6 +30,7 @@ from tests.journeys.harness import (
     wait_for,
     workspace,
 )
+from tests.media_files import pdf
 from tests.web.test_browser import publish_shots, shot
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -63,7 +64,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 @pytest.fixture(scope="module")
 def pages(server: Server) -> list[str]:
     """Every dashboard page with something on it: a sender, imported contacts, a campaign
-    sent (everyone replies) and one scheduled, a segment, a user, a webhook endpoint."""
+    sent (everyone replies) and one scheduled, a segment, a media file, a user, a webhook
+    endpoint."""
     with server.api() as api:
         iid = link_sender_over_api(api, "Shop phone")
         import_over_api(api, SAMPLES / "contacts.csv", "customers")
@@ -89,6 +91,7 @@ def pages(server: Server) -> list[str]:
         hook = {"url": "https://crm.example.com/hooks", "events": ["*"], "description": "CRM"}
         ok(api.post("/api/v1/webhook-endpoints", json=hook), 201)
         contact = ok(api.get("/api/v1/contacts?limit=1"))["items"][0]["id"]
+        ok(api.post("/api/v1/media", files={"file": ("menu.pdf", pdf())}), 201)
     return [
         "/overview",
         "/campaigns",
@@ -98,6 +101,7 @@ def pages(server: Server) -> list[str]:
         "/contacts",
         f"/contacts/{contact}",
         "/segments",
+        "/media",
         "/instances",
         "/users",
         "/audit",
@@ -161,13 +165,21 @@ def test_every_page_passes_axe(
             page.goto(f"{server.url}{path}")
             problems += _axe(page, f"{path} ({scheme})")
 
-        # states a page reaches by use: the composer refusing a campaign, an import's
+        # states a page reaches by use: the composer refusing a campaign and its
+        # "Insert a variable" menu open, a campaign's "More actions" open, an import's
         # mapping step
         page.goto(f"{server.url}/campaigns/new")
         page.fill("#f-name", "")
         page.click("#form-create")
         page.locator("[aria-invalid=true]").first.wait_for()
         problems += _axe(page, f"/campaigns/new, refused ({scheme})")
+        page.click("#var-open")
+        page.locator("#var-list button").first.wait_for()
+        problems += _axe(page, f"/campaigns/new, Insert a variable open ({scheme})")
+        page.goto(f"{server.url}{pages[2]}")  # the scheduled campaign's "More actions"
+        page.click("#more-actions summary")
+        page.locator("#act-cancel").wait_for()
+        problems += _axe(page, f"{pages[2]}, More actions open ({scheme})")
         page.goto(f"{server.url}/contacts")
         page.set_input_files("#file", str(SAMPLES / "contacts.csv"))
         page.click("#preview-btn")

@@ -170,6 +170,7 @@ def test_operator_screens(
 
     # archive: the list leaves it out, its filter shows it; then delete another
     page.goto(f"{live.url}/campaigns/{later}")
+    page.click("#more-actions summary")
     page.click("#act-archive")
     expect(page.locator("#archived-badge")).to_be_visible()
     page.goto(f"{live.url}/campaigns")
@@ -178,6 +179,7 @@ def test_operator_screens(
     page.click("#campaign-show")
     expect(page.locator("#campaigns-table")).to_contain_text("Berlin launch")
     page.goto(f"{live.url}/campaigns/{now}")
+    page.click("#more-actions summary")
     page.click("#act-delete")
     expect(page.locator("#deleted-note")).to_be_visible()
     expect(page.locator("#dl-csv")).to_be_visible()  # its reports stay
@@ -195,6 +197,7 @@ def test_operator_screens(
         "/contacts",
         "/contacts/1",
         "/segments",
+        "/media",
         "/instances",
         "/webhooks",
     ]

@@ -37,7 +37,13 @@ from tests.web.test_browser import publish_shots, shot
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 #: the screenshots this module takes (docs/screenshots/ with GATECAST_UPDATE_SCREENSHOTS=1)
-SHOTS = ("composer-field-error", "sign-in-how", "audit-in-words")
+SHOTS = (
+    "composer-field-error",
+    "sign-in-how",
+    "audit-in-words",
+    "composer-insert-variable",
+    "campaign-actions",
+)
 
 PEOPLE = "name,phone\nAda Lovelace,+12025550101\nAlan Turing,+12025550102\n"
 
@@ -109,6 +115,19 @@ def _described_by(page: Any, selector: str) -> str:
             ".map(i => document.getElementById(i).textContent).join(' ')",
         )
     )
+
+
+def _scheduled(live: LiveApp, name: str, *, days: int) -> int:
+    """The id of a text campaign ``name`` to the list "people", starting in ``days``."""
+    start = (utcnow() + timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%S")
+    spec = {
+        "name": name,
+        "list": "people",
+        "message": {"type": "text", "text": "Hello {{ name }}"},
+        "schedule": {"start": start, "timezone": "UTC"},
+    }
+    with live.client() as api:
+        return int(ok(api.post("/api/v1/campaigns", json=spec), 201)["id"])
 
 
 def test_composer_error_on_its_field_and_kind_change(live: LiveApp, page: Any) -> None:
@@ -223,15 +242,7 @@ def test_the_same_user_added_twice_at_once_over_the_api(live: LiveApp) -> None:
 def test_pause_double_clicked_and_the_audit_page_in_words(live: LiveApp, page: Any) -> None:
     from playwright.sync_api import expect
 
-    start = (utcnow() + timedelta(days=3)).strftime("%Y-%m-%dT%H:%M:%S")
-    spec = {
-        "name": "November promo",
-        "list": "people",
-        "message": {"type": "text", "text": "Hello {{ name }}"},
-        "schedule": {"start": start, "timezone": "UTC"},
-    }
-    with live.client() as api:
-        cid = ok(api.post("/api/v1/campaigns", json=spec), 201)["id"]
+    cid = _scheduled(live, "November promo", days=3)
     _sign_in(page, live, f"/campaigns/{cid}", user="olga", password="olga password 1")
     expect(page.locator("#state")).to_have_text("scheduled")
     page.dblclick("#act-pause")
@@ -272,3 +283,133 @@ def test_sign_in_with_a_users_key_and_a_viewer_on_the_composer(live: LiveApp, pa
     expect(page.locator("main")).to_contain_text("A viewer cannot create or edit campaigns")
     expect(page.locator("#campaign-form")).to_have_count(0)
     publish_shots(*SHOTS)
+
+
+def test_insert_a_variable_the_audience_has(live: LiveApp, page: Any, tmp_path: Path) -> None:
+    """Issue 31, item 2: the composer's "Insert a variable" lists what the chosen list's
+    contacts have (with who lacks it) and writes it where the cursor is, by keyboard or
+    mouse; a message to groups offers the group's id only."""
+    from playwright.sync_api import expect
+
+    shop = tmp_path / "shop.csv"
+    shop.write_text(
+        "name,phone,City,coupon\nAda Shop,+12025550111,Berlin,A1\nBo Shop,+12025550112,Paris,\n",
+        encoding="utf-8",
+    )
+    import_file(live.ctx.engine, shop, ImportOptions(list_name="shop"))
+    _sign_in(page, live, "/campaigns/new", api_key=API_KEY)
+    expect(page).to_have_url(f"{live.url}/campaigns/new")
+    page.fill("#f-name", "Coupons")
+    page.select_option("#f-list", "shop")
+    text = page.locator("#f-text")
+    text.fill("Hello , see you")
+    expect(page.locator("#pv-chat")).to_contain_text("Hello , see you")
+    text.focus()
+    page.keyboard.press("Control+Home")
+    for _ in range(6):
+        page.keyboard.press("ArrowRight")
+
+    # by keyboard: Tab to the menu, Enter opens it, Tab to a variable, Enter inserts it
+    page.keyboard.press("Tab")
+    expect(page.locator("#var-open")).to_be_focused()
+    page.keyboard.press("Enter")
+    items = page.locator("#var-list button")
+    expect(items).to_have_count(4)
+    assert [i.get_attribute("data-var") for i in items.all()] == [
+        "name",
+        "phone",
+        "city",
+        "coupon",
+    ]
+    expect(items.nth(0)).to_contain_text("the contact's name")
+    expect(items.nth(2)).to_contain_text("every contact has it")
+    expect(items.nth(3)).to_contain_text("1 of 2 contacts have it")
+    page.locator("#var-menu").scroll_into_view_if_needed()
+    shot(page, "composer-insert-variable", full_page=False)
+    for _ in range(3):
+        page.keyboard.press("Tab")
+    expect(items.nth(2)).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(text).to_have_value("Hello {{ city }}, see you")
+    expect(text).to_be_focused()
+    expect(page.locator("#var-menu")).to_be_hidden()
+    expect(page.locator("#pv-chat")).to_contain_text("Hello Berlin, see you")
+
+    # by mouse, at the cursor left after the first one
+    page.keyboard.type(" code ")
+    page.click("#var-open")
+    page.locator("#var-list button[data-var=coupon]").click()
+    expect(text).to_have_value("Hello {{ city }} code {{ coupon }}, see you")
+    expect(page.locator("#pv-chat")).to_contain_text("Hello Berlin code A1, see you")
+
+    # Escape closes it and goes back to the menu's button
+    page.locator("#var-open").focus()
+    page.keyboard.press("Enter")
+    expect(items.first).to_be_visible()
+    page.keyboard.press("Tab")
+    page.keyboard.press("Escape")
+    expect(page.locator("#var-menu")).to_be_hidden()
+    expect(page.locator("#var-open")).to_be_focused()
+
+    # to groups: a group's message has its id only
+    page.check("#f-to-groups")
+    page.fill("#f-groups", "120363041234567890@g.us")
+    page.click("#var-open")
+    expect(items).to_have_count(1)
+    expect(items.first).to_have_attribute("data-var", "group")
+    publish_shots("composer-insert-variable")
+
+
+def test_campaign_actions_the_state_calls_for_first(live: LiveApp, page: Any) -> None:
+    """Issue 31 ("nine action buttons at once"): the campaign page shows the action its
+    state calls for (Pause, then Resume) and Edit; the rest wait under "More actions",
+    cancel and delete apart in red and still asked first; the menu works by keyboard."""
+    from playwright.sync_api import expect
+
+    cid = _scheduled(live, "December promo", days=5)
+    _sign_in(page, live, f"/campaigns/{cid}", api_key=API_KEY)
+    expect(page.locator("#state")).to_have_text("scheduled")
+    bar = page.get_by_role("group", name="Campaign actions")
+    shown = bar.locator("button:visible, a:visible, summary:visible")
+    expect(shown).to_have_text(["Pause", "Edit", "More actions", "CSV", "Excel", "JSON"])
+    for hidden in ("#act-resume", "#act-cancel", "#act-delete", "#act-clone", "#act-retry"):
+        expect(page.locator(hidden)).to_be_hidden()
+
+    # the menu by keyboard: Enter opens it, Escape closes it where it was opened
+    summary = page.locator("#more-actions summary")
+    summary.focus()
+    page.keyboard.press("Enter")
+    danger = page.get_by_role("group", name="Cannot be undone (you are asked first)")
+    expect(danger.get_by_role("button")).to_have_text(["Cancel the campaign", "Delete"])
+    expect(page.locator("#act-clone")).to_be_visible()
+    page.keyboard.press("Tab")
+    expect(page.locator("#act-clone")).to_be_focused()
+    shot(page, "campaign-actions", full_page=False)
+    page.keyboard.press("Escape")
+    expect(page.locator("#act-clone")).to_be_hidden()
+    expect(summary).to_be_focused()
+
+    # Pause gives way to Resume, which takes the keyboard's place
+    page.click("#act-pause")
+    expect(page.locator("#state")).to_have_text("paused")
+    expect(page.locator("#act-pause")).to_be_hidden()
+    expect(page.locator("#act-resume")).to_be_focused()
+
+    # cancel is asked first: "no" changes nothing, "yes" cancels; nothing is left to pause
+    summary.click()
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    page.click("#act-cancel")
+    expect(page.locator("#state")).to_have_text("paused")
+    expect(page.locator("#act-cancel")).to_be_visible()  # "no": the menu stays open
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#act-cancel")
+    expect(page.locator("#state")).to_have_text("cancelled")
+    expect(page.locator("#act-resume")).to_be_hidden()
+    expect(page.locator("#act-pause")).to_be_hidden()
+    expect(page.locator("#act-edit")).to_have_count(1)  # gone once the page is read again
+    page.reload()
+    expect(page.locator("#act-edit")).to_have_count(0)
+    expect(bar.locator("button:visible, a:visible, summary:visible")).to_have_text(
+        ["More actions", "CSV", "Excel", "JSON"]
+    )
+    publish_shots("campaign-actions")

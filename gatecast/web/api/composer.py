@@ -255,6 +255,54 @@ def get_occurrences(
     )
 
 
+class VariablePublic(BaseModel):
+    """A variable a message can read (``{{ name }}``)."""
+
+    name: str
+    kind: Literal["built-in", "attribute"] = Field(
+        description="built-in (every contact has it) or attribute (imported)"
+    )
+    description: str
+    contacts: int | None = Field(
+        description="How many of the audience's contacts have it (null: every one)"
+    )
+
+
+class VariablesPublic(BaseModel):
+    """What the composer's "Insert a variable" menu offers for an audience."""
+
+    contacts: int = Field(description="Contacts in the audience (groups: their number)")
+    variables: list[VariablePublic]
+
+
+@router.get("/campaigns/variables", response_model=VariablesPublic)
+def get_variables(
+    ctx: Ctx,
+    list_: Annotated[
+        list[str],
+        Query(alias="list", max_length=50, description="Contacts of these lists (repeatable)"),
+    ] = [],  # noqa: B006  (FastAPI copies a query's default)
+    segment: Annotated[
+        str | None, Query(max_length=200, description="The contacts a saved segment selects")
+    ] = None,
+    groups: Annotated[int, Query(ge=0, le=10_000, description="A message to this many groups")] = 0,
+) -> VariablesPublic:
+    """The variables a message to this audience can read: ``name`` and ``phone``, and
+    the attributes its contacts have, each with how many have it (no list and no
+    segment: every contact; ``groups``: ``group``). 422 naming an unknown list or
+    segment."""
+    from campaigns.segments import AudienceError
+    from campaigns.variables import audience_variables
+
+    if any(len(name) > 200 for name in list_):
+        raise field_error(("query", "list"), "a list name is at most 200 characters")
+    try:
+        found = audience_variables(ctx.engine, lists=list_, segment=segment, groups=groups)
+    except AudienceError as exc:
+        raise field_error(("query", exc.field or "list"), str(exc)) from None
+    return VariablesPublic.model_validate(found.to_dict())
+
+
 @router.post(
     "/campaigns/{campaign_id}/clone",
     response_model=CampaignCreated,

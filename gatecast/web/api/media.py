@@ -1,5 +1,6 @@
-"""Media files: upload one (its type sniffed, its size checked per kind), list them, and
-get a signed public URL for a campaign's ``media_url`` (``campaigns.media``)."""
+"""Media files: upload one (its type sniffed, its size checked per kind), list them, get
+a signed public URL for a campaign's ``media_url``, see which campaigns use one, and
+delete one no campaign that will still send uses (``campaigns.media``)."""
 
 from __future__ import annotations
 
@@ -146,6 +147,53 @@ def list_media(
         limit=limit,
         offset=offset,
     )
+
+
+class MediaUsePublic(BaseModel):
+    """A campaign whose file links to a stored file."""
+
+    campaign_id: int
+    name: str
+    state: str
+    keeps: bool = Field(description="The campaign will still send: the file cannot be deleted")
+
+
+@router.get("/media/{media_id}/uses", response_model=list[MediaUsePublic])
+def get_media_uses(ctx: Ctx, media_id: Id) -> list[MediaUsePublic]:
+    """The campaigns (not deleted) whose file links to this media file, by id; one
+    that will still send (scheduled, running, paused) ``keeps`` it."""
+    found = domain.get(ctx.engine, media_id)
+    if found is None:
+        raise not_found("media", media_id)
+    return [
+        MediaUsePublic(campaign_id=u.campaign_id, name=u.name, state=u.state, keeps=u.keeps)
+        for u in domain.uses(ctx.engine, found)
+    ]
+
+
+@router.delete(
+    "/media/{media_id}",
+    status_code=204,
+    responses={409: {"description": "A scheduled, running or paused campaign uses it"}},
+)
+def delete_media(ctx: Ctx, media_id: Id) -> Response:
+    """Delete a media file (its links stop working). Refused with 409 ``media_in_use``
+    naming the campaigns while a scheduled, running or paused campaign's file links to
+    it: they will still send it (cancel them, or change their message, first); 404 for
+    an unknown id."""
+    try:
+        deleted = domain.delete(ctx.engine, media_id)
+    except domain.MediaInUse as exc:
+        raise Problem(
+            409,
+            "media_in_use",
+            str(exc),
+            title="The file is still used",
+            campaigns=[u.campaign_id for u in exc.uses],
+        ) from None
+    if deleted is None:
+        raise not_found("media", media_id)
+    return Response(status_code=204)
 
 
 @router.get("/media/{media_id}", response_model=MediaPublic)

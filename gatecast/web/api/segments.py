@@ -13,6 +13,7 @@ from campaigns.segments import (
     AudienceError,
     SegmentExists,
     SegmentRecord,
+    change_segment,
     create_segment,
     delete_segment,
     get_segment,
@@ -58,10 +59,10 @@ class SegmentPublic(BaseModel):
     count: AudienceCountPublic | None = None
 
 
-class SegmentCreate(RequestBody):
-    """A new segment: the fields of a campaign file's ``[audience]`` (without ``segment``)."""
+class SegmentChange(RequestBody):
+    """A segment's definition: the fields of a campaign file's ``[audience]`` (without
+    ``segment``)."""
 
-    name: Name
     lists: Names = Field(default_factory=list, description="Members of any of these lists")
     tags: Names = Field(default_factory=list, description="Contacts with every one of these")
     where: dict[str, Any] = Field(
@@ -70,6 +71,12 @@ class SegmentCreate(RequestBody):
     )
     exclude_lists: Names = Field(default_factory=list)
     exclude_tags: Names = Field(default_factory=list)
+
+
+class SegmentCreate(SegmentChange):
+    """A new segment: its name and definition."""
+
+    name: Name
 
 
 def _count(c: AudienceCount | None) -> AudienceCountPublic | None:
@@ -134,6 +141,22 @@ def post_segment(body: SegmentCreate, ctx: Ctx, request: Request) -> Response:
 def get_one(name: str, ctx: Ctx) -> SegmentPublic:
     """One segment with what it selects now."""
     record = get_segment(ctx.engine, name)
+    if record is None:
+        raise not_found("segment", name)
+    return _public(record)
+
+
+@router.put("/segments/{name}", response_model=SegmentPublic)
+def put_segment(name: str, body: SegmentChange, ctx: Ctx) -> SegmentPublic:
+    """Give a segment a new definition (its name stays); the answer holds what it
+    selects now. Refused as a save is (422 naming the field; nothing changed); 404 for
+    an unknown name. Campaigns created from it keep their audience. Sending the same
+    definition again changes nothing more (no ``Idempotency-Key`` needed)."""
+    data = body.model_dump(exclude_defaults=True)
+    try:
+        record = change_segment(ctx.engine, name, parse_segment(data))
+    except AudienceError as exc:
+        raise _refused(exc) from None
     if record is None:
         raise not_found("segment", name)
     return _public(record)

@@ -27,6 +27,7 @@ NOUNS = {
     "campaign": "campaign",
     "contact": "contact",
     "import": "import",
+    "media": "media file",
     "instance": "sender",
     "list": "list",
     "segment": "segment",

@@ -475,6 +475,43 @@ def segments_page(request: Request, ctx: Ctx, offset: Offset = 0) -> HTMLRespons
     )
 
 
+#: media files a page of the media library shows
+MEDIA_PER_PAGE = 50
+
+
+@page.get("/media")
+def media_page(request: Request, ctx: Ctx, offset: Offset = 0) -> HTMLResponse:
+    """The media library: uploaded files (name, kind, size, uploaded when and by whom,
+    the campaigns using each), newest first, 50 a page; upload one, open one, delete one
+    no campaign that will still send uses."""
+    from campaigns import media
+    from campaigns.untrusted_files import size_text
+    from gatecast.web.api.media import public
+
+    items, total = media.listing(ctx.engine, limit=MEDIA_PER_PAGE, offset=offset)
+    files = [
+        {
+            "m": m,
+            "url": public(ctx, request, m, None).url,
+            "size": size_text(m.size),
+            "uses": media.uses(ctx.engine, m),
+        }
+        for m in items
+    ]
+    return render(
+        request,
+        "media.html",
+        files=files,
+        total=total,
+        offset=offset,
+        per_page=MEDIA_PER_PAGE,
+        accepted=media.ACCEPTED,
+        limits={
+            k: size_text(media.kind_limit(k, ctx.settings.media_max_bytes)) for k in media.KINDS
+        },
+    )
+
+
 #: audit entries a page of the dashboard's log shows
 AUDIT_PER_PAGE = 50
 

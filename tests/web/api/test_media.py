@@ -1,17 +1,20 @@
 """Media uploads over HTTP (SQLite and PostgreSQL): the type found from the content, the
-size per kind, the signed URL served without sign-in, and links that are not valid
-(tampered, expired, another file's) refused without saying anything."""
+size per kind, the signed URL served without sign-in, links that are not valid
+(tampered, expired, another file's) refused without saying anything, and a delete
+refused while a campaign that will still send uses the file."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
 from sqlalchemy import Engine, func, select
 
+from campaigns.importer import ImportOptions, import_file
 from storage import tables
 from storage.types import utcnow
 from tests.journeys.harness import assert_nothing_leaked, assert_problem
@@ -151,3 +154,51 @@ def test_the_deployments_cap_lowers_every_kind_and_the_body_limit(
         assert "GATECAST_MEDIA_MAX_BYTES" in problem["detail"], problem
         assert _upload(api, "small.pdf", pdf()).status_code == 201
     assert _stored(sqlite_engine) == 1
+
+
+def _import_people(engine: Engine, tmp_path: Path) -> None:
+    people = tmp_path / "people.csv"
+    people.write_text("name,phone\nAda,+12025550101\n", encoding="utf-8")
+    import_file(engine, people, ImportOptions(list_name="people"))
+
+
+def test_delete_is_refused_while_a_campaign_will_still_send_it(
+    timed: tuple[LiveApp, list[object]], engine: Engine, tmp_path: Path
+) -> None:
+    app, _ = timed
+    _import_people(engine, tmp_path)
+    with app.client() as api:
+        menu = _upload(api, "menu.pdf", pdf()).json()
+        other = _upload(api, "other.pdf", pdf()).json()
+        start = (utcnow() + timedelta(days=3)).strftime("%Y-%m-%dT%H:%M:%S")
+        spec = {
+            "name": "Lunch menu",
+            "list": "people",
+            "message": {"type": "media", "media_url": menu["url"], "filename": "menu.pdf"},
+            "schedule": {"start": start, "timezone": "UTC"},
+        }
+        cid = api.post("/api/v1/campaigns", json=spec).json()["id"]
+        uses = api.get(f"/api/v1/media/{menu['id']}/uses").json()
+        assert uses == [
+            {"campaign_id": cid, "name": "Lunch menu", "state": "scheduled", "keeps": True}
+        ]
+        assert api.get(f"/api/v1/media/{other['id']}/uses").json() == []
+
+        # scheduled, then paused: it will still send the file, so the file stays
+        for state in ("scheduled", "paused"):
+            refused = assert_problem(api.delete(f"/api/v1/media/{menu['id']}"), 409, "media_in_use")
+            assert refused["campaigns"] == [cid]
+            assert f"'Lunch menu' ({state})" in refused["detail"]
+            assert "cancel those campaigns" in refused["detail"]
+            assert httpx.get(menu["url"], timeout=10).status_code == 200
+            api.post(f"/api/v1/campaigns/{cid}/pause")
+
+        # once it will not send any more, the file can go: its link stops working
+        api.post(f"/api/v1/campaigns/{cid}/cancel")
+        assert api.get(f"/api/v1/media/{menu['id']}/uses").json()[0]["keeps"] is False
+        assert api.delete(f"/api/v1/media/{menu['id']}").status_code == 204
+        assert httpx.get(menu["url"], timeout=10).status_code == 404
+        assert_problem(api.delete(f"/api/v1/media/{menu['id']}"), 404, "not_found")
+        assert_problem(api.get(f"/api/v1/media/{menu['id']}/uses"), 404, "not_found")
+        assert api.get("/api/v1/media").json()["total"] == 1
+    assert _stored(engine) == 1

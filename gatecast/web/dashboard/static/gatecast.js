@@ -78,6 +78,15 @@ async function gcWhileBusy(buttons, fn) {
   finally { buttons.forEach(function (b) { b.disabled = false; }); }
 }
 
+// the element ``id`` read again from the server (this page as it is now), in place: a
+// list shows what was just saved without a reload; the page is reloaded if that fails
+async function gcReloadPart(id) {
+  const res = await fetch(window.location.pathname + window.location.search, { credentials: "same-origin" });
+  const fresh = res.ok ? new DOMParser().parseFromString(await res.text(), "text/html").getElementById(id) : null;
+  if (!fresh) { window.location.reload(); return; }
+  document.getElementById(id).replaceWith(fresh);
+}
+
 function gcShow(el, text, isError) {
   if (typeof el === "string") { el = document.getElementById(el); }
   if (!el) { return; }
@@ -89,3 +98,19 @@ function gcEsc(s) {
   return String(s === null || s === undefined ? "" : s)
     .replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
 }
+
+// A <details data-menu> is a menu: Escape closes it and goes back to its summary, and a
+// click outside it closes it too.
+document.addEventListener("keydown", function (ev) {
+  if (ev.key !== "Escape" || !ev.target.closest) { return; }
+  const menu = ev.target.closest("details[data-menu][open]");
+  if (!menu) { return; }
+  menu.open = false;
+  menu.querySelector("summary").focus();
+  ev.preventDefault();
+});
+document.addEventListener("click", function (ev) {
+  document.querySelectorAll("details[data-menu][open]").forEach(function (menu) {
+    if (!menu.contains(ev.target)) { menu.open = false; }
+  });
+});
