@@ -295,7 +295,21 @@ def claim_due(
         if webhook_id is None:
             webhook_id = new_id()
             fresh.append({"mid": r[0], "wid": webhook_id})
-        due.append(DueMessage(*(r[i] for i in range(9)), webhook_id, r[10]))
+        due.append(
+            DueMessage(
+                id=r[0],
+                endpoint_id=r[1],
+                url=r[2],
+                secret=r[3],
+                event=r[4],
+                data=r[5],
+                occurred_at=r[6],
+                attempts=r[7],
+                first_attempt_at=r[8],
+                webhook_id=webhook_id,
+                previous_secret=r[10],
+            )
+        )
     if due:
         conn.execute(
             update(_m).where(_m.c.id.in_([d.id for d in due])).values(next_attempt_at=hold_until)
