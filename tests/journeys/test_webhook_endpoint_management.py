@@ -30,7 +30,10 @@ def _test_event(api: httpx.Client, receiver: Receiver, eid: int) -> tuple[dict[s
     """POST .../test and wait for it to arrive; answers its headers and body."""
     queued = _ok(api.post(f"/api/v1/webhook-endpoints/{eid}/test"), 202)
     assert queued["event"] == "webhook.test" and ULID_ID.match(queued["message_id"]), queued
-    return wait_for(lambda: _arrived(receiver, queued["message_id"]), what="the test event")
+    found: tuple[dict[str, str], bytes] = wait_for(
+        lambda: _arrived(receiver, queued["message_id"]), what="the test event"
+    )
+    return found
 
 
 def _opted_out(receiver: Receiver, contact_id: int) -> list[tuple[dict[str, str], bytes]]:
@@ -49,9 +52,10 @@ def _opt_out(
     before = len(_opted_out(receiver, contact_id))
     _ok(api.post(f"/api/v1/contacts/{contact_id}/opt-in"))
     _ok(api.post(f"/api/v1/contacts/{contact_id}/opt-out", json={"reason": "asked"}))
-    return wait_for(
+    found: list[tuple[dict[str, str], bytes]] = wait_for(
         lambda: _opted_out(receiver, contact_id)[before:][:1] or None, what="the opt-out event"
-    )[0]
+    )
+    return found[0]
 
 
 def _signatures(headers: dict[str, str]) -> list[str]:

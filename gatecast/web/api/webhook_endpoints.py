@@ -252,51 +252,49 @@ def patch_endpoint(endpoint_id: Id, body: EndpointChange, ctx: Ctx) -> EndpointP
     return _public(changed)
 
 
-@router.post(
-    "/webhook-endpoints/{endpoint_id}/rotate-secret",
-    response_model=EndpointRotated,
-    dependencies=[IDEMPOTENT],
-    responses=IN_PROGRESS,
-)
+@router.post("/webhook-endpoints/{endpoint_id}/rotate-secret", response_model=EndpointRotated)
 def post_rotate_secret(
-    endpoint_id: Id, ctx: Ctx, request: Request, body: RotateRequest | None = None
-) -> Response:
+    endpoint_id: Id, ctx: Ctx, body: RotateRequest | None = None
+) -> EndpointRotated:
     """A new signing secret, shown this once; the current one still signs for
     ``overlap_seconds`` (both signatures are sent meanwhile: a receiver verifying with
-    either passes), then only the new one does. ``Idempotency-Key`` honoured (a retried
-    rotation does not make a third secret)."""
+    either passes), then only the new one does. Not replayed by ``Idempotency-Key``
+    (the answer would keep the secret readable, as with API keys): a second rotation
+    within the overlap ends the first one's old secret."""
     asked = body or RotateRequest()
-
-    def rotate() -> EndpointRotated:
-        rotated = rotate_secret(
-            ctx.engine,
-            endpoint_id,
-            overlap=timedelta(seconds=asked.overlap_seconds),
-            now=ctx.clock(),
-        )
-        if rotated is None:
-            raise not_found("webhook endpoint", endpoint_id)
-        return EndpointRotated(**_public(rotated.endpoint).model_dump(), secret=rotated.secret)
-
-    return run_once(request, ctx, asked, rotate, status.HTTP_200_OK)
+    rotated = rotate_secret(
+        ctx.engine,
+        endpoint_id,
+        overlap=timedelta(seconds=asked.overlap_seconds),
+        now=ctx.clock(),
+    )
+    if rotated is None:
+        raise not_found("webhook endpoint", endpoint_id)
+    return EndpointRotated(**_public(rotated.endpoint).model_dump(), secret=rotated.secret)
 
 
 @router.post(
     "/webhook-endpoints/{endpoint_id}/test",
     response_model=TestEventQueued,
     status_code=202,
-    responses=_DISABLED,
+    dependencies=[IDEMPOTENT],
+    responses={**_DISABLED, **IN_PROGRESS},
 )
-def post_test_event(endpoint_id: Id, ctx: Ctx) -> TestEventQueued:
+def post_test_event(endpoint_id: Id, ctx: Ctx, request: Request) -> Response:
     """Send a ``webhook.test`` event to the endpoint, through the same signed, retried
-    delivery as every event (its attempts show how it went)."""
-    try:
-        webhook_id = send_test_event(ctx.engine, endpoint_id, now=ctx.clock())
-    except EndpointDisabled as exc:
-        raise Problem(409, "endpoint_disabled", f"{exc}: enable it first") from None
-    if webhook_id is None:
-        raise not_found("webhook endpoint", endpoint_id)
-    return TestEventQueued(event=TEST_EVENT, message_id=webhook_id)
+    delivery as every event (its attempts show how it went). ``Idempotency-Key``
+    honoured."""
+
+    def queue() -> TestEventQueued:
+        try:
+            webhook_id = send_test_event(ctx.engine, endpoint_id, now=ctx.clock())
+        except EndpointDisabled as exc:
+            raise Problem(409, "endpoint_disabled", f"{exc}: enable it first") from None
+        if webhook_id is None:
+            raise not_found("webhook endpoint", endpoint_id)
+        return TestEventQueued(event=TEST_EVENT, message_id=webhook_id)
+
+    return run_once(request, ctx, None, queue, status.HTTP_202_ACCEPTED)
 
 
 @router.delete("/webhook-endpoints/{endpoint_id}", status_code=204)

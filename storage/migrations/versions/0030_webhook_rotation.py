@@ -25,13 +25,12 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("webhook_endpoints") as batch:
-        batch.add_column(sa.Column("previous_secret", sa.String(100), nullable=True))
-        batch.add_column(
-            sa.Column("previous_secret_until", UTCDateTime(timezone=True), nullable=True)
-        )
-    with op.batch_alter_table("webhook_messages") as batch:
-        batch.add_column(sa.Column("webhook_id", sa.String(40), nullable=True))
+    op.add_column("webhook_endpoints", sa.Column("previous_secret", sa.String(100), nullable=True))
+    op.add_column(
+        "webhook_endpoints",
+        sa.Column("previous_secret_until", UTCDateTime(timezone=True), nullable=True),
+    )
+    op.add_column("webhook_messages", sa.Column("webhook_id", sa.String(40), nullable=True))
     op.execute("UPDATE webhook_messages SET webhook_id = 'msg_' || CAST(id AS VARCHAR(20))")
     op.create_index(
         "ix_webhook_messages_webhook_id", "webhook_messages", ["webhook_id"], unique=True
@@ -39,9 +38,9 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    # plain DROP COLUMN (SQLite 3.35+ too): a batch copy of ``webhook_endpoints`` drops
+    # the old table, and its ON DELETE CASCADE took every message and attempt with it
     op.drop_index("ix_webhook_messages_webhook_id", table_name="webhook_messages")
-    with op.batch_alter_table("webhook_messages") as batch:
-        batch.drop_column("webhook_id")
-    with op.batch_alter_table("webhook_endpoints") as batch:
-        batch.drop_column("previous_secret_until")
-        batch.drop_column("previous_secret")
+    op.drop_column("webhook_messages", "webhook_id")
+    op.drop_column("webhook_endpoints", "previous_secret_until")
+    op.drop_column("webhook_endpoints", "previous_secret")

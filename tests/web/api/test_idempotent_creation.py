@@ -52,6 +52,11 @@ CASES: dict[str, Case] = {
         "/api/v1/webhook-endpoints",
         {"json": {"url": "https://example.com/hook", "events": ["delivery.sent"]}},
     ),
+    "/api/v1/webhook-endpoints/{endpoint_id}/test": Case(
+        "/api/v1/webhook-endpoints/1",
+        count=lambda body: int(body["messages"]["pending"]),
+        path="/api/v1/webhook-endpoints/1/test",
+    ),
     "/api/v1/instances": Case("/api/v1/instances", {"json": {"label": "shop"}}),
     "/api/v1/users": Case(
         "/api/v1/users",

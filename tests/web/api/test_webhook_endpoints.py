@@ -138,17 +138,9 @@ def test_endpoint_managed_over_http(make_live: Any, engine: Engine) -> None:
             res = api.post(
                 f"/api/v1/webhook-endpoints/{eid}/rotate-secret",
                 json={"overlap_seconds": 3 * 3600},
-                headers={"Idempotency-Key": "rotate-1"},
             )
             assert res.status_code == 200, res.text
             second = res.json()["secret"]
-            again = api.post(
-                f"/api/v1/webhook-endpoints/{eid}/rotate-secret",
-                json={"overlap_seconds": 3 * 3600},
-                headers={"Idempotency-Key": "rotate-1"},
-            )
-            assert again.json()["secret"] == second  # a retried rotation makes no third
-            assert again.headers["idempotent-replayed"] == "true"
             receiver.secret = second
             queued = api.post(f"/api/v1/webhook-endpoints/{eid}/test")
             assert queued.status_code == 202 and queued.json()["event"] == "webhook.test"
