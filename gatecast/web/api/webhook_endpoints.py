@@ -29,7 +29,6 @@ from campaigns.webhook_endpoints import (
     update_endpoint,
 )
 from gatecast.web.api.common import (
-    IN_PROGRESS,
     Id,
     Limit,
     Offset,
@@ -179,7 +178,9 @@ def _refused(exc: EndpointError) -> Problem:
 _DISABLED: dict[int | str, dict[str, Any]] = {
     409: {
         "model": ProblemPublic,
-        "description": "The endpoint is disabled (code endpoint_disabled): enable it first",
+        "description": "The endpoint is disabled (code endpoint_disabled): enable it first; "
+        "or the first request with this Idempotency-Key is still running "
+        "(code idempotency_key_in_progress)",
     }
 }
 
@@ -216,7 +217,9 @@ def post_endpoint(body: EndpointCreate, ctx: Ctx, request: Request) -> Response:
         public = _public(created.endpoint)
         return EndpointCreated(**public.model_dump(), secret=created.secret)
 
-    return run_once(request, ctx, body, create, status.HTTP_201_CREATED)
+    return run_once(
+        request, ctx, body, create, status.HTTP_201_CREATED, "/api/v1/webhook-endpoints/{id}"
+    )
 
 
 @router.get("/webhook-endpoints/{endpoint_id}", response_model=EndpointPublic)
@@ -278,7 +281,7 @@ def post_rotate_secret(
     response_model=TestEventQueued,
     status_code=202,
     dependencies=[IDEMPOTENT],
-    responses={**_DISABLED, **IN_PROGRESS},
+    responses=_DISABLED,
 )
 def post_test_event(endpoint_id: Id, ctx: Ctx, request: Request) -> Response:
     """Send a ``webhook.test`` event to the endpoint, through the same signed, retried
