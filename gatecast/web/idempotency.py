@@ -21,6 +21,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Annotated, Any
 from urllib.parse import quote
 
@@ -96,6 +97,18 @@ def fingerprint(request: Request, body: Any) -> str:
     return hashlib.sha256(encoded.encode()).hexdigest()
 
 
+def _utc_z(value: datetime) -> str:
+    text = value.isoformat()
+    return text.removesuffix("+00:00") + "Z" if text.endswith("+00:00") else text
+
+
+def answer_json(value: Any) -> Any:
+    """``value`` (a model, a dataclass, JSON-able data) as JSON data, every UTC time
+    written with ``Z`` as the routes' response models write it (``jsonable_encoder``
+    writes a dataclass's ``+00:00``): one datetime format in every answer."""
+    return jsonable_encoder(value, custom_encoder={datetime: _utc_z})
+
+
 def location_of(template: str | None, answer: Any) -> dict[str, str]:
     """The ``Location`` header of a creation: ``template`` (``/api/v1/campaigns/{id}``)
     filled from the answer's fields, each quoted as a path segment; none without a
@@ -149,7 +162,7 @@ def run_once(
     ``Location`` (on a replay too)."""
     key = request_key(request)
     if key is None:
-        answer = jsonable_encoder(create())
+        answer = answer_json(create())
         return JSONResponse(answer, status_code, headers=location_of(location, answer))
     who = principal(request)
     mine = fingerprint(request, body)
@@ -174,7 +187,7 @@ def run_once(
             )
         time.sleep(0.1)
     try:
-        answer = jsonable_encoder(create())
+        answer = answer_json(create())
         response = JSONResponse(answer, status_code, headers=location_of(location, answer))
     except BaseException:
         keys.release(ctx.engine, stored.id)
@@ -196,6 +209,7 @@ __all__ = [
     "KEEP_FOR",
     "REPLAYED_HEADER",
     "WAIT_FOR_FIRST",
+    "answer_json",
     "fingerprint",
     "location_of",
     "principal",
