@@ -4,8 +4,9 @@ update, rotate-secret, test, remove, the delivery attempts, replay)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -15,7 +16,11 @@ from rich.table import Table
 from gatecast.commands.common import fail, id_argument, open_engine_or_fail
 
 if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
     from campaigns.webhook_endpoints import Endpoint
+
+T = TypeVar("T")
 
 console = Console()
 endpoints_app = typer.Typer(
@@ -45,6 +50,20 @@ _EVENTS_HELP = (
 
 def _names(events: list[str]) -> list[str]:
     return [n for given in events for n in given.split(",")]
+
+
+def _refusing(call: Callable[[Engine], T]) -> T:
+    """``call(engine)`` on the database; an :class:`EndpointError` ends the command with
+    its message."""
+    from campaigns.webhook_endpoints import EndpointError
+
+    engine = open_engine_or_fail()
+    try:
+        return call(engine)
+    except EndpointError as exc:
+        fail(str(exc))
+    finally:
+        engine.dispose()
 
 
 @endpoints_app.command("add")
@@ -151,13 +170,12 @@ def update_cmd(
     ] = None,
 ) -> None:
     """Change an endpoint's address, events, note, or turn it on or off."""
-    from campaigns.webhook_endpoints import EndpointError, update_endpoint
+    from campaigns.webhook_endpoints import update_endpoint
 
     if url is None and events is None and description is None and enabled is None:
         fail("nothing to change: give --url, --events, --description, --enable or --disable")
-    engine = open_engine_or_fail()
-    try:
-        changed = update_endpoint(
+    changed = _refusing(
+        lambda engine: update_endpoint(
             engine,
             endpoint_id,
             url=url,
@@ -165,10 +183,7 @@ def update_cmd(
             description=description,
             enabled=enabled,
         )
-    except EndpointError as exc:
-        fail(str(exc))
-    finally:
-        engine.dispose()
+    )
     if changed is None:
         _unknown(endpoint_id)
     console.print(
@@ -192,15 +207,11 @@ def rotate_cmd(
 ) -> None:
     """A new signing secret, printed this once; the current one still signs for the
     overlap (both signatures are sent), then only the new one does."""
-    from campaigns.webhook_endpoints import EndpointError, rotate_secret
+    from campaigns.webhook_endpoints import rotate_secret
 
-    engine = open_engine_or_fail()
-    try:
-        rotated = rotate_secret(engine, endpoint_id, overlap=timedelta(hours=overlap_hours))
-    except EndpointError as exc:
-        fail(str(exc))
-    finally:
-        engine.dispose()
+    rotated = _refusing(
+        lambda engine: rotate_secret(engine, endpoint_id, overlap=timedelta(hours=overlap_hours))
+    )
     if rotated is None:
         _unknown(endpoint_id)
     until = rotated.endpoint.old_secret_valid_until
