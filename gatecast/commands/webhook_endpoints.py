@@ -142,7 +142,7 @@ def show_cmd(
     console.print(f"webhook endpoint {e.id}: {escape(e.url)}")
     console.print(f"events: {', '.join(e.events)}")
     console.print(f"state: {escape(_state(e))}")
-    if e.old_secret_valid_until is not None:
+    if e.old_secret_valid_until is not None and e.old_secret_valid_until > datetime.now(UTC):
         until = e.old_secret_valid_until.strftime("%Y-%m-%d %H:%M:%S UTC")
         console.print(f"previous secret also signs until: {until}")
     m = e.messages or {}

@@ -128,8 +128,14 @@ def test_an_integrator_manages_its_endpoint(
         assert receiver.bad_signatures == 0
 
         # the attempts: status, time, duration; ids unique, never a secret or a payload
-        attempts = _ok(api.get(f"/api/v1/webhook-endpoints/{eid}/attempts"))
-        assert attempts["total"] == len(receiver.raw) == 6
+        # (an attempt is recorded once the receiver has answered: wait for the record)
+        attempts = wait_for(
+            lambda: (
+                (a := _ok(api.get(f"/api/v1/webhook-endpoints/{eid}/attempts")))["total"] == 6 and a
+            ),
+            what="six attempts recorded",
+        )
+        assert len(receiver.raw) == 6
         item = attempts["items"][0]
         assert item["status_code"] == 200 and item["outcome"] == "delivered"
         assert item["duration_ms"] >= 0 and item["at"]
@@ -147,8 +153,11 @@ def test_an_integrator_manages_its_endpoint(
         _ok(api.post(f"/api/v1/contacts/{cid}/opt-in"))
         _ok(api.post(f"/api/v1/contacts/{cid}/opt-out"))
         _test_event(api, receiver, eid)  # written after the opt-out: it would have come first
+        wait_for(
+            lambda: _ok(api.get(f"/api/v1/webhook-endpoints/{eid}"))["messages"]["pending"] == 0,
+            what="nothing waiting",
+        )
         assert len(_opted_out(receiver, cid)) == 3
-        assert _ok(api.get(f"/api/v1/webhook-endpoints/{eid}"))["messages"]["pending"] == 0
         changed = _ok(
             api.patch(
                 f"/api/v1/webhook-endpoints/{eid}",
@@ -171,11 +180,12 @@ def test_an_integrator_manages_its_endpoint(
         _ok(api.patch(f"/api/v1/webhook-endpoints/{eid}", json={"enabled": True}))
 
         # the metrics count the attempts; nothing waits
-        metrics = api.get("/metrics").text
-        delivered = _metric(
-            metrics, 'gatecast_outbound_webhook_attempts_total{outcome="delivered"}'
+        delivered = 'gatecast_outbound_webhook_attempts_total{outcome="delivered"}'
+        metrics = wait_for(
+            lambda: (m := api.get("/metrics").text) and _metric(m, delivered) == 8 and m,
+            what="eight deliveries counted",
         )
-        assert delivered == len(receiver.raw) == 8
+        assert len(receiver.raw) == 8
         assert _metric(metrics, "gatecast_outbound_webhook_waiting") == 0
         assert _metric(metrics, "gatecast_outbound_webhook_lag_seconds") == 0
 
