@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 import httpx
 from sqlalchemy import Engine
 
-from campaigns.webhook_endpoints import message_header_id, sign
+from campaigns.webhook_endpoints import new_message_id, signature_header
 from gateway.tls import client_ssl_context
 from storage.queries import outbound as q
 from storage.types import utcnow
@@ -98,7 +98,9 @@ class OutboundSender:
         # the lead over from sending the same messages at once (a crash: sent again later)
         hold = now + timedelta(seconds=max(60.0, 3 * self.policy.timeout_seconds))
         with self.engine.begin() as conn:
-            due = q.claim_due(conn, now=now, hold_until=hold, limit=self.policy.batch)
+            due = q.claim_due(
+                conn, now=now, hold_until=hold, limit=self.policy.batch, new_id=new_message_id
+            )
         if not due:
             return 0
         by_endpoint: dict[int, list[q.DueMessage]] = defaultdict(list)
@@ -155,13 +157,15 @@ class OutboundSender:
         body = body_of(message)
         at = self.now()
         stamp = int(at.timestamp())
-        msg_id = message_header_id(message.id)
+        msg_id = message.webhook_id
         headers = {
             "content-type": "application/json",
             "user-agent": "gatecast-webhooks",
             "webhook-id": msg_id,
             "webhook-timestamp": str(stamp),
-            "webhook-signature": sign(message.secret, msg_id, stamp, body),
+            "webhook-signature": signature_header(
+                message.secret, message.previous_secret, msg_id, stamp, body
+            ),
         }
         started = time.monotonic()
         status: int | None = None

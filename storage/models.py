@@ -666,6 +666,9 @@ class WebhookEndpoint(SQLModel, table=True):
     failing_since: datetime | None = _dt()
     consecutive_failures: int = 0
     created_at: datetime = _created()
+    # the secret before the last rotation, which also signs until ``previous_secret_until``
+    previous_secret: str | None = Field(default=None, max_length=100)
+    previous_secret_until: datetime | None = _dt()
 
 
 class WebhookSubscription(SQLModel, table=True):
@@ -703,6 +706,7 @@ class WebhookMessage(SQLModel, table=True):
             sqlite_where=text(PENDING_MESSAGES),
             postgresql_where=text(PENDING_MESSAGES),
         ),
+        Index("ix_webhook_messages_webhook_id", "webhook_id", unique=True),
     )
 
     id: int | None = Field(default=None, sa_type=BigId, primary_key=True)
@@ -716,6 +720,9 @@ class WebhookMessage(SQLModel, table=True):
     next_attempt_at: datetime | None = _dt()
     first_attempt_at: datetime | None = _dt()
     finished_at: datetime | None = _dt()
+    # the ``webhook-id`` header: random, given at the first claim (or with a test event),
+    # kept on every retry and replay (migration 0030)
+    webhook_id: str | None = Field(default=None, max_length=40)
 
 
 class WebhookAttempt(SQLModel, table=True):

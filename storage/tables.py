@@ -502,6 +502,8 @@ webhook_endpoints: Final[Table] = Table(
     Column("failing_since", UTCDateTime(), nullable=True),
     Column("consecutive_failures", Integer(), nullable=False, default=0),
     Column("created_at", UTCDateTime(), nullable=False),
+    Column("previous_secret", String(length=100), nullable=True),
+    Column("previous_secret_until", UTCDateTime(), nullable=True),
 )
 
 webhook_messages: Final[Table] = Table(
@@ -518,6 +520,7 @@ webhook_messages: Final[Table] = Table(
     Column("next_attempt_at", UTCDateTime(), nullable=True),
     Column("first_attempt_at", UTCDateTime(), nullable=True),
     Column("finished_at", UTCDateTime(), nullable=True),
+    Column("webhook_id", String(length=40), nullable=True),
     ForeignKeyConstraint(["endpoint_id"], ["webhook_endpoints.id"], ondelete="CASCADE"),
 )
 

@@ -36,13 +36,15 @@ def verify(secret: str, headers: dict[str, str], body: bytes) -> bool:
 
 class Receiver:
     """Answers ``status`` (200 by default) to every POST with a good signature, 401 to
-    the others; ``events`` holds the accepted bodies in arrival order."""
+    the others; ``events`` holds the accepted bodies in arrival order, ``raw`` their
+    headers and bytes (to verify again with another secret)."""
 
     def __init__(self, secret: str = "") -> None:
         self.secret = secret
         self.status = 200
         self.events: list[dict[str, Any]] = []
         self.ids: list[str] = []
+        self.raw: list[tuple[dict[str, str], bytes]] = []
         self.bad_signatures = 0
         self.requests = 0
         self._lock = threading.Lock()
@@ -71,6 +73,7 @@ class Receiver:
                     elif 200 <= status < 300:
                         receiver.events.append(json.loads(body))
                         receiver.ids.append(headers["webhook-id"])
+                        receiver.raw.append((headers, body))
                 self.send_response(status)
                 self.send_header("content-length", "0")
                 self.end_headers()

@@ -1,11 +1,12 @@
 """``gatecast webhook-endpoints``: outbound webhooks to other systems (add, list, show,
-remove, the delivery log, replay)."""
+update, rotate-secret, test, remove, the delivery attempts, replay)."""
 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -15,7 +16,11 @@ from rich.table import Table
 from gatecast.commands.common import fail, id_argument, open_engine_or_fail
 
 if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
     from campaigns.webhook_endpoints import Endpoint
+
+T = TypeVar("T")
 
 console = Console()
 endpoints_app = typer.Typer(
@@ -36,19 +41,37 @@ def _state(e: Endpoint) -> str:
     return "enabled"
 
 
+_EVENTS_HELP = (
+    "an event (repeatable, or comma-separated): delivery.sent, delivery.delivered, "
+    "delivery.read, delivery.failed, reply.received, contact.opted_out, "
+    "campaign.state_changed, campaign.held, instance.state_changed; '*' for all"
+)
+
+
+def _names(events: list[str]) -> list[str]:
+    return [n for given in events for n in given.split(",")]
+
+
+def _refusing(call: Callable[[Engine], T]) -> T:
+    """``call(engine)`` on the database; an :class:`EndpointError` ends the command with
+    its message."""
+    from campaigns.webhook_endpoints import EndpointError
+
+    engine = open_engine_or_fail()
+    try:
+        return call(engine)
+    except EndpointError as exc:
+        fail(str(exc))
+    finally:
+        engine.dispose()
+
+
 @endpoints_app.command("add")
 def add_cmd(
     url: Annotated[str, typer.Argument(help="the http:// or https:// address that receives them")],
     events: Annotated[
         list[str] | None,
-        typer.Option(
-            "--events",
-            "-e",
-            help="an event (repeatable, or comma-separated): delivery.sent, delivery.delivered, "
-            "delivery.read, delivery.failed, reply.received, contact.opted_out, "
-            "campaign.state_changed, campaign.held, instance.state_changed; '*' for all "
-            "(the default)",
-        ),
+        typer.Option("--events", "-e", help=_EVENTS_HELP + " (the default)"),
     ] = None,
     description: Annotated[str, typer.Option("--description", help="a note for you")] = "",
     as_json: Annotated[bool, typer.Option("--json", help="print as JSON")] = False,
@@ -56,7 +79,7 @@ def add_cmd(
     """Register an endpoint and print its signing secret (shown this once: keep it)."""
     from campaigns.webhook_endpoints import EndpointError, create_endpoint
 
-    names = [n for given in (events or ["*"]) for n in given.split(",")]
+    names = _names(events or ["*"])
     engine = open_engine_or_fail(create=True)
     try:
         created = create_endpoint(engine, url, names, description=description)
@@ -119,10 +142,102 @@ def show_cmd(
     console.print(f"webhook endpoint {e.id}: {escape(e.url)}")
     console.print(f"events: {', '.join(e.events)}")
     console.print(f"state: {escape(_state(e))}")
+    if e.old_secret_valid_until is not None and e.old_secret_valid_until > datetime.now(UTC):
+        until = e.old_secret_valid_until.strftime("%Y-%m-%d %H:%M:%S UTC")
+        console.print(f"previous secret also signs until: {until}")
     m = e.messages or {}
     console.print(
         f"messages: {m.get('delivered', 0)} delivered, {m.get('pending', 0)} waiting, "
         f"{m.get('failed', 0)} failed"
+    )
+
+
+@endpoints_app.command("update")
+def update_cmd(
+    endpoint_id: Annotated[int, id_argument("the endpoint's id")],
+    url: Annotated[str | None, typer.Option("--url", help="a new address")] = None,
+    events: Annotated[
+        list[str] | None,
+        typer.Option("--events", "-e", help=_EVENTS_HELP + " (replaces the list)"),
+    ] = None,
+    description: Annotated[str | None, typer.Option("--description", help="a new note")] = None,
+    enabled: Annotated[
+        bool | None,
+        typer.Option(
+            "--enable/--disable",
+            help="turn it on (its waiting messages are sent) or off (no events written)",
+        ),
+    ] = None,
+) -> None:
+    """Change an endpoint's address, events, note, or turn it on or off."""
+    from campaigns.webhook_endpoints import update_endpoint
+
+    if url is None and events is None and description is None and enabled is None:
+        fail("nothing to change: give --url, --events, --description, --enable or --disable")
+    changed = _refusing(
+        lambda engine: update_endpoint(
+            engine,
+            endpoint_id,
+            url=url,
+            events=_names(events) if events is not None else None,
+            description=description,
+            enabled=enabled,
+        )
+    )
+    if changed is None:
+        _unknown(endpoint_id)
+    console.print(
+        f"webhook endpoint {changed.id}: {escape(changed.url)} ({', '.join(changed.events)}); "
+        f"{escape(_state(changed))}"
+    )
+
+
+@endpoints_app.command("rotate-secret")
+def rotate_cmd(
+    endpoint_id: Annotated[int, id_argument("the endpoint's id")],
+    overlap_hours: Annotated[
+        float,
+        typer.Option(
+            "--overlap-hours",
+            min=0,
+            max=168,
+            help="how long the current secret still signs beside the new one",
+        ),
+    ] = 24.0,
+) -> None:
+    """A new signing secret, printed this once; the current one still signs for the
+    overlap (both signatures are sent), then only the new one does."""
+    from campaigns.webhook_endpoints import rotate_secret
+
+    rotated = _refusing(
+        lambda engine: rotate_secret(engine, endpoint_id, overlap=timedelta(hours=overlap_hours))
+    )
+    if rotated is None:
+        _unknown(endpoint_id)
+    until = rotated.endpoint.old_secret_valid_until
+    assert until is not None
+    console.print(f"new signing secret (shown once, keep it): {rotated.secret}", highlight=False)
+    console.print(f"the previous secret also signs until {until.strftime('%Y-%m-%d %H:%M:%S UTC')}")
+
+
+@endpoints_app.command("test")
+def test_cmd(endpoint_id: Annotated[int, id_argument("the endpoint's id")]) -> None:
+    """Send a webhook.test event, signed and retried like every event (its attempts
+    show how it went)."""
+    from campaigns.webhook_endpoints import EndpointDisabled, send_test_event
+
+    engine = open_engine_or_fail()
+    try:
+        webhook_id = send_test_event(engine, endpoint_id)
+    except EndpointDisabled as exc:
+        fail(f"{exc}: gatecast webhook-endpoints update {endpoint_id} --enable")
+    finally:
+        engine.dispose()
+    if webhook_id is None:
+        _unknown(endpoint_id)
+    console.print(
+        f"test event {webhook_id} queued for endpoint {endpoint_id} "
+        f"(gatecast webhook-endpoints attempts {endpoint_id})"
     )
 
 
@@ -141,13 +256,13 @@ def remove_cmd(endpoint_id: Annotated[int, id_argument("the endpoint's id")]) ->
     console.print(f"webhook endpoint {endpoint_id} removed")
 
 
-@endpoints_app.command("deliveries")
-def deliveries_cmd(
+@endpoints_app.command("attempts")
+def attempts_cmd(
     endpoint_id: Annotated[int, id_argument("the endpoint's id")],
     limit: Annotated[int, typer.Option("--limit", min=1, max=10_000, help="attempts shown")] = 50,
     as_json: Annotated[bool, typer.Option("--json", help="print as JSON")] = False,
 ) -> None:
-    """The endpoint's delivery log, newest attempt first."""
+    """The endpoint's delivery attempts, newest first."""
     from campaigns.webhook_endpoints import attempts_page
 
     engine = open_engine_or_fail()
@@ -164,7 +279,7 @@ def deliveries_cmd(
         console.print("no attempts yet")
         return
     table = Table(title=f"Deliveries to endpoint {endpoint_id} ({page.total} attempts)")
-    for column in ("at", "message", "event", "attempt", "status", "outcome", "error"):
+    for column in ("at", "message", "event", "attempt", "status", "ms", "outcome", "error"):
         table.add_column(column, overflow="fold")
     for a in page.items:
         table.add_row(
@@ -173,10 +288,16 @@ def deliveries_cmd(
             a.event,
             str(a.attempt),
             str(a.status_code or "-"),
+            str(a.duration_ms),
             a.outcome,
             escape(a.error or ""),
         )
     console.print(table)
+
+
+endpoints_app.command("deliveries", hidden=True, help="The same as attempts (its former name).")(
+    attempts_cmd
+)
 
 
 def _since(value: str) -> datetime:

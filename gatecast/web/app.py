@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from functools import partial
 from typing import Any
@@ -58,9 +59,11 @@ def route_template(scope: Scope) -> str:
 
 def operation_id(route: APIRoute) -> str:
     """An operation's id in the OpenAPI document: its tag and its function's name
-    (``campaigns_post_campaign``), what a generated client names the call after."""
+    (``campaigns_post_campaign``, ``webhook_endpoints_patch_endpoint``), what a generated
+    client names the call after: letters, digits and ``_`` only (a tag's spaces and
+    hyphens become ``_``), so it stays one identifier in every generator."""
     tag = str(route.tags[0]) if route.tags else "gatecast"
-    return f"{tag.replace('-', '_')}_{route.name}"
+    return re.sub(r"[^A-Za-z0-9_]", "_", f"{tag}_{route.name}")
 
 
 class GatecastAPI(FastAPI):

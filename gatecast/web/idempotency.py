@@ -21,7 +21,9 @@ import hashlib
 import json
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Annotated, Any
+from urllib.parse import quote
 
 from fastapi import Depends, Header, Request
 from fastapi.encoders import jsonable_encoder
@@ -95,13 +97,44 @@ def fingerprint(request: Request, body: Any) -> str:
     return hashlib.sha256(encoded.encode()).hexdigest()
 
 
-def _replay(stored: StoredKey) -> Response:
+def _utc_z(value: datetime) -> str:
+    text = value.isoformat()
+    return text.removesuffix("+00:00") + "Z" if text.endswith("+00:00") else text
+
+
+def answer_json(value: Any) -> Any:
+    """``value`` (a model, a dataclass, JSON-able data) as JSON data, every UTC time
+    written with ``Z`` as the routes' response models write it (``jsonable_encoder``
+    writes a dataclass's ``+00:00``): one datetime format in every answer."""
+    return jsonable_encoder(value, custom_encoder={datetime: _utc_z})
+
+
+def location_of(template: str | None, answer: Any) -> dict[str, str]:
+    """The ``Location`` header of a creation: ``template`` (``/api/v1/campaigns/{id}``)
+    filled from the answer's fields, each quoted as a path segment; none without a
+    template or when the answer lacks a field."""
+    if template is None or not isinstance(answer, dict):
+        return {}
+    try:
+        return {
+            "Location": template.format_map({k: quote(str(v), safe="") for k, v in answer.items()})
+        }
+    except KeyError:
+        return {}
+
+
+def _replay(stored: StoredKey, location: str | None) -> Response:
     assert stored.status_code is not None
+    body = stored.response_body or ""
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        answer = None
     return Response(
-        content=(stored.response_body or "").encode(),
+        content=body.encode(),
         status_code=stored.status_code,
         media_type="application/json",
-        headers={REPLAYED_HEADER: "true"},
+        headers={REPLAYED_HEADER: "true", **location_of(location, answer)},
     )
 
 
@@ -121,12 +154,16 @@ def run_once(
     body: Any,
     create: Callable[[], Any],
     status_code: int,
+    location: str | None = None,
 ) -> Response:
     """Answer ``create()`` (a model or JSON-able value) with ``status_code``, at most once
-    per ``Idempotency-Key``; without the header, simply create."""
+    per ``Idempotency-Key``; without the header, simply create. ``location``: the new
+    resource's path template, filled from the answer (:func:`location_of`), sent as
+    ``Location`` (on a replay too)."""
     key = request_key(request)
     if key is None:
-        return JSONResponse(jsonable_encoder(create()), status_code)
+        answer = answer_json(create())
+        return JSONResponse(answer, status_code, headers=location_of(location, answer))
     who = principal(request)
     mine = fingerprint(request, body)
     asked = keys.KeyRequest(who, key, mine, request.method, request.url.path)
@@ -139,7 +176,7 @@ def run_once(
         if stored.fingerprint != mine:
             raise _reused(key, stored)
         if stored.done:
-            return _replay(stored)
+            return _replay(stored, location)
         if time.monotonic() > deadline:
             raise Problem(
                 409,
@@ -150,7 +187,8 @@ def run_once(
             )
         time.sleep(0.1)
     try:
-        response = JSONResponse(jsonable_encoder(create()), status_code)
+        answer = answer_json(create())
+        response = JSONResponse(answer, status_code, headers=location_of(location, answer))
     except BaseException:
         keys.release(ctx.engine, stored.id)
         raise
@@ -171,7 +209,9 @@ __all__ = [
     "KEEP_FOR",
     "REPLAYED_HEADER",
     "WAIT_FOR_FIRST",
+    "answer_json",
     "fingerprint",
+    "location_of",
     "principal",
     "request_key",
     "run_once",

@@ -24,6 +24,12 @@ when history retention prunes events); the other families are gauges. The famili
   ``gatecast_instance_health_score{instance,level}``: each sender's score now
   (:mod:`scheduler.health`);
 - ``gatecast_campaigns{state}``;
+- outbound webhooks (:mod:`scheduler.outbound`): ``gatecast_outbound_webhook_attempts_total
+  {outcome}`` (counter: ``delivered``, ``retrying``, ``failed`` = given up),
+  ``gatecast_outbound_webhook_failures_total`` (counter: attempts that did not deliver),
+  ``gatecast_outbound_webhook_waiting`` (messages not yet delivered) and
+  ``gatecast_outbound_webhook_lag_seconds`` (how long ago the oldest of them happened; 0
+  when none waits);
 - ``gatecast_build_info{version,schema}`` (always 1), and this process's ``process_*`` and
   ``python_info``.
 
@@ -66,6 +72,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from campaigns import stats
+from campaigns.webhook_endpoints import Backlog, backlog
 from gatecast.web.context import AppContext
 from scheduler.care_view import health_figures
 from scheduler.health import LEVELS
@@ -243,6 +250,7 @@ class DatabaseCollector(Collector):
             snap = stats.snapshot(conn, now)
             usage = sender_usage(conn, [i for i, _ in snap.instances], now)
             care = health_figures(conn, [i for i, _ in snap.instances], now)
+            outbox = backlog(conn)
         by_state = snap.deliveries_by_state
 
         depth = GaugeMetricFamily("gatecast_queue_depth", "Deliveries waiting to be sent")
@@ -337,6 +345,8 @@ class DatabaseCollector(Collector):
             by_campaign_state.add_metric([state], count)
         yield by_campaign_state
 
+        yield from _outbound(snap.counters, outbox, now)
+
         build = GaugeMetricFamily(
             "gatecast_build_info",
             "The running gatecast's version and the database schema it needs (always 1)",
@@ -347,6 +357,42 @@ class DatabaseCollector(Collector):
 
         if _shared_folder() is None:  # else the MultiProcessCollector reads the files
             yield from _ATTEMPTS_REGISTRY.collect()
+
+
+#: the outcomes of an outbound webhook attempt (``scheduler.outbound``)
+_OUTBOUND_OUTCOMES = ("delivered", "retrying", "failed")
+
+
+def _outbound(counters: dict[str, int], outbox: Backlog, now: datetime) -> Iterator[Metric]:
+    """The outbound webhooks' families: attempts by outcome, failures, backlog and lag."""
+    attempts = CounterMetricFamily(
+        "gatecast_outbound_webhook_attempts_total",
+        "Outbound webhook attempts by outcome (failed: given up), since the database was created",
+        labels=["outcome"],
+    )
+    for outcome in _OUTBOUND_OUTCOMES:
+        attempts.add_metric([outcome], counters.get(f"outbound_attempts_{outcome}", 0))
+    yield attempts
+    failures = CounterMetricFamily(
+        "gatecast_outbound_webhook_failures_total",
+        "Outbound webhook attempts that did not deliver (an error status, a timeout, refused)",
+    )
+    failures.add_metric(
+        [], sum(counters.get(f"outbound_attempts_{o}", 0) for o in _OUTBOUND_OUTCOMES[1:])
+    )
+    yield failures
+    waiting = GaugeMetricFamily(
+        "gatecast_outbound_webhook_waiting", "Outbound webhook messages not yet delivered"
+    )
+    waiting.add_metric([], outbox.waiting)
+    yield waiting
+    lag = GaugeMetricFamily(
+        "gatecast_outbound_webhook_lag_seconds",
+        "How long ago the oldest outbound webhook message still waiting happened (0: none waits)",
+    )
+    oldest = outbox.oldest_at
+    lag.add_metric([], 0 if oldest is None else max(0.0, (now - oldest).total_seconds()))
+    yield lag
 
 
 def build_registry(ctx: AppContext) -> CollectorRegistry:

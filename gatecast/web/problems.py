@@ -26,6 +26,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match, Mount
 from starlette.types import Message, Receive, Scope, Send
 
 from gatecast.web.asgi import HttpMiddleware
@@ -224,7 +225,30 @@ def _http_exception(request: Request, exc: Exception) -> Response:
         detail = f"no such address: {request.method} {request.url.path}"
     elif status == 405:
         detail = f"{request.method} is not allowed on {request.url.path}"
+        allowed = allowed_methods(request)
+        if allowed:
+            headers["Allow"] = allowed
     return Problem(status, code, str(detail), headers=headers).response()
+
+
+#: the methods :func:`allowed_methods` asks the routes about
+_METHODS = ("DELETE", "GET", "PATCH", "POST", "PUT")
+
+
+def allowed_methods(request: Request) -> str:
+    """Every method the app answers at the request's path (``GET, POST``), over all the
+    routes of that path: the router's own 405 names only the first route it tried. Each
+    method is asked of the routes as a request of it (included routers answer too)."""
+    allowed = [
+        method
+        for method in _METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] is Match.FULL
+            for route in request.app.router.routes
+            if not isinstance(route, Mount)  # static files answer their own methods
+        )
+    ]
+    return ", ".join(allowed)
 
 
 def _clean_error(e: Mapping[str, Any]) -> dict[str, Any]:

@@ -7,7 +7,7 @@ disabled are ``campaigns.webhook_endpoints`` and ``scheduler.outbound``'s.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -16,6 +16,8 @@ from sqlalchemy import (
     Connection,
     RowMapping,
     and_,
+    bindparam,
+    case,
     delete,
     exists,
     func,
@@ -29,6 +31,7 @@ from sqlalchemy.sql.expression import ColumnClause
 
 from storage import tables
 from storage.outbox import sync_triggers
+from storage.queries import tallies
 from storage.queries.paging import page
 
 _e = tables.webhook_endpoints
@@ -49,6 +52,7 @@ ENDPOINT_COLUMNS = (
     "failing_since",
     "consecutive_failures",
     "created_at",
+    "previous_secret_until",
 )
 
 
@@ -109,6 +113,81 @@ def delete_endpoint(conn: Connection, endpoint_id: int) -> bool:
     return conn.execute(delete(_e).where(_e.c.id == endpoint_id)).rowcount > 0
 
 
+def update_endpoint(
+    conn: Connection,
+    endpoint_id: int,
+    values: dict[str, Any],
+    *,
+    subscribed: Sequence[str] | None,
+) -> bool:
+    """Change an endpoint's columns (``values``) and, with ``subscribed``, its
+    subscription rows; False if unknown."""
+    if values:
+        found = conn.execute(update(_e).where(_e.c.id == endpoint_id).values(**values)).rowcount
+    else:
+        found = int(get_endpoint(conn, endpoint_id) is not None)
+    if not found:
+        return False
+    if subscribed is not None:
+        _subscribe(conn, endpoint_id, subscribed)
+    return True
+
+
+def rotate_secret(
+    conn: Connection, endpoint_id: int, *, secret: str, old_valid_until: datetime
+) -> bool:
+    """Give an endpoint a new secret; the one it had signs too until ``old_valid_until``
+    (a rotation during an overlap forgets the oldest). False if unknown."""
+    return bool(
+        conn.execute(
+            update(_e)
+            .where(_e.c.id == endpoint_id)
+            .values(
+                previous_secret=_e.c.secret, previous_secret_until=old_valid_until, secret=secret
+            )
+        ).rowcount
+    )
+
+
+def add_message(
+    conn: Connection,
+    endpoint_id: int,
+    *,
+    event: str,
+    recipient: str,
+    data: str,
+    occurred_at: datetime,
+    webhook_id: str,
+) -> None:
+    """One message for one endpoint, due now (what the triggers write, written by hand)."""
+    conn.execute(
+        insert(_m).values(
+            endpoint_id=endpoint_id,
+            event=event,
+            recipient=recipient,
+            data=data,
+            occurred_at=occurred_at,
+            state="pending",
+            attempts=0,
+            webhook_id=webhook_id,
+        )
+    )
+
+
+def backlog(conn: Connection) -> tuple[int, datetime | None]:
+    """``(count, occurred_at of the oldest)`` of the messages still waiting (every
+    endpoint's)."""
+    count = conn.execute(
+        select(func.count()).select_from(_m).where(_m.c.state == _PENDING)
+    ).scalar_one()
+    oldest = conn.execute(
+        select(_m.c.occurred_at).where(
+            _m.c.id == select(func.min(_m.c.id)).where(_m.c.state == _PENDING).scalar_subquery()
+        )
+    ).scalar()
+    return int(count), oldest
+
+
 def message_counts(conn: Connection, endpoint_id: int) -> dict[str, int]:
     """An endpoint's messages per state (``pending``, ``delivered``, ``failed``)."""
     rows = conn.execute(
@@ -131,6 +210,7 @@ def attempts_page(
         select(
             _a.c.id,
             _a.c.message_id,
+            _m.c.webhook_id,
             _m.c.event,
             _a.c.attempt,
             _a.c.at,
@@ -161,14 +241,24 @@ class DueMessage:
     occurred_at: datetime
     attempts: int
     first_attempt_at: datetime | None
+    webhook_id: str
+    #: the endpoint's secret before its last rotation, while it still signs
+    previous_secret: str | None = None
 
 
 def claim_due(
-    conn: Connection, *, now: datetime, hold_until: datetime, limit: int
+    conn: Connection,
+    *,
+    now: datetime,
+    hold_until: datetime,
+    limit: int,
+    new_id: Callable[[], str],
 ) -> list[DueMessage]:
     """Up to ``limit`` due messages of enabled endpoints, each the oldest unsettled one
     of its (endpoint, recipient), oldest first; they are held (not due) until
-    ``hold_until`` so a later pass does not send them again while they are on their way."""
+    ``hold_until`` so a later pass does not send them again while they are on their way.
+    A message claimed for the first time is given its ``webhook_id`` (``new_id()``),
+    kept from then on."""
     earlier = _m.alias("earlier")
     rows = conn.execute(
         select(
@@ -181,6 +271,8 @@ def claim_due(
             _m.c.occurred_at,
             _m.c.attempts,
             _m.c.first_attempt_at,
+            _m.c.webhook_id,
+            case((_e.c.previous_secret_until > now, _e.c.previous_secret), else_=None),
         )
         .join(_e, and_(_e.c.id == _m.c.endpoint_id, _e.c.enabled.is_(True)))
         .where(
@@ -196,10 +288,36 @@ def claim_due(
         .order_by(_m.c.id)
         .limit(limit)
     ).all()
-    due = [DueMessage(*(r[i] for i in range(9))) for r in rows]
+    due: list[DueMessage] = []
+    fresh: list[dict[str, Any]] = []
+    for r in rows:
+        webhook_id = r[9]
+        if webhook_id is None:
+            webhook_id = new_id()
+            fresh.append({"mid": r[0], "wid": webhook_id})
+        due.append(
+            DueMessage(
+                id=r[0],
+                endpoint_id=r[1],
+                url=r[2],
+                secret=r[3],
+                event=r[4],
+                data=r[5],
+                occurred_at=r[6],
+                attempts=r[7],
+                first_attempt_at=r[8],
+                webhook_id=webhook_id,
+                previous_secret=r[10],
+            )
+        )
     if due:
         conn.execute(
             update(_m).where(_m.c.id.in_([d.id for d in due])).values(next_attempt_at=hold_until)
+        )
+    if fresh:
+        conn.execute(
+            update(_m).where(_m.c.id == bindparam("mid")).values(webhook_id=bindparam("wid")),
+            fresh,
         )
     return due
 
@@ -221,9 +339,16 @@ class AttemptResult:
 
 
 def record_attempts(conn: Connection, results: Sequence[AttemptResult]) -> None:
-    """Log the attempts and settle (or reschedule) their messages."""
+    """Log the attempts, count them by outcome (``outbound_attempts_<outcome>``
+    counters) and settle (or reschedule) their messages."""
     if not results:
         return
+    by_outcome: dict[str, int] = {}
+    for r in results:
+        by_outcome[f"outbound_attempts_{r.outcome}"] = (
+            by_outcome.get(f"outbound_attempts_{r.outcome}", 0) + 1
+        )
+    tallies.add_counts(conn, by_outcome)
     conn.execute(
         insert(_a),
         [
@@ -351,7 +476,9 @@ __all__ = [
     "ENDPOINT_COLUMNS",
     "AttemptResult",
     "DueMessage",
+    "add_message",
     "attempts_page",
+    "backlog",
     "claim_due",
     "create_endpoint",
     "delete_endpoint",
@@ -365,4 +492,6 @@ __all__ = [
     "record_attempts",
     "release",
     "replay",
+    "rotate_secret",
+    "update_endpoint",
 ]

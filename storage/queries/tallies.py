@@ -2,7 +2,8 @@
 
 ``campaign_state_counts`` holds each campaign's rows per delivery state and ``counters``
 the monitoring counters that never go down (``sends_accepted``, ``sends_ambiguous``,
-``sends_failed``, ``webhook_status_<status>``, ``webhook_message``). Triggers on
+``sends_failed``, ``webhook_status_<status>``, ``webhook_message``; and, added by
+:func:`add_counts`, ``outbound_attempts_<outcome>``). Triggers on
 ``deliveries``, ``status_events`` and ``inbound_messages`` add every change in the
 statement's own transaction, so no writer has to remember them; each figure is the sum
 of its ``slot`` rows (PostgreSQL: one slot per server backend; :func:`fold` sums them
@@ -11,7 +12,7 @@ into slot 0 now and then, so a read stays a handful of rows).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from sqlalchemy import Connection, func, select, text
 
@@ -82,6 +83,22 @@ def counters(conn: Connection) -> dict[str, int]:
     return {str(name): int(n or 0) for name, n in rows}
 
 
+def add_counts(conn: Connection, counts: Mapping[str, int]) -> None:
+    """Add to counters by name, in the transaction of ``conn`` (for counts no trigger
+    keeps: outbound webhook attempts); PostgreSQL: in this backend's slot, as the
+    triggers do."""
+    slot = "pg_backend_pid()" if conn.dialect.name == "postgresql" else "0"
+    rows = [{"name": name, "n": n} for name, n in sorted(counts.items()) if n]
+    if rows:
+        conn.execute(
+            text(
+                f"INSERT INTO counters (name, slot, n) VALUES (:name, {slot}, :n) "
+                "ON CONFLICT (name, slot) DO UPDATE SET n = counters.n + excluded.n"
+            ),
+            rows,
+        )
+
+
 #: PostgreSQL: the backends' slots summed into slot 0, skipping rows a transaction in
 #: progress holds (it never waits, so it cannot deadlock with a writer)
 _FOLD = {
@@ -119,6 +136,7 @@ def fold(conn: Connection) -> None:
 
 
 __all__ = [
+    "add_counts",
     "counters",
     "delivery_counts",
     "delivery_counts_by_campaign",

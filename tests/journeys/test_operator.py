@@ -54,13 +54,15 @@ def test_operator_over_the_api(ws: Workspace) -> None:
     # a test send to one's own number, followed to read; the campaign sees nothing
     once = {"Idempotency-Key": "test-send-1"}  # a double click sends one test
     path = f"/api/v1/campaigns/{scheduled}/test-sends"
-    test = ok(api.post(path, json={"to": OWN_NUMBER}, headers=once), 201)
+    first = api.post(path, json={"to": OWN_NUMBER}, headers=once)
+    test = ok(first, 201)
     again = api.post(path, json={"to": OWN_NUMBER}, headers=once)
     assert again.headers.get("Idempotent-Replayed") == "true", again.headers
     assert ok(again, 201)["id"] == test["id"]
+    url = f"/api/v1/campaigns/{scheduled}/test-sends/{test['id']}"
+    assert first.headers["location"] == again.headers["location"] == url
     assert (test["target"], test["sender"], test["state"]) == (OWN_NUMBER, iid, "sent"), test
     assert test["content"]["text"] == "Hi Olivia Johnson from Washington DC", test
-    url = f"/api/v1/campaigns/{scheduled}/test-sends/{test['id']}"
     read = wait_for(lambda: (t := ok(api.get(url)))["state"] == "read" and t, what="read")
     assert read["sent_at"] <= read["delivered_at"] <= read["read_at"], read
     listed = ok(api.get(f"/api/v1/campaigns/{scheduled}/test-sends"))

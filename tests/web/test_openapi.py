@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from openapi_spec_validator import validate
@@ -98,5 +99,37 @@ def test_operation_ids_are_tag_and_name(live_sqlite: LiveApp) -> None:
     doc = _document(live_sqlite)
     ids = [op["operationId"] for _, _, op in _operations(doc)]
     assert len(ids) == len(set(ids))
-    create = doc["paths"]["/api/v1/campaigns"]["post"]["operationId"]
-    assert create == "campaigns_post_campaign"
+    assert [i for i in ids if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", i)] == []
+    paths = doc["paths"]
+    assert paths["/api/v1/campaigns"]["post"]["operationId"] == "campaigns_post_campaign"
+    endpoint = paths["/api/v1/webhook-endpoints/{endpoint_id}"]["patch"]["operationId"]
+    assert endpoint == "webhook_endpoints_patch_endpoint"
+    test_send = paths["/api/v1/campaigns/{campaign_id}/test-sends"]["post"]["operationId"]
+    assert test_send == "test_sends_post_test_send"
+
+
+def test_refusals_and_creations_are_declared(live_sqlite: LiveApp) -> None:
+    paths = _document(live_sqlite)["paths"]
+    deleted = paths["/api/v1/campaigns/{campaign_id}"]["delete"]["responses"]
+    assert "delete_refused" in deleted["409"]["description"]
+    for path in ("/api/v1/campaigns/{campaign_id}/test-sends", "/api/v1/campaigns/test-send"):
+        answers = paths[path]["post"]["responses"]
+        assert {"409", "429"} <= set(answers), path
+        assert "Retry-After" in answers["429"]["headers"], path
+    created = [
+        (path, method)
+        for method, path, op in _operations({"paths": paths})
+        if "201" in op["responses"]
+    ]
+    assert len(created) >= 10
+    for path, method in created:
+        assert "Location" in paths[path][method]["responses"]["201"]["headers"], path
+
+
+def test_a_method_not_allowed_names_every_allowed_one(live_sqlite: LiveApp) -> None:
+    with live_sqlite.client() as api:
+        res = api.patch("/api/v1/campaigns", json={})
+        assert res.status_code == 405 and res.json()["code"] == "method_not_allowed"
+        assert res.headers["allow"] == "GET, POST"
+        res = api.put("/api/v1/webhook-endpoints/1", json={})
+        assert res.headers["allow"] == "DELETE, GET, PATCH"

@@ -55,6 +55,8 @@ from gatecast.web.idempotency import IDEMPOTENT, run_once
 from scheduler.holds import CampaignHold, campaign_hold, campaign_holds, recipient_holds
 
 router = APIRouter(tags=["campaigns"])
+#: the ``Location`` of a new campaign
+CAMPAIGN_LOCATION = "/api/v1/campaigns/{id}"
 Ctx = Annotated[AppContext, Depends(get_ctx)]
 
 #: largest TOML campaign file accepted
@@ -436,7 +438,7 @@ def post_campaign(
         spec = parse_campaign(body, "request body")
         return _create(ctx, spec, strict, allow_unrenderable)
 
-    return run_once(request, ctx, body, create, status.HTTP_201_CREATED)
+    return run_once(request, ctx, body, create, status.HTTP_201_CREATED, CAMPAIGN_LOCATION)
 
 
 @router.post(
@@ -459,7 +461,7 @@ def post_campaign_toml(
         spec = parse_toml_upload(raw, name)
         return _create(ctx, spec, strict, allow_unrenderable)
 
-    return run_once(request, ctx, upload, create, status.HTTP_201_CREATED)
+    return run_once(request, ctx, upload, create, status.HTTP_201_CREATED, CAMPAIGN_LOCATION)
 
 
 def _preview(ctx: AppContext, spec: CampaignSpec) -> CampaignPreview:

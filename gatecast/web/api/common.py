@@ -174,6 +174,31 @@ REFUSED_TRANSITION: dict[int | str, dict[str, Any]] = {
         "description": "The campaign's state does not allow this (code invalid_transition)",
     }
 }
+#: deleting, archiving or unarchiving a campaign its state does not allow
+DELETE_REFUSED: dict[int | str, dict[str, Any]] = {
+    409: {
+        **_PROBLEM,
+        "description": "The campaign is already deleted (code campaign_deleted) or, for a "
+        "delete, running (code delete_refused)",
+    }
+}
+#: a test send refused by the state of things, or past its hourly limit
+TEST_SEND_REFUSED: dict[int | str, dict[str, Any]] = {
+    409: {
+        **_PROBLEM,
+        "description": "No sender can send now, the number opted out, or the campaign is "
+        "deleted (code test_send_conflict); or the first request with this Idempotency-Key "
+        "is still running (code idempotency_key_in_progress)",
+    },
+    429: {
+        **_PROBLEM,
+        "description": "Past the hourly limit of test sends (code test_send_too_many); "
+        "Retry-After says when to try again",
+        "headers": {
+            "Retry-After": {"description": "Seconds to wait", "schema": {"type": "integer"}}
+        },
+    },
+}
 #: a creating route: a repeat of an ``Idempotency-Key`` whose first request still runs
 IN_PROGRESS: dict[int | str, dict[str, Any]] = {
     409: {
@@ -197,16 +222,25 @@ GATEWAY_ANSWERS: dict[int | str, dict[str, Any]] = {
 }
 
 
+_LOCATION = {
+    "description": "Where the new thing is (a GET there answers it); none when nothing is "
+    "stored (a composer's test send)",
+    "schema": {"type": "string"},
+}
+
+
 def problem_answers(document: dict[str, Any]) -> dict[str, Any]:
     """Every error answer of ``document`` (an OpenAPI document, changed in place) as
     ``application/problem+json`` with the :class:`ProblemPublic` schema: what the server
     sends (FastAPI files a response model under ``application/json``, and its own 422
-    under its validation schema)."""
+    under its validation schema); every 201 with its ``Location`` header."""
     for item in document.get("paths", {}).values():
         for operation in item.values():
             for code, answer in operation.get("responses", {}).items():
                 if code[:1] in ("4", "5"):
                     answer["content"] = {"application/problem+json": {"schema": _PROBLEM_REF}}
+                elif code == "201":
+                    answer.setdefault("headers", {})["Location"] = _LOCATION
     schemas = document.get("components", {}).get("schemas", {})
     for unused in ("HTTPValidationError", "ValidationError"):
         schemas.pop(unused, None)

@@ -333,7 +333,9 @@ def post_clone(
         )
         return created_public(created)
 
-    return run_once(request, ctx, body or {}, create, status.HTTP_201_CREATED)
+    return run_once(
+        request, ctx, body or {}, create, status.HTTP_201_CREATED, "/api/v1/campaigns/{id}"
+    )
 
 
 @router.put("/campaigns/{campaign_id}", response_model=CampaignEdited)

@@ -173,7 +173,7 @@ def post_contact(body: ContactCreate, ctx: Ctx, request: Request) -> Response:
         )
         return contact_detail(ctx, made.id)
 
-    return run_once(request, ctx, body, create, status.HTTP_201_CREATED)
+    return run_once(request, ctx, body, create, status.HTTP_201_CREATED, "/api/v1/contacts/{id}")
 
 
 @router.patch("/contacts/{contact_id}", response_model=ContactDetailPublic)

@@ -359,6 +359,7 @@ def post_instance(body: InstanceCreate, ctx: Ctx, request: Request) -> Response:
         body,
         lambda: create_instance(ctx, body.label, str(request.base_url)),
         status.HTTP_201_CREATED,
+        "/api/v1/instances/{instance_id}",
     )
 
 

@@ -77,7 +77,7 @@ def post_list(body: ListCreate, ctx: Ctx, request: Request) -> Response:
             raise field_error(("body", "name"), str(exc)) from None
         return find_list(ctx, create_list(ctx.engine, name, now=ctx.clock()))
 
-    return run_once(request, ctx, body, create, status.HTTP_201_CREATED)
+    return run_once(request, ctx, body, create, status.HTTP_201_CREATED, "/api/v1/lists/{id}")
 
 
 @router.get("/lists/{list_id}", response_model=ListPublic)

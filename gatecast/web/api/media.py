@@ -132,7 +132,7 @@ def post_media(
             raise field_error(("body", "file"), str(exc)) from None
         return public(ctx, request, stored, days)
 
-    return run_once(request, ctx, fields, create, 201)
+    return run_once(request, ctx, fields, create, 201, "/api/v1/media/{id}")
 
 
 @router.get("/media", response_model=Page[MediaPublic])

@@ -134,7 +134,7 @@ def post_segment(body: SegmentCreate, ctx: Ctx, request: Request) -> Response:
             raise _refused(exc) from None
         return _public(record)
 
-    return run_once(request, ctx, body, create, status.HTTP_201_CREATED)
+    return run_once(request, ctx, body, create, status.HTTP_201_CREATED, "/api/v1/segments/{name}")
 
 
 @router.get("/segments/{name}", response_model=SegmentPublic)

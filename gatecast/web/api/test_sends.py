@@ -15,7 +15,16 @@ from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from campaigns import test_sends as domain
 from campaigns.campaign_file import parse_campaign
-from gatecast.web.api.common import Id, Limit, Offset, Page, RequestBody, field_error, not_found
+from gatecast.web.api.common import (
+    TEST_SEND_REFUSED,
+    Id,
+    Limit,
+    Offset,
+    Page,
+    RequestBody,
+    field_error,
+    not_found,
+)
 from gatecast.web.auth import identify
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.idempotency import IDEMPOTENT, run_once
@@ -113,6 +122,7 @@ def send_test(ctx: AppContext, campaign_id: int, body: TestSendRequest) -> TestS
     response_model=TestSendPublic,
     status_code=201,
     dependencies=[IDEMPOTENT],
+    responses=TEST_SEND_REFUSED,
 )
 def post_test_send(campaign_id: Id, body: TestSendRequest, ctx: Ctx, request: Request) -> Response:
     """Send the campaign's rendered message now to one number or group (a test).
@@ -121,7 +131,12 @@ def post_test_send(campaign_id: Id, body: TestSendRequest, ctx: Ctx, request: Re
     Its state then moves with the gateway's events (read it with GET).
     ``Idempotency-Key`` honoured: a repeat replays the first answer and sends nothing."""
     return run_once(
-        request, ctx, body, lambda: send_test(ctx, campaign_id, body), status.HTTP_201_CREATED
+        request,
+        ctx,
+        body,
+        lambda: send_test(ctx, campaign_id, body),
+        status.HTTP_201_CREATED,
+        "/api/v1/campaigns/{campaign_id}/test-sends/{id}",
     )
 
 
@@ -187,6 +202,7 @@ def send_draft_test(
     response_model=DraftTestSendPublic,
     status_code=201,
     dependencies=[IDEMPOTENT],
+    responses=TEST_SEND_REFUSED,
 )
 def post_draft_test_send(body: DraftTestSendRequest, ctx: Ctx, request: Request) -> Response:
     """Send a campaign file's message now to one number or group before the campaign

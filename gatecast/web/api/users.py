@@ -15,7 +15,7 @@ from gatecast.web.api.common import Id, Limit, Offset, Page, RequestBody, field_
 from gatecast.web.audit import note_changes
 from gatecast.web.auth import hashing
 from gatecast.web.context import AppContext, get_ctx
-from gatecast.web.idempotency import IDEMPOTENT, run_once
+from gatecast.web.idempotency import IDEMPOTENT, location_of, run_once
 
 router = APIRouter(tags=["users"])
 Ctx = Annotated[AppContext, Depends(get_ctx)]
@@ -133,7 +133,7 @@ def post_user(body: UserCreate, ctx: Ctx, request: Request) -> Response:
             raise _refused(exc) from None
         return _user(created)
 
-    return run_once(request, ctx, body, create, status.HTTP_201_CREATED)
+    return run_once(request, ctx, body, create, status.HTTP_201_CREATED, "/api/v1/users/{name}")
 
 
 @router.get("/users/{name}", response_model=UserPublic)
@@ -179,7 +179,7 @@ def get_keys(name: UserName, ctx: Ctx, limit: Limit = 100, offset: Offset = 0) -
 
 
 @router.post("/users/{name}/keys", response_model=KeyCreated, status_code=201)
-def post_key(name: UserName, body: KeyCreate, ctx: Ctx) -> KeyCreated:
+def post_key(name: UserName, body: KeyCreate, ctx: Ctx, response: Response) -> KeyCreated:
     """Create an API key for the user; the answer holds the key, shown this once. 422
     for a role above the user's or an expiry in the past. No ``Idempotency-Key``: a
     replay would keep the key readable in the stored answers; a repeated call makes a
@@ -192,7 +192,10 @@ def post_key(name: UserName, body: KeyCreate, ctx: Ctx) -> KeyCreated:
         )
     except users.UserError as exc:
         raise _refused(exc) from None
-    return KeyCreated(**_key(created.key, now).model_dump(), key=created.secret)
+    made = KeyCreated(**_key(created.key, now).model_dump(), key=created.secret)
+    # the key's own address (it is revoked there: DELETE)
+    response.headers.update(location_of("/api/v1/users/{user}/keys/{id}", made.model_dump()))
+    return made
 
 
 @router.delete("/users/{name}/keys/{key_id}", status_code=204)

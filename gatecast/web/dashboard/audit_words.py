@@ -55,6 +55,8 @@ ACTIONS = {
     "warmup": ("change the warm-up of", "changed the warm-up of"),
     "webhook": ("register the webhook of", "registered the webhook of"),
     "replay": ("replay the messages of", "replayed the messages of"),
+    "rotate-secret": ("rotate the signing secret of", "rotated the signing secret of"),
+    "test": ("send a test event to", "sent a test event to"),
     "keys": ("make an API key for", "made an API key for"),
     "tag": ("tag contacts", "tagged contacts"),
     "untag": ("untag contacts", "removed a tag from contacts"),

@@ -1,6 +1,7 @@
 """Every creating POST of the API honours ``Idempotency-Key``: the app's routes are
 enumerated (a POST answering 201 or 202), and each is called twice with one key; the
-repeat replays the first answer and nothing is created a second time."""
+repeat replays the first answer and nothing is created a second time. A 201 says where
+the new thing is (``Location``, a GET there answers it), on the replay too."""
 
 from __future__ import annotations
 
@@ -51,6 +52,11 @@ CASES: dict[str, Case] = {
     "/api/v1/webhook-endpoints": Case(
         "/api/v1/webhook-endpoints",
         {"json": {"url": "https://example.com/hook", "events": ["delivery.sent"]}},
+    ),
+    "/api/v1/webhook-endpoints/{endpoint_id}/test": Case(
+        "/api/v1/webhook-endpoints/1",
+        count=lambda body: int(body["messages"]["pending"]),
+        path="/api/v1/webhook-endpoints/1/test",
     ),
     "/api/v1/instances": Case("/api/v1/instances", {"json": {"label": "shop"}}),
     "/api/v1/users": Case(
@@ -114,6 +120,10 @@ def _created_once(api: httpx.Client, path: str, case: Case) -> None:
     assert again.status_code == first.status_code, (path, again.text)
     assert again.headers.get(REPLAYED_HEADER) == "true", path
     assert again.json() == first.json(), path
+    if first.status_code == 201:  # where the new thing is, on the replay too
+        location = first.headers["location"]
+        assert again.headers["location"] == location, path
+        assert api.get(location).status_code == 200, (path, location)
     assert case.count(api.get(case.listing).json()) == before + 1, path
     # the same key for another request (here another query) is refused, creating nothing
     reused = api.post(path, headers=key, params={"another": "request"}, **case.request)

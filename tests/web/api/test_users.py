@@ -35,7 +35,9 @@ def test_users_keys_and_their_audit_entries(
         assert taken.status_code == 422 and taken.json()["errors"][0]["loc"] == ["body", "name"]
         assert api.get("/api/v1/users/nobody").status_code == 404
 
-        key = api.post("/api/v1/users/ana/keys", json={"role": "viewer", "label": "ci"}).json()
+        made_key = api.post("/api/v1/users/ana/keys", json={"role": "viewer", "label": "ci"})
+        key = made_key.json()
+        assert made_key.headers["location"] == f"/api/v1/users/ana/keys/{key['id']}"
         assert key["key"].startswith("gck_") and key["prefix"] == key["key"][:12]
         with live.client(key=key["key"]) as ana:
             assert ana.get("/api/v1/campaigns").status_code == 200
@@ -45,7 +47,7 @@ def test_users_keys_and_their_audit_entries(
             assert ana.get("/api/v1/campaigns").status_code == 401
             api.patch("/api/v1/users/ana", json={"disabled": False})
             assert ana.get("/api/v1/campaigns").status_code == 200
-            assert api.delete(f"/api/v1/users/ana/keys/{key['id']}").status_code == 204
+            assert api.delete(made_key.headers["location"]).status_code == 204
             assert ana.get("/api/v1/campaigns").status_code == 401
         assert api.delete(f"/api/v1/users/nobody/keys/{key['id']}").status_code == 404
         keys = api.get("/api/v1/users/ana/keys").json()
