@@ -103,9 +103,7 @@ class Inbox:
 
     async def start(self) -> None:
         """Start the batcher (on the running loop): a journal left is drained, events a
-        previous process stored and never applied are applied; the first read of the
-        instances held begins."""
-        self.held.prime()
+        previous process stored and never applied are applied."""
         await self.batcher.start()
 
     async def stop(self) -> None:

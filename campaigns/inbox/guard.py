@@ -6,12 +6,14 @@
   an id it lacks and it is :data:`MISS_REFRESH_SECONDS` old (an instance created a moment
   ago is heard; a flood of forged ids costs a few reads a second at most). One load runs
   at a time and no request waits for it longer than :data:`LOAD_WAIT_SECONDS`: past that
-  it goes on with the ids read before. The first load starts with the inbox
-  (:meth:`HeldInstances.prime`); with none read yet a request waits for it up to
-  :data:`COLD_LOAD_WAIT_SECONDS` (a busy machine answers slowly: a burst at start must
-  not be refused for it), and past that (a cold start while the database is away or
-  hung) is refused with :class:`InstancesUnknown` (503); a failed first load is retried
-  after :data:`LOAD_RETRY_SECONDS`, requests meanwhile refused at once.
+  it goes on with the ids read before. With none read yet a request waits for the first
+  load up to :data:`COLD_LOAD_WAIT_SECONDS` (a busy machine answers slowly: a burst at
+  start must not be refused for it), and past that (a cold start while the database is
+  away or hung) is refused with :class:`InstancesUnknown` (503); a failed first load is
+  retried after :data:`LOAD_RETRY_SECONDS`, requests meanwhile refused at once. The
+  first load runs when the first event asks, not at start: ids read before an instance
+  is added elsewhere would refuse its first events for up to
+  :data:`MISS_REFRESH_SECONDS`.
 * :class:`RefusalLog`: refused events are counted (the ``refused`` hook: the face's
   ``gatecast_webhook_events_refused_total{reason}``) and logged once per instance id
   per :data:`LOG_EVERY_SECONDS`.
@@ -79,11 +81,6 @@ class HeldInstances:
         self._loaded_at = float("-inf")
         self._failed_at = float("-inf")
         self._loading: asyncio.Future[None] | None = None
-
-    def prime(self) -> None:
-        """Start the first load now (on the running loop), before any request asks."""
-        if self._ids is None and self._loading is None:
-            self._loading = asyncio.ensure_future(self._load_now())
 
     def invalidate(self) -> None:
         """Reload before the next check (an instance was added or removed here)."""
