@@ -57,7 +57,7 @@ def test_two_serve_processes_register_the_public_url_and_the_leader_keeps_it(
     # someone points the gateway elsewhere (the gateway cannot tell gatecast)
     with GatewayClient(ws.gateway_url, SANDBOX_TOKEN, timeout=10) as gw:
         gw.set_webhook(sender, f"{second.url}/webhooks/gateway/stolen")
-    assert _webhook(ws.gateway_url, sender) == f"{second.url}/***"
+    # (not read back here: the leader checks every 2 s and may have put it back already)
     wait_for(
         lambda: _webhook(ws.gateway_url, sender) == shown,
         timeout=20,
@@ -74,8 +74,8 @@ def test_two_serve_processes_register_the_public_url_and_the_leader_keeps_it(
     )
 
     # registered elsewhere by hand through gatecast: put back, and the leader says so
-    ws.run("instance", "webhook", sender, "--url", "http://127.0.0.1:9/hook")
-    assert _webhook(ws.gateway_url, sender) == "http://127.0.0.1:9/***"
+    given = ws.run("instance", "webhook", sender, "--url", "http://127.0.0.1:9/hook").output
+    assert "127.0.0.1:9" in given, given
     wait_for(
         lambda: _webhook(ws.gateway_url, sender) == shown,
         timeout=20,
