@@ -332,6 +332,13 @@ class Campaign(SQLModel, table=True):
     held_words: str | None = Field(default=None, max_length=1000)
     held_until: datetime | None = _dt()
     held_at: datetime | None = _dt()
+    # a message sent by ``POST /api/v1/messages`` (campaigns/direct_messages.py, migration
+    # 0029): a one-recipient campaign left out of the campaign lists and the overview
+    direct: bool = Field(default=False, sa_column_kwargs={"server_default": "0"})
+    # the integrator's own JSON object of a direct message, echoed in its webhook events
+    message_metadata: dict[str, Any] | None = Field(
+        default=None, sa_column=Column(JsonDoc, nullable=True)
+    )
 
 
 class Delivery(SQLModel, table=True):

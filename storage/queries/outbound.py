@@ -7,8 +7,9 @@ disabled are ``campaigns.webhook_endpoints`` and ``scheduler.outbound``'s.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -196,12 +197,42 @@ def claim_due(
         .order_by(_m.c.id)
         .limit(limit)
     ).all()
-    due = [DueMessage(*(r[i] for i in range(9))) for r in rows]
+    due = _with_metadata(conn, [DueMessage(*(r[i] for i in range(9))) for r in rows])
     if due:
         conn.execute(
             update(_m).where(_m.c.id.in_([d.id for d in due])).values(next_attempt_at=hold_until)
         )
     return due
+
+
+def _with_metadata(conn: Connection, due: list[DueMessage]) -> list[DueMessage]:
+    """The events about a direct message (``POST /api/v1/messages``) with the
+    integrator's ``metadata`` added to their data (one query for the batch; the
+    metadata never changes, so every attempt sends the same bytes)."""
+    ids: dict[int, int] = {}
+    for d in due:
+        if d.event.startswith(("delivery.", "campaign.")):
+            found = json.loads(d.data).get("campaign_id")
+            if isinstance(found, int):
+                ids[d.id] = found
+    if not ids:
+        return due
+    c = tables.campaigns
+    rows = conn.execute(
+        select(c.c.id, c.c.message_metadata).where(
+            c.c.id.in_(set(ids.values())), c.c.direct.is_(True)
+        )
+    ).all()
+    meta = {int(r.id): r.message_metadata for r in rows}
+    out = []
+    for d in due:
+        cid = ids.get(d.id)
+        if cid is not None and cid in meta:
+            data = json.loads(d.data)
+            data["metadata"] = meta[cid]
+            d = replace(d, data=json.dumps(data, ensure_ascii=False))
+        out.append(d)
+    return out
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,36 @@
+"""direct messages: a campaign of one message sent by POST /api/v1/messages
+
+Revision ID: 0029
+Revises: 0028
+Create Date: 2026-12-07 20:05:00
+
+Issue 32, item 5: a message to one recipient is a one-recipient campaign that the
+dispatcher claims and paces like every other (``campaigns.direct_messages``).
+``campaigns.direct`` leaves it out of the campaign lists and the overview;
+``campaigns.message_metadata`` keeps the integrator's own JSON object, echoed in the
+outbound webhook events about it.
+"""
+
+from alembic import op
+import sqlalchemy as sa
+
+import storage.types
+
+revision = "0029"
+down_revision = "0028"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("campaigns", schema=None) as batch_op:
+        batch_op.add_column(
+            sa.Column("direct", sa.Boolean(), server_default=sa.text("'0'"), nullable=False)
+        )
+        batch_op.add_column(sa.Column("message_metadata", storage.types.JsonDoc, nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("campaigns", schema=None) as batch_op:
+        batch_op.drop_column("message_metadata")
+        batch_op.drop_column("direct")
