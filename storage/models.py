@@ -9,7 +9,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, Column, Index, Integer, LargeBinary, Text, UniqueConstraint, text
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Index,
+    Integer,
+    LargeBinary,
+    Text,
+    UniqueConstraint,
+    text,
+)
 from sqlmodel import Field, SQLModel
 
 from storage.predicates import (
@@ -334,7 +344,9 @@ class Campaign(SQLModel, table=True):
     held_at: datetime | None = _dt()
     # a message sent by ``POST /api/v1/messages`` (campaigns/direct_messages.py, migration
     # 0029): a one-recipient campaign left out of the campaign lists and the overview
-    direct: bool = Field(default=False, sa_column_kwargs={"server_default": "0"})
+    direct: bool = Field(
+        default=False, sa_column=Column(Boolean, nullable=False, server_default="0")
+    )
     # the integrator's own JSON object of a direct message, echoed in its webhook events
     message_metadata: dict[str, Any] | None = Field(
         default=None, sa_column=Column(JsonDoc, nullable=True)

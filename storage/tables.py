@@ -113,7 +113,7 @@ campaigns: Final[Table] = Table(
     Column("held_words", String(length=1000), nullable=True),
     Column("held_until", UTCDateTime(), nullable=True),
     Column("held_at", UTCDateTime(), nullable=True),
-    Column("direct", Boolean(), nullable=False, default=False, server_default="0"),
+    Column("direct", Boolean(), nullable=False, server_default="0"),
     Column("message_metadata", JsonDoc, nullable=True),
     ForeignKeyConstraint(["list_id"], ["lists.id"]),
     ForeignKeyConstraint(["parent_id"], ["campaigns.id"]),

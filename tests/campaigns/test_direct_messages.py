@@ -4,7 +4,7 @@ refusals store nothing."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import Engine, func, insert, select, update
@@ -14,6 +14,9 @@ from campaigns.direct_messages import MessageError, get_message, send_message
 from campaigns.service import list_campaigns
 from scheduler.starts import start_campaign
 from storage import tables
+from storage.queries.events import reply_target
+from tests.rows import campaign_row
+from tests.scheduler.helpers import BASE_SPEC, add_running_campaign
 
 NOW = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
 TEXT = {"type": "text", "text": "Your order has shipped"}
@@ -89,3 +92,35 @@ def test_refusals_name_the_field_and_store_nothing(engine: Engine) -> None:
         _send(engine, "+12025550145", pace={"daily_cap": -1})
     with engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(tables.campaigns)).scalar() == 0
+
+
+def test_messages_neither_crowd_out_nor_miss_the_reply_window(engine: Engine) -> None:
+    """A reply matches a campaign's delivery however many messages went out since, and a
+    message's own delivery however many campaigns (the window counts campaigns only)."""
+    _link(engine)
+    phone, window = "+12025550150", 5
+    bulk = add_running_campaign(
+        engine, BASE_SPEC, recipients=1, senders=["AAA"], now=NOW, phone_base=12025550150
+    )
+    d = tables.deliveries
+    with engine.begin() as conn:
+        conn.execute(update(d).values(state="sent", sent_at=NOW))
+        bulk_row = conn.execute(select(d.c.id).where(d.c.campaign_id == bulk)).scalar_one()
+        for n in range(window + 1):
+            campaign_row(conn, NOW, name=f"m{n}", direct=True)
+    later = NOW + timedelta(minutes=2)
+    with engine.connect() as conn:
+        assert reply_target(conn, phone, latest=later, campaigns=window) == (bulk_row, NOW)
+    mid = _send(engine, phone)
+    start_campaign(engine, mid, now=NOW)
+    with engine.begin() as conn:
+        conn.execute(update(d).where(d.c.campaign_id == mid).values(state="sent", sent_at=later))
+        for n in range(window + 1):
+            campaign_row(conn, NOW, name=f"c{n}")
+    sent = get_message(engine, mid)
+    assert sent is not None and sent.delivery_id is not None
+    with engine.connect() as conn:
+        assert reply_target(conn, phone, latest=later, campaigns=window) == (
+            sent.delivery_id,
+            later,
+        )

@@ -23,11 +23,12 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("campaigns", schema=None) as batch_op:
-        batch_op.add_column(
-            sa.Column("direct", sa.Boolean(), server_default=sa.text("'0'"), nullable=False)
-        )
-        batch_op.add_column(sa.Column("message_metadata", storage.types.JsonDoc, nullable=True))
+    # plain ADD COLUMNs (a constant default): SQLite alters the table in place instead of
+    # copying it, and rows written by older code need not name ``direct``
+    op.add_column(
+        "campaigns", sa.Column("direct", sa.Boolean(), server_default="0", nullable=False)
+    )
+    op.add_column("campaigns", sa.Column("message_metadata", storage.types.JsonDoc, nullable=True))
 
 
 def downgrade() -> None:
