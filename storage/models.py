@@ -525,6 +525,9 @@ class InboundMessage(SQLModel, table=True):
     button_id: str | None = Field(default=None, max_length=256)
     row_id: str | None = Field(default=None, max_length=256)
     quoted_id: str | None = Field(default=None, max_length=128)
+    # when an operator answered it or marked it handled (None: still to handle; the
+    # inbox's ``handled`` filter; campaigns/replies.py, migration 0029)
+    handled_at: datetime | None = _dt()
 
 
 class TestSend(SQLModel, table=True):

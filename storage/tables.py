@@ -294,6 +294,7 @@ inbound_messages: Final[Table] = Table(
     Column("button_id", String(length=256), nullable=True),
     Column("row_id", String(length=256), nullable=True),
     Column("quoted_id", String(length=128), nullable=True),
+    Column("handled_at", UTCDateTime(), nullable=True),
     ForeignKeyConstraint(["contact_id"], ["contacts.id"]),
     UniqueConstraint("message_id"),
 )

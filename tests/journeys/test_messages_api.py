@@ -2,7 +2,8 @@
 ``gatecast serve`` and a ``gatecast sandbox`` gateway: they go through the paced path
 (the daily cap holds the third, an opted-out contact's is skipped), a repeated
 ``Idempotency-Key`` makes one message, ``GET /messages/{id}`` says where each is, and a
-subscribed webhook receiver gets each message's events with the integrator's metadata."""
+subscribed webhook receiver gets each message's events with the integrator's metadata.
+An operator answers a reply from the inbox the same way (``POST /replies/{id}/answer``)."""
 
 from __future__ import annotations
 
@@ -150,3 +151,51 @@ def test_refused_messages_name_the_field(ws: Workspace) -> None:
     assert problem.status_code == 422 and "message.text" in problem.text, problem.text
     # nothing was stored: no contact was made for a refused message
     assert _ok(api.get("/api/v1/contacts"))["total"] == 0
+
+
+def test_an_operator_answers_a_reply_from_the_inbox(
+    ws: Workspace, sandbox_process: Process
+) -> None:
+    """A person writes in; an operator finds it among the unhandled replies, answers it
+    over the API; the person gets the answer from the sender they wrote to, and the
+    reply leaves the unhandled list (issue 32, item 4)."""
+    api = ws.serve().api()
+    iid = link_sender_over_api(api)
+    writer = "+12125550771"
+    httpx.post(
+        f"{sandbox_process.url}/sandbox/instances/{iid}/incoming",
+        json={"from": writer.lstrip("+"), "text": "Where is my order?"},
+        timeout=10,
+    ).raise_for_status()
+
+    def unhandled() -> dict[str, Any] | None:
+        page = _ok(api.get("/api/v1/replies", params={"handled": "false"}))
+        return page if page["total"] == 1 else None
+
+    reply = wait_for(unhandled, what="the reply in the inbox")["items"][0]
+    assert reply["text"] == "Where is my order?" and reply["handled_at"] is None
+    body = {"text": "It ships today", "metadata": {"ticket": "T-9"}}
+    key = {"Idempotency-Key": "answer-1"}
+    answer = _ok(api.post(f"/api/v1/replies/{reply['id']}/answer", json=body, headers=key), 201)
+    assert answer["to"] == writer and answer["metadata"] == {"ticket": "T-9"}
+    again = api.post(f"/api/v1/replies/{reply['id']}/answer", json=body, headers=key)
+    assert again.headers.get("Idempotent-Replayed") == "true" and again.json() == answer
+
+    def sent() -> dict[str, Any] | None:
+        m = _ok(api.get(f"/api/v1/messages/{answer['id']}"))
+        return m if m["state"] in ("sent", "delivered", "read") else None
+
+    done = wait_for(sent, what="the answer sent")
+    assert done["sender"] == iid
+    answers = [got for got in _received(sandbox_process, writer) if "It ships today" in got]
+    assert len(answers) == 1, answers  # the repeated key made no second message
+    assert _ok(api.get("/api/v1/replies", params={"handled": "false"}))["total"] == 0
+    handled = _ok(api.get("/api/v1/replies", params={"handled": "true"}))["items"]
+    assert [r["id"] for r in handled] == [reply["id"]] and handled[0]["handled_at"]
+    # marking it handled again changes nothing; an unknown reply is a 404
+    again = _ok(api.post(f"/api/v1/replies/{reply['id']}/handled"))
+    assert again["handled_at"] == handled[0]["handled_at"]
+    assert api.post("/api/v1/replies/999999/answer", json={"text": "Hi"}).status_code == 404
+    assert api.post("/api/v1/replies/999999/handled").status_code == 404
+    # the answer is no campaign of the list
+    assert _ok(api.get("/api/v1/campaigns"))["total"] == 0

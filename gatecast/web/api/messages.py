@@ -74,7 +74,8 @@ class MessagePublic(BaseModel):
     read_at: datetime | None
 
 
-def _public(ctx: AppContext, m: DirectMessage) -> MessagePublic:
+def message_public(ctx: AppContext, m: DirectMessage) -> MessagePublic:
+    """A message as the API shows it: with its hold while it waits."""
     hold = None
     if m.state == "queued" and m.delivery_id is not None:
         for r in recipient_holds(ctx.engine, m.id, ctx.clock(), limit=1):
@@ -82,6 +83,24 @@ def _public(ctx: AppContext, m: DirectMessage) -> MessagePublic:
                 hold = HoldPublic.model_validate(r.hold.as_dict())
     data = {k: v for k, v in m.__dict__.items() if k != "delivery_id"}
     return MessagePublic.model_validate({**data, "hold": hold})
+
+
+def send_defaults(ctx: AppContext) -> dict[str, Any]:
+    """What a message is sent with besides its own fields: the deployment's region,
+    contact cooldown and identical-message guard, and the clock."""
+    return {
+        "region": ctx.settings.default_region,
+        "now": ctx.clock(),
+        "default_cooldown_hours": ctx.settings.contact_cooldown_hours,
+        "default_max_identical": ctx.settings.max_identical_in_row,
+    }
+
+
+def shown(ctx: AppContext, message_id: int) -> MessagePublic:
+    """A message just stored, as ``GET /messages/{id}`` shows it."""
+    found = get_message(ctx.engine, message_id)
+    assert found is not None
+    return message_public(ctx, found)
 
 
 @router.post("/messages", response_model=MessagePublic, status_code=201, dependencies=[IDEMPOTENT])
@@ -102,16 +121,11 @@ def post_message(body: MessageCreate, ctx: Ctx, request: Request) -> Response:
                 instances=body.instances,
                 pace=body.pace,
                 metadata=body.metadata,
-                region=ctx.settings.default_region,
-                now=ctx.clock(),
-                default_cooldown_hours=ctx.settings.contact_cooldown_hours,
-                default_max_identical=ctx.settings.max_identical_in_row,
+                **send_defaults(ctx),
             )
         except MessageError as exc:
             raise field_error(("body", exc.field), str(exc), "message") from None
-        found = get_message(ctx.engine, message_id)
-        assert found is not None
-        return _public(ctx, found)
+        return shown(ctx, message_id)
 
     return run_once(request, ctx, body, create, status.HTTP_201_CREATED)
 
@@ -122,4 +136,4 @@ def get_message_state(message_id: Id, ctx: Ctx) -> MessagePublic:
     found = get_message(ctx.engine, message_id)
     if found is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no message {message_id}")
-    return _public(ctx, found)
+    return message_public(ctx, found)

@@ -8,7 +8,8 @@ Issue 32, item 5: a message to one recipient is a one-recipient campaign that th
 dispatcher claims and paces like every other (``campaigns.direct_messages``).
 ``campaigns.direct`` leaves it out of the campaign lists and the overview;
 ``campaigns.message_metadata`` keeps the integrator's own JSON object, echoed in the
-outbound webhook events about it.
+outbound webhook events about it. Issue 32, item 4: ``inbound_messages.handled_at``,
+when an operator answered a reply or marked it handled (the inbox's ``handled`` filter).
 """
 
 from alembic import op
@@ -29,9 +30,15 @@ def upgrade() -> None:
         "campaigns", sa.Column("direct", sa.Boolean(), server_default="0", nullable=False)
     )
     op.add_column("campaigns", sa.Column("message_metadata", storage.types.JsonDoc, nullable=True))
+    op.add_column(
+        "inbound_messages",
+        sa.Column("handled_at", storage.types.UTCDateTime(timezone=True), nullable=True),
+    )
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("inbound_messages", schema=None) as batch_op:
+        batch_op.drop_column("handled_at")
     with op.batch_alter_table("campaigns", schema=None) as batch_op:
         batch_op.drop_column("message_metadata")
         batch_op.drop_column("direct")
