@@ -250,7 +250,10 @@ def list_campaigns(
     name contains ``name`` (any case), ``limit`` of them from ``offset``, and how many
     match in all. ``archived``: ``no`` (the default) leaves archived campaigns out,
     ``only`` shows only them, ``any`` both; deleted campaigns are never listed."""
-    where: list[ColumnElement[bool]] = [_campaigns.c.deleted_at.is_(None)]
+    where: list[ColumnElement[bool]] = [
+        _campaigns.c.deleted_at.is_(None),
+        _campaigns.c.direct.is_(False),  # messages of POST /api/v1/messages: not campaigns
+    ]
     if archived == "no":
         where.append(_campaigns.c.archived_at.is_(None))
     elif archived == "only":

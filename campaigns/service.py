@@ -503,6 +503,10 @@ def _check_kind(spec: CampaignSpec, gateway_kind: str) -> None:
             raise CampaignSetupError(reason, field="message.type")
 
 
+#: the senders check, for the other ways of creating a campaign (direct messages)
+check_senders = _check_senders
+
+
 def _check_start(spec: CampaignSpec, now: datetime) -> None:
     """A start already missed (beyond the grace) would only fail: refuse it now."""
     start_at = spec.start_at_utc()
@@ -516,6 +520,31 @@ def _check_start(spec: CampaignSpec, now: datetime) -> None:
         f"schedule.start: {shown} {spec.schedule.timezone} is in the past (it is now "
         f"{current} {spec.schedule.timezone}); omit start to send now, or give a later time",
         "schedule.start",
+    )
+
+
+def insert_draft(
+    conn: Connection, spec: CampaignSpec, *, now: datetime, start_at: datetime, **columns: Any
+) -> int:
+    """Store ``spec`` as a ``draft`` campaign starting at ``start_at`` (``columns``: the
+    others, e.g. ``list_id`` or ``audience``); its id. The caller moves it on."""
+    return int(
+        conn.execute(
+            insert(_campaigns)
+            .values(
+                name=spec.name,
+                state=lifecycle.DRAFT,
+                spec=spec.model_dump(mode="json"),
+                message_type=spec.message.type,
+                timezone=spec.schedule.timezone,
+                start_at=start_at,
+                cron=spec.schedule.cron,
+                created_at=now,
+                updated_at=now,
+                **columns,
+            )
+            .returning(_campaigns.c.id)
+        ).scalar_one()
     )
 
 
@@ -566,24 +595,13 @@ def create_campaign(
     if scan.bad and (strict or (nothing_renders and not allow_unrenderable)):
         raise scan.refusal()
     with engine.begin() as conn:
-        campaign_id = int(
-            conn.execute(
-                insert(_campaigns)
-                .values(
-                    name=spec.name,
-                    state=lifecycle.DRAFT,
-                    spec=spec.model_dump(mode="json"),
-                    message_type=spec.message.type,
-                    list_id=scan.list_id,
-                    audience=None if scan.audience is None else scan.audience.definition,
-                    timezone=spec.schedule.timezone,
-                    start_at=start_at,
-                    cron=spec.schedule.cron,
-                    created_at=now,
-                    updated_at=now,
-                )
-                .returning(_campaigns.c.id)
-            ).scalar_one()
+        campaign_id = insert_draft(
+            conn,
+            spec,
+            now=now,
+            start_at=start_at,
+            list_id=scan.list_id,
+            audience=None if scan.audience is None else scan.audience.definition,
         )
         lifecycle.transition(conn, campaign_id, lifecycle.SCHEDULED, now=now)
     return CreatedCampaign(
@@ -953,10 +971,12 @@ __all__ = [
     "campaign_progress",
     "campaign_state",
     "cancel_campaign",
+    "check_senders",
     "count_recipients",
     "create_campaign",
     "deliveries_page",
     "get_campaign",
+    "insert_draft",
     "list_campaigns",
     "pause_campaign",
     "preview_campaign",

@@ -9,7 +9,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, Column, Index, Integer, LargeBinary, Text, UniqueConstraint, text
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Index,
+    Integer,
+    LargeBinary,
+    Text,
+    UniqueConstraint,
+    text,
+)
 from sqlmodel import Field, SQLModel
 
 from storage.predicates import (
@@ -332,6 +342,15 @@ class Campaign(SQLModel, table=True):
     held_words: str | None = Field(default=None, max_length=1000)
     held_until: datetime | None = _dt()
     held_at: datetime | None = _dt()
+    # a message sent by ``POST /api/v1/messages`` (campaigns/direct_messages.py, migration
+    # 0029): a one-recipient campaign left out of the campaign lists and the overview
+    direct: bool = Field(
+        default=False, sa_column=Column(Boolean, nullable=False, server_default="0")
+    )
+    # the integrator's own JSON object of a direct message, echoed in its webhook events
+    message_metadata: dict[str, Any] | None = Field(
+        default=None, sa_column=Column(JsonDoc, nullable=True)
+    )
 
 
 class Delivery(SQLModel, table=True):
@@ -506,6 +525,9 @@ class InboundMessage(SQLModel, table=True):
     button_id: str | None = Field(default=None, max_length=256)
     row_id: str | None = Field(default=None, max_length=256)
     quoted_id: str | None = Field(default=None, max_length=128)
+    # when an operator answered it or marked it handled (None: still to handle; the
+    # inbox's ``handled`` filter; campaigns/replies.py, migration 0029)
+    handled_at: datetime | None = _dt()
 
 
 class TestSend(SQLModel, table=True):

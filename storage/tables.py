@@ -113,6 +113,8 @@ campaigns: Final[Table] = Table(
     Column("held_words", String(length=1000), nullable=True),
     Column("held_until", UTCDateTime(), nullable=True),
     Column("held_at", UTCDateTime(), nullable=True),
+    Column("direct", Boolean(), nullable=False, server_default="0"),
+    Column("message_metadata", JsonDoc, nullable=True),
     ForeignKeyConstraint(["list_id"], ["lists.id"]),
     ForeignKeyConstraint(["parent_id"], ["campaigns.id"]),
     UniqueConstraint("parent_id", "occurrence_at", name="uq_campaign_occurrence"),
@@ -292,6 +294,7 @@ inbound_messages: Final[Table] = Table(
     Column("button_id", String(length=256), nullable=True),
     Column("row_id", String(length=256), nullable=True),
     Column("quoted_id", String(length=128), nullable=True),
+    Column("handled_at", UTCDateTime(), nullable=True),
     ForeignKeyConstraint(["contact_id"], ["contacts.id"]),
     UniqueConstraint("message_id"),
 )

@@ -25,6 +25,7 @@ from typing import Any, NamedTuple, cast
 
 from sqlalchemy import (
     Connection,
+    Select,
     Table,
     and_,
     bindparam,
@@ -603,17 +604,38 @@ def reply_target(
     """``(id, sent_at)`` of the newest delivery to ``phone`` that a reply can answer.
 
     Candidates are the deliveries of the ``campaigns`` most recent campaigns (the
-    (campaign_id, target) index) sent no later than ``latest``, and rows in flight
+    (campaign_id, target) index) and of the direct messages to ``phone``'s contact (the
+    (contact_id, sent_at) index: a one-recipient campaign each, so they neither count
+    towards nor crowd out the window), sent no later than ``latest``, and rows in flight
     (``sending``: the reply beat the dispatcher recording the send), which count as the
     newest. None when no delivery matches.
     """
     recent = (
-        select(_campaigns.c.id).order_by(_campaigns.c.id.desc()).limit(campaigns).scalar_subquery()
+        select(_campaigns.c.id)
+        .where(_campaigns.c.direct.is_(False))
+        .order_by(_campaigns.c.id.desc())
+        .limit(campaigns)
+        .scalar_subquery()
     )
-    target = conn.execute(
+    in_window = select(_d.c.id, _d.c.sent_at).where(_d.c.campaign_id.in_(recent))
+    direct = (
         select(_d.c.id, _d.c.sent_at)
-        .where(
-            _d.c.campaign_id.in_(recent),
+        .join(_campaigns, and_(_campaigns.c.id == _d.c.campaign_id, _campaigns.c.direct.is_(True)))
+        .where(_d.c.contact_id == select(_c.c.id).where(_c.c.phone == phone).scalar_subquery())
+    )
+    found = [_newest_to(conn, stmt, phone, latest) for stmt in (in_window, direct)]
+    rows = [r for r in found if r is not None]
+    if not rows:
+        return None
+    best = max(rows, key=lambda r: (r.sent_at is None, r.sent_at or latest, r.id))
+    return int(best.id), best.sent_at
+
+
+def _newest_to(conn: Connection, stmt: Select[Any], phone: str, latest: datetime) -> Any:
+    """The newest of ``stmt``'s deliveries to ``phone`` a reply at ``latest`` can answer
+    (:func:`reply_target`'s order), or None."""
+    return conn.execute(
+        stmt.where(
             _d.c.target == phone,
             or_(
                 and_(_d.c.sent_at.is_not(None), _d.c.sent_at <= latest),
@@ -627,7 +649,6 @@ def reply_target(
         )
         .limit(1)
     ).first()
-    return None if target is None else (int(target.id), target.sent_at)
 
 
 class Quoted(NamedTuple):

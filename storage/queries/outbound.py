@@ -7,8 +7,9 @@ disabled are ``campaigns.webhook_endpoints`` and ``scheduler.outbound``'s.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -310,6 +311,7 @@ def claim_due(
                 previous_secret=r[10],
             )
         )
+    due = _with_metadata(conn, due)
     if due:
         conn.execute(
             update(_m).where(_m.c.id.in_([d.id for d in due])).values(next_attempt_at=hold_until)
@@ -320,6 +322,48 @@ def claim_due(
             fresh,
         )
     return due
+
+
+def _with_metadata(conn: Connection, due: list[DueMessage]) -> list[DueMessage]:
+    """``due`` with what the outbox triggers cannot know added to their data (one query
+    per kind for the batch; what is added never changes, so every attempt sends the same
+    bytes): a ``reply.received`` gets the ``delivery_id`` it answers and its
+    ``campaign_id`` (null when it matched none), and an event about a direct message
+    (``POST /api/v1/messages``) the integrator's ``metadata``."""
+    datas = {d.id: json.loads(d.data) for d in due}
+    replies = {i: d["reply_id"] for i, d in datas.items() if "reply_id" in d}
+    if replies:
+        _in, _d = tables.inbound_messages, tables.deliveries
+        answered = {
+            int(r.id): (r.delivery_id, r.campaign_id)
+            for r in conn.execute(
+                select(_in.c.id, _in.c.delivery_id, _d.c.campaign_id)
+                .select_from(_in.outerjoin(_d, _d.c.id == _in.c.delivery_id))
+                .where(_in.c.id.in_(set(replies.values())))
+            )
+        }
+        for i, reply_id in replies.items():
+            delivery_id, campaign_id = answered.get(reply_id, (None, None))
+            datas[i]["delivery_id"], datas[i]["campaign_id"] = delivery_id, campaign_id
+    ids = {i: d["campaign_id"] for i, d in datas.items() if isinstance(d.get("campaign_id"), int)}
+    meta: dict[int, Any] = {}
+    if ids:
+        c = tables.campaigns
+        rows = conn.execute(
+            select(c.c.id, c.c.message_metadata).where(
+                c.c.id.in_(set(ids.values())), c.c.direct.is_(True)
+            )
+        ).all()
+        meta = {int(r.id): r.message_metadata for r in rows}
+    out = []
+    for d in due:
+        data, direct = datas[d.id], ids.get(d.id) in meta
+        if direct:
+            data["metadata"] = meta[ids[d.id]]
+        if direct or d.id in replies:
+            d = replace(d, data=json.dumps(data, ensure_ascii=False))
+        out.append(d)
+    return out
 
 
 @dataclass(frozen=True)

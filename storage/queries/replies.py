@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, RowMapping, func, select, update
+from sqlalchemy import Connection, RowMapping, Select, func, select, update
 
 from storage import tables
 
@@ -24,27 +24,9 @@ def link_inbound(conn: Connection, message_id: str, delivery_id: int) -> None:
     )
 
 
-def replies_page(
-    conn: Connection,
-    *,
-    campaign_id: int | None,
-    sender: str | None,
-    opt_out: bool | None,
-    limit: int,
-    offset: int,
-) -> tuple[int, list[RowMapping]]:
-    """``(total, rows)``: incoming messages, newest first, filtered by the campaign of the
-    delivery they answer, the sender instance that received them and opt-out."""
-    conds: list[Any] = []
-    if campaign_id is not None:
-        conds.append(_d.c.campaign_id == campaign_id)
-    if sender is not None:
-        conds.append(_i.c.instance_id == sender)
-    if opt_out is not None:
-        conds.append(_i.c.is_opt_out.is_(opt_out))
-    joined = _i.outerjoin(_d, _d.c.id == _i.c.delivery_id)
-    total = conn.execute(select(func.count()).select_from(joined).where(*conds)).scalar_one()
-    stmt = (
+def _inbox(*conds: Any) -> Select[Any]:
+    """The inbox's rows (a reply with its delivery, campaign and contact) where ``conds``."""
+    return (
         select(
             _i.c.id,
             _i.c.received_at,
@@ -61,18 +43,56 @@ def replies_page(
             _i.c.button_id,
             _i.c.row_id,
             _i.c.quoted_id,
+            _i.c.handled_at,
         )
         .select_from(
-            joined.outerjoin(_c, _c.c.id == _d.c.campaign_id).outerjoin(
-                _ct, _ct.c.id == _i.c.contact_id
-            )
+            _i.outerjoin(_d, _d.c.id == _i.c.delivery_id)
+            .outerjoin(_c, _c.c.id == _d.c.campaign_id)
+            .outerjoin(_ct, _ct.c.id == _i.c.contact_id)
         )
         .where(*conds)
-        .order_by(_i.c.received_at.desc(), _i.c.id.desc())
-        .limit(limit)
-        .offset(offset)
+    )
+
+
+def replies_page(
+    conn: Connection,
+    *,
+    campaign_id: int | None,
+    sender: str | None,
+    opt_out: bool | None,
+    limit: int,
+    offset: int,
+    handled: bool | None = None,
+) -> tuple[int, list[RowMapping]]:
+    """``(total, rows)``: incoming messages, newest first, filtered by the campaign of the
+    delivery they answer, the sender instance that received them, opt-out and handled."""
+    conds: list[Any] = []
+    if campaign_id is not None:
+        conds.append(_d.c.campaign_id == campaign_id)
+    if sender is not None:
+        conds.append(_i.c.instance_id == sender)
+    if opt_out is not None:
+        conds.append(_i.c.is_opt_out.is_(opt_out))
+    if handled is not None:
+        conds.append(_i.c.handled_at.is_not(None) if handled else _i.c.handled_at.is_(None))
+    joined = _i.outerjoin(_d, _d.c.id == _i.c.delivery_id)
+    total = conn.execute(select(func.count()).select_from(joined).where(*conds)).scalar_one()
+    stmt = (
+        _inbox(*conds).order_by(_i.c.received_at.desc(), _i.c.id.desc()).limit(limit).offset(offset)
     )
     return int(total), list(conn.execute(stmt).mappings())
+
+
+def get_reply(conn: Connection, reply_id: int) -> RowMapping | None:
+    """One reply as the inbox shows it (None: no such reply)."""
+    return conn.execute(_inbox(_i.c.id == reply_id)).mappings().one_or_none()
+
+
+def mark_handled(conn: Connection, reply_id: int, now: datetime) -> None:
+    """Note that a reply was handled at ``now`` (the first time is kept)."""
+    conn.execute(
+        update(_i).where(_i.c.id == reply_id, _i.c.handled_at.is_(None)).values(handled_at=now)
+    )
 
 
 def reply_senders(conn: Connection) -> Sequence[str]:
@@ -92,4 +112,11 @@ def received_since(conn: Connection, since: datetime) -> tuple[int, int]:
     return int(replies or 0), int(opt_outs or 0)
 
 
-__all__ = ["link_inbound", "received_since", "replies_page", "reply_senders"]
+__all__ = [
+    "get_reply",
+    "link_inbound",
+    "mark_handled",
+    "received_since",
+    "replies_page",
+    "reply_senders",
+]

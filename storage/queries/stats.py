@@ -51,7 +51,10 @@ def snapshot(conn: Connection, now: datetime) -> Snapshot:
     instances = conn.execute(select(_i.c.instance_id, _i.c.paused_reason, _i.c.state)).all()
     campaigns: dict[str, int] = {
         str(k): int(v)
-        for k, v in conn.execute(select(_c.c.state, func.count()).group_by(_c.c.state)).all()
+        for k, v in conn.execute(
+            # direct messages (POST /api/v1/messages) are not campaigns: their sends count
+            select(_c.c.state, func.count()).where(_c.c.direct.is_(False)).group_by(_c.c.state)
+        ).all()
     }
     return Snapshot(
         deliveries_by_state=by_state,

@@ -8,12 +8,13 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, insert, select, update
 
 from campaigns import webhook_endpoints as we
 from scheduler.outbound import OutboundPolicy, OutboundSender
 from scheduler.retention import EventPruner
 from storage import outbox, tables
+from storage.queries.outbound import claim_due
 from tests.scheduler.helpers import BASE_SPEC, add_instances, add_running_campaign
 from tests.webhook_receiver import Receiver, verify
 
@@ -74,6 +75,39 @@ def test_changes_write_one_message_per_subscriber_in_their_transaction(engine: E
         "from": "connected",
         "to": "disconnected",
     }
+
+
+def test_a_reply_event_names_the_delivery_and_campaign_it_answers(engine: Engine) -> None:
+    now = datetime.now(UTC)
+    add_instances(engine, ["s1"], now)
+    cid = add_running_campaign(engine, BASE_SPEC, recipients=1, senders=["s1"], now=now)
+    we.create_endpoint(engine, "https://a.example/hooks", ["reply.received"])
+    with engine.begin() as conn:
+        did = conn.execute(select(_d.c.id).where(_d.c.campaign_id == cid)).scalar_one()
+        replies = [("in1", "+15550000000", "yes", did), ("in2", "+15559999999", "who?", None)]
+        conn.execute(
+            insert(tables.inbound_messages),
+            [
+                {
+                    "message_id": m,
+                    "chat": f"{phone[1:]}@c.us",
+                    "sender_phone": phone,
+                    "text": text,
+                    "received_at": now,
+                    "delivery_id": delivery,
+                }
+                for m, phone, text, delivery in replies
+            ],
+        )
+    with engine.begin() as conn:
+        due = claim_due(
+            conn, now=now, hold_until=now + timedelta(minutes=1), limit=10, new_id=we.new_message_id
+        )
+    got = [json.loads(d.data) for d in due]
+    assert [(d["text"], d["delivery_id"], d["campaign_id"]) for d in got] == [
+        ("yes", did, cid),
+        ("who?", None, None),  # it answers nothing gatecast sent
+    ]
 
 
 def test_triggers_exist_only_while_someone_subscribes(engine: Engine) -> None:

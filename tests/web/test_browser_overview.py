@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.browser import signed_in_page
 from tests.journeys.harness import (
     API_KEY,
     QUICK_STATUSES,
@@ -96,14 +97,7 @@ def _user_key(api: httpx.Client, name: str, role: str) -> str:
 
 def _page(chromium_browser: Any, server: Server, path: str, *, key: str = API_KEY) -> Any:
     """A page of a fresh browser context, signed in with ``key``, on ``path``."""
-    context = chromium_browser.new_context(viewport={"width": 1280, "height": 900})
-    p = context.new_page()
-    p.set_default_timeout(20_000)
-    p.goto(f"{server.url}{path}")
-    p.wait_for_url(re.compile(r"/login\?next="))
-    p.fill("#api_key", key)
-    p.click("#sign-in")
-    return p
+    return signed_in_page(chromium_browser, server.url, path, key)
 
 
 def test_overview_shows_sending_and_a_paused_sender(

@@ -313,10 +313,12 @@ def replies_page(
     campaign_id: str = "",
     sender: str = "",
     opt_out: str = "",
+    handled: str = "",
     offset: Offset = 0,
 ) -> HTMLResponse:
     """The replies inbox: incoming messages across campaigns, newest first, filtered by
-    campaign, sender and opt-out, 50 a page."""
+    campaign, sender, opt-out and handled, 50 a page; an operator answers a reply or
+    marks it handled there (``POST /api/v1/replies/{id}/answer``, ``.../handled``)."""
     from campaigns.replies import replies_page, reply_senders
     from campaigns.service import list_campaigns
 
@@ -326,6 +328,7 @@ def replies_page(
         campaign_id=chosen,
         sender=sender[:64] or None,
         opt_out=_yes_no(opt_out),
+        handled=_yes_no(handled),
         limit=REPLIES_PER_PAGE,
         offset=offset,
     )
@@ -338,6 +341,7 @@ def replies_page(
         campaign_id=chosen,
         sender=sender[:64],
         opt_out=opt_out if opt_out in ("yes", "no") else "",
+        handled=handled if handled in ("yes", "no") else "",
         offset=offset,
         per_page=REPLIES_PER_PAGE,
     )

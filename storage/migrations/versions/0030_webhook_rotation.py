@@ -1,7 +1,7 @@
 """outbound webhooks: a secret rotated with an overlap, message ids unique across databases
 
 Revision ID: 0030
-Revises: 0028
+Revises: 0029
 Create Date: 2026-12-07 22:30:00
 
 Issue 34, item 3. ``webhook_endpoints`` keeps the secret it had before its last rotation
@@ -19,7 +19,7 @@ from alembic import op
 from storage.types import UTCDateTime
 
 revision = "0030"
-down_revision = "0028"
+down_revision = "0029"
 branch_labels = None
 depends_on = None
 

@@ -78,6 +78,10 @@ NOT_HERE = {
     "/api/v1/campaigns/{campaign_id}/test-sends": "needs a linked sender",
     # sends, stores nothing: replayed in tests/web/api/test_composer_guards.py
     "/api/v1/campaigns/test-send": "needs a linked sender",
+    # no listing counts messages: replayed in tests/journeys/test_messages_api.py
+    "/api/v1/messages": "no listing counts messages",
+    # needs a reply come in: replayed in tests/journeys/test_messages_api.py
+    "/api/v1/replies/{reply_id}/answer": "needs a reply come in",
 }
 
 
