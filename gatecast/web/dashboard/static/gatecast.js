@@ -73,7 +73,7 @@ function gcErrorText(status, data) {
 // a refusal's field errors ({errors: [{loc, msg}]}) under their fields in ``form``: the
 // element [data-error=FIELD] gets the words, the field named FIELD is marked invalid;
 // what names no field of the form goes to ``other`` (the whole message if none does)
-function gcShowProblems(form, err, other) {
+function gcShowFieldErrors(form, err, other) {
   const errors = (err.data && Array.isArray(err.data.errors)) ? err.data.errors : [];
   const left = [];
   errors.forEach(function (e) {
@@ -88,8 +88,8 @@ function gcShowProblems(form, err, other) {
   if (first) { first.focus(); }
 }
 
-// clear what gcShowProblems put in ``form``
-function gcClearProblems(form) {
+// clear what gcShowFieldErrors put in ``form``
+function gcClearFieldErrors(form) {
   form.querySelectorAll("[data-error]").forEach(function (spot) { spot.textContent = ""; });
   form.querySelectorAll("[aria-invalid]").forEach(function (f) { f.removeAttribute("aria-invalid"); });
 }
