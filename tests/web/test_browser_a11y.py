@@ -166,8 +166,8 @@ def test_every_page_passes_axe(
             problems += _axe(page, f"{path} ({scheme})")
 
         # states a page reaches by use: the composer refusing a campaign and its
-        # "Insert a variable" menu open, a campaign's "More actions" open, an import's
-        # mapping step
+        # "Insert a variable" menu open, a campaign's "More actions" open, a webhook
+        # endpoint's change refused and its secret panel open, an import's mapping step
         page.goto(f"{server.url}/campaigns/new")
         page.fill("#f-name", "")
         page.click("#form-create")
@@ -180,6 +180,14 @@ def test_every_page_passes_axe(
         page.click("#more-actions summary")
         page.locator("#act-cancel").wait_for()
         problems += _axe(page, f"{pages[2]}, More actions open ({scheme})")
+        page.goto(f"{server.url}/webhooks")  # an endpoint's change form refused, its secret
+        card = page.locator(".endpoint").first
+        card.get_by_text("Change this endpoint").click()
+        card.locator("form [name=url]").fill("ftp://crm.example.com/hooks")
+        card.get_by_role("button", name="Save changes").click()
+        card.locator("[aria-invalid=true]").first.wait_for()
+        card.get_by_text("Change the secret").first.click()
+        problems += _axe(page, f"/webhooks, change refused, secret open ({scheme})")
         page.goto(f"{server.url}/contacts")
         page.set_input_files("#file", str(SAMPLES / "contacts.csv"))
         page.click("#preview-btn")

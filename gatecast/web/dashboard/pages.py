@@ -449,17 +449,18 @@ RECIPIENTS_PER_PAGE = 50
 
 @page.get("/webhooks")
 def webhooks_page(request: Request, ctx: Ctx) -> HTMLResponse:
-    """Outbound webhook endpoints: add (the secret shown once), state, messages, the
-    latest attempts, replay, remove."""
+    """Outbound webhook endpoints: add (the secret shown once), state, messages, change
+    one, send a test event, change the secret (the new one shown once), the recent
+    deliveries in words, replay, remove (decision 60)."""
     from campaigns.webhook_endpoints import EVENTS, attempts_page, endpoints_page, get_endpoint
 
     shown = []
     for listed in endpoints_page(ctx.engine, limit=100).items:
         endpoint = get_endpoint(ctx.engine, listed.id)
-        log = attempts_page(ctx.engine, listed.id, limit=5)
+        log = attempts_page(ctx.engine, listed.id, limit=10)
         if endpoint is not None and log is not None:
             shown.append({**endpoint.__dict__, "attempts": log.items})
-    return render(request, "webhooks.html", endpoints=shown, events=EVENTS)
+    return render(request, "webhooks.html", endpoints=shown, events=EVENTS, now=ctx.clock())
 
 
 @page.get("/segments")

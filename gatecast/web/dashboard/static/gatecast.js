@@ -70,6 +70,30 @@ function gcErrorText(status, data) {
   return "HTTP " + status;
 }
 
+// a refusal's field errors ({errors: [{loc, msg}]}) under their fields in ``form``: the
+// element [data-error=FIELD] gets the words, the field named FIELD is marked invalid;
+// what names no field of the form goes to ``other`` (the whole message if none does)
+function gcShowFieldErrors(form, err, other) {
+  const errors = (err.data && Array.isArray(err.data.errors)) ? err.data.errors : [];
+  const left = [];
+  errors.forEach(function (e) {
+    const field = (e.loc || []).filter(function (p) { return p !== "body" && p !== "query"; })[0];
+    const spot = field ? form.querySelector("[data-error='" + field + "']") : null;
+    if (!spot) { left.push(e.msg); return; }
+    spot.textContent = (spot.textContent ? spot.textContent + " " : "") + e.msg;
+    form.querySelectorAll("[name='" + field + "']").forEach(function (f) { f.setAttribute("aria-invalid", "true"); });
+  });
+  if (other && (left.length || !errors.length)) { gcShow(other, left.length ? left.join("\n") : err.message, true); }
+  const first = form.querySelector("[aria-invalid=true]");
+  if (first) { first.focus(); }
+}
+
+// clear what gcShowFieldErrors put in ``form``
+function gcClearFieldErrors(form) {
+  form.querySelectorAll("[data-error]").forEach(function (spot) { spot.textContent = ""; });
+  form.querySelectorAll("[aria-invalid]").forEach(function (f) { f.removeAttribute("aria-invalid"); });
+}
+
 // run fn() with the buttons disabled (a second click while it runs does nothing)
 async function gcWhileBusy(buttons, fn) {
   if (buttons.some(function (b) { return b.disabled; })) { return undefined; }
