@@ -13,6 +13,7 @@ import contextlib
 import re
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -20,11 +21,14 @@ from typing import Literal
 from pydantic import SecretStr
 from rich.console import Console
 from rich.table import Table
+from sqlalchemy.engine import Engine
 
 from campaigns.campaign_file import PaceSpec, load_campaign_file
 from campaigns.importer import ImportOptions, import_file
 from campaigns.instances import WarmupChange, mark_connected, mark_gone, set_warmup
+from campaigns.replies import replies_page
 from campaigns.reports import write_report
+from campaigns.reports.summary import campaign_taps
 from campaigns.service import create_campaign, reply_stats
 from gatecast.runtime import embedded_sandbox, open_engine
 from gatecast.runtime.foreground import RunOptions, run_campaign, settle
@@ -96,6 +100,19 @@ def _summary_table(counts: dict[str, int], title: str) -> Table:
     return table
 
 
+def _answers_line(engine: Engine, campaign_id: int) -> str:
+    """What people answered, as gatecast recorded it: taps per button or row, and the
+    replies by text (the most frequent first)."""
+    taps = [f"{t['title']} {t['taps']}" for t in campaign_taps(engine, campaign_id) if t["taps"]]
+    texts = Counter(
+        r.text.strip()
+        for r in replies_page(engine, campaign_id=campaign_id, limit=1000).items
+        if not (r.button_id or r.row_id)
+    )
+    said = ", ".join(f"{text} {n}" for text, n in texts.most_common(6)) or "none"
+    return f"taps: {', '.join(taps) or 'none'}; replies by text: {said}"
+
+
 def run_demo(settings: Settings, options: DemoOptions, console: Console) -> int:
     """Run the demo end to end; returns the exit code."""
     started = time.monotonic()
@@ -111,8 +128,13 @@ def run_demo(settings: Settings, options: DemoOptions, console: Console) -> int:
                 dialect=options.gateway,
                 status_delays=(0.05, 0.3, 0.8),
                 not_on_app=NOT_ON_APP,
+                # simulated people (docs/sandbox.md): a few reply, tap a button (when the
+                # message has some) or answer a keyword, a few send STOP
                 reply_rate=0.08,
                 stop_rate=0.06,
+                tap_rate=0.2,
+                keyword_rate=0.1,
+                keywords=("YES", "INFO"),
                 read_rate=0.7,
             )
         )
@@ -221,6 +243,7 @@ def run_demo(settings: Settings, options: DemoOptions, console: Console) -> int:
         replies, opted_out = reply_stats(engine, created.id)
         console.print(_summary_table(counts, f"campaign {created.id}: {spec.name}"))
         console.print(f"replies: {replies}; contacts who opted out (STOP): {opted_out}")
+        console.print(_answers_line(engine, created.id))
         slug = slugify(spec.name)
         written = [
             write_report(engine, created.id, reports_dir / f"{slug}.{ext}")

@@ -42,6 +42,21 @@ def _delays(value: str) -> tuple[float, float, float]:
     return (sent, delivered, read)
 
 
+def _seconds_range(value: str) -> tuple[float, float] | None:
+    if not value.strip():
+        return None
+    try:
+        lo, _, hi = value.partition("-")
+        low = float(lo)
+        return (low, float(hi) if hi else low)
+    except ValueError:
+        raise typer.BadParameter(f"expected A-B in seconds (e.g. 1-30), got {value!r}") from None
+
+
+def _keywords(value: str) -> tuple[str, ...]:
+    return tuple(k.strip() for k in value.split(",") if k.strip())
+
+
 def sandbox(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port (0 picks a free one).")] = 8900,
@@ -83,8 +98,34 @@ def sandbox(
     cold_lock_seconds: Annotated[
         float, typer.Option(help="How long the timelock of --cold-lock-after lasts.")
     ] = 60.0,
-    reply_rate: Annotated[float, typer.Option(help="Share of recipients who reply.")] = 0.0,
+    reply_rate: Annotated[
+        float,
+        typer.Option(
+            help="Share of recipients who reply a short text (to a message with buttons or "
+            "rows: a random one of them)."
+        ),
+    ] = 0.0,
     stop_rate: Annotated[float, typer.Option(help="Share of recipients who reply STOP.")] = 0.0,
+    tap_rate: Annotated[
+        float,
+        typer.Option(
+            help="Share of recipients of a message with buttons or list rows who tap one "
+            "(the same choice per recipient for a given --seed)."
+        ),
+    ] = 0.0,
+    keyword_rate: Annotated[
+        float, typer.Option(help="Share of recipients who reply one of --keywords.")
+    ] = 0.0,
+    keywords: Annotated[
+        str, typer.Option(help="Comma-separated keywords for --keyword-rate (STOP opts out).")
+    ] = "YES,INFO,STOP",
+    reply_delay: Annotated[
+        str,
+        typer.Option(
+            help="Seconds from reading a message to answering it, A-B (empty: about the "
+            "first of --status-delays)."
+        ),
+    ] = "",
     quote_rate: Annotated[
         float, typer.Option(help="Share of text replies that quote the message they answer.")
     ] = 0.0,
@@ -172,6 +213,10 @@ def sandbox(
             not_on_app_rate=not_on_app_rate,
             reply_rate=reply_rate,
             stop_rate=stop_rate,
+            tap_rate=tap_rate,
+            keyword_rate=keyword_rate,
+            keywords=_keywords(keywords),
+            reply_delay_seconds=_seconds_range(reply_delay),
             quote_rate=quote_rate,
             read_rate=read_rate,
             status_delays=_delays(status_delays),

@@ -43,8 +43,16 @@ class SandboxConfig:
     # groups go through (one lock per instance)
     cold_lock_after: int | None = None
     cold_lock_seconds: float = 60.0
-    reply_rate: float = 0.0
+    # simulated people (docs/sandbox.md "Simulated people"): each a probability per
+    # delivered one-to-one message, their sum at most 1; a person answers a message at
+    # most once and never again after sending STOP
+    reply_rate: float = 0.0  # a short text (on a message with choices: one of them)
     stop_rate: float = 0.0
+    tap_rate: float = 0.0  # a tap on one of the message's own buttons or list rows
+    keyword_rate: float = 0.0  # a reply that is one of ``keywords`` (STOP among them: a STOP)
+    keywords: tuple[str, ...] = ("YES", "INFO", "STOP")
+    # seconds from the read to the answer, (min, max); None: about the sent delay
+    reply_delay_seconds: tuple[float, float] | None = None
     # share of text replies that quote the message they answer (a button or list choice
     # always quotes it)
     quote_rate: float = 0.0
@@ -96,6 +104,8 @@ class SandboxConfig:
             "error_463_rate",
             "reply_rate",
             "stop_rate",
+            "tap_rate",
+            "keyword_rate",
             "quote_rate",
             "read_rate",
             "duplicate_event_rate",
@@ -120,6 +130,21 @@ class SandboxConfig:
             if lo < 0 or hi < lo:
                 raise ValueError(
                     f"{name} must be (min, max) with 0 <= min <= max, not {getattr(self, name)}"
+                )
+        answer_sum = self.reply_rate + self.stop_rate + self.tap_rate + self.keyword_rate
+        if answer_sum > 1.0 + 1e-9:
+            raise ValueError(
+                f"reply_rate, stop_rate, tap_rate and keyword_rate add up to {answer_sum:g}, "
+                "more than 1"
+            )
+        if self.keyword_rate > 0 and not [k for k in self.keywords if k.strip()]:
+            raise ValueError("keywords must hold at least one keyword when keyword_rate > 0")
+        if self.reply_delay_seconds is not None:
+            lo, hi = self.reply_delay_seconds
+            if lo < 0 or hi < lo:
+                raise ValueError(
+                    "reply_delay_seconds must be (min, max) with 0 <= min <= max, "
+                    f"not {self.reply_delay_seconds}"
                 )
         if any(d < 0 for d in self.status_delays):
             raise ValueError(f"status_delays must not be negative: {self.status_delays}")

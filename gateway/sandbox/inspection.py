@@ -42,6 +42,7 @@ class Inspection:
             ),
             Route("/sandbox/messages", self.sb_messages, methods=["GET"]),
             Route("/sandbox/messages/{message_id}", self.sb_message, methods=["GET"]),
+            Route("/sandbox/answers", self.sb_answers, methods=["GET"]),
             Route("/sandbox/stats", self.sb_stats, methods=["GET"]),
             Route("/sandbox/events", self.sb_events, methods=["GET"]),
             Route("/sandbox/reset", self.sb_reset, methods=["POST"]),
@@ -121,6 +122,9 @@ class Inspection:
             if msg is None:
                 return json_response({"error": "no such message"}, status=404)
             return json_response(msg.public())
+
+    async def sb_answers(self, request: Request) -> Response:
+        return json_response(self.state.answers_view(request.query_params.get("to")))
 
     async def sb_stats(self, request: Request) -> Response:
         return json_response(self.state.stats_view())

@@ -7,8 +7,10 @@ presence, failures for numbers not on the app, duplicates and reordering.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
+from typing import Any
 
 from gateway.sandbox import events_out as ev
 from gateway.sandbox.config import SandboxConfig
@@ -28,11 +30,55 @@ def incoming_id(rng: random.Random) -> str:
     return "3A" + "".join(rng.choice(HEX) for _ in range(18))
 
 
+def choices_of(msg: SentMessage) -> list[tuple[str, str, str]]:
+    """The ``(kind, id, title)`` choices a recipient of ``msg`` can tap: its quick-reply
+    buttons, template buttons or list rows, in order ([] for any other message)."""
+    content = msg.payload.get("message")
+    if not isinstance(content, dict):
+        return []
+    if msg.type == "interactive":
+        out = []
+        for b in content.get("interactiveButtons", []):
+            if b.get("name") == "quick_reply":
+                params = json.loads(b["buttonParamsJson"])
+                out.append(("button", params["id"], params["display_text"]))
+        return out
+    if msg.type == "template":
+        return [
+            ("template_button", b["quickReplyButton"]["id"], b["quickReplyButton"]["displayText"])
+            for b in content.get("templateButtons", [])
+        ]
+    if msg.type == "list":
+        rows = [r for s in content.get("sections", []) for r in s["rows"]]
+        return [("list", r["rowId"], r["title"]) for r in rows]
+    return []
+
+
+def stable_choice(seed: int, recipient: str, count: int) -> int:
+    """The index a recipient taps among ``count`` choices: the same for the same seed and
+    recipient in every run, independent of the order of sends."""
+    digest = hashlib.sha256(f"{seed}:{recipient}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % count
+
+
+def answer_total(cfg: SandboxConfig, msg: SentMessage) -> float:
+    """The chance that the recipient of ``msg`` answers it (a tap counts only when the
+    message has choices)."""
+    tap = cfg.tap_rate if cfg.tap_rate > 0 and choices_of(msg) else 0.0
+    return cfg.stop_rate + cfg.reply_rate + tap + cfg.keyword_rate
+
+
 def plan_message_events(
-    cfg: SandboxConfig, rng: random.Random, msg: SentMessage, *, refused: str | None = None
+    cfg: SandboxConfig,
+    rng: random.Random,
+    msg: SentMessage,
+    *,
+    refused: str | None = None,
+    silent: bool = False,
 ) -> list[tuple[float, EventJob]]:
     """The ``(delay in seconds, event)`` list that follows the accepted send ``msg``
-    (``refused``: the error code of a failed status instead, e.g. a timelock's 463)."""
+    (``refused``: the error code of a failed status instead, e.g. a timelock's 463;
+    ``silent``: the recipient sent STOP before and never answers again)."""
     dialect = cfg.dialect
     iid = msg.instance_id
     now = int(msg.at)
@@ -65,7 +111,7 @@ def plan_message_events(
     else:
         status(d_sent, "sent")
         status(d_deliv, "delivered")
-        replying = not is_group and rng.random() < cfg.stop_rate + cfg.reply_rate
+        replying = not is_group and rng.random() < answer_total(cfg, msg)
         if replying or (not is_group and rng.random() < cfg.read_rate):
             status(d_read, "read")
         if cfg.presence_events and not is_group:
@@ -75,8 +121,11 @@ def plan_message_events(
             plan.append(
                 (d_read + max(cfg.status_delays[0], 0.01), EventJob(iid, "presence", offline))
             )
-        if replying:
-            d_reply = d_read + jitter(rng, cfg.status_delays[0])
+        if replying and not silent:
+            if cfg.reply_delay_seconds is None:
+                d_reply = d_read + jitter(rng, cfg.status_delays[0])
+            else:
+                d_reply = d_read + rng.uniform(*cfg.reply_delay_seconds)
             if dialect == "reference":  # the reference forwards contact noise too
                 contact = [{"id": msg.chat, "notify": f"Contact {msg.to[-4:]}"}]
                 body = ev.reference_body(iid, "contacts.upsert", contact)
@@ -96,44 +145,68 @@ def plan_message_events(
 def reply_job(
     cfg: SandboxConfig, rng: random.Random, msg: SentMessage, *, at: float | None = None
 ) -> EventJob:
-    """The recipient's reply (stamped ``at``, default the send's time): STOP, a short text,
-    or a choice of the message's own buttons."""
-    stop = rng.random() * (cfg.stop_rate + cfg.reply_rate) < cfg.stop_rate
-    text = "STOP" if stop else rng.choice(REPLY_TEXTS)
-    kind, reply_id = "text", None
-    content = msg.payload.get("message")
-    if not stop and isinstance(content, dict):
-        if msg.type == "interactive":
-            quick = [
-                b for b in content.get("interactiveButtons", []) if b.get("name") == "quick_reply"
-            ]
-            if quick:
-                params = json.loads(rng.choice(quick)["buttonParamsJson"])
-                kind, reply_id, text = "button", params["id"], params["display_text"]
-        elif msg.type == "template":
-            buttons = content.get("templateButtons", [])
-            if buttons:
-                qr = rng.choice(buttons)["quickReplyButton"]
-                kind, reply_id, text = "template_button", qr["id"], qr["displayText"]
-        elif msg.type == "list":
-            rows = [r for s in content.get("sections", []) for r in s["rows"]]
-            if rows:
-                row = rng.choice(rows)
-                kind, reply_id, text = "list", row["rowId"], row["title"]
-    msg.replied = text
+    """The recipient's answer (stamped ``at``, default the send's time): STOP, a short
+    text (on a message with choices, one of them), a tap on a choice (the recipient's
+    stable choice) or a keyword; recorded on ``msg`` (``replied``, ``answer``)."""
+    choices = choices_of(msg)
+    tap = cfg.tap_rate if cfg.tap_rate > 0 and choices else 0.0
+    pick = rng.random() * (cfg.stop_rate + cfg.reply_rate + tap + cfg.keyword_rate)
+    kind, reply_id, how = "text", None, "text"
+    if pick < cfg.stop_rate:
+        text, how = "STOP", "stop"
+    elif pick < cfg.stop_rate + cfg.reply_rate:
+        text = rng.choice(REPLY_TEXTS)
+        if choices:
+            kind, reply_id, text = rng.choice(choices)
+            how = "tap"
+    elif pick < cfg.stop_rate + cfg.reply_rate + tap:
+        kind, reply_id, text = choices[stable_choice(cfg.seed, msg.to, len(choices))]
+        how = "tap"
+    else:
+        text = rng.choice([k.strip() for k in cfg.keywords if k.strip()])
+        how = "stop" if text.upper() == "STOP" else "keyword"
     # a choice quotes the message whose buttons it tapped (as WhatsApp does); a text
     # quotes it for ``quote_rate`` of replies (no draw at 0: a seed replays as before)
     quoting = kind != "text" or (cfg.quote_rate > 0 and rng.random() < cfg.quote_rate)
+    incoming = incoming_id(rng)
+    stamp = int(msg.at if at is None else at)
     body = ev.incoming_body(
         cfg.dialect,
         msg.instance_id,
-        incoming_id(rng),
+        incoming,
         msg.to,
         text,
-        int(msg.at if at is None else at),
+        stamp,
         reply_kind=kind,
         reply_id=reply_id,
         variant=rng.randrange(8),
         quoted_id=msg.id if quoting else None,
     )
+    msg.replied = text
+    msg.answer = answer_record(msg, how, kind, reply_id, text, incoming, stamp, quoting)
     return EventJob(msg.instance_id, "incoming", body, msg.id)
+
+
+def answer_record(
+    msg: SentMessage,
+    how: str,
+    kind: str,
+    reply_id: str | None,
+    text: str,
+    incoming: str,
+    at: int,
+    quoting: bool,
+) -> dict[str, Any]:
+    """The sandbox's record of a simulated answer (``/sandbox/answers``)."""
+    return {
+        "message_id": msg.id,
+        "instance_id": msg.instance_id,
+        "to": msg.to,
+        "answer": how,  # stop, text, keyword, tap
+        "kind": kind,  # text, button, template_button, list
+        "id": reply_id,
+        "text": text,
+        "incoming_id": incoming,
+        "at": at,
+        "quotes": quoting,
+    }

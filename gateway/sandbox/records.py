@@ -75,6 +75,8 @@ class SentMessage:
     error_code: str | None = None
     replied: str | None = None
     answered: str = "ok"  # ok, slow, dropped, backend_down
+    #: the simulated person's answer to it (planning.answer_record), at most one
+    answer: dict[str, Any] | None = None
 
     def public(self) -> dict[str, Any]:
         """The inspection view."""
@@ -91,6 +93,7 @@ class SentMessage:
             "error_code": self.error_code,
             "replied": self.replied,
             "answered": self.answered,
+            "answer": self.answer,
         }
 
 

@@ -77,6 +77,8 @@ class SandboxState:
         self.instances: dict[str, Instance] = {}
         self.messages: dict[str, SentMessage] = {}
         self.by_recipient: dict[str, list[str]] = {}  # recipient -> message ids
+        self.stopped: set[str] = set()  # people who sent STOP: they never answer again
+        self.answers: list[dict[str, Any]] = []  # every simulated answer, in planned order
         self.stats = Stats()
         self.events: list[dict[str, Any]] = []
         self.events_dropped = 0  # records trimmed from the front of ``events``
@@ -117,6 +119,8 @@ class SandboxState:
             self.instances.clear()
             self.messages.clear()
             self.by_recipient.clear()
+            self.stopped.clear()
+            self.answers.clear()
             self.stats = Stats()
             self.events.clear()
             self.events_dropped = 0
@@ -341,7 +345,17 @@ class SandboxState:
         inst.sends_since_connect += 1
         self.stats.accepted += 1
         self.stats.per_recipient[to] += 1
-        plan = plan_message_events(self.config, self.rng, msg, refused=self._timelock(inst, msg))
+        plan = plan_message_events(
+            self.config,
+            self.rng,
+            msg,
+            refused=self._timelock(inst, msg),
+            silent=to in self.stopped,
+        )
+        if msg.answer is not None:
+            self.answers.append(msg.answer)
+            if msg.answer["answer"] == "stop":
+                self.stopped.add(to)
         if self.emitter is not None:
             self.emitter.schedule_many(plan)
         self.by_recipient.setdefault(to, []).append(mid)
@@ -513,6 +527,12 @@ class SandboxState:
                 "webhook_delivered": emitter.delivered if emitter else 0,
                 "webhook_failed": emitter.failed if emitter else 0,
             }
+
+    def answers_view(self, to: str | None = None) -> dict[str, Any]:
+        """Every simulated answer (with the message it answers) and who sent STOP."""
+        with self.lock:
+            items = [a for a in self.answers if to is None or a["to"] == to]
+            return {"items": items, "stopped": sorted(self.stopped)}
 
     def events_view(self, since: int = 0, limit: int = 1000) -> dict[str, Any]:
         """Event records with ``seq >= since`` (bodies decoded), at most ``limit``."""
