@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 import httpx
+import pytest
 
 from tests.journeys.harness import Process, Workspace, wait_for
 from tests.media_files import png
@@ -16,6 +17,18 @@ from tests.media_files import png
 WRITER = "+12125550781"
 OPTED_OUT = "+12125550782"
 SENT = ("sent", "delivered", "read")
+#: SQLite in every run; PostgreSQL with the slow tests (each run is a minute of commands)
+DIALECTS = pytest.mark.parametrize(
+    "dialect",
+    ["sqlite", pytest.param("postgresql", marks=[pytest.mark.postgres, pytest.mark.slow])],
+)
+
+
+def _on(ws: Workspace, dialect: str, request: pytest.FixtureRequest) -> None:
+    """Point the workspace at a fresh PostgreSQL database when ``dialect`` says so."""
+    if dialect == "postgresql":
+        ws.settings["GATECAST_DATABASE_URL"] = str(request.getfixturevalue("pg_url"))
+        ws.run("db", "upgrade")
 
 
 def _id(output: str, what: str) -> str:
@@ -28,7 +41,11 @@ def _state(ws: Workspace, message_id: str) -> str:
     return str(ws.run("message", "show", message_id, "--json").json()["state"])
 
 
-def test_messages_and_replies_on_the_command_line(ws: Workspace, sandbox_process: Process) -> None:
+@DIALECTS
+def test_messages_and_replies_on_the_command_line(
+    ws: Workspace, sandbox_process: Process, dialect: str, request: pytest.FixtureRequest
+) -> None:
+    _on(ws, dialect, request)
     ws.serve()  # sends the messages, takes the gateway's events and the replies
     iid = ws.link_sender()
     (ws.path / "stop.csv").write_text(f"Phone\n{OPTED_OUT}\n", encoding="utf-8")
@@ -91,7 +108,11 @@ def test_messages_and_replies_on_the_command_line(ws: Workspace, sandbox_process
     assert ws.run("campaign", "list", "--json").json() == []
 
 
-def test_media_uses_delete_and_segment_edit(ws: Workspace) -> None:
+@DIALECTS
+def test_media_uses_delete_and_segment_edit(
+    ws: Workspace, dialect: str, request: pytest.FixtureRequest
+) -> None:
+    _on(ws, dialect, request)
     ws.settings["GATECAST_PUBLIC_URL"] = "http://gatecast.example"
     ws.link_sender()
     people = ws.path / "people.csv"
