@@ -271,26 +271,18 @@ def answer_cmd(
     """Answer a reply with a text message; the reply is marked handled.
 
     It goes to whoever wrote, through the sender that received it, on the paced path."""
-    from campaigns.campaign_file import CampaignFileError
-    from campaigns.direct_messages import MessageError
     from campaigns.replies import ReplyNotFound, answer_reply
-    from gatecast.commands.message import message_state, print_state, refused_input, send_settings
+    from gatecast.commands.message import send_and_print, send_settings
 
-    engine = open_engine_or_fail()
     try:
-        try:
-            message_id = answer_reply(
+        send_and_print(
+            lambda engine: answer_reply(
                 engine, reply_id, message={"type": "text", "text": text}, **send_settings()
-            )
-        except ReplyNotFound:
-            fail(f"no reply {reply_id} (gatecast replies lists them)")
-        except (MessageError, CampaignFileError) as exc:
-            refused_input(exc)
-        out = message_state(engine, message_id)
-    finally:
-        engine.dispose()
-    assert out is not None
-    print_state(out, as_json)
+            ),
+            as_json,
+        )
+    except ReplyNotFound:
+        fail(f"no reply {reply_id} (gatecast replies lists them)")
     if not as_json:
         console.print(f"reply {reply_id} marked handled")
 

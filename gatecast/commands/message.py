@@ -4,7 +4,8 @@ state (the rules: ``campaigns.direct_messages``, as ``POST /api/v1/messages``)."
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Annotated, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -50,7 +51,7 @@ def send_settings() -> dict[str, Any]:
     }
 
 
-def refused_input(exc: Exception) -> None:
+def refused_input(exc: Exception) -> NoReturn:
     """A refused message (its field named) as one red line, exit code 2."""
     from campaigns.campaign_file import CampaignFileError
     from campaigns.direct_messages import MessageError
@@ -60,6 +61,25 @@ def refused_input(exc: Exception) -> None:
     if isinstance(exc, CampaignFileError):
         fail("; ".join(str(e) for e in exc.errors) or str(exc), 2)
     raise exc
+
+
+def send_and_print(send: Callable[[Engine], int], as_json: bool) -> None:
+    """Run ``send`` (it stores a message, its id) and print the message's state; a
+    refused message as one red line, exit code 2."""
+    from campaigns.campaign_file import CampaignFileError
+    from campaigns.direct_messages import MessageError
+
+    engine = open_engine_or_fail()
+    try:
+        try:
+            message_id = send(engine)
+        except (MessageError, CampaignFileError) as exc:
+            refused_input(exc)
+        out = message_state(engine, message_id)
+    finally:
+        engine.dispose()
+    assert out is not None
+    print_state(out, as_json)
 
 
 def message_state(engine: Engine, message_id: int) -> dict[str, Any] | None:
@@ -113,28 +133,20 @@ def send_cmd(
     """Send one text message to one recipient through the paced path (pace, daily cap,
     warm-up); an opted-out recipient's is skipped, with the reason. A contact is created
     for a number gatecast does not know."""
-    from campaigns.campaign_file import CampaignFileError
-    from campaigns.direct_messages import MessageError, send_message
+    from campaigns.direct_messages import send_message
 
     meta = parse_metadata(metadata)
-    engine = open_engine_or_fail()
-    try:
-        try:
-            message_id = send_message(
-                engine,
-                to=to,
-                message={"type": "text", "text": text},
-                instances=instances or None,
-                metadata=meta,
-                **send_settings(),
-            )
-        except (MessageError, CampaignFileError) as exc:
-            refused_input(exc)
-        out = message_state(engine, message_id)
-    finally:
-        engine.dispose()
-    assert out is not None
-    print_state(out, as_json)
+    send_and_print(
+        lambda engine: send_message(
+            engine,
+            to=to,
+            message={"type": "text", "text": text},
+            instances=instances or None,
+            metadata=meta,
+            **send_settings(),
+        ),
+        as_json,
+    )
 
 
 @message_app.command("show")

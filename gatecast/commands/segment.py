@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal, overload
 
 import typer
 from rich.console import Console
@@ -101,6 +101,24 @@ def _definition(
     return data
 
 
+@overload
+def _save(name: str, data: dict[str, Any], *, change: Literal[False]) -> SegmentRecord: ...
+@overload
+def _save(name: str, data: dict[str, Any], *, change: bool = True) -> SegmentRecord | None: ...
+def _save(name: str, data: dict[str, Any], *, change: bool = True) -> SegmentRecord | None:
+    """Store ``data`` as the segment ``name``: a new one, or (``change``) the definition
+    of an existing one (None: there is none). Refusals as one red line."""
+    from campaigns.segments import change_segment, create_segment, parse_segment
+
+    engine = open_engine_or_fail()
+    try:
+        with _errors():
+            store = change_segment if change else create_segment
+            return store(engine, name, parse_segment(data))
+    finally:
+        engine.dispose()
+
+
 def _done(record: SegmentRecord, as_json: bool) -> None:
     if as_json:
         print(json.dumps(record.to_dict(), ensure_ascii=False))
@@ -122,16 +140,8 @@ def create_cmd(
     """Save a segment and show what it selects now ("1,284 recipients; 12 opted out;
     3 excluded"). Unknown lists, tags or attributes are refused, and so is a segment
     that selects nobody; nothing is stored then."""
-    from campaigns.segments import create_segment, parse_segment
-
     data = _definition(file, lists, tags, where, exclude_lists, exclude_tags)
-    engine = open_engine_or_fail()
-    try:
-        with _errors():
-            record = create_segment(engine, name, parse_segment(data))
-    finally:
-        engine.dispose()
-    _done(record, as_json)
+    _done(_save(name, data, change=False), as_json)
 
 
 @segment_app.command("edit")
@@ -148,15 +158,7 @@ def edit_cmd(
     """Replace a segment's definition with the one given (as `segment create` takes it)
     and show what it selects now; refused as create refuses, nothing changed then.
     Campaigns created from it keep their audience."""
-    from campaigns.segments import change_segment, parse_segment
-
-    data = _definition(file, lists, tags, where, exclude_lists, exclude_tags)
-    engine = open_engine_or_fail()
-    try:
-        with _errors():
-            record = change_segment(engine, name, parse_segment(data))
-    finally:
-        engine.dispose()
+    record = _save(name, _definition(file, lists, tags, where, exclude_lists, exclude_tags))
     if record is None:
         fail(f"no segment called {name!r} (gatecast segment list)")
     _done(record, as_json)
