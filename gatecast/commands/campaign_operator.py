@@ -192,7 +192,15 @@ def delete_cmd(
     _mark("delete", campaign_id, as_json)
 
 
+replies_app = typer.Typer(
+    help="The replies inbox: list replies, answer one, mark one handled.",
+    invoke_without_command=True,
+)
+
+
+@replies_app.callback()
 def replies_cmd(
+    ctx: typer.Context,
     campaign: int | None = typer.Option(
         None, "--campaign", min=1, max=INT64_MAX, help="Only replies to this campaign."
     ),
@@ -200,11 +208,16 @@ def replies_cmd(
     opt_outs: bool | None = typer.Option(
         None, "--opt-outs/--no-opt-outs", help="Only opt-outs (STOP), or none of them."
     ),
+    handled: bool | None = typer.Option(
+        None, "--handled/--unhandled", help="Only replies answered or marked handled, or none."
+    ),
     limit: int = typer.Option(50, "--limit", min=1, max=1000, help="How many, newest first."),
     offset: int = typer.Option(0, "--offset", min=0, max=INT64_MAX, help="How many to skip."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """The replies inbox: incoming messages across campaigns, newest first."""
+    if ctx.invoked_subcommand is not None:
+        return
     from campaigns.replies import replies_page
 
     with _refusals():
@@ -213,6 +226,7 @@ def replies_cmd(
             campaign_id=campaign,
             sender=sender,
             opt_out=opt_outs,
+            handled=handled,
             limit=limit,
             offset=offset,
         )
@@ -222,11 +236,13 @@ def replies_cmd(
         return
     if not page.items:
         console.print(
-            "no replies match" if campaign or sender or opt_outs is not None else "no replies yet"
+            "no replies match"
+            if campaign or sender or opt_outs is not None or handled is not None
+            else "no replies yet"
         )
         return
     table = Table(title=f"Replies ({page.total:,})")
-    for col in ("received", "from", "campaign", "sender", "text"):
+    for col in ("id", "received", "from", "campaign", "sender", "text", "handled"):
         table.add_column(col, overflow="fold")
     for r in page.items:
         who = " ".join(filter(None, [r.contact_name, r.phone or r.chat]))
@@ -235,15 +251,64 @@ def replies_cmd(
             text += f" (tapped {'button' if r.button_id else 'row'} {r.button_id or r.row_id})"
         campaign_text = f"{r.campaign_id} {r.campaign_name}" if r.campaign_id else "-"
         table.add_row(
+            str(r.id),
             _when(r.received_at),
             escape(who),
             escape(campaign_text),
             escape(r.sender or ""),
             escape(text),
+            _when(r.handled_at) if r.handled_at else "-",
         )
     console.print(table)
 
 
+@replies_app.command("answer")
+def answer_cmd(
+    reply_id: int = id_argument("The reply's id (gatecast replies)."),
+    text: str = typer.Argument(..., help="The answer's text."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Answer a reply with a text message; the reply is marked handled.
+
+    It goes to whoever wrote, through the sender that received it, on the paced path."""
+    from campaigns.replies import ReplyNotFound, answer_reply
+    from gatecast.commands.message import send_and_print, send_settings
+
+    try:
+        send_and_print(
+            lambda engine: answer_reply(
+                engine, reply_id, message={"type": "text", "text": text}, **send_settings()
+            ),
+            as_json,
+        )
+    except ReplyNotFound:
+        fail(f"no reply {reply_id} (gatecast replies lists them)")
+    if not as_json:
+        console.print(f"reply {reply_id} marked handled")
+
+
+@replies_app.command("handled")
+def handled_cmd(
+    reply_id: int = id_argument("The reply's id (gatecast replies)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Mark a reply handled without answering it (a second time changes nothing)."""
+    from campaigns.replies import ReplyNotFound, mark_handled
+
+    engine = open_engine_or_fail()
+    try:
+        reply = mark_handled(engine, reply_id)
+    except ReplyNotFound:
+        fail(f"no reply {reply_id} (gatecast replies lists them)")
+    finally:
+        engine.dispose()
+    if as_json:
+        _print_json(asdict(reply))
+        return
+    assert reply.handled_at is not None
+    console.print(f"reply {reply_id} marked handled ({_when(reply.handled_at)})")
+
+
 def register(app: typer.Typer) -> None:
     """Add ``gatecast replies`` (the ``campaign`` commands register on import)."""
-    app.command("replies")(replies_cmd)
+    app.add_typer(replies_app, name="replies")

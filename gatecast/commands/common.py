@@ -97,7 +97,19 @@ def open_engine_or_fail(settings: Settings | None = None, *, create: bool = Fals
 
 #: leaf commands that only read (never audited)
 READ_ONLY_COMMANDS = frozenset(
-    {"list", "show", "status", "qr", "search", "export", "lists", "deliveries", "current"}
+    {
+        "list",
+        "show",
+        "status",
+        "qr",
+        "search",
+        "export",
+        "lists",
+        "deliveries",
+        "current",
+        "uses",
+        "replies",
+    }
 )
 #: commands that run a process rather than make a change (never audited)
 PROCESS_COMMANDS = frozenset({"sandbox", "serve", "receive", "worker", "demo", "report"})

@@ -195,6 +195,62 @@ def list_cmd(
     console.print(table)
 
 
+@media_app.command("uses")
+def uses_cmd(
+    media_id: Annotated[int, id_argument("the media file's id (gatecast media list)")],
+    as_json: Annotated[bool, typer.Option("--json", help="print as JSON")] = False,
+) -> None:
+    """The campaigns whose message links to a stored file, and whether each will still
+    send it (then the file cannot be deleted)."""
+    from campaigns.media import get, uses
+
+    engine = open_engine_or_fail()
+    try:
+        item = get(engine, media_id)
+        if item is None:
+            fail(f"media {media_id} not found (gatecast media list shows them)")
+        found = uses(engine, item)
+    finally:
+        engine.dispose()
+    if as_json:
+        rows = [
+            {"campaign_id": u.campaign_id, "name": u.name, "state": u.state, "keeps": u.keeps}
+            for u in found
+        ]
+        print(json.dumps({"id": media_id, "uses": rows}, ensure_ascii=False))
+        return
+    if not found:
+        console.print(f"media {media_id} ({escape(item.name)}) is used by no campaign")
+        return
+    table = Table(title=f"campaigns using media {media_id} ({escape(item.name)})")
+    for column in ("campaign", "name", "state", "will still send"):
+        table.add_column(column)
+    for u in found:
+        table.add_row(str(u.campaign_id), escape(u.name), u.state, "yes" if u.keeps else "no")
+    console.print(table)
+
+
+@media_app.command("delete")
+def delete_cmd(
+    media_id: Annotated[int, id_argument("the media file's id (gatecast media list)")],
+) -> None:
+    """Delete a stored file; refused, naming the campaigns, while one that will still
+    send uses it (its links stop working once deleted)."""
+    from campaigns.media import MediaInUse, delete
+
+    engine = open_engine_or_fail()
+    try:
+        try:
+            gone = delete(engine, media_id)
+        except MediaInUse as exc:
+            fail(str(exc))
+    finally:
+        engine.dispose()
+    if gone is None:
+        fail(f"media {media_id} not found (gatecast media list shows them)")
+    console.print(f"media {media_id} ({escape(gone.name)}) deleted")
+
+
 def register(app: typer.Typer) -> None:
     """Add ``gatecast media`` to the root app."""
     app.add_typer(media_app, name="media")

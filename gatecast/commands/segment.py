@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal, overload
 
 import typer
 from rich.console import Console
@@ -69,36 +69,24 @@ def _print(record: SegmentRecord) -> None:
         console.print(record.count.summary())
 
 
-@segment_app.command("create")
-def create_cmd(
-    name: Annotated[str, typer.Argument(help="the segment's name (campaigns use it)")],
-    file: Annotated[
-        Path | None,
-        typer.Option("--file", help="a TOML file with the fields of [audience] (or that table)"),
-    ] = None,
-    lists: Annotated[
-        list[str] | None, typer.Option("--list", help="a list (repeatable: union)")
-    ] = None,
-    tags: Annotated[
-        list[str] | None, typer.Option("--tag", help="a tag every contact has (repeatable)")
-    ] = None,
-    where: Annotated[
-        list[str] | None,
-        typer.Option("--where", help="attribute=value or attribute=v1,v2 (repeatable)"),
-    ] = None,
-    exclude_lists: Annotated[
-        list[str] | None, typer.Option("--exclude-list", help="never members of this list")
-    ] = None,
-    exclude_tags: Annotated[
-        list[str] | None, typer.Option("--exclude-tag", help="never contacts with this tag")
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="print as JSON")] = False,
-) -> None:
-    """Save a segment and show what it selects now ("1,284 recipients; 12 opted out;
-    3 excluded"). Unknown lists, tags or attributes are refused, and so is a segment
-    that selects nobody; nothing is stored then."""
-    from campaigns.segments import create_segment, parse_segment
+_FILE = typer.Option("--file", help="a TOML file with the fields of [audience] (or that table)")
+_LISTS = typer.Option("--list", help="a list (repeatable: union)")
+_TAGS = typer.Option("--tag", help="a tag every contact has (repeatable)")
+_WHERE = typer.Option("--where", help="attribute=value or attribute=v1,v2 (repeatable)")
+_EXCLUDE_LISTS = typer.Option("--exclude-list", help="never members of this list")
+_EXCLUDE_TAGS = typer.Option("--exclude-tag", help="never contacts with this tag")
+_JSON = typer.Option("--json", help="print as JSON")
 
+
+def _definition(
+    file: Path | None,
+    lists: list[str] | None,
+    tags: list[str] | None,
+    where: list[str] | None,
+    exclude_lists: list[str] | None,
+    exclude_tags: list[str] | None,
+) -> dict[str, Any]:
+    """The definition options (and ``--file``) as a segment's fields."""
     data: dict[str, Any] = _from_file(file) if file is not None else {}
     for key, given in (
         ("lists", lists),
@@ -110,16 +98,70 @@ def create_cmd(
             data[key] = [*data.get(key, []), *given]
     if where:
         data["where"] = {**data.get("where", {}), **_where(where)}
+    return data
+
+
+@overload
+def _save(name: str, data: dict[str, Any], *, change: Literal[False]) -> SegmentRecord: ...
+@overload
+def _save(name: str, data: dict[str, Any], *, change: bool = True) -> SegmentRecord | None: ...
+def _save(name: str, data: dict[str, Any], *, change: bool = True) -> SegmentRecord | None:
+    """Store ``data`` as the segment ``name``: a new one, or (``change``) the definition
+    of an existing one (None: there is none). Refusals as one red line."""
+    from campaigns.segments import change_segment, create_segment, parse_segment
+
     engine = open_engine_or_fail()
     try:
         with _errors():
-            record = create_segment(engine, name, parse_segment(data))
+            store = change_segment if change else create_segment
+            return store(engine, name, parse_segment(data))
     finally:
         engine.dispose()
+
+
+def _done(record: SegmentRecord, as_json: bool) -> None:
     if as_json:
         print(json.dumps(record.to_dict(), ensure_ascii=False))
         return
     _print(record)
+
+
+@segment_app.command("create")
+def create_cmd(
+    name: Annotated[str, typer.Argument(help="the segment's name (campaigns use it)")],
+    file: Annotated[Path | None, _FILE] = None,
+    lists: Annotated[list[str] | None, _LISTS] = None,
+    tags: Annotated[list[str] | None, _TAGS] = None,
+    where: Annotated[list[str] | None, _WHERE] = None,
+    exclude_lists: Annotated[list[str] | None, _EXCLUDE_LISTS] = None,
+    exclude_tags: Annotated[list[str] | None, _EXCLUDE_TAGS] = None,
+    as_json: Annotated[bool, _JSON] = False,
+) -> None:
+    """Save a segment and show what it selects now ("1,284 recipients; 12 opted out;
+    3 excluded"). Unknown lists, tags or attributes are refused, and so is a segment
+    that selects nobody; nothing is stored then."""
+    data = _definition(file, lists, tags, where, exclude_lists, exclude_tags)
+    _done(_save(name, data, change=False), as_json)
+
+
+@segment_app.command("edit")
+def edit_cmd(
+    name: Annotated[str, typer.Argument(help="the segment's name")],
+    file: Annotated[Path | None, _FILE] = None,
+    lists: Annotated[list[str] | None, _LISTS] = None,
+    tags: Annotated[list[str] | None, _TAGS] = None,
+    where: Annotated[list[str] | None, _WHERE] = None,
+    exclude_lists: Annotated[list[str] | None, _EXCLUDE_LISTS] = None,
+    exclude_tags: Annotated[list[str] | None, _EXCLUDE_TAGS] = None,
+    as_json: Annotated[bool, _JSON] = False,
+) -> None:
+    """Replace a segment's definition with the one given (as `segment create` takes it)
+    and show what it selects now; refused as create refuses, nothing changed then.
+    Campaigns created from it keep their audience."""
+    record = _save(name, _definition(file, lists, tags, where, exclude_lists, exclude_tags))
+    if record is None:
+        fail(f"no segment called {name!r} (gatecast segment list)")
+    _done(record, as_json)
 
 
 @segment_app.command("list")
@@ -165,10 +207,7 @@ def show_cmd(
         engine.dispose()
     if record is None:
         fail(f"no segment called {name!r} (gatecast segment list)")
-    if as_json:
-        print(json.dumps(record.to_dict(), ensure_ascii=False))
-        return
-    _print(record)
+    _done(record, as_json)
 
 
 @segment_app.command("delete")
