@@ -205,6 +205,7 @@ def contacts_page(
     contact, opt-out."""
     from campaigns import contacts
     from campaigns.audiences import list_lists
+    from campaigns.deployment_defaults import import_region
     from campaigns.paging import BadCursor
     from campaigns.phones import region_names
 
@@ -244,7 +245,7 @@ def contacts_page(
         opted_out=opted_out,
         start=start,
         per_page=CONTACTS_PER_PAGE,
-        default_region=ctx.settings.default_region.upper(),
+        default_region=import_region(ctx.engine, None, ctx.settings.default_region),
         regions=region_names(),
         add_key=f"contact-{secrets.token_urlsafe(18)}",
     )
@@ -513,6 +514,25 @@ def media_page(request: Request, ctx: Ctx, offset: Offset = 0) -> HTMLResponse:
         limits={
             k: size_text(media.kind_limit(k, ctx.settings.media_max_bytes)) for k in media.KINDS
         },
+    )
+
+
+@page.get("/settings")
+def settings_page(request: Request, ctx: Ctx) -> HTMLResponse:
+    """Settings: the defaults of new imports and campaigns (a form for admins, read-only
+    for others) and facts of the deployment (public address, webhook secret set or not,
+    gateway address), decision 63."""
+    from zoneinfo import available_timezones
+
+    from campaigns.phones import region_names
+    from gatecast.web.api.settings import read_settings
+
+    return render(
+        request,
+        "settings.html",
+        s=read_settings(ctx),
+        regions=region_names(),
+        timezones=sorted(available_timezones() - {"localtime", "Factory"}),
     )
 
 
