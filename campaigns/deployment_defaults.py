@@ -59,6 +59,12 @@ class Defaults(BaseModel):
             return None
         return window_texts(self.schedule.window)
 
+    def window_zone(self) -> str | None:
+        """The default window's timezone, None when no window is set."""
+        if self.schedule is None or self.schedule.window is None:
+            return None
+        return self.schedule.timezone
+
     def as_json(self) -> dict[str, Any]:
         """The defaults as the API shows them (``schedule``: only window and timezone)."""
         window = self.window_text()

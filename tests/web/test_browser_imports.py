@@ -66,11 +66,11 @@ def page(chromium_browser: Any, server: Server) -> Iterator[Any]:
         context.close()
 
 
-def _shot(page: Any, name: str) -> None:
-    """The import card into test-artifacts/screenshots/NAME.png (and docs/screenshots/
-    with GATECAST_UPDATE_SCREENSHOTS=1)."""
+def _shot(page: Any, name: str, part: str = "#upload-card") -> None:
+    """The import card (or the ``part`` chosen) into test-artifacts/screenshots/NAME.png
+    (and docs/screenshots/ with GATECAST_UPDATE_SCREENSHOTS=1)."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.locator("#upload-card").screenshot(path=str(ARTIFACTS / f"{name}.png"))
+    page.locator(part).screenshot(path=str(ARTIFACTS / f"{name}.png"))
     if os.environ.get("GATECAST_UPDATE_SCREENSHOTS") == "1":
         DOCS_SHOTS.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ARTIFACTS / f"{name}.png", DOCS_SHOTS / f"{name}.png")
@@ -136,16 +136,6 @@ def test_uk_numbers_region_hint_mapping_and_rejected_rows(
 UK_LOCAL = "Name,Phone\nAda Hill,07911 223344\nBen Ross,07911 223355\n"
 
 
-def _shot_page(page: Any, name: str) -> None:
-    """The whole page into test-artifacts/screenshots/NAME.png (and docs/screenshots/
-    with GATECAST_UPDATE_SCREENSHOTS=1)."""
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.locator("main").screenshot(path=str(ARTIFACTS / f"{name}.png"))
-    if os.environ.get("GATECAST_UPDATE_SCREENSHOTS") == "1":
-        DOCS_SHOTS.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ARTIFACTS / f"{name}.png", DOCS_SHOTS / f"{name}.png")
-
-
 def test_settings_defaults_apply_to_new_imports_and_campaigns(
     page: Any, chromium_browser: Any, server: Server, ws: Workspace, tmp_path: Path
 ) -> None:
@@ -165,14 +155,13 @@ def test_settings_defaults_apply_to_new_imports_and_campaigns(
     page.fill("#s-dmax", "3")  # below the minimum: refused in the form's words
     page.click("#s-save")
     expect(page.locator("#s-msg")).to_contain_text("Random delay: minimum 30 is above maximum 3")
-    page.fill("#s-dmax", "40")
-    page.fill("#s-cap", "250")
-    page.fill("#s-win-from", "09:00")
-    page.fill("#s-win-to", "20:00")
+    chosen = {"#s-dmax": "40", "#s-cap": "250", "#s-win-from": "09:00", "#s-win-to": "20:00"}
+    for field, value in chosen.items():
+        page.fill(field, value)
     page.select_option("#s-tz", "Europe/London")
     page.click("#s-save")
     expect(page.locator("#s-msg")).to_contain_text("Saved")
-    _shot_page(page, "settings")
+    _shot(page, "settings", "main")
 
     # an import naming no country reads the numbers as GB ones (the CLI, no --region)
     path = tmp_path / "uk-local.csv"
@@ -183,6 +172,12 @@ def test_settings_defaults_apply_to_new_imports_and_campaigns(
     assert shown["name"] == "Ada Hill", shown
     page.click("nav >> text=Contacts")
     expect(page.locator("#region option:checked")).to_have_text("United Kingdom (GB, +44)")
+    # the composer starts from the stored pace and window
+    page.goto(f"{server.url}/campaigns/new")
+    expect(page.locator("#f-rate")).to_have_value("7.0")
+    expect(page.locator("#f-cap")).to_have_value("250")
+    expect(page.locator("#f-win-from")).to_have_value("09:00")
+    expect(page.locator("#f-tz")).to_have_value("Europe/London")
 
     # a campaign whose file has no [pace] and no window gets the stored ones
     with server.api() as api:

@@ -366,12 +366,15 @@ def new_campaign_page(
     from zoneinfo import available_timezones
 
     from campaigns.audiences import list_lists
+    from campaigns.campaign_file import PaceSpec
+    from campaigns.deployment_defaults import read_defaults
     from campaigns.editing import campaign_file, clone_spec
     from campaigns.segments import segments_page
     from campaigns.service import CampaignNotFound
     from gatecast.web.api.instances import list_instance_rows
 
     mode = "edit" if mode == "edit" and source is not None else "clone"
+    defaults = read_defaults(ctx.engine)  # the form starts from the stored ones (decision 63)
     prefill = None
     if source is not None:
         try:
@@ -389,6 +392,10 @@ def new_campaign_page(
         instances=list_instance_rows(ctx)[0],
         timezones=sorted(available_timezones() - {"localtime", "Factory"}),
         prefill=prefill,
+        default_pace=defaults.pace or PaceSpec(),
+        default_window=defaults.window_text(),
+        # the stored window's zone (null: the browser's), decision 63
+        default_zone=defaults.window_zone(),
         mode=mode,
         source_id=source,
         form_key=f"form-{secrets.token_urlsafe(18)}",
