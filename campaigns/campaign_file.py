@@ -929,7 +929,8 @@ def _join(prefix: str, sub: str) -> str:
     return f"{prefix}{sub}" if sub.startswith("[") else f"{prefix}.{sub}"
 
 
-def _field_errors(exc: ValidationError) -> builtins.list[FieldError]:
+def field_errors(exc: ValidationError) -> builtins.list[FieldError]:
+    """Each problem of a failed validation as a :class:`FieldError` (its path, its words)."""
     out: builtins.list[FieldError] = []
     for err in exc.errors():
         # model validators of a submodel put the field name of the class into loc too
@@ -963,7 +964,7 @@ def parse_campaign(data: Mapping[str, Any], source: str = "<campaign>") -> Campa
     try:
         return CampaignSpec.model_validate(dict(data))
     except ValidationError as exc:
-        errors = _field_errors(exc)
+        errors = field_errors(exc)
     for cross in _cross_errors(data):
         if cross not in errors:
             errors.append(cross)
@@ -976,7 +977,7 @@ def parse_schedule(data: Mapping[str, Any], source: str = "<schedule>") -> Sched
     try:
         return ScheduleSpec.model_validate(dict(data))
     except ValidationError as exc:
-        errors = [FieldError(_join("schedule", e.path), e.message) for e in _field_errors(exc)]
+        errors = [FieldError(_join("schedule", e.path), e.message) for e in field_errors(exc)]
     raise CampaignFileError(errors, source)
 
 

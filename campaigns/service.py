@@ -29,6 +29,7 @@ from campaigns.delivery_rows import (
     group_recipients,
     list_recipients,
 )
+from campaigns.deployment_defaults import read_defaults, with_defaults
 from campaigns.failure_reasons import plain_reason
 from campaigns.gateway_events import settle_unknown
 from campaigns.paging import CursorPage, cursors, decode_cursor
@@ -581,8 +582,11 @@ def create_campaign(
     (``GATECAST_MAX_IDENTICAL_IN_ROW``). ``variety`` counts the distinct messages of
     the first recipients and warns when they are few (``campaigns.variety``).
     The render pass only reads, so a big list never holds the database's write lock.
+    A file without ``[pace]`` or a window gets the deployment's stored defaults
+    (``campaigns.deployment_defaults``, decision 65), kept in the stored file.
     """
     now = now or utcnow()
+    spec = with_defaults(spec, read_defaults(engine))
     spec = spec.with_cooldown_default(default_cooldown_hours)
     spec = spec.with_identical_default(default_max_identical)
     start_at = spec.start_at_utc() or now

@@ -658,6 +658,19 @@ class CampaignStateCount(SQLModel, table=True):
     n: int = Field(default=0, sa_type=BigId)
 
 
+class Setting(SQLModel, table=True):
+    """One deployment setting an admin changes on the dashboard's Settings page (issue
+    31): its name and its value as JSON. Read and written only through
+    ``storage.queries.settings``; what the values mean is ``campaigns.deployment_defaults``."""
+
+    __tablename__ = "settings"
+
+    name: str = Field(primary_key=True, max_length=64)
+    value: Any = Field(sa_column=Column(JsonDoc, nullable=False))
+    updated_at: datetime = _created()
+    updated_by: str | None = Field(default=None, max_length=64)
+
+
 class Counter(SQLModel, table=True):
     """Part of a monitoring counter that never goes down, kept by triggers (migration
     0007): sends by outcome and webhook events by kind; summed over ``slot`` like
@@ -880,6 +893,7 @@ __all__ = [
     "SenderChat",
     "SenderHealthChange",
     "SenderLease",
+    "Setting",
     "StatusEvent",
     "Tag",
     "User",

@@ -418,6 +418,15 @@ sender_leases: Final[Table] = Table(
     Column("expires_at", UTCDateTime(), nullable=False),
 )
 
+settings: Final[Table] = Table(
+    "settings",
+    metadata,
+    Column("name", String(length=64), primary_key=True, nullable=False),
+    Column("value", JsonDoc, nullable=False),
+    Column("updated_at", UTCDateTime(), nullable=False),
+    Column("updated_by", String(length=64), nullable=True),
+)
+
 status_events: Final[Table] = Table(
     "status_events",
     metadata,

@@ -135,6 +135,7 @@ def import_cmd(
     A ``tags`` column (comma-separated) tags each row's contact; a ``timezone`` column
     must hold IANA zones (Europe/Berlin), other rows are rejected with the reason.
     A name or attribute cell of NA, N/A, null or - is read as empty."""
+    from campaigns.deployment_defaults import import_region
     from campaigns.importer import ImportFailed, ImportOptions, import_file
     from gatecast.settings import get_settings
 
@@ -149,6 +150,9 @@ def import_cmd(
         if not sep or not column.strip():
             fail(f"--attribute {item!r}: write COLUMN=NAME, or COLUMN= to leave the column out")
         mapped.append((column.strip(), name.strip()))
+    if not file.is_file():
+        fail(f"{file}: no such file")
+    engine = open_engine_or_fail(create=True)
     settings = get_settings()
     opts = ImportOptions(
         attributes=tuple(mapped),
@@ -156,7 +160,7 @@ def import_cmd(
         opt_out=opt_out,
         phone_column=phone_column,
         name_column=name_column,
-        region=(region or settings.default_region).upper(),
+        region=import_region(engine, region, settings.default_region),
         sheet=_sheet(sheet),
         tags=tuple(tag or ()),
         max_bytes=settings.import_max_bytes,
@@ -166,9 +170,6 @@ def import_cmd(
         max_cell_chars=settings.import_max_cell_chars,
         parse_limits=settings.parse_limits(),
     )
-    if not file.is_file():
-        fail(f"{file}: no such file")
-    engine = open_engine_or_fail(create=True)
     show_bar = not as_json and file.stat().st_size >= PROGRESS_MIN_BYTES
     try:
         if show_bar:

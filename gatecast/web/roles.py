@@ -4,10 +4,13 @@ The rule (:func:`required_role`), in order:
 
 1. a route whose template starts with one of :data:`ADMIN_ONLY` needs ``admin``, whatever
    its method: users and their keys, the audit log (reading and export), outbound webhook
-   endpoints (their URLs receive every event, their secrets sign them), erasure, settings;
-2. a dashboard page of :data:`OPERATOR_ONLY` needs ``operator`` (the composer: a form
+   endpoints (their URLs receive every event, their secrets sign them), erasure;
+2. a route whose template starts with one of :data:`ADMIN_TO_CHANGE` needs ``admin`` to
+   change and ``viewer`` to read: the deployment settings (everyone sees the defaults
+   that apply; only admins set them);
+3. a dashboard page of :data:`OPERATOR_ONLY` needs ``operator`` (the composer: a form
    only for changing, so a viewer gets a page saying so instead of a form that fails);
-3. any other route: ``GET``, ``HEAD`` and ``OPTIONS`` need ``viewer``; every other method
+4. any other route: ``GET``, ``HEAD`` and ``OPTIONS`` need ``viewer``; every other method
    (``POST``, ``PUT``, ``PATCH``, ``DELETE``) needs ``operator``.
 
 So a route added later is covered without an edit here: a reading route is open to viewers
@@ -43,10 +46,14 @@ ADMIN_ONLY: tuple[str, ...] = (
     "/api/v1/webhook-endpoints",  # outbound webhook endpoints, their log, replay
     "/api/v1/contacts/{contact_id}/erase",  # erasure
     "/api/v1/contacts/bulk/erase",  # erasure of chosen contacts
-    "/api/v1/settings",  # deployment settings (none changeable yet; reserved)
     "/users",  # the dashboard's Users page
     "/audit",  # the dashboard's Audit page
     "/webhooks",  # the dashboard's Webhooks page (not /webhooks/gateway: open, see above)
+)
+#: route templates (prefixes) every role reads and only admins change
+ADMIN_TO_CHANGE: tuple[str, ...] = (
+    "/api/v1/settings",  # the deployment's defaults (decision 65)
+    "/settings",  # the dashboard's Settings page (its form only for admins)
 )
 #: dashboard pages only operators (and admins) may open: forms that exist only to change
 #: things, which a viewer could fill in but never submit
@@ -66,9 +73,12 @@ def required_role(method: str, template: str) -> str:
     path as declared, e.g. ``/api/v1/campaigns/{campaign_id}/pause``)."""
     if any(_under(template, prefix) for prefix in ADMIN_ONLY):
         return ADMIN
+    reading = method.upper() in READ_METHODS
+    if any(_under(template, prefix) for prefix in ADMIN_TO_CHANGE):
+        return VIEWER if reading else ADMIN
     if template in OPERATOR_ONLY:
         return OPERATOR
-    return VIEWER if method.upper() in READ_METHODS else OPERATOR
+    return VIEWER if reading else OPERATOR
 
 
 def allows(role: str, method: str, template: str) -> bool:

@@ -65,6 +65,10 @@ NAMES = {("campaign", "7"): "November promo", ("list", "4"): "customers"}
             "olga added user 3 (a repeated request: answered from the first, done once)",
         ),
         (_entry("export GET /api/v1/contacts/export"), "olga exported the contacts"),
+        (
+            _entry("PUT /api/v1/settings", target_type="setting"),
+            "olga changed the deployment settings",
+        ),
         (_entry("POST /api/v1/contacts/bulk/add-to-list"), "olga added contacts to a list"),
         (
             _entry("POST /api/v1/contacts/bulk/erase", outcome="refused", status=403),

@@ -105,6 +105,7 @@ def pages(server: Server) -> list[str]:
         "/instances",
         "/users",
         "/audit",
+        "/settings",
         "/webhooks",
         "/campaigns/999999",  # the not-found page
         # last, so that the replies have come meanwhile (_replied waits for them)

@@ -24,6 +24,7 @@ from gatecast.web.api import (
     replies,
     reports,
     segments,
+    settings,
     test_sends,
     users,
     webhook_endpoints,
@@ -63,6 +64,7 @@ for _module in (
     webhook_endpoints,
     users,
     audit,
+    settings,
 ):
     for _route in _module.router.routes:
         # the OpenAPI summary of each operation: the first line of its docstring

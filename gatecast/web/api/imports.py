@@ -37,6 +37,7 @@ from pydantic import BaseModel, Field
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from campaigns import import_runs
+from campaigns.deployment_defaults import import_region
 from campaigns.importer import (
     ImportFailed,
     ImportOptions,
@@ -216,7 +217,7 @@ def _options(
         opt_out=opt_out,
         phone_column=phone_column or None,
         name_column=name_column or None,
-        region=(region or ctx.settings.default_region).upper(),
+        region=import_region(ctx.engine, region, ctx.settings.default_region),
         sheet=sheet_value,
         tags=tuple(t for t in (tags or "").split(",") if t.strip()),
         attributes=_attribute_map(attributes),

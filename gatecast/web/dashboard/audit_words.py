@@ -36,6 +36,7 @@ NOUNS = {
     "api_key": "API key",
     "webhook_endpoint": "webhook endpoint",
     "endpoint": "webhook endpoint",
+    "setting": "the deployment settings",
 }
 
 #: (to do, done) for a POST whose route ends in this part: an action on its target

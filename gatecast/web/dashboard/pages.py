@@ -205,6 +205,7 @@ def contacts_page(
     contact, opt-out."""
     from campaigns import contacts
     from campaigns.audiences import list_lists
+    from campaigns.deployment_defaults import import_region
     from campaigns.paging import BadCursor
     from campaigns.phones import region_names
 
@@ -244,7 +245,7 @@ def contacts_page(
         opted_out=opted_out,
         start=start,
         per_page=CONTACTS_PER_PAGE,
-        default_region=ctx.settings.default_region.upper(),
+        default_region=import_region(ctx.engine, None, ctx.settings.default_region),
         regions=region_names(),
         add_key=f"contact-{secrets.token_urlsafe(18)}",
     )
@@ -365,12 +366,15 @@ def new_campaign_page(
     from zoneinfo import available_timezones
 
     from campaigns.audiences import list_lists
+    from campaigns.campaign_file import PaceSpec
+    from campaigns.deployment_defaults import read_defaults
     from campaigns.editing import campaign_file, clone_spec
     from campaigns.segments import segments_page
     from campaigns.service import CampaignNotFound
     from gatecast.web.api.instances import list_instance_rows
 
     mode = "edit" if mode == "edit" and source is not None else "clone"
+    defaults = read_defaults(ctx.engine)  # the form starts from the stored ones (decision 65)
     prefill = None
     if source is not None:
         try:
@@ -388,6 +392,10 @@ def new_campaign_page(
         instances=list_instance_rows(ctx)[0],
         timezones=sorted(available_timezones() - {"localtime", "Factory"}),
         prefill=prefill,
+        default_pace=defaults.pace or PaceSpec(),
+        default_window=defaults.window_text(),
+        # the stored window's zone (null: the browser's), decision 65
+        default_zone=defaults.window_zone(),
         mode=mode,
         source_id=source,
         form_key=f"form-{secrets.token_urlsafe(18)}",
@@ -514,6 +522,25 @@ def media_page(request: Request, ctx: Ctx, offset: Offset = 0) -> HTMLResponse:
         limits={
             k: size_text(media.kind_limit(k, ctx.settings.media_max_bytes)) for k in media.KINDS
         },
+    )
+
+
+@page.get("/settings")
+def settings_page(request: Request, ctx: Ctx) -> HTMLResponse:
+    """Settings: the defaults of new imports and campaigns (a form for admins, read-only
+    for others) and facts of the deployment (public address, webhook secret set or not,
+    gateway address), decision 65."""
+    from zoneinfo import available_timezones
+
+    from campaigns.phones import region_names
+    from gatecast.web.api.settings import read_settings
+
+    return render(
+        request,
+        "settings.html",
+        s=read_settings(ctx),
+        regions=region_names(),
+        timezones=sorted(available_timezones() - {"localtime", "Factory"}),
     )
 
 

@@ -871,7 +871,7 @@ function gcWatchPreview() {
 // --- start -----------------------------------------------------------------------------------
 (function () {
   const browserZone = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
-  if (GC.spec) { fillForm(GC.spec); } else { gcEnsureOption("f-tz", browserZone); gcKindChanged(); }
+  if (GC.spec) { fillForm(GC.spec); } else { gcEnsureOption("f-tz", GC.zone || browserZone); gcKindChanged(); }
   $("f-type").addEventListener("change", gcKindChanged);
   document.querySelectorAll("input[name=to]").forEach(function (r) { r.addEventListener("change", gcToChanged); });
   document.querySelectorAll("input[name=repeat]").forEach(function (r) { r.addEventListener("change", gcRepeatChanged); });
