@@ -156,10 +156,7 @@ def send_body(message: Message, session: str, chat_id: str) -> tuple[str, dict[s
         sections = [
             {
                 "title": s["title"],
-                "rows": [
-                    {"title": r["title"], "rowId": r["rowId"], "description": r["description"]}
-                    for r in s["rows"]
-                ],
+                "rows": [_row(r) for r in s["rows"]],
             }
             for s in checked["sections"]
         ]
@@ -174,6 +171,14 @@ def send_body(message: Message, session: str, chat_id: str) -> tuple[str, dict[s
         return "sendList", {**base, "message": content}
     reason = unsupported_reason(message_type(message))
     raise RequestValidationError("message", reason or f"{type(message).__name__} is not a message")
+
+
+def _row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A list row (``description`` only when it says something: WAHA's is optional)."""
+    out = {"title": row["title"], "rowId": row["rowId"]}
+    if row.get("description"):
+        out["description"] = row["description"]
+    return out
 
 
 def build_send(instance_id: str, to: str, message: Message) -> GatewayRequest:

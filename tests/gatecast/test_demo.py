@@ -138,3 +138,21 @@ def test_demo_runs_against_evolution_api(tmp_path: Path) -> None:
     failed = {r["error"] for r in rows if r["state"] == "failed"}
     assert failed == {"not on WhatsApp"}, failed
     assert {r["state"] for r in rows} & {"delivered", "read"}  # Evolution's messages.update
+
+
+@pytest.mark.slow
+def test_demo_runs_against_waha(tmp_path: Path) -> None:
+    """``gatecast demo --gateway waha``: the sandbox plays WAHA and gatecast drives it
+    (docs/gateways.md): WAHA takes a number not on WhatsApp and then reports the message
+    failed (``message.ack`` ERROR), statuses come as WAHA's ``message.ack`` events."""
+    command, env = _demo_command(tmp_path, "--gateway", "waha")
+    done = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "(waha dialect)" in done.stdout
+    with (tmp_path / "reports" / "november-promo.csv").open(encoding="utf-8-sig") as fh:
+        rows = list(csv.DictReader(fh))
+    failed = [r for r in rows if r["state"] == "failed"]
+    assert failed, rows  # the demo's numbers not on WhatsApp
+    assert {r["state"] for r in rows} & {"delivered", "read"}  # WAHA's message.ack
