@@ -22,7 +22,15 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from gateway.classify import classify_http_status, parse_body
+from gateway.classify import parse_body
+from gateway.dialects.shared import (
+    button_fields,
+    classify_error,
+    file_name,
+    not_an_object,
+    operation_failed,
+    recipient,
+)
 from gateway.errors import GatewayError, RequestValidationError
 from gateway.messages import (
     Interactive,
@@ -36,11 +44,8 @@ from gateway.messages import (
 from gateway.outcomes import InstanceProblem, OutcomeKind, SendOutcome
 from gateway.requests import (
     GatewayRequest,
-    button_params,
     is_group,
-    normalise_number,
     template_body,
-    validate_group_id,
     validate_http_url,
     validate_instance_id,
 )
@@ -50,8 +55,6 @@ from gateway.requests import (
 #: posts it where the others post ``message``); subscribing to both would bring each
 #: incoming message twice. Our own messages in it (``fromMe``) are ignored.
 WEBHOOK_EVENTS: tuple[str, ...] = ("message.any", "message.ack", "session.status")
-#: gatecast's button kinds -> WAHA's ``Button.type`` (chatting.buttons.dto)
-_BUTTON_TYPES = {"quick_reply": "reply", "cta_url": "url", "cta_call": "call", "cta_copy": "copy"}
 #: a voice note: WAHA's sendVoice wants OGG/Opus; other audio goes as a file
 _VOICE_TYPES = ("audio/ogg", "audio/opus")
 _NOT_WORKING = "session status is not as expected"
@@ -83,15 +86,8 @@ def _name(instance_id: str) -> str:
 
 def _chat_id(to: str, message: Message) -> str:
     """WAHA's ``chatId``: ``<digits>@c.us`` for a person, the group's ``...@g.us``."""
-    if not isinstance(to, str):
-        raise RequestValidationError("to", "must be a string")
-    if is_group(to):
-        if not isinstance(message, (Text, Media)):
-            raise RequestValidationError(
-                "message", f"groups take text and media only, not {message_type(message)}"
-            )
-        return validate_group_id(to, "to")
-    return normalise_number(to, "to") + "@c.us"
+    chat = recipient(to, message)
+    return chat if is_group(chat) else chat + "@c.us"
 
 
 def _media_endpoint(message: Media, url: str) -> tuple[str, str]:
@@ -122,29 +118,16 @@ def send_body(message: Message, session: str, chat_id: str) -> tuple[str, dict[s
         url = validate_http_url(message.media_url, "message.media_url")
         endpoint, mime = _media_endpoint(message, url)
         file: dict[str, Any] = {"url": url, "mimetype": mime}
-        if message.filename:
-            if "/" in message.filename or "\\" in message.filename:
-                raise RequestValidationError("message.filename", "must be a file name, not a path")
-            file["filename"] = message.filename
+        name = file_name(message)
+        if name:
+            file["filename"] = name
         body = {**base, "file": file}
         if message.caption and endpoint != "sendVoice":
             body["caption"] = message.caption
         return endpoint, body
     if isinstance(message, Interactive):
         template_body(message)  # the spec dialect's checks: texts, ids used once
-        buttons = []
-        for i, b in enumerate(message.buttons):
-            params = button_params(b, f"message.buttons[{i}]")
-            button: dict[str, Any] = {"type": _BUTTON_TYPES[b.kind], "text": params["display_text"]}
-            for ours, theirs in (
-                ("id", "id"),
-                ("url", "url"),
-                ("phone_number", "phoneNumber"),
-                ("copy_code", "copyCode"),
-            ):
-                if ours in params:
-                    button[theirs] = params[ours]
-            buttons.append(button)
+        buttons = [button_fields(b, i, "text") for i, b in enumerate(message.buttons)]
         body = {**base, "body": message.text, "buttons": buttons}
         if message.title:
             body["header"] = message.title
@@ -332,9 +315,9 @@ def classify_send(
     sender (STARTING: retry soon); a missing session is an instance problem; a feature
     of WAHA Plus or one the engine lacks is refused with WAHA's words; the rest as the
     spec dialect's HTTP statuses (gateway/classify.py)."""
-    body = parse_body(content)
+    doc = parse_body(content).doc
     if 200 <= status < 300:
-        message_id = _sent_id(body.doc)
+        message_id = _sent_id(doc)
         if message_id:
             return SendOutcome(OutcomeKind.ACCEPTED, message_id=message_id, http_status=status)
         return SendOutcome(
@@ -342,12 +325,7 @@ def classify_send(
             reason="WAHA answered without the message's id: whether it left is unknown",
             http_status=status,
         )
-    refused = _refusal(status, body.doc)
-    if refused is not None:
-        return refused
-    by_status = classify_http_status(status, headers, now=now)
-    assert by_status is not None  # not 2xx
-    return by_status
+    return classify_error(status, headers, lambda: _refusal(status, doc), now)
 
 
 def interpret_operation(
@@ -370,26 +348,11 @@ def interpret_operation(
                 f"{operation}: This instance is already logged in",
                 http_status=status,
             )
-        outcome = _refusal(status, doc) or classify_http_status(status, headers, now=now)
-        assert outcome is not None
-        detail = error_text(doc)
-        reason = (
-            f"{outcome.reason} ({detail[:200]})"
-            if detail and detail not in outcome.reason
-            else outcome.reason
-        )
-        raise GatewayError(
-            outcome.kind, outcome.problem, f"{operation}: {reason}", http_status=status
-        )
+        operation_failed(operation, status, headers, _refusal(status, doc), error_text(doc), now)
     if not isinstance(doc, Mapping):
         if doc is None and operation != "get_qrcode":
             return {}  # an empty 2xx body: done
-        raise GatewayError(
-            OutcomeKind.AMBIGUOUS,
-            None,
-            f"{operation}: the gateway answered without a JSON object; whether it acted is unknown",
-            http_status=status,
-        )
+        raise not_an_object(operation, status)
     if operation == "create_instance":
         name = doc.get("name")
         return {"instance_id": name} if isinstance(name, str) and name.strip() else {}
