@@ -14,7 +14,6 @@ then gets ``message.ack`` ERROR, as WAHA's engines report it (docs/sandbox.md).
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +22,15 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from gateway.sandbox.events_out import waha_me
+from gateway.sandbox.faces import (
+    answer,
+    json_body,
+    spec_buttons,
+    spec_interactive,
+    spec_list,
+    spec_send,
+)
+from gateway.sandbox.faces import text as _text
 from gateway.sandbox.records import CONNECTED, CREATED, LOGGED_OUT, WAITING_SCAN
 from gateway.sandbox.refusals import (
     INSTANCE_INVALID,
@@ -33,7 +41,7 @@ from gateway.sandbox.refusals import (
     TOKEN_UNKNOWN,
     GatewayRefusal,
 )
-from gateway.sandbox.validation import ValidSend, validate_group, validate_send, validate_template
+from gateway.sandbox.validation import ValidSend
 
 if TYPE_CHECKING:
     from gateway.sandbox.server import _Sandbox
@@ -51,13 +59,6 @@ EVENTS = frozenset(
         "label.chat.deleted", "event.response", "event.response.failed", "engine.event", "*",
     }
 )  # fmt: skip
-#: WAHA's button types -> the spec's interactive button names and their keys
-_BUTTONS = {
-    "reply": ("quick_reply", (("text", "display_text"), ("id", "id"))),
-    "url": ("cta_url", (("text", "display_text"), ("url", "url"))),
-    "call": ("cta_call", (("text", "display_text"), ("phoneNumber", "phone_number"))),
-    "copy": ("cta_copy", (("text", "display_text"), ("copyCode", "copy_code"))),
-}
 _STATUSES = {
     CONNECTED: "WORKING",
     WAITING_SCAN: "SCAN_QR_CODE",
@@ -68,27 +69,22 @@ SENDS = ("sendText", "sendImage", "sendFile", "sendVideo", "sendVoice", "sendBut
 _NOT_EXPECTED = "Session status is not as expected. Try again later or restart the session"
 
 
-def _answer(body: Any, status: int = 200) -> Response:
-    data = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
-    return Response(data, status_code=status, media_type="application/json")
-
-
 def error(status: int, message: Any) -> Response:
     """A NestJS error answer (WAHA passes HttpExceptions through as they are)."""
-    return _answer({"statusCode": status, "message": message, "error": _ERRORS.get(status)}, status)
+    return answer({"statusCode": status, "message": message, "error": _ERRORS.get(status)}, status)
 
 
 def not_expected(name: str, state: str, expected: str) -> Response:
     """WAHA's 422 for a session in the wrong status (the object it throws, as is)."""
     body = {"error": _NOT_EXPECTED, "session": name, "status": state, "expected": [expected]}
-    return _answer(body, 422)
+    return answer(body, 422)
 
 
 def _refusal(exc: GatewayRefusal, name: str | None, status: str) -> Response:
     """The sandbox's refusal as WAHA words and codes it."""
     text = exc.message
     if text in (TOKEN_REQUIRED, TOKEN_UNKNOWN):
-        return _answer({"message": "Unauthorized", "statusCode": 401}, 401)
+        return answer({"message": "Unauthorized", "statusCode": 401}, 401)
     if text in (INSTANCE_INVALID, INSTANCE_REQUIRED):
         return error(404, f"We didn't find a session with name '{name or ''}'.")
     if text in (NOT_ACTIVATED, RELOGIN):
@@ -96,19 +92,6 @@ def _refusal(exc: GatewayRefusal, name: str | None, status: str) -> Response:
     if "already in use" in text:
         return error(422, f"Session '{name}' already exists. Use PUT to update it.")
     return error(400, [text])
-
-
-async def _json_body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    try:
-        body = json.loads(raw) if raw.strip() else {}
-    except ValueError:
-        return {}
-    return body if isinstance(body, dict) else {}
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else ""
 
 
 def _validate(kind: str, body: dict[str, Any]) -> ValidSend:
@@ -137,29 +120,15 @@ def _validate(kind: str, body: dict[str, Any]) -> ValidSend:
     elif group:
         raise GatewayRefusal("groups take text and media only")
     elif kind == "sendButtons":
-        buttons = []
-        for b in body.get("buttons") or []:
-            if not isinstance(b, dict) or b.get("type", "reply") not in _BUTTONS:
-                raise GatewayRefusal("buttons.type must be one of: reply, url, call, copy")
-            name, keys = _BUTTONS[b.get("type", "reply")]
-            fields = {ours: b.get(theirs) for theirs, ours in keys}
-            buttons.append({"name": name, "buttonParamsJson": json.dumps(fields)})
-        message: dict[str, Any] = {"text": _text(body.get("body")) or _text(body.get("header"))}
-        message["interactiveButtons"] = buttons
-        return validate_template({"number": number, "type": "interactive", "message": message})
+        words = _text(body.get("body")) or _text(body.get("header"))
+        return spec_interactive(number, words, spec_buttons(body.get("buttons"), "text", "reply"))
     else:
         content = body.get("message")
         if not isinstance(content, dict):
             raise GatewayRefusal("message must be an object")
-        template = {
-            "text": _text(content.get("description")) or _text(content.get("title")),
-            "buttonText": _text(content.get("button")),
-            "sections": content.get("sections"),
-        }
-        return validate_template({"number": number, "type": "list", "message": template})
-    if group:
-        return validate_group({"group_id": number, **params}, "spec")
-    return validate_send({"number": number, **params}, "spec")
+        words = _text(content.get("description")) or _text(content.get("title"))
+        return spec_list(number, words, _text(content.get("button")), content.get("sections"))
+    return spec_send(number, params)
 
 
 def _sent(result: dict[str, Any]) -> Response:
@@ -167,7 +136,7 @@ def _sent(result: dict[str, Any]) -> Response:
     detail = result.get("data") or result.get("message")
     message = dict(detail) if isinstance(detail, dict) else {}
     message.setdefault("status", "PENDING")
-    return _answer(message, 201)
+    return answer(message, 201)
 
 
 class WahaRoutes:
@@ -214,7 +183,7 @@ class WahaRoutes:
     async def create(self, request: Request) -> Response:
         """``name`` names the session (gatecast's instance id); ``start`` starts it."""
         await self.sb._latency()
-        body = await _json_body(request)
+        body = await json_body(request)
         name = body.get("name")
         if not isinstance(name, str) or not name.strip():
             return error(400, ["name must be a string"])  # the sandbox always wants one
@@ -225,7 +194,7 @@ class WahaRoutes:
                 self.state.create_instance(request.headers.get("x-api-key"), name)
             except GatewayRefusal as exc:
                 return self._refused(exc, name)
-            return _answer(self._info(name), 201)
+            return answer(self._info(name), 201)
 
     async def info(self, request: Request) -> Response:
         """``{"name", "status", "config", "me"}``."""
@@ -235,14 +204,14 @@ class WahaRoutes:
                 self.state.instance_for(request.headers.get("x-api-key"), name)
             except GatewayRefusal as exc:
                 return self._refused(exc, name)
-            return _answer(self._info(name))
+            return answer(self._info(name))
 
     async def update(self, request: Request) -> Response:
         """``{"config": {"webhooks": [{"url", "events"}]}}``: the session's webhook (none:
         disabled). Unknown events are refused as WAHA's validation does (400)."""
         await self.sb._latency(self.sb.cfg.webhook_latency_ms)
         name = request.path_params["name"]
-        body = await _json_body(request)
+        body = await json_body(request)
         config = body.get("config")
         hooks = (config.get("webhooks") if isinstance(config, dict) else None) or []
         if not isinstance(hooks, list) or not all(isinstance(h, dict) for h in hooks):
@@ -261,7 +230,7 @@ class WahaRoutes:
             except GatewayRefusal as exc:
                 return self._refused(exc, name)
             self.webhooks[name] = hooks
-            return _answer(self._info(name))
+            return answer(self._info(name))
 
     def operation(self, op: str) -> Callable[[Request], Awaitable[Response]]:
         """Start, logout or restart (the state's ``reboot`` when a start needs a scan,
@@ -286,7 +255,7 @@ class WahaRoutes:
                         self.state.reconnect(token, name)
                 except GatewayRefusal as exc:
                     return self._refused(exc, name)
-                return _answer(self._info(name), 201)
+                return answer(self._info(name), 201)
 
         return handler
 
@@ -311,7 +280,7 @@ class WahaRoutes:
                 return self._refused(exc, name)
         data = str(qr["base64"]).split(",", 1)[-1]
         if request.headers.get("accept") == "application/json":
-            return _answer({"mimetype": "image/png", "data": data})
+            return answer({"mimetype": "image/png", "data": data})
         return Response(base64.b64decode(data), media_type="image/png")
 
     def send(self, kind: str) -> Callable[[Request], Awaitable[Response]]:
@@ -319,7 +288,7 @@ class WahaRoutes:
 
         async def handler(request: Request) -> Response:
             await self.sb._latency()
-            body = await _json_body(request)
+            body = await json_body(request)
             name = _text(body.get("session")) or "default"
 
             def refuse(exc: GatewayRefusal) -> Response:
