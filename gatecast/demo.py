@@ -72,7 +72,7 @@ class DemoOptions:
     seed: int | None = None  # None: a fresh seed per run (message ids must not repeat)
     settle_seconds: float = 20.0
     keep_serving: bool = False
-    gateway: Literal["spec", "evolution"] = "spec"  # the sandbox's dialect, gatecast's kind
+    gateway: Literal["spec", "evolution", "waha"] = "spec"  # the sandbox's dialect, gatecast's kind
 
 
 def slugify(name: str) -> str:

@@ -66,10 +66,11 @@ class Settings(BaseSettings):
 
     gateway_url: str = Field("", description="The gateway's base URL, e.g. https://gw.example")
     gateway_prefix: Literal["api", "messenger_api"] = "api"
-    gateway_kind: Literal["spec", "evolution"] = Field(
+    gateway_kind: Literal["spec", "evolution", "waha"] = Field(
         "spec",
         description="Which gateway family GATECAST_GATEWAY_URL is: spec (the spec's "
-        "gateway) or evolution (Evolution API v2; the key is GATECAST_ACCESS_TOKEN)",
+        "gateway), evolution (Evolution API v2) or waha (WAHA); the key is "
+        "GATECAST_ACCESS_TOKEN",
     )
     access_token: SecretStr = SecretStr("")
     database_url: str = "sqlite:///gatecast.db"

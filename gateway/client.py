@@ -26,7 +26,7 @@ from gateway.classify import (
     is_certainly_unsent,
     qr_data_uri_of,
 )
-from gateway.dialects import GatewayKind
+from gateway.dialects import GATEWAY_KINDS, GatewayKind, waha
 from gateway.dialects import evolution as evo
 from gateway.errors import GatewayError, RequestValidationError, install_log_redaction, redact
 from gateway.messages import Message
@@ -68,6 +68,10 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+#: the modules of the gateway families besides the spec's (docs/architecture.md)
+_DIALECTS: dict[str, Any] = {"evolution": evo, "waha": waha}
+
+
 class ClientCore:
     """Everything the sync and async clients share: configuration, URLs, credentials,
     the remembered instance-operation method, and turning responses into results."""
@@ -93,13 +97,17 @@ class ClientCore:
             raise RequestValidationError("timeout", "must be positive")
         if connect_retries < 0:
             raise RequestValidationError("connect_retries", "must not be negative")
-        if kind not in ("spec", "evolution"):
-            raise RequestValidationError("kind", f"{kind!r} is not 'spec' or 'evolution'")
+        if kind not in GATEWAY_KINDS:
+            raise RequestValidationError(
+                "kind", f"{kind!r} is not one of {', '.join(GATEWAY_KINDS)}"
+            )
         self.kind: GatewayKind = kind
-        # Evolution API's routes hang off the base URL itself, without a prefix
+        #: the family's module (requests, outcomes); None: the spec's gateway
+        self.dialect = _DIALECTS.get(kind)
+        # Evolution API's and WAHA's routes hang off the base URL itself, without a prefix
         self.base = (
             validate_http_url(base_url, "base_url").rstrip("/") + "/"
-            if kind == "evolution"
+            if self.dialect is not None
             else base_path(base_url, prefix)
         )
         self.prefix = prefix
@@ -121,6 +129,8 @@ class ClientCore:
         headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
         if self.kind == "evolution":
             headers["apikey"] = self._token  # Evolution API reads its key from this header
+        elif self.kind == "waha":
+            headers["X-Api-Key"] = self._token  # WAHA's key header
         return {
             "base_url": self.base,
             "timeout": self.timeout,
@@ -140,8 +150,8 @@ class ClientCore:
         return redact(text, (self._token,))
 
     def repr_for(self, cls: str) -> str:
-        if self.kind == "evolution":
-            return f"{cls}(base_url={self.display_base()!r}, kind='evolution')"
+        if self.dialect is not None:
+            return f"{cls}(base_url={self.display_base()!r}, kind={self.kind!r})"
         return (
             f"{cls}(base_url={self.display_base()!r}, prefix={self.prefix!r}, "
             f"send_method={self.send_method!r})"
@@ -155,8 +165,9 @@ class ClientCore:
 
     def build_send(self, instance_id: str, to: str, message: Message) -> GatewayRequest:
         """The request that sends ``message`` in this client's dialect."""
-        if self.kind == "evolution":
-            return evo.build_send(instance_id, to, message)
+        if self.dialect is not None:
+            req: GatewayRequest = self.dialect.build_send(instance_id, to, message)
+            return req
         return build_send(instance_id, to, message, send_method=self.send_method)
 
     # -- requests -----------------------------------------------------------------
@@ -195,7 +206,7 @@ class ClientCore:
     def send_outcome(
         self, response: httpx.Response | WireResponse, req: GatewayRequest
     ) -> SendOutcome:
-        classify = evo.classify_send if self.kind == "evolution" else classify_send_response
+        classify = self.dialect.classify_send if self.dialect else classify_send_response
         outcome = classify(
             response.status_code, response.headers, response.content, now=self.clock()
         )
@@ -231,7 +242,7 @@ class ClientCore:
 
     def instance_doc(self, operation: str, response: httpx.Response) -> Mapping[str, Any]:
         interpret = (
-            evo.interpret_operation if self.kind == "evolution" else interpret_instance_response
+            self.dialect.interpret_operation if self.dialect else interpret_instance_response
         )
         try:
             return interpret(
@@ -249,8 +260,9 @@ class ClientCore:
     def build_operation(
         self, operation: str, instance_id: str | None, method: HttpMethod, extra: dict[str, str]
     ) -> GatewayRequest:
-        if self.kind == "evolution":
-            return evo.build_operation(operation, instance_id, extra)
+        if self.dialect is not None:
+            req: GatewayRequest = self.dialect.build_operation(operation, instance_id, extra)
+            return req
         if operation == "set_webhook":
             return build_set_webhook(
                 instance_id or "",

@@ -255,6 +255,8 @@ def _phone_of(jid: str) -> str | None:
 # --------------------------------------------------------------------------- dispatch
 def _parse_one(body: _Json, path: str) -> list[Event]:
     top = _obj(body, path)
+    if "session" in top and "payload" in top and isinstance(top.get("event"), str):
+        return _waha(top, path)  # WAHA's envelope (docs/gateways.md)
     instance_id = _opt_str(top, "instance_id", path) or _opt_str(top, "instanceId", path)
     if instance_id is None and isinstance(top.get("instance"), str):  # Evolution API
         instance_id = top["instance"].strip() or None
@@ -605,6 +607,95 @@ def _message(iid: str | None, name: str, payload: _Json, path: str) -> list[Even
         sender = _first_str(entry, ("from", "chat"), p) or chat
         out.append(_incoming(iid, mid, chat, text, at, sender, choice=_spec_choice(entry)))
     return out
+
+
+# --------------------------------------------------------------------------- WAHA
+#: WAHA's ``ack`` levels (WAMessageAck): -1 ERROR .. 4 PLAYED
+_WAHA_ACKS = {
+    -1: DeliveryStatus.FAILED,
+    0: DeliveryStatus.PENDING,
+    1: DeliveryStatus.SENT,
+    2: DeliveryStatus.DELIVERED,
+    3: DeliveryStatus.READ,
+    4: DeliveryStatus.PLAYED,
+}
+_WAHA_SESSION_STATES = {
+    "WORKING": "connected",
+    "SCAN_QR_CODE": "waiting_scan",
+    "STOPPED": "disconnected",
+    "FAILED": "logged_out",  # the session needs a new scan (or a restart)
+}
+_WAHA_PRESENCES = {"online": "available", "offline": "unavailable", "typing": "composing"}
+
+
+def _waha(top: Mapping[str, Any], path: str) -> list[Event]:
+    """WAHA's ``{"event", "session", "payload", "me", "engine", ...}``: ``message`` and
+    ``message.any`` (GOWS) for incoming messages, ``message.ack`` (and
+    ``message.ack.group``) for statuses, ``session.status``, ``presence.update``. The
+    session name is the instance id; message ids are kept bare
+    (:func:`gateway.dialects.waha.message_id_of`)."""
+    from gateway.dialects.waha import message_id_of
+
+    iid = _req_str(top, "session", path)
+    name = str(top["event"]).strip()
+    payload = top.get("payload")
+    pp = _join(path, "payload")
+    if name in ("message", "message.any"):
+        msg = _obj(payload, pp)
+        mid = message_id_of(msg.get("id"))
+        if mid is None:
+            raise MalformedEvent(f"{_join(pp, 'id')}: missing")
+        chat = _req_str(msg, "from", pp)
+        if _truthy(msg.get("fromMe")) or chat == "status@broadcast":
+            return [UnknownEvent(iid, name, msg)]  # our own message (message.any)
+        raw = msg.get("_data")
+        content = raw.get("message") if isinstance(raw, Mapping) else None
+        choice = _choice_of(content) if isinstance(content, Mapping) else _NO_CHOICE
+        reply_to = msg.get("replyTo")
+        if choice.quoted_id is None and isinstance(reply_to, Mapping):
+            quoted = message_id_of(reply_to.get("id"))
+            choice = _Choice(choice.button_id, choice.row_id, quoted and quoted[:128])
+        text = _opt_str(msg, "body", pp) or (
+            _text_of(_obj(content, pp)) if isinstance(content, Mapping) else ""
+        )
+        sender = _opt_str(msg, "participant", pp) or chat
+        at = _timestamp(msg.get("timestamp"))
+        return [_incoming(iid, mid, chat, text, at, sender, choice=choice)]
+    if name in ("message.ack", "message.ack.group"):
+        ack = _obj(payload, pp)
+        mid = message_id_of(ack.get("id"))
+        if mid is None:
+            raise MalformedEvent(f"{_join(pp, 'id')}: missing")
+        if "fromMe" in ack and not _truthy(ack.get("fromMe")):
+            return [UnknownEvent(iid, name, ack)]  # a status of a message we received
+        level = ack.get("ack")
+        if isinstance(level, bool) or not isinstance(level, int):
+            raise MalformedEvent(f"{_join(pp, 'ack')}: expected an ack level, got {_kind(level)}")
+        status = _WAHA_ACKS.get(level)
+        if status is None:
+            return [UnknownEvent(iid, name, ack)]
+        to = _opt_str(ack, "to", pp)
+        at = _timestamp(top.get("timestamp"))  # the event's time (milliseconds)
+        return [MessageStatus(iid, mid, status, chat=to, at=at)]
+    if name == "session.status":
+        data = _obj(payload, pp)
+        raw_state = _req_str(data, "status", pp)
+        state = _WAHA_SESSION_STATES.get(raw_state.upper())
+        if state is None:  # STARTING: on its way
+            return [UnknownEvent(iid, name, data)]
+        me = top.get("me")
+        me_id = me.get("id") if isinstance(me, Mapping) else None
+        phone = _phone_of(me_id) if isinstance(me_id, str) else None
+        return [ConnectionStatus(iid, state, raw_state, phone if state == "connected" else None)]
+    if name == "presence.update":
+        data = _obj(payload, pp)
+        chat = _req_str(data, "id", pp)
+        out: list[Event] = []
+        for item, ip in _items(data.get("presences") or [], _join(pp, "presences")):
+            last = _req_str(_obj(item, ip), "lastKnownPresence", ip).lower()
+            out.append(Presence(iid, chat, _WAHA_PRESENCES.get(last, last)))
+        return out
+    return [UnknownEvent(iid, name, payload)]
 
 
 # ------------------------------------------------------------- presence, qr, connection

@@ -30,8 +30,9 @@ from gateway.messages import (
 )
 
 HttpMethod = Literal["GET", "POST"]
-#: every method a request goes out with (Evolution API logs out with DELETE)
-WireMethod = Literal["GET", "POST", "DELETE"]
+#: every method a request goes out with (Evolution API logs out with DELETE; WAHA
+#: updates a session's config with PUT)
+WireMethod = Literal["GET", "POST", "PUT", "DELETE"]
 SendMethod = Literal["get", "post"]
 Prefix = Literal["api", "messenger_api"]
 PREFIXES: tuple[str, ...] = ("api", "messenger_api")
@@ -59,7 +60,8 @@ class GatewayRequest:
 
     ``params`` go in the query string, ``json`` (when not None) is the body.
     ``credentials`` says where the client adds ``access_token``: ``"query"`` or ``"body"``;
-    ``"header"``: nowhere, the client's headers carry it (Evolution API's ``apikey``).
+    ``"header"``: nowhere, the client's headers carry it (Evolution API's ``apikey``,
+    WAHA's ``X-Api-Key``).
     """
 
     method: WireMethod

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 from rich.console import Console
@@ -30,16 +30,21 @@ def register(app: typer.Typer) -> None:
         gateway: str = typer.Option(
             "spec",
             "--gateway",
-            help="The gateway the sandbox plays and gatecast drives: spec or evolution "
-            "(Evolution API v2).",
+            help="The gateway the sandbox plays and gatecast drives: spec, evolution "
+            "(Evolution API v2) or waha (WAHA).",
         ),
     ) -> None:
         """Run the whole product once against an embedded sandbox gateway."""
         from gatecast.demo import DemoOptions, run_demo
         from gatecast.settings import get_settings
 
-        if gateway not in ("spec", "evolution"):
-            raise typer.BadParameter("must be spec or evolution", param_hint="--gateway")
+        kinds: dict[str, Literal["spec", "evolution", "waha"]] = {
+            "spec": "spec",
+            "evolution": "evolution",
+            "waha": "waha",
+        }
+        if gateway not in kinds:
+            raise typer.BadParameter("must be spec, evolution or waha", param_hint="--gateway")
         log_to_stderr(logging.WARNING)
         code = run_demo(
             get_settings(),
@@ -47,7 +52,7 @@ def register(app: typer.Typer) -> None:
                 database_url=database,
                 reports_dir=reports_dir,
                 keep_serving=serve,
-                gateway="evolution" if gateway == "evolution" else "spec",
+                gateway=kinds[gateway],
             ),
             Console(),
         )

@@ -63,8 +63,9 @@ def sandbox(
     dialect: Annotated[
         str,
         typer.Option(
-            help="spec (POST instance routes, spec events), reference, or evolution "
-            "(the routes, apikey header and events of Evolution API v2)."
+            help="spec (POST instance routes, spec events), reference, evolution "
+            "(the routes, apikey header and events of Evolution API v2) or waha (WAHA's "
+            "routes, X-Api-Key header and events)."
         ),
     ] = "spec",
     seed: Annotated[int, typer.Option(help="Seed of every random choice.")] = 0,
@@ -188,13 +189,16 @@ def sandbox(
     """Run the local gateway emulator (both bases /api and /messenger_api) until Ctrl-C."""
     from gateway.sandbox import SandboxConfig, run_sandbox_in_thread
 
-    dialects: dict[str, Literal["spec", "reference", "evolution"]] = {
+    dialects: dict[str, Literal["spec", "reference", "evolution", "waha"]] = {
         "spec": "spec",
         "reference": "reference",
         "evolution": "evolution",
+        "waha": "waha",
     }
     if dialect not in dialects:
-        raise typer.BadParameter("must be spec or reference (or evolution)", param_hint="--dialect")
+        raise typer.BadParameter(
+            "must be spec or reference (or evolution, waha)", param_hint="--dialect"
+        )
     chosen = dialects[dialect]
     try:
         cfg = SandboxConfig(
@@ -268,4 +272,6 @@ def _routes(dialect: str) -> str:
     """Where the sandbox's gateway routes are, in the startup line."""
     if dialect == "evolution":
         return "Evolution API routes at the root, key in the apikey header"
+    if dialect == "waha":
+        return "WAHA routes under /api, key in the X-Api-Key header"
     return "bases /api and /messenger_api"

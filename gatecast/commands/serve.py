@@ -95,7 +95,7 @@ def serve(
             sb = stack.enter_context(  # in the dialect of GATECAST_GATEWAY_KIND
                 embedded_sandbox(
                     status_delays=(0.2, 1.0, 3.0),
-                    dialect="evolution" if settings.gateway_kind == "evolution" else "spec",
+                    dialect=settings.gateway_kind,
                 )
             )
             settings = settings.model_copy(

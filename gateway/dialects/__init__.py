@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-GatewayKind = Literal["spec", "evolution"]
-GATEWAY_KINDS: tuple[GatewayKind, ...] = ("spec", "evolution")
+GatewayKind = Literal["spec", "evolution", "waha"]
+GATEWAY_KINDS: tuple[GatewayKind, ...] = ("spec", "evolution", "waha")
 
 
 def refusal_of(kind: str, message_type: str) -> str | None:
@@ -20,6 +20,10 @@ def refusal_of(kind: str, message_type: str) -> str | None:
         from gateway.dialects.evolution import unsupported_reason
 
         return unsupported_reason(message_type)
+    if kind == "waha":
+        from gateway.dialects import waha
+
+        return waha.unsupported_reason(message_type)
     return None
 
 

@@ -18,7 +18,15 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from gateway.classify import classify_http_status, classify_send_response, parse_body
+from gateway.classify import classify_send_response, parse_body
+from gateway.dialects.shared import (
+    button_fields,
+    classify_error,
+    file_name,
+    not_an_object,
+    operation_failed,
+    recipient,
+)
 from gateway.errors import GatewayError, RequestValidationError
 from gateway.messages import (
     Interactive,
@@ -32,11 +40,7 @@ from gateway.messages import (
 from gateway.outcomes import InstanceProblem, OutcomeKind, SendOutcome
 from gateway.requests import (
     GatewayRequest,
-    button_params,
-    is_group,
-    normalise_number,
     template_body,
-    validate_group_id,
     validate_http_url,
     validate_instance_id,
 )
@@ -51,8 +55,6 @@ WEBHOOK_EVENTS: tuple[str, ...] = (
     "MESSAGES_UPDATE",
     "PRESENCE_UPDATE",
 )
-#: gatecast's button kinds -> Evolution's ``Button.type``
-_BUTTON_TYPES = {"quick_reply": "reply", "cta_url": "url", "cta_call": "call", "cta_copy": "copy"}
 _MEDIA_TYPES = ("image", "video", "audio")
 _NOT_ON_APP = '"exists":false'
 _CLOSED_MARKERS = ("connection closed", "not connected", "connection failure")
@@ -78,18 +80,6 @@ def _path(instance_id: str) -> str:
     return quote(validate_instance_id(instance_id), safe="")
 
 
-def _recipient(to: str, message: Message) -> str:
-    if not isinstance(to, str):
-        raise RequestValidationError("to", "must be a string")
-    if is_group(to):
-        if not isinstance(message, (Text, Media)):
-            raise RequestValidationError(
-                "message", f"groups take text and media only, not {message_type(message)}"
-            )
-        return validate_group_id(to, "to")
-    return normalise_number(to, "to")
-
-
 def _media_type(message: Media, url: str) -> tuple[str, str | None]:
     """Evolution's ``mediatype`` (image, video, audio or document) and the MIME type."""
     name = message.filename or urlsplit(url).path.rsplit("/", 1)[-1]
@@ -113,29 +103,13 @@ def send_body(message: Message, number: str) -> tuple[str, dict[str, Any]]:
             body["caption"] = message.caption
         if mime:
             body["mimetype"] = mime
-        if message.filename:
-            if "/" in message.filename or "\\" in message.filename:
-                raise RequestValidationError("message.filename", "must be a file name, not a path")
-            body["fileName"] = message.filename
+        name = file_name(message)
+        if name:
+            body["fileName"] = name
         return "sendMedia", body
     if isinstance(message, Interactive):
         template_body(message)  # the spec dialect's checks: texts, ids used once
-        buttons = []
-        for i, b in enumerate(message.buttons):
-            params = button_params(b, f"message.buttons[{i}]")
-            button: dict[str, Any] = {
-                "type": _BUTTON_TYPES[b.kind],
-                "displayText": params["display_text"],
-            }
-            for ours, theirs in (
-                ("id", "id"),
-                ("url", "url"),
-                ("phone_number", "phoneNumber"),
-                ("copy_code", "copyCode"),
-            ):
-                if ours in params:
-                    button[theirs] = params[ours]
-            buttons.append(button)
+        buttons = [button_fields(b, i, "displayText") for i, b in enumerate(message.buttons)]
         body = {
             "number": number,
             "title": message.title or message.text,
@@ -174,7 +148,7 @@ def build_send(instance_id: str, to: str, message: Message) -> GatewayRequest:
     name = _path(instance_id)
     if not isinstance(message, (Text, Media, Interactive, LegacyTemplate, ListMessage)):
         raise RequestValidationError("message", f"{type(message).__name__} is not a message")
-    number = _recipient(to, message)
+    number = recipient(to, message)
     endpoint, body = send_body(message, number)
     return GatewayRequest("POST", f"message/{endpoint}/{name}", json=body, credentials="header")
 
@@ -274,12 +248,7 @@ def classify_send(
     if 200 <= status < 300:
         return classify_send_response(status, headers, content, now=now)
     text = error_text(parse_body(content).doc)
-    refused = _refusal(status, text)
-    if refused is not None:
-        return refused
-    by_status = classify_http_status(status, headers, now=now)
-    assert by_status is not None  # not 2xx
-    return by_status
+    return classify_error(status, headers, lambda: _refusal(status, text), now)
 
 
 def interpret_operation(
@@ -295,26 +264,10 @@ def interpret_operation(
     QR asked of a linked instance ("already logged in", as the spec's gateways say)."""
     doc = parse_body(content).doc
     if not 200 <= status < 300:
-        outcome = _refusal(status, error_text(doc)) or classify_http_status(
-            status, headers, now=now
-        )
-        assert outcome is not None
         detail = error_text(doc)
-        reason = (
-            f"{outcome.reason} ({detail[:200]})"
-            if detail and detail not in outcome.reason
-            else outcome.reason
-        )
-        raise GatewayError(
-            outcome.kind, outcome.problem, f"{operation}: {reason}", http_status=status
-        )
+        operation_failed(operation, status, headers, _refusal(status, detail), detail, now)
     if not isinstance(doc, Mapping):
-        raise GatewayError(
-            OutcomeKind.AMBIGUOUS,
-            None,
-            f"{operation}: the gateway answered without a JSON object; whether it acted is unknown",
-            http_status=status,
-        )
+        raise not_an_object(operation, status)
     if operation == "create_instance":
         instance = doc.get("instance")
         name = instance.get("instanceName") if isinstance(instance, Mapping) else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-Dialect = Literal["spec", "reference", "evolution"]
+Dialect = Literal["spec", "reference", "evolution", "waha"]
 
 
 @dataclass(frozen=True)
@@ -15,7 +15,8 @@ class SandboxConfig:
     ``dialect``: ``spec`` (instance operations by POST, spec event names) or ``reference``
     (GET-only instance routes, the ``messages.update``/``messages.upsert`` envelope and the
     field notes' traps) or ``evolution`` (Evolution API v2's routes, ``apikey`` header,
-    errors and webhook events: docs/gateways.md). Everything random is drawn from one
+    errors and webhook events: docs/gateways.md) or ``waha`` (WAHA's routes, ``X-Api-Key``
+    header, errors and webhook events). Everything random is drawn from one
     ``random.Random(seed)``.
     """
 
@@ -91,9 +92,10 @@ class SandboxConfig:
     events_kept: int = 1_000_000  # older event records are dropped from /sandbox/events
 
     def __post_init__(self) -> None:
-        if self.dialect not in ("spec", "reference", "evolution"):
+        if self.dialect not in ("spec", "reference", "evolution", "waha"):
             raise ValueError(
-                f"dialect must be 'spec' or 'reference' (or 'evolution'), not {self.dialect!r}"
+                "dialect must be 'spec' or 'reference' (or 'evolution', 'waha'), "
+                f"not {self.dialect!r}"
             )
         for name in (
             "fault_rate_5xx",

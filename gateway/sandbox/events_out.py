@@ -9,10 +9,16 @@ Evolution dialect: Evolution API v2's ``{"event", "instance", "data", "destinati
 "date_time", "sender", "server_url", "apikey"}`` with ``messages.update`` (a flat
 ``{"keyId", "remoteJid", "fromMe", "status"}``), ``messages.upsert`` (one message),
 ``presence.update``, ``qrcode.updated`` and ``connection.update`` (docs/gateways.md).
+WAHA dialect: WAHA's ``{"id", "timestamp", "event", "session", "metadata", "me",
+"payload", "engine", "environment"}`` with ``message.any`` (an incoming message, its
+Baileys original under ``_data``), ``message.ack`` (``ack`` -1..4), ``session.status``
+and ``presence.update`` (docs/gateways.md, docs/sandbox.md).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -56,6 +62,51 @@ def _evolution(instance_id: str, event: str, data: Any, at: int | None = None) -
     }
 
 
+#: WAHA's ack levels (WAMessageAck) of the sandbox's statuses
+_WAHA_ACKS = {"pending": 0, "sent": 1, "delivered": 2, "read": 3, "played": 4, "failed": -1}
+_WAHA_ACK_NAMES = {-1: "ERROR", 0: "PENDING", 1: "SERVER", 2: "DEVICE", 3: "READ", 4: "PLAYED"}
+_WAHA_STATUSES = {
+    "connected": "WORKING",
+    "waiting_scan": "SCAN_QR_CODE",
+    "created": "STARTING",
+    "disconnected": "STOPPED",
+    "logged_out": "FAILED",
+}
+
+
+def _cus(jid: str) -> str:
+    """WAHA's ``@c.us`` form of a personal JID (groups keep ``@g.us``)."""
+    return jid.replace("@s.whatsapp.net", "@c.us")
+
+
+def waha_me(phone: str | None) -> dict[str, Any] | None:
+    """The ``me`` of a linked session."""
+    return {"id": f"{phone}@c.us", "pushName": "Sandbox sender"} if phone else None
+
+
+def _waha(
+    instance_id: str,
+    event: str,
+    payload: Any,
+    at: int | None = None,
+    me: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """WAHA's webhook body (the session name is the instance id)."""
+    when = at if at is not None else int(datetime.now(UTC).timestamp())
+    seed = json.dumps([instance_id, event, payload, when], sort_keys=True, default=str)
+    return {
+        "id": "evt_" + hashlib.sha1(seed.encode(), usedforsecurity=False).hexdigest()[:26],
+        "timestamp": when * 1000,
+        "event": event,
+        "session": instance_id,
+        "metadata": {},
+        "me": me,
+        "payload": payload,
+        "engine": "NOWEB",
+        "environment": {"version": "sandbox", "engine": "NOWEB", "tier": "PLUS"},
+    }
+
+
 def reference_body(instance_id: str, event: str, payload: Any) -> dict[str, Any]:
     """Any event in the reference envelope (e.g. ``contacts.upsert``)."""
     return _envelope(instance_id, event, payload)
@@ -82,6 +133,18 @@ def status_body(
     message as ``messages.upsert`` (``{"messages": [...]}``) with a string status and a
     string timestamp; 2 the same echo as a bare list with an int status.
     """
+    if dialect == "waha":  # WAHA keeps no error code in message.ack
+        ack = _WAHA_ACKS[status]
+        body = {
+            "id": f"true_{_cus(chat)}_{message_id}",
+            "from": _cus(chat),
+            "to": _cus(chat),
+            "participant": None,
+            "fromMe": True,
+            "ack": ack,
+            "ackName": _WAHA_ACK_NAMES[ack],
+        }
+        return _waha(instance_id, "message.ack", body, at)
     if dialect == "evolution":  # Evolution keeps no error code in messages.update
         flat = {
             "keyId": message_id,
@@ -153,7 +216,7 @@ def incoming_body(
         if quoted_id is not None:
             data["quoted_id"] = quoted_id
         return _spec(instance_id, "message", data)
-    if dialect == "evolution":
+    if dialect in ("evolution", "waha"):
         variant = 0  # Baileys' own shape: @s.whatsapp.net, a number timestamp
     suffix = "c.us" if variant & 4 else "s.whatsapp.net"
     content: dict[str, Any]
@@ -186,6 +249,24 @@ def incoming_body(
         "message": content,
         "messageTimestamp": str(at) if variant & 2 else at,
     }
+    if dialect == "waha":  # WAHA's WAMessage, the Baileys original under _data
+        chat = f"{sender_digits}@c.us"
+        message = {
+            "id": f"false_{chat}_{message_id}",
+            "timestamp": at,
+            "from": chat,
+            "fromMe": False,
+            "to": None,
+            "participant": None,
+            "body": text,
+            "hasMedia": False,
+            "ack": 1,
+            "ackName": "SERVER",
+            "_data": msg,
+        }
+        if quoted_id is not None:
+            message["replyTo"] = {"id": quoted_id, "participant": None, "body": None}
+        return _waha(instance_id, "message.any", message, at)
     if dialect == "evolution":  # one message per event, with its type and source
         msg["messageType"] = next(iter(content))
         msg["instanceId"] = instance_id
@@ -201,6 +282,14 @@ def presence_body(
     """Online/offline (``available``/``unavailable``/``composing``) of a user."""
     if dialect == "spec":
         return _spec(instance_id, "presence", {"chat": chat, "status": status, "timestamp": at})
+    if dialect == "waha":
+        presence = {"online": "online", "available": "online", "composing": "typing"}
+        last = presence.get(status, "offline")
+        waha = {
+            "id": _cus(chat),
+            "presences": [{"participant": _cus(chat), "lastKnownPresence": last}],
+        }
+        return _waha(instance_id, "presence.update", waha, at)
     payload = {"id": chat, "presences": {chat: {"lastKnownPresence": status}}}
     if dialect == "evolution":
         return _evolution(instance_id, "presence.update", payload, at)
@@ -211,6 +300,8 @@ def qr_body(dialect: Dialect, instance_id: str, data_uri: str) -> dict[str, Any]
     """The QR code to scan, as a PNG data URI."""
     if dialect == "spec":
         return _spec(instance_id, "qr", {"base64": data_uri})
+    if dialect == "waha":  # WAHA posts no QR: the session waits for a scan
+        return _waha(instance_id, "session.status", {"name": instance_id, "status": "SCAN_QR_CODE"})
     if dialect == "evolution":
         qrcode = {"instance": instance_id, "pairingCode": None, "code": "", "base64": data_uri}
         return _evolution(instance_id, "qrcode.updated", {"qrcode": qrcode})
@@ -233,6 +324,10 @@ def connection_body(
     """The instance's connection state (connected, waiting_scan, disconnected, logged_out)."""
     if dialect == "spec":
         return _spec(instance_id, "connection", {"state": state, "reason": reason, "phone": phone})
+    if dialect == "waha":
+        status = {"name": instance_id, "status": _WAHA_STATUSES.get(state, "STOPPED")}
+        me = waha_me(phone) if state == "connected" else None
+        return _waha(instance_id, "session.status", status, me=me)
     if dialect == "evolution":
         update: dict[str, Any] = {
             "instance": instance_id,

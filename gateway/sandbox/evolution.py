@@ -11,7 +11,6 @@ the ``apikey`` header; errors are HTTP 4xx with ``{"status", "error", "response"
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +18,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from gateway.sandbox.faces import (
+    answer,
+    json_body,
+    spec_buttons,
+    spec_interactive,
+    spec_list,
+    spec_send,
+)
+from gateway.sandbox.faces import text as _text
 from gateway.sandbox.records import CONNECTED, WAITING_SCAN
 from gateway.sandbox.refusals import (
     INSTANCE_INVALID,
@@ -29,31 +37,19 @@ from gateway.sandbox.refusals import (
     TOKEN_UNKNOWN,
     GatewayRefusal,
 )
-from gateway.sandbox.validation import ValidSend, validate_group, validate_send, validate_template
+from gateway.sandbox.validation import ValidSend
 
 if TYPE_CHECKING:
     from gateway.sandbox.server import _Sandbox
 
 _ERRORS = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found"}
-#: Evolution's button types -> the spec's interactive button names and their keys
-_BUTTONS = {
-    "reply": ("quick_reply", (("displayText", "display_text"), ("id", "id"))),
-    "url": ("cta_url", (("displayText", "display_text"), ("url", "url"))),
-    "call": ("cta_call", (("displayText", "display_text"), ("phoneNumber", "phone_number"))),
-    "copy": ("cta_copy", (("displayText", "display_text"), ("copyCode", "copy_code"))),
-}
 _STATES = {CONNECTED: "open", WAITING_SCAN: "connecting"}
-
-
-def _answer(body: Any, status: int = 200) -> Response:
-    data = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
-    return Response(data, status_code=status, media_type="application/json")
 
 
 def error(status: int, message: Any) -> Response:
     """An Evolution error answer (its HttpExceptionFilter's shape)."""
     messages = message if isinstance(message, list) else [message]
-    return _answer(
+    return answer(
         {
             "status": status,
             "error": _ERRORS.get(status, "Error"),
@@ -77,25 +73,11 @@ def _refusal(exc: GatewayRefusal, name: str | None) -> Response:
     return error(400, text)
 
 
-async def _json_body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    try:
-        body = json.loads(raw) if raw.strip() else {}
-    except ValueError:
-        return {}
-    return body if isinstance(body, dict) else {}
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
 def _validate(kind: str, body: dict[str, Any]) -> ValidSend:
     """Evolution's send body checked with the sandbox's own rules (as the spec's)."""
     number = str(body.get("number", "")).strip()
     for suffix in ("@s.whatsapp.net", "@c.us"):
         number = number.removesuffix(suffix)
-    group = number.endswith("@g.us")
     if kind in ("sendText", "sendMedia"):
         params: dict[str, str] = {"type": "text", "message": _text(body.get("text"))}
         if kind == "sendMedia":
@@ -106,28 +88,13 @@ def _validate(kind: str, body: dict[str, Any]) -> ValidSend:
             }
             if body.get("fileName"):
                 params["filename"] = _text(body.get("fileName"))
-        if group:
-            return validate_group({"group_id": number, **params}, "spec")
-        return validate_send({"number": number, **params}, "spec")
-    if group:
+        return spec_send(number, params)
+    if number.endswith("@g.us"):
         raise GatewayRefusal("groups take text and media only")
+    words = _text(body.get("description")) or _text(body.get("title"))
     if kind == "sendButtons":
-        buttons = []
-        for b in body.get("buttons") or []:
-            if not isinstance(b, dict) or b.get("type") not in _BUTTONS:
-                raise GatewayRefusal("Invalid button type: use reply, url, call or copy")
-            name, keys = _BUTTONS[b["type"]]
-            fields = {ours: b.get(theirs) for theirs, ours in keys}
-            buttons.append({"name": name, "buttonParamsJson": json.dumps(fields)})
-        message = {"text": _text(body.get("description")) or _text(body.get("title"))}
-        message["interactiveButtons"] = buttons  # type: ignore[assignment]
-        return validate_template({"number": number, "type": "interactive", "message": message})
-    template = {
-        "text": _text(body.get("description")) or _text(body.get("title")),
-        "buttonText": _text(body.get("buttonText")),
-        "sections": body.get("sections"),
-    }
-    return validate_template({"number": number, "type": "list", "message": template})
+        return spec_interactive(number, words, spec_buttons(body.get("buttons"), "displayText"))
+    return spec_list(number, words, _text(body.get("buttonText")), body.get("sections"))
 
 
 def _sent(result: dict[str, Any], kind: str) -> Response:
@@ -138,7 +105,7 @@ def _sent(result: dict[str, Any], kind: str) -> Response:
     message["messageType"] = next(iter(message.get("message") or {"conversation": ""}))
     message["source"] = "unknown"
     message["messageTimestamp"] = int(message.get("messageTimestamp") or 0)
-    return _answer(message, 201)
+    return answer(message, 201)
 
 
 class EvolutionRoutes:
@@ -169,7 +136,7 @@ class EvolutionRoutes:
     async def create(self, request: Request) -> Response:
         """``instanceName`` names the instance (gatecast's instance id)."""
         await self.sb._latency()
-        body = await _json_body(request)
+        body = await json_body(request)
         name = body.get("instanceName")
         if not isinstance(name, str) or not name.strip():
             return error(400, "instanceName is required")
@@ -192,7 +159,7 @@ class EvolutionRoutes:
             "webhook": {},
             "settings": {},
         }
-        return _answer(created, 201)
+        return answer(created, 201)
 
     async def connect(self, request: Request) -> Response:
         """The QR to scan (``base64``), or the state of a connected instance."""
@@ -206,13 +173,13 @@ class EvolutionRoutes:
             except GatewayRefusal as exc:
                 return self._refused(exc, name)
             if inst.state == CONNECTED:
-                return _answer({"instance": {"instanceName": name, "state": "open"}})
+                return answer({"instance": {"instanceName": name, "state": "open"}})
         try:
             qr = self.state.get_qrcode(token, name)
         except GatewayRefusal as exc:
             with self.state.lock:
                 return self._refused(exc, name)
-        return _answer({"pairingCode": None, "code": "", "base64": qr["base64"], "count": 1})
+        return answer({"pairingCode": None, "code": "", "base64": qr["base64"], "count": 1})
 
     async def connection_state(self, request: Request) -> Response:
         """``{"instance": {"instanceName", "state": "open" | "connecting" | "close"}}``."""
@@ -223,7 +190,7 @@ class EvolutionRoutes:
             except GatewayRefusal as exc:
                 return self._refused(exc, name)
             state = _STATES.get(inst.state, "close")
-        return _answer({"instance": {"instanceName": name, "state": state}})
+        return answer({"instance": {"instanceName": name, "state": state}})
 
     def operation(self, op: str) -> Callable[[Request], Awaitable[Response]]:
         """Logout or restart (the state's ``logout`` / ``reconnect``)."""
@@ -238,7 +205,7 @@ class EvolutionRoutes:
                 except GatewayRefusal as exc:
                     return self._refused(exc, name)
             done = "logged out" if op == "logout" else "restarted"
-            return _answer(
+            return answer(
                 {"status": "SUCCESS", "error": False, "response": {"message": f"Instance {done}"}}
             )
 
@@ -248,7 +215,7 @@ class EvolutionRoutes:
         """``{"webhook": {"enabled", "url", "events", ...}}`` (or the same keys at the top)."""
         await self.sb._latency(self.sb.cfg.webhook_latency_ms)
         name = request.path_params["name"]
-        body = await _json_body(request)
+        body = await json_body(request)
         nested = body.get("webhook")
         webhook: dict[str, Any] = nested if isinstance(nested, dict) else body
         enabled = "false" if webhook.get("enabled") is False else "true"
@@ -265,7 +232,7 @@ class EvolutionRoutes:
             "url": webhook.get("url"),
             "events": webhook.get("events") or [],
         }
-        return _answer({"webhook": {"instanceName": name, "webhook": saved}}, 201)
+        return answer({"webhook": {"instanceName": name, "webhook": saved}}, 201)
 
     def send(self, kind: str) -> Callable[[Request], Awaitable[Response]]:
         """One ``message/<kind>/{name}`` route: the sandbox's send path, Evolution's words.
@@ -275,7 +242,7 @@ class EvolutionRoutes:
         async def handler(request: Request) -> Response:
             await self.sb._latency()
             name = request.path_params["name"]
-            body = await _json_body(request)
+            body = await json_body(request)
 
             def validate() -> ValidSend:
                 valid = _validate(kind, body)

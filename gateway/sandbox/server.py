@@ -1,5 +1,6 @@
 """The sandbox's HTTP face: every operation of the spec on ``/api`` and ``/messenger_api``
-(faults, traps and latency included), or Evolution API's routes (``evolution.py``), plus
+(faults, traps and latency included), or Evolution API's routes (``evolution.py``) or
+WAHA's (``waha.py``), plus
 the ``/sandbox/...`` routes of ``inspection.py``.
 
 Starlette rather than FastAPI: the hot path reads the raw request and writes pre-encoded
@@ -311,6 +312,11 @@ def create_sandbox_app(
 
         evolution = EvolutionRoutes(sb).routes() + Inspection(st).routes()
         return SandboxApp(Starlette(routes=evolution), st)
+    if st.config.dialect == "waha":  # WAHA's own routes under /api, the key in X-Api-Key
+        from gateway.sandbox.waha import WahaRoutes
+
+        waha = WahaRoutes(sb).routes() + Inspection(st).routes()
+        return SandboxApp(Starlette(routes=waha), st)
     instance_methods = ["GET"] if st.config.dialect == "reference" else ["POST"]
     routes: list[Route] = []
     for base in BASES:
