@@ -73,7 +73,8 @@ def test_each_state_an_integrator_acts_on_arrives_as_a_signed_event(
         ws.run("db", "upgrade")
     receiver = Receiver()
     try:
-        api = ws.serve().api()
+        server = ws.serve(GATECAST_ACCESS_LOG="true")
+        api = server.api()
         declared = _ok(api.get("/openapi.json"))["webhooks"]
         assert set(NEW_EVENTS) <= set(declared)
         created = _ok(
@@ -92,6 +93,9 @@ def test_each_state_an_integrator_acts_on_arrives_as_a_signed_event(
         missing = api.get("/api/v1/campaigns/987654", headers={"X-Request-Id": "crm-404"})
         assert assert_problem(missing, 404, "not_found")["request_id"] == "crm-404"
         assert missing.headers["x-request-id"] == "crm-404"
+        wait_for(  # the access log names it
+            lambda: "request_id=crm-404" in server.process.output(), what="the access line"
+        )
 
         # the sender is linked: instance.connected
         iid = _ok(api.post("/api/v1/instances", json={"label": "shop"}), 201)["instance_id"]
