@@ -221,7 +221,7 @@ def envelope_model(event: str) -> type[BaseModel]:
         name,
         __config__=ConfigDict(extra="forbid"),
         __doc__=SUMMARIES[event],
-        type=(Literal[event], ...),
+        type=(Literal[event], ...),  # type: ignore[arg-type]
         timestamp=(str, Field(description="When the change happened (ISO 8601, UTC, Z)")),
         data=(data_model(event), ...),
     )

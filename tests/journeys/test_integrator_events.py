@@ -78,9 +78,7 @@ def test_each_state_an_integrator_acts_on_arrives_as_a_signed_event(
         declared = _ok(api.get("/openapi.json"))["webhooks"]
         assert set(NEW_EVENTS) <= set(declared)
         created = _ok(
-            api.post(
-                "/api/v1/webhook-endpoints", json={"url": receiver.url, "events": NEW_EVENTS}
-            ),
+            api.post("/api/v1/webhook-endpoints", json={"url": receiver.url, "events": NEW_EVENTS}),
             201,
         )
         receiver.secret = created["secret"]

@@ -66,8 +66,7 @@ def add_webhooks(document: dict[str, Any]) -> dict[str, Any]:
     for name, definition in schema.get("$defs", {}).items():
         components.setdefault(name, definition)
     document["webhooks"] = {
-        event: _operation(event, keys[(envelope_model(event), "validation")])
-        for event in events
+        event: _operation(event, keys[(envelope_model(event), "validation")]) for event in events
     }
     return document
 
