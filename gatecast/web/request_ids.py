@@ -18,7 +18,9 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
+
+from gatecast.web.asgi import HttpMiddleware
 
 HEADER = "x-request-id"
 _SANE = re.compile(r"[A-Za-z0-9\-_.:@+=/]{1,128}")
@@ -68,18 +70,12 @@ def with_header(headers: list[tuple[bytes, bytes]], rid: str) -> list[tuple[byte
     return [*kept, (b"x-request-id", rid.encode("latin-1"))]
 
 
-class RequestIds:
+class RequestIds(HttpMiddleware):
     """ASGI middleware: the request's id assigned (and written back into its headers,
     so what it relays to, the intake's web process, keeps it), ``X-Request-Id`` on the
     answer, :data:`current` set while it is served."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         rid = assign(scope)
         scope["headers"] = with_header(list(scope.get("headers") or ()), rid)
 
@@ -117,16 +113,22 @@ class RequestIdFilter(logging.Filter):
 
 def install_request_id_logging(loggers: Sequence[str] = LOGGERS) -> None:
     """Add :class:`RequestIdFilter` to the loggers (idempotent)."""
+    add_filter_once(loggers, RequestIdFilter)
+
+
+def add_filter_once(loggers: Sequence[str], kind: type[logging.Filter]) -> None:
+    """A ``kind()`` filter on each of ``loggers`` unless it has one already."""
     for name in loggers:
         logger = logging.getLogger(name)
-        if not any(isinstance(f, RequestIdFilter) for f in logger.filters):
-            logger.addFilter(RequestIdFilter())
+        if not any(isinstance(f, kind) for f in logger.filters):
+            logger.addFilter(kind())
 
 
 __all__ = [
     "HEADER",
     "RequestIdFilter",
     "RequestIds",
+    "add_filter_once",
     "assign",
     "current",
     "install_request_id_logging",

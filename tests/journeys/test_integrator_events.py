@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from campaigns import webhook_events
-from tests.journeys.harness import SAMPLES, Workspace, assert_problem, wait_for
+from tests.journeys.harness import Workspace, assert_problem, import_samples, wait_for
 from tests.journeys.harness import ok as _ok
 from tests.webhook_receiver import Receiver
 
@@ -102,15 +102,7 @@ def test_each_state_an_integrator_acts_on_arrives_as_a_signed_event(
         assert connected["label"] == "shop" and connected["to"] == "connected"
 
         # an import: import.finished with the counts the import reports
-        with (SAMPLES / "contacts.csv").open("rb") as fh:
-            job = _ok(
-                api.post(
-                    "/api/v1/imports",
-                    files={"file": ("contacts.csv", fh, "text/csv")},
-                    data={"list_name": "customers"},
-                ),
-                202,
-            )
+        job = import_samples(api)
         finished = _first(receiver, "import.finished", import_id=job["id"])
         run = _ok(api.get(f"/api/v1/imports/{job['id']}"))
         assert finished["status"] == run["status"] == "completed"
