@@ -1,6 +1,6 @@
 """The outbound webhook events: each type's name and the schema of its ``data`` (pydantic
 models, the one source of the names endpoints subscribe to, of the OpenAPI document's
-``webhooks`` section and of docs/webhooks.md's table; decision 66 in docs/architecture.md).
+``webhooks`` section and of docs/webhooks.md's table; decision 67 in docs/architecture.md).
 
 The rows themselves are written by the outbox triggers (``storage/outbox.py``) in the
 transaction of the change an event reports; ``storage.queries.outbound.claim_due`` adds

@@ -120,7 +120,7 @@ _LINKED = "('connected', 'unconfirmed')"
 def _instance_source(
     name: str, event: str, column: str, when: str, data: tuple[tuple[str, str], ...], at: str
 ) -> Source:
-    """A row trigger on ``instances`` for a rare change of ``column`` (decision 66)."""
+    """A row trigger on ``instances`` for a rare change of ``column`` (decision 67)."""
     return Source(
         table="instances",
         name=name,

@@ -1,5 +1,5 @@
 """Request ids: every HTTP answer carries ``X-Request-Id``, problem bodies echo it as
-``request_id``, and the access and error logs name it (decision 66 in
+``request_id``, and the access and error logs name it (decision 67 in
 docs/architecture.md, docs/http-api.md "Request ids").
 
 The id is the request's own ``X-Request-Id`` when it is sane (1 to 128 characters of

@@ -1,5 +1,5 @@
 """An integrator subscribes to the events it acts on and sees each arise from a real
-cause, over real HTTP against ``gatecast serve`` and the sandbox (decision 66): the
+cause, over real HTTP against ``gatecast serve`` and the sandbox (decision 67): the
 sender linked (``instance.connected``), an import (``import.finished`` with its counts),
 a STOP reply (``contact.opted_out``), an opt-in over the API (``contact.opted_in``), an
 opted-out recipient of a campaign (``delivery.skipped``), pausing and resuming the

@@ -1,4 +1,4 @@
-"""The outbound event types (decision 66): every type the triggers write is declared
+"""The outbound event types (decision 67): every type the triggers write is declared
 with its schema, documented, and each arises in the transaction of its change (both
 dialects), its payload valid against the declared schema."""
 

@@ -1,4 +1,4 @@
-"""Request ids (decision 66): kept when sane, made otherwise, on every answer (errors,
+"""Request ids (decision 67): kept when sane, made otherwise, on every answer (errors,
 the webhook, /healthz), echoed in problems, named in the access and error logs."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The OpenAPI document's ``webhooks`` section (OpenAPI 3.1): one entry per outbound event
 type, its body's schema generated from the models of :mod:`campaigns.webhook_events` (the
-one source; decision 66 in docs/architecture.md). Kept apart from the rest of the
+one source; decision 67 in docs/architecture.md). Kept apart from the rest of the
 document's customisation: it only adds ``webhooks`` and its component schemas."""
 
 from __future__ import annotations
