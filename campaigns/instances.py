@@ -22,6 +22,7 @@ Row bookkeeping per operation:
   ``gone`` (paused; its queued rows go to other senders) and the new id must be found at
   the gateway or a new instance created;
 * webhook -> ``webhook_url_registered`` and ``webhook_digest`` (of the URL registered);
+* pause -> ``paused_reason`` ``paused by a person[: reason]`` until resumed;
 * resume -> clears ``paused_reason`` whatever paused the sender;
 * forget -> the row is deleted (the instance no longer exists at the gateway); its queued
   deliveries lose their sender and go to the campaign's other senders; sent rows keep
@@ -571,6 +572,27 @@ def set_warmup(engine: Engine, instance_id: str, change: WarmupChange, *, now: d
             raise UnknownInstance(instance_id)
 
 
+#: how a pause a person asked for begins (what follows is their reason)
+PAUSED_BY_HAND = "paused by a person"
+MAX_PAUSE_REASON = 400
+
+
+def pause(engine: Engine, instance_id: str, reason: str = "", *, now: datetime) -> bool:
+    """Stop sending through a sender until someone resumes it (its queued rows wait, or
+    go to its campaigns' other senders as any paused sender's do); the reason is
+    ``paused by a person`` and the words given. False when it was already paused (that
+    pause stays); :class:`UnknownInstance` when gatecast has no such instance;
+    ``ValueError`` for a reason over 400 characters."""
+    reason = reason.strip()
+    if len(reason) > MAX_PAUSE_REASON:
+        raise ValueError(f"at most {MAX_PAUSE_REASON} characters")
+    with engine.begin() as conn:
+        if get(conn, instance_id) is None:
+            raise UnknownInstance(instance_id)
+        words = f"{PAUSED_BY_HAND}: {reason}" if reason else PAUSED_BY_HAND
+        return iq.pause(conn, instance_id, words, now=now)
+
+
 def resume(engine: Engine, instance_id: str, *, now: datetime) -> ResumeOutcome:
     """Let a paused sender send again, whatever paused it (quota, a failure burst, its
     health score, relogin); its health score starts again from 0.
@@ -614,6 +636,7 @@ __all__ = [
     "mark_gone",
     "operate",
     "parse_ramp",
+    "pause",
     "registered_webhook_digests",
     "reset",
     "resume",

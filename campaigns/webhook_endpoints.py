@@ -28,24 +28,14 @@ from urllib.parse import urlsplit
 
 from sqlalchemy import Connection, Engine, RowMapping
 
+from campaigns.webhook_events import EVENT_DATA, TEST_EVENT
 from storage.queries import outbound as q
 from storage.types import utcnow
 
-#: every event an endpoint may ask for, in the order the docs list them
-EVENTS = (
-    "delivery.sent",
-    "delivery.delivered",
-    "delivery.read",
-    "delivery.failed",
-    "reply.received",
-    "contact.opted_out",
-    "campaign.state_changed",
-    "campaign.held",
-    "instance.state_changed",
-)
+#: every event an endpoint may ask for, in the order the docs list them (their schemas:
+#: ``campaigns.webhook_events``)
+EVENTS = tuple(EVENT_DATA)
 ALL_EVENTS = "*"
-#: the event a test sends (asked for by hand, never subscribed to)
-TEST_EVENT = "webhook.test"
 SECRET_PREFIX = "whsec_"  # noqa: S105 (the format's prefix, not a secret)
 SECRET_BYTES = 24
 MAX_URL_LENGTH = 2000

@@ -280,6 +280,10 @@ class Settings(BaseSettings):
         description="How long a 463 timelock lasts when the gateway does not say",
     )
     log_level: str = "INFO"
+    access_log: bool = Field(
+        False,
+        description="Log one line per HTTP request (uvicorn's access log, with its request id)",
+    )
     # dashboard sessions (issue 13): which reverse proxies are believed
     trusted_proxies: str = Field(
         "",

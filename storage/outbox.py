@@ -50,6 +50,11 @@ class Source:
     name: str = ""
 
     @property
+    def inserts(self) -> bool:
+        """Whether new rows make the events (no old row to compare with)."""
+        return self.sqlite_event == "INSERT"
+
+    @property
     def trigger(self) -> str:
         """The trigger's name (the pattern :func:`present` looks for)."""
         return f"tr_{self.name or self.table}_outbox"
@@ -87,28 +92,78 @@ def _state_changed(
     )
 
 
+#: the data of a ``delivery.*`` event and when it happened (a row's own times)
+_DELIVERY_DATA = (
+    ("delivery_id", "n.id"),
+    ("campaign_id", "n.campaign_id"),
+    ("contact_id", "n.contact_id"),
+    ("to", "n.target"),
+    ("sender", "n.sender"),
+    ("message_id", "n.message_id"),
+    ("state", "n.state"),
+    ("error", "n.error"),
+    ("error_code", "n.error_code"),
+)
+_DELIVERY_OCCURRED = (
+    "COALESCE(CASE n.state WHEN 'sent' THEN n.sent_at "
+    "WHEN 'delivered' THEN n.delivered_at WHEN 'read' THEN n.read_at "
+    "ELSE n.failed_at END, n.attempted_at, n.queued_at)"
+)
+_DELIVERY_RECIPIENT = "COALESCE('contact:' || n.contact_id, 'to:' || n.target)"
+#: an instance's events share one order key: its connection and its pauses in order
+_INSTANCE_RECIPIENT = "'instance:' || n.instance_id"
+_SENDER = (("instance_id", "n.instance_id"), ("label", "n.label"))
+#: the instance states a sender sends from (``storage.queries.instances.LINKED_STATES``)
+_LINKED = "('connected', 'unconfirmed')"
+
+
+def _instance_source(
+    name: str, event: str, column: str, when: str, data: tuple[tuple[str, str], ...], at: str
+) -> Source:
+    """A row trigger on ``instances`` for a rare change of ``column`` (decision 67)."""
+    return Source(
+        table="instances",
+        name=name,
+        events=(event,),
+        event=f"'{event}'",
+        recipient=_INSTANCE_RECIPIENT,
+        occurred=at,
+        data=(*_SENDER, *data),
+        sqlite_event=f"UPDATE OF {column}",
+        when=when,
+        statement_level=False,
+    )
+
+
 SOURCES = (
     Source(
         table="deliveries",
-        events=("delivery.sent", "delivery.delivered", "delivery.read", "delivery.failed"),
-        event="'delivery.' || n.state",
-        recipient="COALESCE('contact:' || n.contact_id, 'to:' || n.target)",
-        occurred="COALESCE(CASE n.state WHEN 'sent' THEN n.sent_at "
-        "WHEN 'delivered' THEN n.delivered_at WHEN 'read' THEN n.read_at "
-        "ELSE n.failed_at END, n.attempted_at, n.queued_at)",
-        data=(
-            ("delivery_id", "n.id"),
-            ("campaign_id", "n.campaign_id"),
-            ("contact_id", "n.contact_id"),
-            ("to", "n.target"),
-            ("sender", "n.sender"),
-            ("message_id", "n.message_id"),
-            ("state", "n.state"),
-            ("error", "n.error"),
-            ("error_code", "n.error_code"),
+        events=(
+            "delivery.sent",
+            "delivery.delivered",
+            "delivery.read",
+            "delivery.failed",
+            "delivery.skipped",
+            "delivery.unknown",
         ),
+        event="'delivery.' || n.state",
+        recipient=_DELIVERY_RECIPIENT,
+        occurred=_DELIVERY_OCCURRED,
+        data=_DELIVERY_DATA,
         sqlite_event=_STATE_UPDATE,
         when=_STATE_CHANGED,
+        statement_level=True,
+    ),
+    Source(  # rows made skipped at the start (opted out, unrenderable): an INSERT
+        table="deliveries",
+        name="deliveries_skipped",
+        events=("delivery.skipped",),
+        event="'delivery.skipped'",
+        recipient=_DELIVERY_RECIPIENT,
+        occurred=_DELIVERY_OCCURRED,
+        data=_DELIVERY_DATA,
+        sqlite_event="INSERT",
+        when="n.state = 'skipped'",
         statement_level=True,
     ),
     Source(
@@ -139,6 +194,18 @@ SOURCES = (
         data=(("contact_id", "n.id"), ("phone", "n.phone"), ("reason", "n.opt_out_reason")),
         sqlite_event="UPDATE OF opted_out",
         when="n.opted_out AND NOT o.opted_out",
+        statement_level=False,
+    ),
+    Source(
+        table="contacts",
+        name="contacts_opted_in",
+        events=("contact.opted_in",),
+        event="'contact.opted_in'",
+        recipient="'contact:' || n.id",
+        occurred="n.updated_at",
+        data=(("contact_id", "n.id"), ("phone", "n.phone"), ("reason", "o.opt_out_reason")),
+        sqlite_event="UPDATE OF opted_out",
+        when="o.opted_out AND NOT n.opted_out",
         statement_level=False,
     ),
     _state_changed(
@@ -172,6 +239,82 @@ SOURCES = (
         "instance_id",
         (("instance_id", "n.instance_id"), ("label", "n.label")),
     ),
+    _instance_source(
+        "instances_connected",
+        "instance.connected",
+        "state",
+        "n.state = 'connected' AND o.state IS NOT n.state",
+        (("from", "o.state"), ("to", "n.state"), ("phone", "n.phone")),
+        "COALESCE(n.state_at, n.updated_at)",
+    ),
+    _instance_source(
+        "instances_disconnected",
+        "instance.disconnected",
+        "state",
+        f"o.state IN {_LINKED} AND n.state NOT IN {_LINKED}",
+        (("from", "o.state"), ("to", "n.state")),
+        "COALESCE(n.state_at, n.updated_at)",
+    ),
+    _instance_source(
+        "instances_paused",
+        "sender.paused",
+        "paused_reason",
+        "o.paused_reason IS NULL AND n.paused_reason IS NOT NULL",
+        (("reason", "n.paused_reason"), ("health_level", "n.health_level")),
+        "COALESCE(n.paused_at, n.updated_at)",
+    ),
+    _instance_source(
+        "instances_resumed",
+        "sender.resumed",
+        "paused_reason",
+        "o.paused_reason IS NOT NULL AND n.paused_reason IS NULL",
+        (("reason", "o.paused_reason"),),
+        "n.updated_at",
+    ),
+    Source(  # every level change is one row of this log (scheduler/health.py)
+        table="sender_health_changes",
+        events=("sender.health_changed",),
+        event="'sender.health_changed'",
+        recipient=_INSTANCE_RECIPIENT,
+        occurred="n.at",
+        data=(
+            ("instance_id", "n.instance_id"),
+            (
+                "label",
+                "(SELECT i.label FROM instances i WHERE i.instance_id = n.instance_id)",
+            ),
+            ("from", "n.level_from"),
+            ("to", "n.level_to"),
+            ("score", "n.score"),
+            ("reason", "n.reason"),
+        ),
+        sqlite_event="INSERT",
+        when="",
+        statement_level=False,
+    ),
+    Source(  # an import run that stopped running: completed, or failed
+        table="imports",
+        events=("import.finished",),
+        event="'import.finished'",
+        recipient="'import:' || n.id",
+        occurred="COALESCE(n.finished_at, n.started_at)",
+        data=(
+            ("import_id", "n.id"),
+            ("status", "n.status"),
+            ("filename", "n.filename"),
+            ("list_id", "n.list_id"),
+            ("rows_read", "n.rows_read"),
+            ("imported", "n.imported"),
+            ("updated", "n.updated"),
+            ("duplicates", "n.duplicates"),
+            ("invalid", "n.invalid"),
+            ("skipped_opted_out", "n.skipped_opted_out"),
+            ("error", "n.error"),
+        ),
+        sqlite_event="UPDATE OF status",
+        when="o.status = 'running' AND n.status <> 'running'",
+        statement_level=False,
+    ),
 )
 
 
@@ -193,7 +336,9 @@ def pg_ddl(source: Source) -> list[str]:
     """PostgreSQL: the function and the trigger of a source."""
     if source.statement_level:
         joins = "JOIN new_rows n ON s.event = " + source.event
-        if source.when:
+        if source.when and source.inserts:
+            joins += f" WHERE {source.when}"
+        elif source.when:
             joins += f" JOIN old_rows o ON o.id = n.id WHERE {source.when}"
         body = (
             f"INSERT INTO webhook_messages ({_COLUMNS}) "
@@ -202,7 +347,7 @@ def pg_ddl(source: Source) -> list[str]:
         ).replace(" IS NOT ", " IS DISTINCT FROM ")
         tables_ = (
             "OLD TABLE AS old_rows NEW TABLE AS new_rows"
-            if source.when
+            if source.when and not source.inserts
             else "NEW TABLE AS new_rows"
         )
         trigger = (
@@ -221,7 +366,8 @@ def pg_ddl(source: Source) -> list[str]:
         when = _rows(source.when, "NEW", "OLD").replace(" IS NOT ", " IS DISTINCT FROM ")
         trigger = (
             f"CREATE TRIGGER {source.trigger} AFTER {source.sqlite_event} ON {source.table} "
-            f"FOR EACH ROW WHEN ({when}) EXECUTE FUNCTION {source.function}()"
+            f"FOR EACH ROW {f'WHEN ({when}) ' if when else ''}"
+            f"EXECUTE FUNCTION {source.function}()"
         )
     function = (
         f"CREATE OR REPLACE FUNCTION {source.function}() RETURNS trigger LANGUAGE plpgsql "

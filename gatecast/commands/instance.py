@@ -356,6 +356,30 @@ def reset_cmd(instance_id: InstanceArg) -> None:
         )
 
 
+@instance_app.command("pause")
+def pause_cmd(
+    instance_id: InstanceArg,
+    reason: Annotated[
+        str, typer.Option("--reason", help="Said with the pause (at most 400 characters)")
+    ] = "",
+) -> None:
+    """Stop sending through a sender until `gatecast instance resume` (its queued
+    messages wait, or go to their campaigns' other senders)."""
+    from campaigns import instances as domain
+    from gatecast.settings import get_settings
+    from storage.types import utcnow
+
+    engine = open_engine_or_fail(get_settings())
+    try:
+        paused = domain.pause(engine, instance_id, reason, now=utcnow())
+    except domain.UnknownInstance as exc:
+        fail(str(exc))
+    except ValueError as exc:
+        fail(f"--reason: {exc}", code=2)
+    word = "paused" if paused else "was already paused (that pause stays)"
+    console.print(f"instance [bold]{escape(instance_id)}[/] {word}", highlight=False)
+
+
 @instance_app.command("resume")
 def resume_cmd(instance_id: InstanceArg) -> None:
     """Let a paused sender send again (paused for quota, a failure burst, its health

@@ -43,8 +43,10 @@ def _state(e: Endpoint) -> str:
 
 _EVENTS_HELP = (
     "an event (repeatable, or comma-separated): delivery.sent, delivery.delivered, "
-    "delivery.read, delivery.failed, reply.received, contact.opted_out, "
-    "campaign.state_changed, campaign.held, instance.state_changed; '*' for all"
+    "delivery.read, delivery.failed, delivery.skipped, delivery.unknown, reply.received, "
+    "contact.opted_out, contact.opted_in, campaign.state_changed, campaign.held, "
+    "instance.state_changed, instance.connected, instance.disconnected, sender.paused, "
+    "sender.resumed, sender.health_changed, import.finished; '*' for all"
 )
 
 

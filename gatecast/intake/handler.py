@@ -38,6 +38,7 @@ from gatecast.intake.proxy import WebProxy
 from gatecast.intake.supervisor import WEB_FILE, unix_address
 from gatecast.web import metrics, webhook
 from gatecast.web.context import AppContext
+from gatecast.web.request_ids import RequestIds, install_request_id_logging
 from storage.engine import DatabaseError, Engine, ping
 
 log = logging.getLogger("gatecast.intake")
@@ -88,10 +89,12 @@ class IntakeRest:
 class CountedHere:
     """ASGI middleware: the requests this process answers itself (the webhook,
     ``/healthz``) go into the HTTP metrics by route template, as the web process counts
-    its own (``gatecast.web.app``); relayed ones are counted there, not twice."""
+    its own (``gatecast.web.app``); relayed ones are counted there, not twice. Each
+    request gets its id here (:mod:`gatecast.web.request_ids`), passed to the web process."""
 
     def __init__(self, app: webhook.WebhookFastPath) -> None:
-        self.app = app
+        #: every answer with its ``X-Request-Id``, relayed ones with the same id
+        self.app = RequestIds(app)
         #: the FastAPI app whose lifespan starts the inbox (``app.state``)
         self.fastapi_app = app.fastapi_app
 
@@ -128,6 +131,7 @@ def create_intake_app(ctx: AppContext, web_address: str) -> CountedHere:
     and the web process at ``web_address`` for the rest."""
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
     app.state.ctx = ctx
+    install_request_id_logging()
     app.include_router(webhook.router)
     rest = IntakeRest(app, ctx.engine, WebProxy(web_address))
     return CountedHere(webhook.WebhookFastPath(rest, app))

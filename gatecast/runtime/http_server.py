@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import threading
 import time
@@ -44,6 +45,17 @@ def proxy_options(trusted_proxies: str) -> dict[str, Any]:
     machine)."""
     trusted = trusted_proxies.strip()
     return {"proxy_headers": bool(trusted), "forwarded_allow_ips": trusted or ""}
+
+
+def _access_log_wanted() -> bool:
+    """``GATECAST_ACCESS_LOG``: a line per request (each with its request id,
+    :mod:`gatecast.web.request_ids`), whatever ``log_level`` the server was given."""
+    from gatecast.settings import get_settings
+
+    try:
+        return bool(get_settings().access_log)
+    except ValueError:  # settings the process could not read: as before
+        return False
 
 
 class AsgiServer:
@@ -92,6 +104,8 @@ class AsgiServer:
                 backlog=backlog,
             )
         )
+        if _access_log_wanted():  # after uvicorn set its loggers' levels from log_level
+            logging.getLogger("uvicorn.access").setLevel(logging.INFO)
         self._errors: list[BaseException] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread = threading.Thread(target=self._serve, name="gatecast-http", daemon=True)

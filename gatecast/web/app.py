@@ -19,9 +19,11 @@ from gatecast.web.api import router as api_router
 from gatecast.web.api.campaign_body import add_typed_bodies
 from gatecast.web.api.common import problem_answers
 from gatecast.web.api.errors import install_error_handlers
+from gatecast.web.api.webhook_events_doc import add_webhooks
 from gatecast.web.audit import AuditTrail
 from gatecast.web.context import AppContext
 from gatecast.web.dashboard import install_dashboard
+from gatecast.web.request_ids import RequestIds, install_request_id_logging
 from gatecast.web.sign_in_throttle import SignInThrottle
 from storage.engine import DatabaseError, ping
 
@@ -72,10 +74,11 @@ class GatecastAPI(FastAPI):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._front = webhook.WebhookFastPath(partial(FastAPI.__call__, self), self)
+        self._front = RequestIds(webhook.WebhookFastPath(partial(FastAPI.__call__, self), self))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Webhook POSTs to the fast path, everything else through FastAPI, timed."""
+        """Webhook POSTs to the fast path, everything else through FastAPI, timed; every
+        answer with its ``X-Request-Id`` (:mod:`gatecast.web.request_ids`)."""
         if scope["type"] != "http":
             await self._front(scope, receive, send)
             return
@@ -95,10 +98,13 @@ class GatecastAPI(FastAPI):
             metrics.observe_http(route_template(scope), scope["method"], answered, seconds)
 
     def openapi(self) -> dict[str, Any]:
-        """The OpenAPI document, with the typed campaign body (:mod:`.campaign_body`) and
-        the 413 of every operation that takes a body."""
+        """The OpenAPI document, with the typed campaign body (:mod:`.campaign_body`),
+        the 413 of every operation that takes a body and the outbound events
+        (:mod:`.api.webhook_events_doc`)."""
         if self.openapi_schema is None:
-            problem_answers(body_limits.declare_limits(add_typed_bodies(super().openapi())))
+            add_webhooks(
+                problem_answers(body_limits.declare_limits(add_typed_bodies(super().openapi())))
+            )
         return self.openapi_schema or {}
 
 
@@ -123,6 +129,7 @@ def create_app(ctx: AppContext) -> FastAPI:
     )
     app.state.ctx = ctx
     app.state.api_key = key
+    install_request_id_logging()
     app.state.sign_in_throttle = SignInThrottle()
     # the composer's test sends, per user and hour (gatecast.web.api.test_sends)
     app.state.draft_test_limit = SignInThrottle(

@@ -29,6 +29,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Mount
 from starlette.types import Message, Receive, Scope, Send
 
+from gatecast.web import request_ids
 from gatecast.web.asgi import HttpMiddleware
 
 log = logging.getLogger("gatecast.web")
@@ -93,6 +94,9 @@ class Problem(Exception):
         if self.errors:
             out["errors"] = self.errors
         out.update(self.extra)
+        rid = request_ids.current.get()
+        if rid != "-":  # the answer's X-Request-Id, for a support request or a log search
+            out["request_id"] = rid
         return out
 
     def response(self) -> JSONResponse:
@@ -286,8 +290,9 @@ def _problem(request: Request, exc: Exception) -> Response:
 def _unexpected(request: Request, exc: Exception, *, with_traceback: bool = False) -> Response:
     reference = secrets.token_hex(4)
     log.error(
-        "unexpected error (reference %s) on %s %s: %s",
+        "unexpected error (reference %s, request_id %s) on %s %s: %s",
         reference,
+        request_ids.current.get(),
         request.method,
         request.url.path,
         type(exc).__name__,

@@ -45,6 +45,7 @@ from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.metrics import observe_refused, observe_time_to, observe_webhook_lag
 from gatecast.web.problems import MEDIA_TYPE as PROBLEM_MEDIA_TYPE
 from gatecast.web.problems import STATUS_CODES, Problem
+from gatecast.web.request_ids import add_filter_once
 from gatecast.web.webhook_guard import WebhookGuard, guard_for
 from gateway.event_parsing import parse_webhook
 from gateway.events import MalformedEvent
@@ -284,10 +285,7 @@ def _redact_args(args: Any) -> Any:
 
 def install_log_redaction(loggers: Sequence[str] = REDACTED_LOGGERS) -> None:
     """Add :class:`SecretPathFilter` to uvicorn's and httpx's loggers (idempotent)."""
-    for name in loggers:
-        logger = logging.getLogger(name)
-        if not any(isinstance(f, SecretPathFilter) for f in logger.filters):
-            logger.addFilter(SecretPathFilter())
+    add_filter_once(loggers, SecretPathFilter)
 
 
 __all__ = [

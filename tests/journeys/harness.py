@@ -334,6 +334,21 @@ def ok(answer: httpx.Response, *codes: int) -> Any:
     return answer.json()
 
 
+def import_samples(api: httpx.Client, list_name: str = "customers") -> dict[str, Any]:
+    """``POST /api/v1/imports`` of samples/contacts.csv into ``list_name``: the job (202)."""
+    with (SAMPLES / "contacts.csv").open("rb") as fh:
+        return dict(
+            ok(
+                api.post(
+                    "/api/v1/imports",
+                    files={"file": ("contacts.csv", fh, "text/csv")},
+                    data={"list_name": list_name},
+                ),
+                202,
+            )
+        )
+
+
 def campaign_over_api(server: Server, campaign_id: int) -> dict[str, Any]:
     """The campaign as ``GET /campaigns/{id}`` of ``server`` shows it."""
     with server.api() as api:

@@ -136,6 +136,9 @@ class ProblemPublic(BaseModel):
     detail: str = Field(description="What went wrong, in one sentence")
     code: str = Field(description="Stable name of the problem, e.g. not_found")
     errors: list[FieldErrorPublic] | None = Field(None, description="The fields at fault")
+    request_id: str | None = Field(
+        None, description="The answer's X-Request-Id: name it when you ask for support"
+    )
 
 
 def not_found(what: str, ident: object) -> Problem:

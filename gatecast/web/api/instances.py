@@ -449,6 +449,29 @@ def delete_instance(instance_id: str, ctx: Ctx) -> ForgetResult:
     return ForgetResult(instance_id=instance_id, detail="forgotten", released=result.released)
 
 
+class PauseBody(RequestBody):
+    """Why a person pauses a sender (optional)."""
+
+    reason: str = Field("", description="Said with the pause (at most 400 characters)")
+
+
+@router.post("/instances/{instance_id}/pause", response_model=OperationResult)
+def post_pause(instance_id: str, ctx: Ctx, body: PauseBody | None = None) -> OperationResult:
+    """Stop sending through a sender until someone resumes it (``POST .../resume``); its
+    queued messages wait or go to their campaigns' other senders. A sender already paused
+    keeps the pause it has."""
+    reason = (body or PauseBody()).reason
+    try:
+        paused = domain.pause(ctx.engine, instance_id, reason, now=ctx.clock())
+    except domain.UnknownInstance:
+        raise not_found("instance", instance_id) from None
+    except ValueError as exc:
+        raise field_error(("body", "reason"), str(exc)) from None
+    return OperationResult(
+        instance_id=instance_id, detail="paused" if paused else "pause: it was already paused"
+    )
+
+
 @router.post("/instances/{instance_id}/resume", response_model=OperationResult)
 def post_resume(instance_id: str, ctx: Ctx) -> OperationResult:
     """Let a paused sender send again (paused for quota, a failure burst, its health

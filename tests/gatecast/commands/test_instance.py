@@ -244,6 +244,19 @@ def test_resume_status_and_reconnect_of_paused_senders(
 
         res = invoke("resume", "NOPE")
         assert res.exit_code == 1 and "NOPE" in res.flat
+
+        # a person pauses a sender by hand, and only a resume lifts it
+        res = invoke("pause", "QUOTA1", "--reason", "checking the account")
+        assert res.exit_code == 0 and "paused" in res.flat, res.output
+        assert rows(db_url)["QUOTA1"]["paused_reason"] == "paused by a person: checking the account"
+        res = invoke("pause", "QUOTA1")
+        assert res.exit_code == 0 and "already paused" in res.flat
+        res = invoke("pause", "QUOTA1", "--reason", "x" * 401)
+        assert res.exit_code == 2 and "--reason" in res.flat
+        res = invoke("pause", "NOPE")
+        assert res.exit_code == 1 and "NOPE" in res.flat
+        res = invoke("resume", "QUOTA1")
+        assert res.exit_code == 0 and "paused by a person" in res.flat
     eng.dispose()
 
 
