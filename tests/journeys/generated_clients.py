@@ -22,7 +22,12 @@ import pytest
 
 PYTHON_GENERATOR = "openapi-python-client==0.29.1"
 #: the npm packages of the TypeScript journey, pinned
-TS_PACKAGES = ("openapi-typescript@7.13.0", "openapi-fetch@0.17.0", "typescript@5.9.3")
+TS_PACKAGES = (
+    "openapi-typescript@7.13.0",
+    "openapi-fetch@0.17.0",
+    "typescript@5.9.3",
+    "@types/node@20.19.43",
+)
 UV = Path(sys.executable).with_name("uv")
 #: npm's download cache, kept between sessions (never in the repository)
 NPM_CACHE = Path(os.environ.get("GATECAST_NPM_CACHE", "/tmp/gatecast-npm-cache"))
@@ -110,13 +115,22 @@ def generate_ts_client(document: dict[str, Any], where: Path, script: Path) -> P
         link.symlink_to(tools / "node_modules")
     (folder / "package.json").write_text('{"private": true, "type": "module"}')
     bin_dir = tools / "node_modules" / ".bin"
-    _run([str(bin_dir / "openapi-typescript"), str(spec), "-o", "schema.d.ts"], cwd=folder)
+    # a field with a default is optional in a body we send (openapi-typescript 7 makes it
+    # required unless told: its default reads documents for answers only)
+    _run(
+        [
+            *(str(bin_dir / "openapi-typescript"), str(spec), "-o", "schema.d.ts"),
+            *("--default-non-nullable", "false"),
+        ],
+        cwd=folder,
+    )
     shutil.copy(script, folder / "journey.ts")
     _run(
         [
             str(bin_dir / "tsc"),
             *("--strict", "--target", "es2022", "--module", "nodenext"),
-            *("--moduleResolution", "nodenext", "--skipLibCheck", "journey.ts"),
+            *("--moduleResolution", "nodenext", "--skipLibCheck", "--types", "node"),
+            "journey.ts",
         ],
         cwd=folder,
     )

@@ -17,6 +17,8 @@ from __future__ import annotations
 import csv
 import importlib
 import io
+import json
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +30,9 @@ import pytest
 from tests.journeys.generated_clients import (
     CAMPAIGN_TOML,
     generate_python_client,
+    generate_ts_client,
     hook_receiver,
+    node_tools,
 )
 from tests.journeys.harness import API_KEY, SAMPLES, Process, Server, wait_for, workspace
 
@@ -194,3 +198,37 @@ def test_a_generated_python_client_drives_the_whole_journey(served: Served) -> N
     assert isinstance(problem, models.ProblemPublic), problem
     assert problem.code == "invalid_campaign"
     assert [e.loc for e in problem.errors] == [["body", "message", "text"]]
+
+
+def test_a_generated_typescript_client_drives_the_whole_journey(served: Served) -> None:
+    node, _ = node_tools()
+    script = Path(__file__).with_name("ts_client_journey.ts")
+    folder = generate_ts_client(served.document, served.cache / "typescript", script)
+    out = folder / "out"
+    out.mkdir(exist_ok=True)
+    env = {
+        "PATH": str(Path(node).parent),
+        "GATECAST_URL": served.server.url,
+        "GATECAST_KEY": API_KEY,
+        "CONTACTS_CSV": str(SAMPLES / "contacts.csv"),
+        "CAMPAIGN_TOML": CAMPAIGN_TOML.format(name="TS TOML", list="ts-customers"),
+        "HOOK_URL": served.hook_url,
+        "OUT": str(out),
+    }
+    done = subprocess.run(
+        [node, "journey.js"], cwd=folder, env=env, capture_output=True, text=True, timeout=180
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["import"] == ["completed", 44]
+    assert seen["recipients"] == [44, 44]
+    assert seen["csv"] == ["target", 44]
+    assert seen["json"] == ["TS TOML", 44, 44]
+    assert seen["endpoint"] == [True, served.hook_url, True]
+    assert seen["problem"] == [422, "invalid_campaign", ["body", "message", "text"]]
+    # the downloads the script saved, opened as a user opens them
+    report = openpyxl.load_workbook(out / "report.xlsx", read_only=True)
+    sizes = [len(list(report[name].iter_rows(values_only=True))) for name in report.sheetnames]
+    assert max(sizes) == 45, sizes
+    contacts = openpyxl.load_workbook(out / "contacts.xlsx", read_only=True).active
+    assert contacts is not None and len(list(contacts.iter_rows(values_only=True))) == 45
