@@ -96,13 +96,11 @@ def node_tools() -> tuple[str, str]:
     pytest.skip("node or npm is not installed: the TypeScript client journey needs them")
 
 
-def generate_ts_client(document: dict[str, Any], where: Path, script: Path) -> Path:
-    """A folder with the pinned packages installed, ``schema.d.ts`` generated from
-    ``document`` by openapi-typescript and ``script`` compiled by tsc (type-checked
-    against it) to ``journey.js``."""
+def install_ts_tools(where: Path) -> Path:
+    """The pinned npm packages installed under ``where/node`` (once per session; npm's
+    download cache is :data:`NPM_CACHE`); returns that folder."""
     _, npm = node_tools()
-    folder, spec = _keyed(document, where)
-    tools = where / "node"  # the packages, installed once per session
+    tools = where / "node"
     if not (tools / "node_modules").exists():
         tools.mkdir(parents=True, exist_ok=True)
         (tools / "package.json").write_text('{"private": true, "type": "module"}')
@@ -110,6 +108,14 @@ def generate_ts_client(document: dict[str, Any], where: Path, script: Path) -> P
             [npm, "install", "--no-audit", "--no-fund", "--cache", str(NPM_CACHE), *TS_PACKAGES],
             cwd=tools,
         )
+    return tools
+
+
+def generate_ts_client(document: dict[str, Any], where: Path, script: Path) -> Path:
+    """A folder with ``schema.d.ts`` generated from ``document`` by openapi-typescript and
+    ``script`` compiled by tsc (type-checked against it) to ``journey.js``."""
+    tools = install_ts_tools(where)
+    folder, spec = _keyed(document, where)
     link = folder / "node_modules"
     if not link.exists():
         link.symlink_to(tools / "node_modules")

@@ -20,6 +20,7 @@ import io
 import json
 import subprocess
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from tests.journeys.generated_clients import (
     generate_python_client,
     generate_ts_client,
     hook_receiver,
+    install_ts_tools,
     node_tools,
 )
 from tests.journeys.harness import API_KEY, SAMPLES, Process, Server, wait_for, workspace
@@ -48,17 +50,26 @@ class Served:
     document: dict[str, Any]
     cache: Path
     hook_url: str
+    #: the TypeScript client's folder, generated while the Python journey runs
+    ts_client: Future[Path]
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, sandbox_process: Process) -> Iterator[Served]:
-    with workspace(tmp_path_factory.mktemp("generated"), sandbox_process.url) as ws:
-        server = ws.serve()
-        with server.api() as api:
-            document = api.get("/openapi.json").json()
-        cache = tmp_path_factory.getbasetemp() / "generated-clients"
-        for url in hook_receiver():
-            yield Served(server, document, cache, url)
+    cache = tmp_path_factory.getbasetemp() / "generated-clients"
+    script = Path(__file__).with_name("ts_client_journey.ts")
+    # npm installs while the server starts, tsc compiles while the Python journey runs
+    with ThreadPoolExecutor(1) as background:
+        background.submit(install_ts_tools, cache / "typescript")
+        with workspace(tmp_path_factory.mktemp("generated"), sandbox_process.url) as ws:
+            server = ws.serve()
+            with server.api() as api:
+                document = api.get("/openapi.json").json()
+            ts_client = background.submit(
+                generate_ts_client, document, cache / "typescript", script
+            )
+            for url in hook_receiver():
+                yield Served(server, document, cache, url, ts_client)
 
 
 def _call(module: str) -> Any:
@@ -202,8 +213,7 @@ def test_a_generated_python_client_drives_the_whole_journey(served: Served) -> N
 
 def test_a_generated_typescript_client_drives_the_whole_journey(served: Served) -> None:
     node, _ = node_tools()
-    script = Path(__file__).with_name("ts_client_journey.ts")
-    folder = generate_ts_client(served.document, served.cache / "typescript", script)
+    folder = served.ts_client.result()
     out = folder / "out"
     out.mkdir(exist_ok=True)
     env = {
