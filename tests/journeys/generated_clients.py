@@ -5,6 +5,7 @@ per document and session."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import json
@@ -153,6 +154,7 @@ class _Hook(BaseHTTPRequestHandler):
         return None
 
 
+@contextlib.contextmanager
 def hook_receiver() -> Iterator[str]:
     """A local endpoint that answers every webhook POST 204; yields its URL."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Hook)

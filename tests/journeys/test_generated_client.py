@@ -68,7 +68,7 @@ def served(tmp_path_factory: pytest.TempPathFactory, sandbox_process: Process) -
             ts_client = background.submit(
                 generate_ts_client, document, cache / "typescript", script
             )
-            for url in hook_receiver():
+            with hook_receiver() as url:
                 yield Served(server, document, cache, url, ts_client)
 
 
@@ -175,6 +175,14 @@ def test_a_generated_python_client_drives_the_whole_journey(served: Served) -> N
     book = openpyxl.load_workbook(io.BytesIO(xlsx.payload.read()), read_only=True)
     sheets = {name: list(book[name].iter_rows(values_only=True)) for name in book.sheetnames}
     assert len(max(sheets.values(), key=len)) == 45, sheets.keys()  # a header and 44 rows
+
+    # each download of personal data is in the audit log
+    audit = _call("audit.audit_get_audit").sync(client=client, action="/report.")
+    assert sorted(e.action.rsplit("/", 1)[1] for e in audit.items) == [
+        "report.csv",
+        "report.json",
+        "report.xlsx",
+    ]
 
     # the contact export, in both formats, as bytes
     export = _call("contacts.contacts_export_contacts")
