@@ -1,5 +1,5 @@
 """An integrator generates a client from ``/openapi.json`` and, through it alone, drives
-``gatecast serve`` (the sandbox sends): links a sender, imports a file, creates
+``gatecast serve`` (the sandbox sends): links a sender, imports a file, uploads a picture, creates
 campaigns from a TOML upload and from JSON, follows them to the end, downloads each
 report format and reads it as a user would, exports contacts, subscribes a webhook
 endpoint, and gets a typed problem back (decision 66 (clients) in docs/architecture.md).
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openpyxl
 import pytest
 
@@ -37,6 +38,7 @@ from tests.journeys.generated_clients import (
     node_tools,
 )
 from tests.journeys.harness import API_KEY, SAMPLES, Process, Server, wait_for, workspace
+from tests.media_files import png
 
 pytestmark = pytest.mark.slow
 
@@ -110,6 +112,20 @@ def test_a_generated_python_client_drives_the_whole_journey(served: Served) -> N
         what="the import",
     )
     assert (done.status, done.imported, done.list_name) == ("completed", 44, "py-customers")
+
+    # upload a picture (binary) for a media message: its signed URL answers it
+    picture = png(64, 48)
+    media = _call("media.media_post_media").sync(
+        client=client,
+        body=models.BodyMediaPostMedia(
+            file=types.File(
+                payload=io.BytesIO(picture), file_name="sale.png", mime_type="image/png"
+            )
+        ),
+    )
+    assert isinstance(media, models.MediaPublic), media
+    fetched = httpx.get(media.url, timeout=30)
+    assert (fetched.headers["content-type"], fetched.content) == ("image/png", picture)
 
     # a campaign from a TOML file upload, and one from JSON with a typed message
     toml = CAMPAIGN_TOML.format(name="From TOML", list="py-customers").encode()
