@@ -127,7 +127,13 @@ def failure_log(app: Any) -> FailureLog:
 
 #: routes (as their routers declare them) that hand out personal data: their GETs are
 #: recorded as ``export GET <route>``
-EXPORTS = frozenset({"/contacts/export", "/campaigns/{campaign_id}/report.{fmt}", "/audit/export"})
+EXPORTS = frozenset(
+    {
+        "/contacts/export",
+        *(f"/campaigns/{{campaign_id}}/report.{fmt}" for fmt in ("{fmt}", "csv", "json", "xlsx")),
+        "/audit/export",
+    }
+)
 #: POST routes that change nothing (a preview, a check, a conversion): not recorded, so
 #: a preview the composer refreshes as the user types never shows as a failed change
 READ_ONLY_POSTS = frozenset(

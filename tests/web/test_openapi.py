@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 from openapi_spec_validator import validate
@@ -133,3 +134,72 @@ def test_a_method_not_allowed_names_every_allowed_one(live_sqlite: LiveApp) -> N
         assert res.headers["allow"] == "GET, POST"
         res = api.put("/api/v1/webhook-endpoints/1", json={})
         assert res.headers["allow"] == "DELETE, GET, PATCH"
+
+
+OPERATION_IDS = Path(__file__).with_name("operation_ids.txt")
+
+
+def test_operation_ids_are_the_checked_in_ones(live_sqlite: LiveApp) -> None:
+    """Renaming an operation renames a generated client's call: every id, with its
+    method and path, is pinned in ``operation_ids.txt``; change that file with the route."""
+    doc = _document(live_sqlite)
+    found = sorted(
+        f"{op['operationId']} {method.upper()} {path}"
+        for path, item in doc["paths"].items()
+        for method, op in item.items()
+    )
+    pinned = [line for line in OPERATION_IDS.read_text().splitlines() if line and line[0] != "#"]
+    assert found == pinned
+
+
+def test_downloads_and_uploads_are_declared_for_generated_clients(live_sqlite: LiveApp) -> None:
+    """Every file field is ``format: binary`` (sent as a file part); every download
+    declares the type it answers (decision 69 in docs/architecture.md)."""
+    doc = _document(live_sqlite)
+    schemas = doc["components"]["schemas"]
+    uploads = 0
+    for _, _, op in _operations(doc):
+        form = op.get("requestBody", {}).get("content", {}).get("multipart/form-data")
+        if form:
+            fields = schemas[form["schema"]["$ref"].rsplit("/", 1)[1]]["properties"]
+            assert fields["file"]["format"] == "binary", op["operationId"]
+            uploads += 1
+    assert uploads == 5
+    paths = doc["paths"]
+
+    def content(path: str) -> dict[str, Any]:
+        found: dict[str, Any] = paths[f"/api/v1{path}"]["get"]["responses"]["200"]["content"]
+        return found
+
+    report = "/campaigns/{campaign_id}/report"
+    assert content(f"{report}.csv") == {"text/csv": {"schema": {"type": "string"}}}
+    assert content(f"{report}.json")["application/json"]["schema"]["$ref"].endswith(
+        "/ReportJsonPublic"
+    )
+    binary = {"schema": {"type": "string", "format": "binary"}}
+    xlsx = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+    assert content(f"{report}.xlsx") == {xlsx: binary, "application/octet-stream": binary}
+    assert list(content("/contacts/export")) == [xlsx, "application/octet-stream", "text/csv"]
+    for path in ("/audit/export", "/imports/{import_id}/rejects.csv"):
+        assert content(path) == {"text/csv": {"schema": {"type": "string"}}}, path
+
+
+def test_a_binary_download_is_labelled_octet_stream_on_request(live_sqlite: LiveApp) -> None:
+    with live_sqlite.client() as api:
+        plain = api.get("/api/v1/contacts/export", params={"format": "xlsx", "opted_out": True})
+        assert plain.headers["content-type"].startswith("application/vnd.openxmlformats"), (
+            plain.text
+        )
+        asked = api.get(
+            "/api/v1/contacts/export",
+            params={"format": "xlsx", "opted_out": True},
+            headers={"Accept": "application/octet-stream"},
+        )
+        assert asked.headers["content-type"] == "application/octet-stream"
+        assert asked.content == plain.content
+        csv_asked = api.get(
+            "/api/v1/contacts/export",
+            params={"opted_out": True},
+            headers={"Accept": "text/csv, application/octet-stream"},
+        )
+        assert csv_asked.headers["content-type"].startswith("text/csv")

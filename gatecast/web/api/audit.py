@@ -10,7 +10,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import AwareDatetime, BaseModel, Field
 
 from campaigns import audit
-from gatecast.web.api.common import Limit, Offset, Page
+from gatecast.web.api.common import Limit, Offset, Page, download
 from gatecast.web.context import AppContext, get_ctx
 
 router = APIRouter(tags=["audit"])
@@ -72,7 +72,11 @@ def get_audit(
     )
 
 
-@router.get("/audit/export", response_class=StreamingResponse)
+@router.get(
+    "/audit/export",
+    response_class=StreamingResponse,
+    responses=download("The matching entries as CSV", "text/csv"),
+)
 def export_audit(ctx: Ctx, filters: Filters) -> StreamingResponse:
     """The matching entries as CSV, oldest first (formula-like cells neutralised)."""
     return StreamingResponse(

@@ -15,7 +15,6 @@ from fastapi import (
     APIRouter,
     Body,
     Depends,
-    File,
     HTTPException,
     Query,
     Request,
@@ -48,6 +47,7 @@ from gatecast.web.api.common import (
     Page,
     RequestBody,
     field_error,
+    upload,
 )
 from gatecast.web.api.segments import AudienceCountPublic
 from gatecast.web.context import AppContext, get_ctx
@@ -447,7 +447,7 @@ def post_campaign(
 def post_campaign_toml(
     ctx: Ctx,
     request: Request,
-    file: Annotated[UploadFile, File(description="A TOML campaign file")],
+    file: Annotated[UploadFile, upload("A TOML campaign file")],
     strict: Strict = False,
     allow_unrenderable: AllowUnrenderable = False,
 ) -> Response:
@@ -488,7 +488,7 @@ def post_preview(
 
 @router.post("/campaigns/preview/toml", response_model=CampaignPreview)
 def post_preview_toml(
-    ctx: Ctx, file: Annotated[UploadFile, File(description="A TOML campaign file")]
+    ctx: Ctx, file: Annotated[UploadFile, upload("A TOML campaign file")]
 ) -> CampaignPreview:
     """Validate and render an uploaded TOML campaign file, storing nothing."""
     spec = parse_toml_upload(file.file.read(MAX_TOML_BYTES + 1), file.filename or "")

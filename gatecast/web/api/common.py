@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Generic, TypeVar
 
-from fastapi import Query, Request, status
+from fastapi import File, Query, Request, status
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
@@ -149,6 +149,45 @@ def not_found(what: str, ident: object) -> Problem:
 def field_error(loc: tuple[str | int, ...], msg: str, kind: str = "value_error") -> Problem:
     """A 422 naming the field by its path (``("body", "list_name")``)."""
     return field_problem(loc, msg, kind)
+
+
+#: the media type a download is also declared as, for generators that know no other binary
+#: type (decision 69 in docs/architecture.md)
+OCTET_STREAM = "application/octet-stream"
+#: a spreadsheet download (report.xlsx, a contact export)
+XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+#: a CSV download, as sent
+CSV = "text/csv; charset=utf-8"
+_BINARY = {"schema": {"type": "string", "format": "binary"}}
+
+
+def upload(description: str) -> Any:
+    """A multipart file field declared ``format: binary`` in the OpenAPI document (FastAPI
+    writes only ``contentMediaType``, which generators read as a text field): generated
+    clients send it as a file part (decision 69)."""
+    return File(description=description, json_schema_extra={"format": "binary"})
+
+
+def download(description: str, *media_types: str) -> dict[int | str, dict[str, Any]]:
+    """The 200 of a download route, for its ``responses``: ``text/csv`` as a string, any
+    other type as binary and also as ``application/octet-stream`` (which the route answers
+    to a client accepting only that: :func:`labelled`), binary types first so a generator
+    that takes the first known type reads every format as bytes (decision 69)."""
+    binary = [m for m in media_types if not m.startswith("text/")]
+    content: dict[str, Any] = {m: _BINARY for m in binary}
+    if binary:
+        content[OCTET_STREAM] = _BINARY
+    content.update({m: {"schema": {"type": "string"}} for m in media_types if m not in binary})
+    return {200: {"description": description, "content": content}}
+
+
+def labelled(request: Request, media_type: str) -> str:
+    """``media_type``, or ``application/octet-stream`` when the request's ``Accept`` names
+    that and not ``media_type`` (a generated client asking for bytes)."""
+    accept = request.headers.get("accept", "")
+    named = {part.split(";", 1)[0].strip().lower() for part in accept.split(",")}
+    wanted = media_type.split(";", 1)[0].lower()
+    return OCTET_STREAM if OCTET_STREAM in named and wanted not in named else media_type
 
 
 _PROBLEM = {"model": ProblemPublic, "content": {"application/problem+json": {}}}

@@ -17,7 +17,16 @@ from starlette.background import BackgroundTask
 
 from campaigns import audiences, contacts
 from campaigns.audiences import ContactRecord
-from gatecast.web.api.common import Id, RequestBody, field_error, not_found
+from gatecast.web.api.common import (
+    CSV,
+    XLSX,
+    Id,
+    RequestBody,
+    download,
+    field_error,
+    labelled,
+    not_found,
+)
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.idempotency import IDEMPOTENT, run_once
 from gatecast.web.problems import Problem
@@ -120,9 +129,18 @@ def _phone_of(ctx: AppContext, contact_id: int) -> str:
     return found.phone
 
 
-@router.get("/contacts/export", response_class=FileResponse)
+#: the media type of each export format
+EXPORT_TYPES = {"csv": CSV, "xlsx": XLSX}
+
+
+@router.get(
+    "/contacts/export",
+    response_class=FileResponse,
+    responses=download("The contacts as CSV or XLSX (`format`)", XLSX, "text/csv"),
+)
 def export_contacts(
     ctx: Ctx,
+    request: Request,
     list_name: Annotated[str | None, Query(alias="list", description="Export this list")] = None,
     segment: Annotated[str | None, Query(description="Export this saved segment")] = None,
     opted_out: Annotated[bool, Query(description="Export the opted-out contacts")] = False,
@@ -142,7 +160,12 @@ def export_contacts(
     except BaseException:
         cleanup()
         raise
-    return FileResponse(path, filename=path.name, background=BackgroundTask(cleanup))
+    return FileResponse(
+        path,
+        media_type=labelled(request, EXPORT_TYPES[format]),
+        filename=path.name,
+        background=BackgroundTask(cleanup),
+    )
 
 
 @router.get("/contacts/{contact_id}", response_model=ContactDetailPublic)

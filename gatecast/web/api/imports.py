@@ -25,7 +25,6 @@ from typing import Annotated, BinaryIO
 from fastapi import (
     APIRouter,
     Depends,
-    File,
     Form,
     HTTPException,
     Request,
@@ -48,7 +47,16 @@ from campaigns.importer import (
     preview_file,
     write_rejects_csv,
 )
-from gatecast.web.api.common import Id, Limit, Offset, Page, field_error, not_found
+from gatecast.web.api.common import (
+    Id,
+    Limit,
+    Offset,
+    Page,
+    download,
+    field_error,
+    not_found,
+    upload,
+)
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.idempotency import IDEMPOTENT, run_once
 from gatecast.web.problems import web_terms
@@ -345,7 +353,7 @@ def start_import(ctx: AppContext, path: Path, opts: ImportOptions, original_file
 def post_preview(
     request: Request,
     ctx: Ctx,
-    file: Annotated[UploadFile, File(description="CSV, XLSX, XLS, ODS or vCard (.vcf)")],
+    file: Annotated[UploadFile, upload("CSV, XLSX, XLS, ODS or vCard (.vcf)")],
     phone_column: Annotated[str | None, Form()] = None,
     name_column: Annotated[str | None, Form()] = None,
     region: Annotated[str | None, Form()] = None,
@@ -388,7 +396,7 @@ def post_preview(
 def post_import(
     request: Request,
     ctx: Ctx,
-    file: Annotated[UploadFile, File(description="CSV, XLSX, XLS, ODS or vCard (.vcf)")],
+    file: Annotated[UploadFile, upload("CSV, XLSX, XLS, ODS or vCard (.vcf)")],
     list_name: Annotated[
         str | None, Form(description="The list to import into (created if new)")
     ] = None,
@@ -517,7 +525,7 @@ _CSV_PAGE = 1000
 @router.get(
     "/imports/{import_id}/rejects.csv",
     response_class=Response,
-    responses={200: {"content": {"text/csv": {}}, "description": "The rejected rows as CSV"}},
+    responses=download("The rejected rows as CSV", "text/csv"),
 )
 def get_rejects_csv(import_id: Id, ctx: Ctx) -> Response:
     """Every rejected row of an import as a CSV file to fix and import again.

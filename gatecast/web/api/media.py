@@ -8,11 +8,11 @@ import hashlib
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, File, Form, Query, Request, Response, UploadFile
+from fastapi import APIRouter, Depends, Form, Query, Request, Response, UploadFile
 from pydantic import BaseModel, Field
 
 from campaigns import media as domain
-from gatecast.web.api.common import Id, Limit, Offset, Page, field_error, not_found
+from gatecast.web.api.common import Id, Limit, Offset, Page, field_error, not_found, upload
 from gatecast.web.auth import identify
 from gatecast.web.context import AppContext, get_ctx
 from gatecast.web.idempotency import IDEMPOTENT, run_once
@@ -85,9 +85,7 @@ def _digest(upload: UploadFile) -> str:
 def post_media(
     request: Request,
     ctx: Ctx,
-    file: Annotated[
-        UploadFile, File(description="An image, video, audio file or document (module notes)")
-    ],
+    file: Annotated[UploadFile, upload("An image, video, audio file or document (module notes)")],
     days: Annotated[
         float | None,
         Form(gt=0, le=domain.MAX_URL_DAYS, description="Days the URL works (default 30)"),

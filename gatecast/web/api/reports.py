@@ -12,14 +12,14 @@ import tempfile
 from pathlib import Path
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import FileResponse
 from pydantic import BaseModel
 from starlette.background import BackgroundTask
 
 from campaigns.reports import ReportSummary, report_summary, write_report
 from campaigns.service import get_campaign
-from gatecast.web.api.common import Id
+from gatecast.web.api.common import CSV, XLSX, Id, download, labelled
 from gatecast.web.context import AppContext, get_ctx
 
 router = APIRouter(tags=["reports"])
@@ -27,11 +27,7 @@ Ctx = Annotated[AppContext, Depends(get_ctx)]
 
 ReportFormat = Literal["csv", "xlsx", "json"]
 
-MEDIA_TYPES: dict[str, str] = {
-    "csv": "text/csv; charset=utf-8",
-    "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-    "json": "application/json",
-}
+MEDIA_TYPES: dict[str, str] = {"csv": CSV, "xlsx": XLSX, "json": "application/json"}
 
 
 class TapPublic(BaseModel):
@@ -68,6 +64,23 @@ class SummaryPublic(BaseModel):
     taps: list[TapPublic]
 
 
+class ReportCampaignPublic(BaseModel):
+    """The campaign a JSON report is of."""
+
+    id: int
+    name: str
+    state: str
+
+
+class ReportJsonPublic(BaseModel):
+    """``report.json``: the campaign, its summary and one object per recipient (the
+    report's columns, docs/reports.md)."""
+
+    campaign: ReportCampaignPublic
+    summary: SummaryPublic
+    deliveries: list[dict[str, str | int | float | bool | None]]
+
+
 def _public(s: ReportSummary) -> SummaryPublic:
     return SummaryPublic.model_validate(s, from_attributes=True)
 
@@ -78,8 +91,11 @@ def report_filename(campaign_id: int, name: str, fmt: str) -> str:
     return f"campaign-{campaign_id}-{slug}.{fmt}"
 
 
-def build_report(ctx: AppContext, campaign_id: int, fmt: str) -> FileResponse:
-    """Write the report to a temporary file and answer it as a download."""
+def build_report(
+    ctx: AppContext, campaign_id: int, fmt: str, media_type: str | None = None
+) -> FileResponse:
+    """Write the report to a temporary file and answer it as a download (as
+    ``media_type``, else the format's own)."""
     detail = get_campaign(ctx.engine, campaign_id)  # 404 for an unknown id
     folder = Path(tempfile.mkdtemp(prefix="gatecast-report-"))
     name = report_filename(campaign_id, detail.name, fmt)
@@ -90,7 +106,7 @@ def build_report(ctx: AppContext, campaign_id: int, fmt: str) -> FileResponse:
         raise
     return FileResponse(
         path,
-        media_type=MEDIA_TYPES[fmt],
+        media_type=media_type or MEDIA_TYPES[fmt],
         filename=name,
         background=BackgroundTask(shutil.rmtree, folder, ignore_errors=True),
     )
@@ -104,23 +120,51 @@ def get_summary(campaign_id: Id, ctx: Ctx) -> SummaryPublic:
     return _public(report_summary(ctx.engine, campaign_id))
 
 
-@router.get(
-    "/campaigns/{campaign_id}/report.{fmt}",
-    response_class=FileResponse,
-    responses={
-        200: {
-            "content": {
-                media: {"schema": {"type": "string", "format": "binary"}}
-                for media in MEDIA_TYPES.values()
-            },
-            "description": "The per-recipient report as a download",
-        }
-    },
+#: one operation per format, so each declares the one type it answers and a generated
+#: client reads it as that (text, a typed body, bytes: decision 69)
+_REPORT_TEXT = (
+    "Download the per-recipient report as {what}.\n\n"
+    "{more}One row per recipient; the columns are docs/reports.md's."
 )
-def get_report(campaign_id: Id, fmt: ReportFormat, ctx: Ctx) -> FileResponse:
-    """Download the per-recipient report as CSV, XLSX or JSON.
 
-    ``report.xlsx`` adds a summary sheet and a chart; ``report.json`` holds the summary
-    and one object per recipient.
-    """
+
+@router.get(
+    "/campaigns/{campaign_id}/report.csv",
+    response_class=FileResponse,
+    responses=download("The per-recipient report as CSV", "text/csv"),
+    description=_REPORT_TEXT.format(what="CSV", more=""),
+)
+def get_report_csv(campaign_id: Id, ctx: Ctx) -> FileResponse:
+    return build_report(ctx, campaign_id, "csv")
+
+
+@router.get(
+    "/campaigns/{campaign_id}/report.json",
+    response_class=FileResponse,
+    responses={200: {"model": ReportJsonPublic, "description": "The report as JSON"}},
+    description=_REPORT_TEXT.format(
+        what="JSON", more="The campaign, its summary and one object per recipient. "
+    ),
+)
+def get_report_json(campaign_id: Id, ctx: Ctx) -> FileResponse:
+    return build_report(ctx, campaign_id, "json")
+
+
+@router.get(
+    "/campaigns/{campaign_id}/report.xlsx",
+    response_class=FileResponse,
+    responses=download("The per-recipient report as an Excel workbook", XLSX),
+    description=_REPORT_TEXT.format(
+        what="XLSX",
+        more="A summary sheet with a chart, then the deliveries; `Accept: "
+        "application/octet-stream` labels the same bytes so. ",
+    ),
+)
+def get_report_xlsx(campaign_id: Id, ctx: Ctx, request: Request) -> FileResponse:
+    return build_report(ctx, campaign_id, "xlsx", labelled(request, XLSX))
+
+
+@router.get("/campaigns/{campaign_id}/report.{fmt}", include_in_schema=False)
+def get_report(campaign_id: Id, fmt: ReportFormat, ctx: Ctx) -> FileResponse:
+    """Any other suffix: 422 naming ``fmt`` (the three formats have their own routes)."""
     return build_report(ctx, campaign_id, fmt)
