@@ -131,8 +131,17 @@ def _child_spec(spec: CampaignSpec, step: int) -> CampaignSpec:
     name = f"{spec.name} - step {step}"
     if len(name) > 300:
         name = name[-300:]
+    # the same conversation: the contact cooldown (against any campaign's message) would
+    # skip every step sent within it of the first message
+    safety = spec.safety.model_copy(update={"contact_cooldown_hours": 0.0})
     return spec.model_copy(
-        update={"name": name, "message": spec.steps[step - 1].message, "steps": [], "ab": None}
+        update={
+            "name": name,
+            "message": spec.steps[step - 1].message,
+            "steps": [],
+            "ab": None,
+            "safety": safety,
+        }
     )
 
 
@@ -162,14 +171,14 @@ def _rows(
     for r in due_rows:
         target = str(r["target"])
         data = ContactData(phone=target, name=r["name"] or "", attributes=r["attributes"] or {})
+        error: str | None = None
         try:
             rendered = render_message(message, data, recipient_rng(child_id, target))
         except RenderError as exc:
-            reason = f"the step's message cannot be rendered: {exc}"[:1000]
-            state, due_at, body, error = states.SKIPPED, None, content({}), reason
+            error = f"the step's message cannot be rendered: {exc}"[:1000]
+            state, due_at, body = states.SKIPPED, None, content({})
         else:
             state, due_at, body = states.QUEUED, at, content(message_to_dict(rendered))
-            error = None
         out.append(
             (
                 child_id,
