@@ -110,9 +110,12 @@ def test_yes_gets_details_silence_one_reminder_answers_nothing_more(
     )
     _idle(sandbox_process)
     phones = {p[1:] for _, p in people}
-    decided = lambda: sum(  # noqa: E731
-        a["to"] in phones for a in _sandbox(sandbox_process, "/sandbox/answers")["items"]
-    )
+
+    def decided() -> int:
+        return sum(
+            a["to"] in phones for a in _sandbox(sandbox_process, "/sandbox/answers")["items"]
+        )
+
     with server.api() as api:
         wait_for(
             lambda: ok(api.get("/api/v1/replies", params={"limit": 1}))["total"] == decided(),
