@@ -15,7 +15,15 @@ import httpx
 import pytest
 
 from storage.types import utcnow
-from tests.journeys.harness import QUICK_STATUSES, Process, Server, Workspace, ok, wait_for
+from tests.journeys.harness import (
+    API_KEY,
+    QUICK_STATUSES,
+    Process,
+    Server,
+    Workspace,
+    ok,
+    wait_for,
+)
 
 SANDBOX_ARGS = (
     *QUICK_STATUSES,
@@ -128,9 +136,27 @@ def test_yes_gets_details_silence_one_reminder_answers_nothing_more(
     ws.clock_start = utcnow() + timedelta(days=2, hours=1)
     server = ws.serve()
     wait_for(lambda: _settled(server, cid, 2), what="the reminders to be sent", timeout=60)
-    steps = _steps(server, cid)
     _idle(sandbox_process)
+    steps = wait_for(
+        lambda: (s := _steps(server, cid))[1]["counts"].get("read") == s[1]["total"] and s,
+        what="every reminder to be read",
+    )
+    with httpx.Client(base_url=server.url, timeout=30) as browser:  # the dashboard's page
+        signed = browser.post("/login", data={"api_key": API_KEY, "next": "/campaigns"})
+        assert signed.status_code == 303, signed.text
+        page = browser.get(f"/campaigns/{cid}").text
     server.stop()
+    assert "Follow-up steps" in page and "tapped button yes" in page, page
+    assert "no reply within 2d" in page
+    report = ws.path / "invite.json"  # the report's summary: each step and its counts
+    summary = ws.run("report", str(cid), "--output", str(report), "--json").json()["summary"]
+    assert [(s["step"], s["condition"]) for s in summary["steps"]] == [
+        (1, "tapped button yes"),
+        (2, "no reply within 2d"),
+    ]
+    assert [s["counts"] for s in summary["steps"]] == [s["counts"] for s in steps]
+    shown = ws.run("campaign", "show", str(cid)).output  # the CLI
+    assert "tapped button yes: text" in shown and "no reply within 2d: text" in shown, shown
 
     # the truth: what each person answered to the invitation, and every message they got
     answers = {a["message_id"]: a for a in _sandbox(sandbox_process, "/sandbox/answers")["items"]}

@@ -233,6 +233,11 @@ class StepPublic(BaseModel):
     when: str = Field(description="no_reply, read_no_reply, tapped or replied")
     condition: str = Field(description="The condition in words")
     message_type: str
+    campaign_id: int | None = Field(
+        None,
+        description="The hidden campaign holding its sends (its report is the step's); "
+        "null until it was first due for someone",
+    )
     counts: dict[str, int] = Field(
         description="Its delivery rows per state (those it was due for so far)"
     )
