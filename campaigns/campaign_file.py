@@ -538,6 +538,17 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(seconds=float(m.group(1)) * _UNIT_SECONDS[m.group(2)])
 
 
+def positive_span(value: str) -> str:
+    """``value`` if it is a duration above 0 and at most :data:`MAX_RETRY_HORIZON`
+    (``[ab] after``, a step's ``after``); ValueError naming the rule otherwise."""
+    span = parse_duration(value)
+    if span <= timedelta(0):
+        raise ValueError("must be greater than 0")
+    if span > MAX_RETRY_HORIZON:
+        raise ValueError(f"must be at most {MAX_RETRY_HORIZON.days} days")
+    return value
+
+
 class RetrySpec(_Model):
     """Durable retries of sends refused before sending; with ``until``, retries over days
     (``scheduler.retry_horizon``)."""
@@ -627,12 +638,7 @@ class ABSpec(_Model):
     @field_validator("after")
     @classmethod
     def _after(cls, value: str) -> str:
-        span = parse_duration(value)
-        if span <= timedelta(0):
-            raise ValueError("must be greater than 0")
-        if span > MAX_RETRY_HORIZON:
-            raise ValueError(f"must be at most {MAX_RETRY_HORIZON.days} days")
-        return value
+        return positive_span(value)
 
     @property
     def wait(self) -> timedelta:
@@ -666,14 +672,7 @@ class StepSpec(_Model):
     @field_validator("after")
     @classmethod
     def _after(cls, value: str | None) -> str | None:
-        if value is None:
-            return value
-        span = parse_duration(value)
-        if span <= timedelta(0):
-            raise ValueError("must be greater than 0")
-        if span > MAX_RETRY_HORIZON:
-            raise ValueError(f"must be at most {MAX_RETRY_HORIZON.days} days")
-        return value
+        return None if value is None else positive_span(value)
 
     @model_validator(mode="after")
     def _needs(self) -> StepSpec:

@@ -4,11 +4,6 @@ committed), the evaluation run again makes exactly one row for each contact due.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -19,9 +14,8 @@ from campaigns.campaign_file import parse_campaign
 from campaigns.service import create_campaign
 from scheduler.starts import start_campaign
 from storage import tables
-from tests.campaigns.campaign_fixtures import NOW, make_list, people
+from tests.campaigns.campaign_fixtures import NOW, kill_when_ready, make_list, people
 
-ROOT = Path(__file__).resolve().parents[2]
 PEOPLE = 130
 SENT = NOW + timedelta(minutes=1)
 LATER = SENT + timedelta(days=3)
@@ -102,23 +96,8 @@ def test_sigkill_during_evaluation_sends_no_step_twice_and_skips_none(
     cid = _campaign(engine)
     ready = tmp_path / "ready"
     url = engine.url.render_as_string(hide_password=False)
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, url, LATER.isoformat(), str(ready)],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not ready.exists():
-            assert proc.poll() is None, "the evaluation ended before it was killed"
-            assert time.monotonic() < deadline, "the evaluation never reached its second batch"
-            time.sleep(0.05)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    args = [CHILD, url, LATER.isoformat(), str(ready)]
+    kill_when_ready(args, ready, "its second batch")
     # the first batch committed, the second (written when killed) not
     assert len(_step_rows(engine, cid)) == 50
     while followups.evaluate(engine, LATER):  # the next process evaluates again
