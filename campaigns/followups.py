@@ -31,12 +31,13 @@ from campaigns.campaign_file import (
     StepSpec,
     stored_spec,
 )
-from campaigns.delivery_lifecycle import OPEN, SEND_SKIPPED
+from campaigns.delivery_lifecycle import OPEN, SEND_SKIPPED, SKIP_QUEUED
 from campaigns.gateway_events import fold_keyword
 from campaigns.render import ContactData, RenderError, recipient_rng, render_message
 from campaigns.service import insert_draft
 from gateway.messages import message_to_dict
 from storage import states
+from storage.queries import campaigns as cq
 from storage.queries import deliveries as dq
 from storage.queries import followups as fq
 from storage.queries import tallies
@@ -46,6 +47,10 @@ log = logging.getLogger("gatecast.followups")
 
 #: why a claimed step row was not sent
 ANSWERED = "answered or opted out before this step was sent"
+#: why a step's waiting rows were skipped: its campaign was cancelled, failed or deleted
+STOPPED = "campaign cancelled"
+#: why a step campaign is paused
+PAUSED = "its campaign is paused"
 #: the most contacts one step takes in one transaction (the rest at the next pass)
 BATCH = 2000
 
@@ -220,10 +225,31 @@ def evaluate_step(engine: Engine, raw: RowMapping, rule: StepRule, now: datetime
     return len(rows)
 
 
+def follow_campaigns(engine: Engine, now: datetime) -> None:
+    """Step campaigns follow their campaign: paused while it is paused (resumed by
+    :func:`evaluate_step` once it runs again), cancelled with their waiting rows skipped
+    when it is cancelled, failed or deleted."""
+    with engine.connect() as conn:
+        found = fq.step_campaign_states(conn)
+    for child, state, parent_state, deleted in found:
+        ended = deleted or parent_state in (lifecycle.CANCELLED, lifecycle.FAILED)
+        with engine.begin() as conn:
+            try:
+                if ended:
+                    lifecycle.transition(conn, child, lifecycle.CANCELLED, reason=STOPPED, now=now)
+                    cq.skip_queued(conn, child, STOPPED, move=SKIP_QUEUED, now=now)
+                elif parent_state == lifecycle.PAUSED and state == lifecycle.RUNNING:
+                    lifecycle.transition(conn, child, lifecycle.PAUSED, reason=PAUSED, now=now)
+            except lifecycle.InvalidTransition:
+                continue  # moved meanwhile: the next pass looks again
+
+
 def evaluate(engine: Engine, now: datetime) -> int:
     """Every step of every running campaign (and of those finished in the last
     ``MAX_RETRY_HORIZON``, the longest wait a step may have): the rows of those it is
-    due for; how many rows were made."""
+    due for; how many rows were made. Step campaigns follow their campaign's pause and
+    cancellation first (:func:`follow_campaigns`)."""
+    follow_campaigns(engine, now)
     with engine.connect() as conn:
         campaigns = fq.campaigns_with_steps(conn, now - MAX_RETRY_HORIZON)
     made = 0
@@ -299,6 +325,7 @@ __all__ = [
     "due",
     "evaluate",
     "evaluate_step",
+    "follow_campaigns",
     "keyword_matches",
     "recheck",
     "rule_of",

@@ -151,6 +151,18 @@ def campaigns_with_steps(conn: Connection, finished_since: datetime) -> list[Row
     return list(conn.execute(stmt).mappings())
 
 
+def step_campaign_states(conn: Connection) -> list[tuple[int, str, str, bool]]:
+    """Every step campaign not ended: (id, its state, its campaign's state, whether its
+    campaign is deleted)."""
+    parent = _camp.alias("parent")
+    found = conn.execute(
+        select(_camp.c.id, _camp.c.state, parent.c.state, parent.c.deleted_at.is_not(None))
+        .select_from(_camp.join(parent, parent.c.id == _camp.c.step_of))
+        .where(_camp.c.step_of.is_not(None), _camp.c.state.in_(["running", "paused", "draft"]))
+    )
+    return [(int(i), str(s), str(ps), bool(gone)) for i, s, ps, gone in found]
+
+
 def campaign_spec(conn: Connection, campaign_id: int) -> Any:
     """The stored spec of ``campaign_id`` (None: no such campaign)."""
     return conn.execute(select(_camp.c.spec).where(_camp.c.id == campaign_id)).scalar_one_or_none()
@@ -161,6 +173,7 @@ __all__ = [
     "campaign_spec",
     "campaigns_with_steps",
     "due_rows",
+    "step_campaign_states",
     "step_campaigns",
     "texts_since",
 ]

@@ -178,3 +178,44 @@ def test_keyword_matches_whole_words() -> None:
     assert followups.keyword_matches("info", "informação? não: info")
     assert not followups.keyword_matches("info", "information")
     assert followups.keyword_matches("sí", "SI claro")
+
+
+def test_a_step_follows_its_campaign_paused_resumed_and_cancelled(engine: Engine) -> None:
+    from campaigns import lifecycle
+    from campaigns.service import cancel_campaign
+
+    cid = _campaign(engine, [NO_REPLY])
+    later = SENT + timedelta(days=3)
+    followups.evaluate(engine, later)
+    with engine.connect() as conn:
+        child, state = conn.execute(
+            select(tables.campaigns.c.id, tables.campaigns.c.state).where(
+                tables.campaigns.c.step_of == cid
+            )
+        ).one()
+    assert state == "running" and len(_stepped(engine, cid, 1)) == 6
+
+    def child_state() -> str:
+        with engine.connect() as conn:
+            return str(
+                conn.execute(
+                    select(tables.campaigns.c.state).where(tables.campaigns.c.id == child)
+                ).scalar_one()
+            )
+
+    with engine.begin() as conn:
+        lifecycle.transition(conn, cid, lifecycle.PAUSED, now=later)
+    followups.evaluate(engine, later)
+    assert child_state() == "paused"
+    with engine.begin() as conn:
+        lifecycle.transition(conn, cid, lifecycle.RUNNING, now=later)
+    followups.evaluate(engine, later)
+    assert child_state() == "running"
+    cancel_campaign(engine, cid, now=later)
+    followups.evaluate(engine, later)
+    assert child_state() == "cancelled"
+    with engine.connect() as conn:
+        left = conn.execute(
+            select(_d.c.state, _d.c.error).where(_d.c.campaign_id == child).distinct()
+        ).all()
+    assert left == [("skipped", followups.STOPPED)]
