@@ -38,10 +38,13 @@ class Condition:
 
 
 def _reply_since(first: Any) -> Any:
-    """A message of the contact received since the first message was attempted."""
+    """A message of the contact received since the first message's row was made (not
+    since its send: a reply's time is the gateway's, often in whole seconds, so one
+    within the second of the send would compare as before it; earlier is the safe side:
+    a no-reply step stops)."""
     return exists().where(
         _im.c.contact_id == first.c.contact_id,
-        _im.c.received_at >= first.c.attempted_at,
+        _im.c.received_at >= first.c.queued_at,
     )
 
 
@@ -102,7 +105,7 @@ def due_rows(
             d.c.contact_id,
             d.c.sender,
             d.c.recipient_tz,
-            d.c.attempted_at,
+            d.c.queued_at,
             _c.c.name,
             _c.c.attributes,
         )
@@ -114,11 +117,11 @@ def due_rows(
 
 
 def texts_since(conn: Connection, rows: Sequence[RowMapping]) -> dict[int, list[str]]:
-    """Each contact's messages received since its first message was attempted."""
+    """Each contact's messages received since its first message's row was made."""
     out: dict[int, list[str]] = {}
     for chunk_start in range(0, len(rows), 500):
         chunk = rows[chunk_start : chunk_start + 500]
-        since = {int(r["contact_id"]): r["attempted_at"] for r in chunk}
+        since = {int(r["contact_id"]): r["queued_at"] for r in chunk}
         found = conn.execute(
             select(_im.c.contact_id, _im.c.text, _im.c.received_at).where(
                 _im.c.contact_id.in_(list(since))
