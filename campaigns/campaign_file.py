@@ -538,6 +538,17 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(seconds=float(m.group(1)) * _UNIT_SECONDS[m.group(2)])
 
 
+def positive_span(value: str) -> str:
+    """``value`` if it is a duration above 0 and at most :data:`MAX_RETRY_HORIZON`
+    (``[ab] after``, a step's ``after``); ValueError naming the rule otherwise."""
+    span = parse_duration(value)
+    if span <= timedelta(0):
+        raise ValueError("must be greater than 0")
+    if span > MAX_RETRY_HORIZON:
+        raise ValueError(f"must be at most {MAX_RETRY_HORIZON.days} days")
+    return value
+
+
 class RetrySpec(_Model):
     """Durable retries of sends refused before sending; with ``until``, retries over days
     (``scheduler.retry_horizon``)."""
@@ -627,17 +638,80 @@ class ABSpec(_Model):
     @field_validator("after")
     @classmethod
     def _after(cls, value: str) -> str:
-        span = parse_duration(value)
-        if span <= timedelta(0):
-            raise ValueError("must be greater than 0")
-        if span > MAX_RETRY_HORIZON:
-            raise ValueError(f"must be at most {MAX_RETRY_HORIZON.days} days")
-        return value
+        return positive_span(value)
 
     @property
     def wait(self) -> timedelta:
         """How long after the start the winner is picked."""
         return parse_duration(self.after)
+
+
+#: a follow-up step's condition (docs/campaign-file.md, "Follow-up steps"; decision 70)
+StepWhen = Literal["no_reply", "read_no_reply", "tapped", "replied"]
+#: the most follow-up steps a campaign may have
+MAX_STEPS = 10
+MAX_KEYWORD = 100
+
+
+class StepSpec(_Model):
+    """A follow-up step (``[[steps]]``): ``message`` sent to each contact of the first
+    message for whom ``when`` holds: ``no_reply`` (sent ``after`` ago, no reply since),
+    ``read_no_reply`` (read ``after`` ago, no reply since), ``tapped`` (the first message's
+    ``button`` or list ``row`` tapped), ``replied`` (a reply holding ``keyword`` as a word,
+    case and accents aside). Never to an opted-out contact; the no-reply kinds stop on
+    any reply; ``stop_on_reply = false`` lets them fire regardless (decision 70)."""
+
+    when: StepWhen
+    after: str | None = None
+    button: str | None = Field(None, max_length=256)
+    row: str | None = Field(None, max_length=256)
+    keyword: str | None = Field(None, max_length=MAX_KEYWORD)
+    stop_on_reply: bool = True
+    message: MessageSpec
+
+    @field_validator("after")
+    @classmethod
+    def _after(cls, value: str | None) -> str | None:
+        return None if value is None else positive_span(value)
+
+    @model_validator(mode="after")
+    def _needs(self) -> StepSpec:
+        errors: list[tuple[str, str]] = []
+        timed = self.when in ("no_reply", "read_no_reply")
+        if timed and self.after is None:
+            errors.append(("after", f"required for a {self.when} step (like 2d)"))
+        if not timed and self.after is not None:
+            errors.append(("after", f"not used by a {self.when} step"))
+        if self.when == "tapped" and (self.button is None) == (self.row is None):
+            errors.append(("button", "give the id of the button or of the list row (row)"))
+        if self.when != "tapped":
+            for name in ("button", "row"):
+                if getattr(self, name) is not None:
+                    errors.append((name, f"not used by a {self.when} step"))
+        if self.when == "replied" and not (self.keyword or "").strip():
+            errors.append(("keyword", "required for a replied step"))
+        if self.when != "replied" and self.keyword is not None:
+            errors.append(("keyword", f"not used by a {self.when} step"))
+        if self.message.variants:
+            errors.append(("message.variants", "a step's message has no variants"))
+        if errors:
+            raise _RuleErrors(errors)
+        return self
+
+    @property
+    def wait(self) -> timedelta | None:
+        """How long after the first message was sent (or read) a no-reply step waits."""
+        return None if self.after is None else parse_duration(self.after)
+
+    def label(self) -> str:
+        """The condition in words (the CLI, the dashboard)."""
+        if self.when == "no_reply":
+            return f"no reply within {self.after}"
+        if self.when == "read_no_reply":
+            return f"read but no reply within {self.after}"
+        if self.when == "tapped":
+            return f"tapped button {self.button}" if self.button else f"tapped row {self.row}"
+        return f"replied {self.keyword}"
 
 
 #: the longest list, tag, segment or attribute name and ``where`` value an audience takes
@@ -800,6 +874,7 @@ class CampaignSpec(_Model):
     retry: RetrySpec = Field(default_factory=RetrySpec)
     safety: SafetySpec = Field(default_factory=SafetySpec)
     ab: ABSpec | None = None
+    steps: builtins.list[StepSpec] = Field(default_factory=builtins.list, max_length=MAX_STEPS)
 
     @model_validator(mode="after")
     def _rules(self) -> CampaignSpec:
@@ -851,6 +926,8 @@ class CampaignSpec(_Model):
 def _cross_errors(data: Mapping[str, Any]) -> builtins.list[FieldError]:
     """Rules across sections, checked on raw data so they show next to other errors."""
     errors: builtins.list[FieldError] = []
+    if data.get("steps") and data.get("groups"):
+        errors.append(FieldError("steps", "a campaign to groups has no follow-up steps"))
     name = data.get("name")
     if isinstance(name, str) and not name.strip():
         errors.append(FieldError("name", "must not be empty"))

@@ -31,6 +31,7 @@ _ORDER = (
     "pace",
     "retry",
     "safety",
+    "steps",
 )
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\f": "\\f", "\r": "\\r"}

@@ -91,6 +91,8 @@ class CampaignDetail:
     deleted_at: datetime | None = None
     #: the A/B variants compared, the test and its pick (``campaigns.variants``); {} without
     variants: dict[str, Any] = field(default_factory=dict)
+    #: its follow-up steps, each with its rows' counts per state (campaigns.followups)
+    steps: list[Any] = field(default_factory=list)
 
     @property
     def total(self) -> int:
@@ -218,6 +220,8 @@ class CampaignPage:
     counts: dict[str, int]
     #: as :attr:`CampaignDetail.variants`
     variants: dict[str, Any]
+    #: as :attr:`CampaignDetail.steps`
+    steps: list[Any] = field(default_factory=list)
 
     @property
     def total(self) -> int:
@@ -300,7 +304,7 @@ def list_campaigns(
 
 def get_campaign(engine: Engine, campaign_id: int) -> CampaignDetail:
     """One campaign with its counts per delivery state; :class:`CampaignNotFound` if none."""
-    from campaigns import variants
+    from campaigns import followups, variants
     from campaigns.campaign_file import stored_spec
 
     with engine.connect() as conn:
@@ -308,6 +312,7 @@ def get_campaign(engine: Engine, campaign_id: int) -> CampaignDetail:
         counts = tallies.delivery_counts(conn, campaign_id)
         spec = stored_spec(r.spec, int(r.id))
         compared = variants.campaign_comparison(conn, campaign_id, spec)
+        steps = followups.step_counts(conn, campaign_id, spec)
     return CampaignDetail(
         **_shown(r),
         parent_id=r.parent_id,
@@ -317,6 +322,7 @@ def get_campaign(engine: Engine, campaign_id: int) -> CampaignDetail:
         archived_at=r.archived_at,
         deleted_at=r.deleted_at,
         variants=compared,
+        steps=steps,
     )
 
 
@@ -354,4 +360,10 @@ def campaign_page(engine: Engine, campaign_id: int) -> CampaignPage:
             spec = stored_spec(r.spec, int(r.id))
             view = SpecView.of(spec)
             compared = variants.campaign_comparison(conn, campaign_id, spec)
-    return CampaignPage(**_shown(r), spec=view, counts=counts, variants=compared)
+        steps: list[Any] = []
+        if isinstance(r.spec, dict) and r.spec.get("steps"):
+            from campaigns import followups
+            from campaigns.campaign_file import stored_spec
+
+            steps = followups.step_counts(conn, campaign_id, stored_spec(r.spec, int(r.id)))
+    return CampaignPage(**_shown(r), spec=view, counts=counts, variants=compared, steps=steps)

@@ -18,7 +18,7 @@ from typing import Literal
 
 from sqlalchemy import Connection, Engine, select
 
-from campaigns import lifecycle
+from campaigns import followups, lifecycle
 from gateway.messages import Message, message_from_dict
 from gateway.outcomes import SendOutcome
 from scheduler import claim_care
@@ -48,6 +48,8 @@ class RunningCampaign:
     senders_checked_at: datetime
     #: recipient time: the distinct recipient zones of its queued rows (else empty)
     zones: list[str] = field(default_factory=list)
+    #: a follow-up step's sends: the step's rule, re-checked in each claim (decision 70)
+    step: followups.StepRule | None = None
 
 
 @dataclass
@@ -85,14 +87,18 @@ class Claimer:
 
     def running(self, conn: Connection, now: datetime) -> tuple[list[RunningCampaign], set[int]]:
         """The watched running campaigns, and the ids of those that stopped running."""
-        stmt = select(_campaigns.c.id, _campaigns.c.spec, _campaigns.c.timezone).where(
-            _campaigns.c.state == lifecycle.RUNNING
-        )
+        stmt = select(
+            _campaigns.c.id,
+            _campaigns.c.spec,
+            _campaigns.c.timezone,
+            _campaigns.c.step_of,
+            _campaigns.c.step,
+        ).where(_campaigns.c.state == lifecycle.RUNNING)
         if self.campaign_ids is not None:
             stmt = stmt.where(_campaigns.c.id.in_(self.campaign_ids))
         out: list[RunningCampaign] = []
         seen: set[int] = set()
-        for cid, spec, tz in conn.execute(stmt.order_by(_campaigns.c.id)):
+        for cid, spec, tz, step_of, step in conn.execute(stmt.order_by(_campaigns.c.id)):
             cid = int(cid)
             seen.add(cid)
             cached = self.campaigns.get(cid)
@@ -105,6 +111,8 @@ class Claimer:
                 cached = RunningCampaign(cid, policy, dq.queued_senders(conn, cid), now)
                 if policy.recipient_timezone:
                     cached.zones = dq.queued_zones(conn, cid)
+                if step_of is not None and step is not None:
+                    cached.step = followups.rule_of(conn, int(step_of), int(step))
                 self.campaigns[cid] = cached
             out.append(cached)
         gone = set(self.campaigns) - seen
@@ -251,6 +259,8 @@ class Claimer:
         claimed = {row.sender for row in rows}
         # a held row costs its sender this slot; the next slot takes the next row
         rows = hold_runs(conn, rows, policy.max_identical, now, wakes)
+        if camp.step is not None:  # decided now, in the claim's transaction (decision 70)
+            rows = followups.recheck(conn, camp.step, rows, now)
         due = dq.next_due_at(conn, camp.id, [s for s in taken if s not in claimed], zones)
         if due is not None:
             wakes.append(max(due, now))
@@ -338,13 +348,18 @@ class Claimer:
         )
         rows = claim_care.after_claim(conn, rows, care, now, tz, unpaced=pace.unpaced)
         if pace.unpaced or not rows:
+            if camp.step is not None:  # decided now, in the claim's transaction (decision 70)
+                rows = followups.recheck(conn, camp.step, rows, now)
             return rows
         nxt = now
         for _ in rows:
             nxt = claim_care.slowed(nxt, next_send_at(nxt, pace, self.rng), care.get(sender))
         iq.set_next_send(conn, sender, nxt)
         wakes.append(nxt)
-        return hold_runs(conn, rows, camp.policy.max_identical, now, wakes)
+        rows = hold_runs(conn, rows, camp.policy.max_identical, now, wakes)
+        if camp.step is not None:  # decided now, in the claim's transaction (decision 70)
+            rows = followups.recheck(conn, camp.step, rows, now)
+        return rows
 
 
 def _jobs(rows: list[dq.ClaimedRow], policy: CampaignPolicy) -> list[Job]:

@@ -25,6 +25,7 @@ from datetime import timedelta
 
 from sqlalchemy import Engine
 
+from campaigns.followups import evaluate as evaluate_followups
 from campaigns.search_index import catch_up_search
 from gateway.client import GatewayClient
 from scheduler import leader
@@ -86,6 +87,8 @@ class ServiceOptions:
     outbound_policy: OutboundPolicy = field(default_factory=OutboundPolicy)
     #: how often the leader fills the search rows of contacts written since (0: never)
     search_catch_up_seconds: float = 2.0
+    #: how often the leader evaluates the campaigns' follow-up steps (0: never)
+    followup_seconds: float = 2.0
 
 
 class Service:
@@ -195,6 +198,8 @@ class Service:
                 self._spawn("gatecast-outbound", self._outbound_loop)
             if self.options.search_catch_up_seconds > 0:
                 self._spawn("gatecast-search", self._search_loop)
+            if self.options.followup_seconds > 0:
+                self._spawn("gatecast-followups", self._followup_loop)
         self._spawn("gatecast-dispatch", self._dispatch_loop)
         if self.options.listen and listener_for(self.engine) is not None:
             self._spawn("gatecast-wakeups", self._wakeup_loop)
@@ -335,6 +340,18 @@ class Service:
                 catch_up_search(self.engine, stop=self._stop)
             except Exception as exc:
                 log_failure(log, "contact search catch-up error", exc)
+
+    def _followup_loop(self) -> None:
+        # the follow-up steps due (campaigns/followups.py, decision 70): rows made here
+        # are claimed by every process's dispatcher like any others
+        while not self._stop.wait(self.options.followup_seconds):
+            if not self.is_leader:
+                continue
+            try:
+                if evaluate_followups(self.engine, self.clock.now()):
+                    self.dispatcher.wake()
+            except Exception as exc:
+                log_failure(log, "follow-up evaluation error", exc)
 
     def stop(self) -> None:
         """Stop the loops, the scheduler and the dispatcher; give the lease up."""

@@ -308,6 +308,7 @@ class Campaign(SQLModel, table=True):
     __tablename__ = "campaigns"
     __table_args__ = (
         UniqueConstraint("parent_id", "occurrence_at", name="uq_campaign_occurrence"),
+        Index("uq_campaign_step", "step_of", "step", unique=True),
     )
 
     id: int | None = Field(default=None, sa_type=BigId, primary_key=True)
@@ -351,6 +352,10 @@ class Campaign(SQLModel, table=True):
     message_metadata: dict[str, Any] | None = Field(
         default=None, sa_column=Column(JsonDoc, nullable=True)
     )
+    # a follow-up step's sends (campaigns/followups.py, migration 0032, decision 70): the
+    # campaign it follows and the step's number (from 1); unique together
+    step_of: int | None = Field(default=None, sa_type=BigId)
+    step: int | None = Field(default=None)
 
 
 class Delivery(SQLModel, table=True):

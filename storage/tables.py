@@ -115,6 +115,8 @@ campaigns: Final[Table] = Table(
     Column("held_at", UTCDateTime(), nullable=True),
     Column("direct", Boolean(), nullable=False, server_default="0"),
     Column("message_metadata", JsonDoc, nullable=True),
+    Column("step_of", BigId, nullable=True),
+    Column("step", Integer(), nullable=True),
     ForeignKeyConstraint(["list_id"], ["lists.id"]),
     ForeignKeyConstraint(["parent_id"], ["campaigns.id"]),
     UniqueConstraint("parent_id", "occurrence_at", name="uq_campaign_occurrence"),

@@ -56,6 +56,9 @@ class ReportSummary:
     #: recipients whose first tap it was) and ``rate`` (taps / sent); the message's own
     #: quick-reply buttons and rows first, in order, then any other id tapped
     taps: list[dict[str, Any]] = field(default_factory=list)
+    #: the follow-up steps (decision 70): ``step``, ``condition``, ``message_type``,
+    #: ``total`` (contacts it was due for so far) and ``counts`` per state; [] without
+    steps: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -194,7 +197,27 @@ def read_summary(conn: Connection, campaign_id: int) -> ReportSummary:
         median_seconds_to_read=_median_or_none(to_read),
         variants=compared,
         taps=tap_rates(conn, campaign_id, spec, sent),
+        steps=_steps(conn, campaign_id, spec),
     )
+
+
+def _steps(conn: Connection, campaign_id: int, spec: Any) -> list[dict[str, Any]]:
+    """The follow-up steps with their counts (:attr:`ReportSummary.steps`)."""
+    if spec is None or not spec.steps:
+        return []
+    from campaigns.followups import step_counts
+
+    return [
+        {
+            "step": s.step,
+            "condition": s.condition,
+            "message_type": s.message_type,
+            "campaign_id": s.campaign_id,
+            "total": sum(s.counts.values()),
+            "counts": s.counts,
+        }
+        for s in step_counts(conn, campaign_id, spec)
+    ]
 
 
 def report_summary(engine: Engine, campaign_id: int) -> ReportSummary:
@@ -240,6 +263,20 @@ def _variant_rows(ws: Any, compared: dict[str, Any], rate: Any) -> None:
     if pick:
         ws.append(["A/B winner", neutralise(str(pick["winner"])), str(pick["at"])])
         ws.append(["Picked on", neutralise(str(pick["note"]))])
+
+
+def _step_rows(ws: Any, steps: list[dict[str, Any]]) -> None:
+    """The follow-up steps and their counts (none: no table)."""
+    if not steps:
+        return
+    ws.append([])
+    ws.append(["Step", "When", "Due so far", "Sent", "Waiting", "Skipped"])
+    for s in steps:
+        c = s["counts"]
+        sent = sum(c.get(k, 0) for k in (states.SENT, states.DELIVERED, states.READ))
+        waiting = c.get(states.QUEUED, 0) + c.get(states.SENDING, 0)
+        skipped = c.get(states.SKIPPED, 0)
+        ws.append([s["step"], neutralise(s["condition"]), s["total"], sent, waiting, skipped])
 
 
 def _tap_rows(ws: Any, taps: list[dict[str, Any]], rate: Any) -> None:
@@ -303,6 +340,7 @@ def summary_workbook(summary: ReportSummary) -> Any:
         ws.append([state, n])
     _variant_rows(ws, summary.variants, rate)
     _tap_rows(ws, summary.taps, rate)
+    _step_rows(ws, summary.steps)
     chart = BarChart()
     chart.type = "bar"  # horizontal bars, top to bottom: a funnel
     chart.title = "Funnel"

@@ -514,6 +514,12 @@ def show_cmd(
     for state in _delivery_states():
         if d.counts.get(state):
             table.add_row(f"  {state}", f"{d.counts[state]:,}")
+    for step in d.steps:  # follow-up steps (decision 70)
+        sent = ", ".join(f"{n:,} {state}" for state, n in sorted(step.counts.items()))
+        table.add_row(
+            f"step {step.step}",
+            escape(f"{step.condition}: {step.message_type}; {sent or 'none due yet'}"),
+        )
     console.print(table)
     from gatecast.runtime.holds_view import hold_lines  # the runtime loads the engine
 

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, insert, select
@@ -78,3 +84,28 @@ def spec(**overrides: Any) -> CampaignSpec:
     }
     data.update(overrides)
     return parse_campaign(data)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def kill_when_ready(args: Sequence[str], ready: Path, what: str) -> None:
+    """Run ``python -c ARGS`` from the project and SIGKILL it once it wrote ``ready``
+    (``what``: the moment it waits for, in a failure's words)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", *args],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            assert proc.poll() is None, "the process ended before it was killed"
+            assert time.monotonic() < deadline, f"the process never reached {what}"
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

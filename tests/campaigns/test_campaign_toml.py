@@ -112,3 +112,27 @@ def test_any_text_reads_back_the_same(name: str, text: str, title: str, footer: 
             },
         }
     )
+
+
+def test_follow_up_steps_read_back_the_same() -> None:
+    text = _round_trip(
+        {
+            "name": "Invite",
+            "list": "guests",
+            "message": {
+                "type": "interactive",
+                "text": "Coming?",
+                "buttons": [{"display_text": "Yes", "id": "yes"}],
+            },
+            "steps": [
+                {"when": "tapped", "button": "yes", "message": {"type": "text", "text": "Info"}},
+                {
+                    "when": "no_reply",
+                    "after": "2d",
+                    "stop_on_reply": False,
+                    "message": {"type": "media", "media_url": "https://x.test/a.jpg"},
+                },
+            ],
+        }
+    )
+    assert text.count("[[steps]]") == 2 and "[steps.message]" in text, text

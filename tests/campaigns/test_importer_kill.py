@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -15,8 +10,8 @@ from campaigns.import_runs import INTERRUPTED
 from campaigns.importer import ImportOptions, import_file
 from storage.engine import make_engine, upgrade
 from storage.queries import contacts as q
+from tests.campaigns.campaign_fixtures import kill_when_ready
 
-ROOT = Path(__file__).resolve().parents[2]
 CHILD = """
 import sys, time
 from pathlib import Path
@@ -43,22 +38,7 @@ def test_sigkill_during_import_leaves_nothing(db_url: str, tmp_path: Path) -> No
         encoding="utf-8",
     )
     ready = tmp_path / "ready"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, db_url, str(path), str(ready)],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not ready.exists():
-            assert proc.poll() is None, "the import process ended before it was killed"
-            assert time.monotonic() < deadline, "the import never reached its write phase"
-            time.sleep(0.05)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    kill_when_ready([CHILD, db_url, str(path), str(ready)], ready, "the import's write phase")
     with engine.connect() as conn:
         assert conn.execute(sa.select(sa.func.count()).select_from(q.contacts)).scalar() == 0
         assert conn.execute(sa.select(sa.func.count()).select_from(q.lists)).scalar() == 0

@@ -226,6 +226,24 @@ class CampaignPublic(BaseModel):
     )
 
 
+class StepPublic(BaseModel):
+    """A follow-up step (``[[steps]]``) and what it sent so far."""
+
+    step: int = Field(description="Its number, from 1, in the file's order")
+    when: str = Field(description="no_reply, read_no_reply, tapped or replied")
+    condition: str = Field(description="The condition in words")
+    message_type: str
+    campaign_id: int | None = Field(
+        None,
+        description="The hidden campaign holding its sends (its report is the step's); "
+        "null until it was first due for someone",
+    )
+    counts: dict[str, int] = Field(
+        description="Its delivery rows per state (those it was due for so far)"
+    )
+    total: int = Field(description="How many contacts it was due for so far")
+
+
 class CampaignDetailPublic(CampaignPublic):
     """One campaign: its validated file, times and counts."""
 
@@ -246,6 +264,18 @@ class CampaignDetailPublic(CampaignPublic):
     recipient_holds: list[RecipientHoldPublic] | None = Field(
         None, description="With ?recipients=true: the first queued recipients, each's hold"
     )
+    steps: list[StepPublic] = Field(
+        default_factory=list, description="Its follow-up steps with their counts ([] without)"
+    )
+
+    @field_validator("steps", mode="before")
+    @classmethod
+    def _steps(cls, value: Any) -> Any:
+        """The domain's step counts, with their totals."""
+        return [
+            {**vars(s), "total": sum(s.counts.values())} if not isinstance(s, dict) else s
+            for s in value
+        ]
 
     @field_validator("spec", mode="before")
     @classmethod

@@ -129,6 +129,11 @@ def test_bad_campaigns_are_422_with_field_paths(live_sqlite: LiveApp) -> None:
         res = api.post("/api/v1/campaigns", json={**CAMPAIGN, "list": "nobody"})
         assert res.status_code == 422
         assert res.json()["errors"][0]["loc"] == ["body", "list"]
+        # a follow-up step without what its condition needs, named in the file's terms
+        step = {"when": "no_reply", "message": {"type": "text", "text": "Again?"}}
+        res = api.post("/api/v1/campaigns", json={**CAMPAIGN, "steps": [step]})
+        assert res.status_code == 422, res.text
+        assert "steps[0].after" in {d["path"] for d in res.json()["errors"]}
         res = api.post("/api/v1/campaigns", json={**CAMPAIGN, "colour": "red"})
         assert res.status_code == 422
         assert res.json()["errors"][0]["loc"] == ["body", "colour"]
