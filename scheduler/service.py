@@ -25,6 +25,7 @@ from datetime import timedelta
 
 from sqlalchemy import Engine
 
+from campaigns.reply_rules import answer_due
 from campaigns.search_index import catch_up_search
 from gateway.client import GatewayClient
 from scheduler import leader
@@ -86,6 +87,8 @@ class ServiceOptions:
     outbound_policy: OutboundPolicy = field(default_factory=OutboundPolicy)
     #: how often the leader fills the search rows of contacts written since (0: never)
     search_catch_up_seconds: float = 2.0
+    #: how often the leader answers incoming messages by the reply rules (0: never)
+    reply_rules_seconds: float = 1.0
 
 
 class Service:
@@ -195,6 +198,8 @@ class Service:
                 self._spawn("gatecast-outbound", self._outbound_loop)
             if self.options.search_catch_up_seconds > 0:
                 self._spawn("gatecast-search", self._search_loop)
+            if self.options.reply_rules_seconds > 0:
+                self._spawn("gatecast-reply-rules", self._rules_loop)
         self._spawn("gatecast-dispatch", self._dispatch_loop)
         if self.options.listen and listener_for(self.engine) is not None:
             self._spawn("gatecast-wakeups", self._wakeup_loop)
@@ -335,6 +340,19 @@ class Service:
                 catch_up_search(self.engine, stop=self._stop)
             except Exception as exc:
                 log_failure(log, "contact search catch-up error", exc)
+
+    def _rules_loop(self) -> None:
+        # its own thread: answering stores messages, which must not delay the lease renewal
+        while not self._stop.wait(self.options.reply_rules_seconds):
+            if not self.is_leader:
+                continue
+            try:
+                batch = 200
+                while not self._stop.is_set():
+                    if answer_due(self.engine, now=self.clock.now(), batch=batch) < batch:
+                        break  # else a full batch looked at: the next one at once
+            except Exception as exc:
+                log_failure(log, "reply rules error", exc)
 
     def stop(self) -> None:
         """Stop the loops, the scheduler and the dispatcher; give the lease up."""
