@@ -257,6 +257,28 @@ def check_rule(fields: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
+def parse_week(lines: Sequence[str]) -> dict[str, list[str]]:
+    """Opening hours written as people write them, ``"mon-fri 09:00-18:00"`` or
+    ``"sat 10:00-14:00"`` (one line each; a day range or one day, then its hours), as
+    the ``days`` of an away rule's ``hours``; :class:`RuleError` on ``hours.days``."""
+    days: dict[str, list[str]] = {}
+    for line in lines:
+        parts = line.lower().split()
+        if len(parts) != 2:
+            raise RuleError(
+                f"{line!r}: write a day or days and hours, like mon-fri 09:00-18:00", "hours.days"
+            )
+        first, _, last = parts[0].partition("-")
+        if first not in DAYS or (last and last not in DAYS):
+            raise RuleError(f"{line!r}: days are {', '.join(DAYS)}", "hours.days")
+        start, end = DAYS.index(first), DAYS.index(last or first)
+        if end < start:
+            raise RuleError(f"{line!r}: the first day comes before the last", "hours.days")
+        for day in DAYS[start : end + 1]:
+            days.setdefault(day, []).append(parts[1])
+    return days
+
+
 # -- the rules ----------------------------------------------------------------------
 
 
@@ -469,6 +491,7 @@ __all__ = [
     "is_open",
     "keyword_matches",
     "list_rules",
+    "parse_week",
     "pause_for",
     "triggered",
 ]
