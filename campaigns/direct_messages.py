@@ -27,6 +27,7 @@ from sqlalchemy import Connection, Engine, insert, select
 from campaigns import lifecycle
 from campaigns.campaign_file import CampaignSpec, parse_campaign
 from campaigns.contacts import ContactError, add_contact, phone_e164
+from campaigns.deployment_defaults import read_defaults
 from campaigns.render import ContactData, RenderError, recipient_rng, render_message
 from campaigns.service import CampaignSetupError, check_senders, insert_draft
 from campaigns.variety import DEFAULT_MAX_IDENTICAL_IN_ROW
@@ -135,6 +136,9 @@ def send_message(
     if pace is not None:
         data["pace"] = dict(pace)
     spec = parse_campaign(data, "message").with_cooldown_default(default_cooldown_hours)
+    if pace is None:  # the deployment's stored pace, as a campaign's (decision 65)
+        stored = read_defaults(engine).pace
+        spec = spec if stored is None else spec.model_copy(update={"pace": stored})
     spec = spec.with_identical_default(default_max_identical)
     contact_id, contact = _contact(engine, e164, region, now)
     _check_renders(spec, contact)
