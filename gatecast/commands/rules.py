@@ -4,7 +4,7 @@ outside business hours (the rules: ``campaigns.reply_rules``, as ``/api/v1/reply
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from gatecast.commands.common import fail, id_argument, open_engine_or_fail
+from gatecast.commands.message import message_of, refused_input
 
 if TYPE_CHECKING:
     from campaigns.reply_rules import Rule
@@ -45,6 +46,10 @@ ZoneOpt = Annotated[
     str | None, typer.Option("--timezone", help="the business hours' zone, e.g. Europe/Lisbon")
 ]
 TextOpt = Annotated[str | None, typer.Option("--text", help="the answer's text ({{ name }} works)")]
+MediaOpt = Annotated[
+    str | None,
+    typer.Option("--media", help="answer with a picture, video or document (URL; --text: caption)"),
+]
 MessageOpt = Annotated[
     str | None,
     typer.Option("--message", help="the answer as JSON, a campaign file's [message] (any type)"),
@@ -60,34 +65,13 @@ PauseOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="print as JSON")]
 
 
-def _refused(exc: Exception) -> NoReturn:
-    """A refused rule (its field named) as one red line, exit code 2."""
-    from campaigns.campaign_file import CampaignFileError
-    from campaigns.reply_rules import RuleError
-
-    if isinstance(exc, RuleError):
-        fail(f"{exc.field}: {exc}", 2)
-    if isinstance(exc, CampaignFileError):
-        fail("; ".join(str(e) for e in exc.errors) or str(exc), 2)
-    raise exc
-
-
-def _fields(
-    *,
-    keyword: list[str] | None,
-    match: str | None,
-    button: str | None,
-    away: bool,
-    open_hours: list[str] | None,
-    timezone: str | None,
-    text: str | None,
-    message: str | None,
-    limit_hours: float | None,
-    pause_hours: float | None,
-) -> dict[str, Any]:
-    """The rule's fields the options give (only those given)."""
+def _fields(options: dict[str, Any]) -> dict[str, Any]:
+    """The rule's fields the command's options give (only those given)."""
     from campaigns.reply_rules import RuleError, parse_week
 
+    keyword, match, button = options["keyword"], options["match"], options["button"]
+    away, open_hours, timezone = options["away"], options["open_hours"], options["timezone"]
+    text, message = options["text"], options["message"]
     fields: dict[str, Any] = {}
     triggers = [t for t, on in (("keyword", keyword), ("button", button), ("away", away)) if on]
     if len(triggers) > 1:
@@ -104,21 +88,14 @@ def _fields(
         try:
             days = parse_week(open_hours or [])
         except RuleError as exc:
-            _refused(exc)
+            refused_input(exc)
         fields["hours"] = {"timezone": timezone or "", "days": days}
-    if text is not None and message is not None:
-        fail("give --text or --message, not both", 2)
-    if text is not None:
-        fields["message"] = {"type": "text", "text": text}
-    if message is not None:
-        try:
-            fields["message"] = json.loads(message)
-        except json.JSONDecodeError as exc:
-            fail(f"--message: not valid JSON ({exc.msg})", 2)
-    if limit_hours is not None:
-        fields["limit_hours"] = limit_hours
-    if pause_hours is not None:
-        fields["pause_hours"] = pause_hours
+    answer = message_of(text, options["media"], message)
+    if answer is not None:
+        fields["message"] = answer
+    for key in ("limit_hours", "pause_hours"):
+        if options[key] is not None:
+            fields[key] = options[key]
     return fields
 
 
@@ -185,6 +162,7 @@ def add_cmd(
     open_hours: OpenOpt = None,
     timezone: ZoneOpt = None,
     text: TextOpt = None,
+    media: MediaOpt = None,
     message: MessageOpt = None,
     limit_hours: LimitOpt = None,
     pause_hours: PauseOpt = None,
@@ -197,23 +175,12 @@ def add_cmd(
     from campaigns.campaign_file import CampaignFileError
     from campaigns.reply_rules import RuleError, add_rule
 
-    fields = _fields(
-        keyword=keyword,
-        match=match,
-        button=button,
-        away=away,
-        open_hours=open_hours,
-        timezone=timezone,
-        text=text,
-        message=message,
-        limit_hours=limit_hours,
-        pause_hours=pause_hours,
-    )
+    fields = _fields(locals())
     engine = open_engine_or_fail()
     try:
         rule = add_rule(engine, {"name": name, **fields, "enabled": not disabled})
     except (RuleError, CampaignFileError) as exc:
-        _refused(exc)
+        refused_input(exc)
     finally:
         engine.dispose()
     if as_json:
@@ -233,6 +200,7 @@ def edit_cmd(
     open_hours: OpenOpt = None,
     timezone: ZoneOpt = None,
     text: TextOpt = None,
+    media: MediaOpt = None,
     message: MessageOpt = None,
     limit_hours: LimitOpt = None,
     pause_hours: PauseOpt = None,
@@ -245,18 +213,7 @@ def edit_cmd(
     from campaigns.campaign_file import CampaignFileError
     from campaigns.reply_rules import RuleError, RuleNotFound, edit_rule
 
-    fields = _fields(
-        keyword=keyword,
-        match=match,
-        button=button,
-        away=away,
-        open_hours=open_hours,
-        timezone=timezone,
-        text=text,
-        message=message,
-        limit_hours=limit_hours,
-        pause_hours=pause_hours,
-    )
+    fields = _fields(locals())
     if name is not None:
         fields["name"] = name
     if enabled is not None:
@@ -267,7 +224,7 @@ def edit_cmd(
     except RuleNotFound as exc:
         fail(str(exc))
     except (RuleError, CampaignFileError) as exc:
-        _refused(exc)
+        refused_input(exc)
     finally:
         engine.dispose()
     if as_json:

@@ -2,13 +2,14 @@
 over the API to a running ``gatecast serve`` and a ``gatecast sandbox`` gateway, on a
 Sunday (the process clock set with ``GATECAST_CLOCK_START``). A keyword is answered once,
 not in a loop (the same person writing it again within the limit gets nothing); a tap on
-a button is answered; a message outside business hours gets the away message; an
-operator answering from the inbox pauses the rules for that person; an opt-out gets
-nothing. Every answer is checked against the sandbox's record of what each person
-received."""
+a button of a message sent with ``gatecast message send --message`` is answered; a
+message outside business hours gets the away message; an operator answering from the
+inbox pauses the rules for that person; an opt-out gets nothing. Every answer is checked
+against the sandbox's record of what each person received."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -95,6 +96,21 @@ def test_rules_answer_once_taps_and_away_and_pause_for_a_person(
     )
     listed = ws.run("rules", "list").output
     assert "Opening hours" in listed and "tap on yes" in listed and "Europe/Lisbon" in listed
+
+    # a message with buttons from the command line (any kind, as the API takes)
+    offer = {
+        "type": "interactive",
+        "text": "Want the details?",
+        "buttons": [{"display_text": "Yes", "id": "yes"}],
+    }
+    sent = ws.run("message", "send", "--to", TAPPER, "--message", json.dumps(offer)).output
+    assert f"to {TAPPER}" in sent, sent
+    wait_for(
+        lambda: any("Want the details?" in m for m in _received(sandbox_process, TAPPER)),
+        what="the offer with its button",
+    )
+    both = ws.run("message", "send", "--to", TAPPER, "--text", "x", "--message", "{}", ok=False)
+    assert both.code == 2 and "--message: give it alone" in both.output, both.output
 
     # a keyword (any case, any accents), a tap, a plain message on a Sunday, STOP
     _write(sandbox_process, iid, KEYWORDER, "Qual o HORÁRIO?")
