@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -27,11 +27,13 @@ from sqlalchemy import Connection, Engine, insert, select
 from campaigns import lifecycle
 from campaigns.campaign_file import CampaignSpec, parse_campaign
 from campaigns.contacts import ContactError, add_contact, phone_e164
+from campaigns.deployment_defaults import read_defaults
 from campaigns.render import ContactData, RenderError, recipient_rng, render_message
 from campaigns.service import CampaignSetupError, check_senders, insert_draft
 from campaigns.variety import DEFAULT_MAX_IDENTICAL_IN_ROW
 from storage import tables
 from storage.queries import contacts as cq
+from storage.queries import instances as iq
 from storage.types import utcnow
 
 _c = tables.campaigns
@@ -110,11 +112,14 @@ def send_message(
     now: datetime | None = None,
     default_cooldown_hours: float = 0.0,
     default_max_identical: int = DEFAULT_MAX_IDENTICAL_IN_ROW,
+    within: Callable[[Connection, int], None] | None = None,
 ) -> int:
     """Store a direct message to ``to`` and schedule it now; its id. Refused with
     :class:`MessageError` (unusable phone or metadata, a message that does not render for
     the contact) or :class:`campaigns.campaign_file.CampaignFileError` (the message, pace
-    or instances as a campaign file would refuse them)."""
+    or instances as a campaign file would refuse them). ``within`` runs in the
+    transaction that stores it, given its id (the reply rules note their answer there:
+    the message and the note commit together or not at all)."""
     now = now or utcnow()
     meta = check_metadata(metadata)
     try:
@@ -131,6 +136,9 @@ def send_message(
     if pace is not None:
         data["pace"] = dict(pace)
     spec = parse_campaign(data, "message").with_cooldown_default(default_cooldown_hours)
+    if pace is None:  # the deployment's stored pace, as a campaign's (decision 65)
+        stored = read_defaults(engine).pace
+        spec = spec if stored is None else spec.model_copy(update={"pace": stored})
     spec = spec.with_identical_default(default_max_identical)
     contact_id, contact = _contact(engine, e164, region, now)
     _check_renders(spec, contact)
@@ -151,7 +159,18 @@ def send_message(
             insert(tables.audience_members).values(campaign_id=campaign_id, contact_id=contact_id)
         )
         lifecycle.transition(conn, campaign_id, lifecycle.SCHEDULED, now=now)
+        if within is not None:
+            within(conn, campaign_id)
     return campaign_id
+
+
+def answering_senders(conn: Connection, instance_id: str | None) -> list[str] | None:
+    """The senders an answer to a message received by ``instance_id`` goes through: that
+    one (the person sees it in the chat they wrote to), unless gone or removed (None: any
+    usable sender)."""
+    found = iq.health(conn, [instance_id]) if instance_id else {}
+    kept = [i for i, h in found.items() if h.state != iq.GONE]
+    return kept or None
 
 
 def _check_renders(spec: CampaignSpec, contact: ContactData) -> None:
@@ -218,6 +237,7 @@ __all__ = [
     "CampaignSetupError",
     "DirectMessage",
     "MessageError",
+    "answering_senders",
     "check_metadata",
     "get_message",
     "send_message",

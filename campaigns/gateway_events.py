@@ -398,6 +398,8 @@ def _record_inbound(
                 "quoted_id": ev.quoted_id,
                 # the delivery it answers when it quotes one (else the reply window's, below)
                 "delivery_id": answered.id if answered else None,
+                # a person's message for the reply rules to look at (never an opt-out)
+                "rules_due": phone is not None and not opt_out,
             }
         )
     q.insert_inbound(conn, rows)

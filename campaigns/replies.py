@@ -15,10 +15,10 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from campaigns.direct_messages import MessageError, send_message
+from campaigns.direct_messages import MessageError, answering_senders, send_message
 from campaigns.paging import Page
+from campaigns.reply_rules import pause_for
 from campaigns.variety import DEFAULT_MAX_IDENTICAL_IN_ROW
-from storage.queries import instances as iq
 from storage.queries import replies as rq
 from storage.types import utcnow
 
@@ -112,7 +112,8 @@ def answer_reply(
 ) -> int:
     """Answer a reply: ``message`` as a direct message to the person who wrote, through
     the sender that received it (any usable sender when that one is gone or removed),
-    then mark the reply handled; the message's id. :class:`ReplyNotFound`, or
+    then mark the reply handled and pause the reply rules for that person
+    (:func:`campaigns.reply_rules.pause_for`); the message's id. :class:`ReplyNotFound`, or
     :class:`~campaigns.direct_messages.MessageError` (a group's message has no one to
     answer; the message's own refusals) with nothing stored."""
     now = now or utcnow()
@@ -120,14 +121,13 @@ def answer_reply(
     if reply.phone is None:
         raise MessageError("a group's message cannot be answered here", "reply")
     with engine.connect() as conn:
-        found = iq.health(conn, [reply.sender]) if reply.sender else {}
-    kept = [i for i, h in found.items() if h.state != iq.GONE]  # else any usable one
+        senders = answering_senders(conn, reply.sender)
     message_id = send_message(
         engine,
         to=reply.phone,
         message=message,
         region=region,
-        instances=kept or None,
+        instances=senders,
         metadata=metadata,
         now=now,
         default_cooldown_hours=default_cooldown_hours,
@@ -135,6 +135,7 @@ def answer_reply(
     )
     with engine.begin() as conn:
         rq.mark_handled(conn, reply_id, now)
+        pause_for(conn, reply.phone, now)  # a person took over: the reply rules keep quiet
     return message_id
 
 

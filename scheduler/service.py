@@ -26,6 +26,7 @@ from datetime import timedelta
 from sqlalchemy import Engine
 
 from campaigns.followups import evaluate as evaluate_followups
+from campaigns.reply_rules import answer_due
 from campaigns.search_index import catch_up_search
 from gateway.client import GatewayClient
 from scheduler import leader
@@ -89,6 +90,8 @@ class ServiceOptions:
     search_catch_up_seconds: float = 2.0
     #: how often the leader evaluates the campaigns' follow-up steps (0: never)
     followup_seconds: float = 2.0
+    #: how often the leader answers incoming messages by the reply rules (0: never)
+    reply_rules_seconds: float = 1.0
 
 
 class Service:
@@ -200,6 +203,8 @@ class Service:
                 self._spawn("gatecast-search", self._search_loop)
             if self.options.followup_seconds > 0:
                 self._spawn("gatecast-followups", self._followup_loop)
+            if self.options.reply_rules_seconds > 0:
+                self._spawn("gatecast-reply-rules", self._rules_loop)
         self._spawn("gatecast-dispatch", self._dispatch_loop)
         if self.options.listen and listener_for(self.engine) is not None:
             self._spawn("gatecast-wakeups", self._wakeup_loop)
@@ -352,6 +357,19 @@ class Service:
                     self.dispatcher.wake()
             except Exception as exc:
                 log_failure(log, "follow-up evaluation error", exc)
+
+    def _rules_loop(self) -> None:
+        # its own thread: answering stores messages, which must not delay the lease renewal
+        while not self._stop.wait(self.options.reply_rules_seconds):
+            if not self.is_leader:
+                continue
+            try:
+                batch = 200
+                while not self._stop.is_set():
+                    if answer_due(self.engine, now=self.clock.now(), batch=batch) < batch:
+                        break  # else a full batch looked at: the next one at once
+            except Exception as exc:
+                log_failure(log, "reply rules error", exc)
 
     def stop(self) -> None:
         """Stop the loops, the scheduler and the dispatcher; give the lease up."""

@@ -25,6 +25,7 @@ from sqlmodel import Field, SQLModel
 from storage.predicates import (
     PENDING_MESSAGES,
     QUEUED_ROWS,
+    RULES_DUE,
     SENDING_ROWS,
     UNAPPLIED_EVENTS,
     UNASSIGNED_QUEUED_ROWS,
@@ -512,7 +513,16 @@ class InboundMessage(SQLModel, table=True):
 
     __tablename__ = "inbound_messages"
     # the replies inbox, newest first (a page reads only its rows)
-    __table_args__ = (Index("ix_inbound_messages_received", "received_at", "id"),)
+    __table_args__ = (
+        Index("ix_inbound_messages_received", "received_at", "id"),
+        # the few messages the reply rules have yet to look at (campaigns/reply_rules.py)
+        Index(
+            "ix_inbound_messages_rules_due",
+            "id",
+            sqlite_where=text(RULES_DUE),
+            postgresql_where=text(RULES_DUE),
+        ),
+    )
 
     id: int | None = Field(default=None, sa_type=BigId, primary_key=True)
     message_id: str = Field(unique=True, max_length=128)
@@ -533,6 +543,65 @@ class InboundMessage(SQLModel, table=True):
     # when an operator answered it or marked it handled (None: still to handle; the
     # inbox's ``handled`` filter; campaigns/replies.py, migration 0029)
     handled_at: datetime | None = _dt()
+    # the reply rules have yet to look at it (set when stored, cleared in the transaction
+    # that answers it or finds no rule to; campaigns/reply_rules.py, migration 0033)
+    rules_due: bool = Field(default=False, sa_column_kwargs={"server_default": "0"})
+
+
+class ReplyRule(SQLModel, table=True):
+    """An auto-reply rule (issue 32 item 3; campaigns/reply_rules.py): its trigger (a
+    keyword, a button or list-row id, any message outside business hours) and the
+    message it answers with, at most once per contact every ``limit_hours``."""
+
+    __tablename__ = "reply_rules"
+
+    id: int | None = Field(default=None, sa_type=BigId, primary_key=True)
+    name: str = Field(max_length=200)
+    # keyword | button | away
+    trigger: str = Field(max_length=16)
+    # the keyword trigger's words and how they match (exact | word | prefix)
+    keywords: Any = _json(list)
+    match: str = Field(default="word", max_length=16)
+    # the button trigger's button or list-row id
+    button_id: str | None = Field(default=None, max_length=256)
+    # the away trigger's week: {"timezone": ..., "days": {"mon": ["09:00-18:00"], ...}}
+    hours: Any = Field(default=None, sa_column=Column(JsonDoc, nullable=True))
+    # the answer: a campaign file's [message]
+    message: Any = _json(dict)
+    limit_hours: float = 24.0
+    pause_hours: float = 24.0
+    enabled: bool = True
+    created_at: datetime = _created()
+    updated_at: datetime = _created()
+
+
+class ReplyRuleAnswer(SQLModel, table=True):
+    """A rule's answer to one incoming message: written in the transaction that stores
+    the answer's direct message, unique per incoming message (nothing answered twice)."""
+
+    __tablename__ = "reply_rule_answers"
+    __table_args__ = (
+        # the per-contact limit: this rule's answers to this number since a time
+        Index("ix_reply_rule_answers_phone", "phone", "rule_id", "answered_at"),
+    )
+
+    id: int | None = Field(default=None, sa_type=BigId, primary_key=True)
+    inbound_id: int = Field(sa_type=BigId, unique=True)
+    rule_id: int = Field(sa_type=BigId)
+    phone: str = Field(max_length=32)
+    # the direct message that answers (campaigns.direct_messages)
+    message_id: int = Field(sa_type=BigId)
+    answered_at: datetime = _created()
+
+
+class ReplyRulePause(SQLModel, table=True):
+    """When a person last answered a contact from the inbox: the rules keep quiet for
+    that number for their ``pause_hours`` after it."""
+
+    __tablename__ = "reply_rule_pauses"
+
+    phone: str = Field(primary_key=True, max_length=32)
+    paused_at: datetime = _created()
 
 
 class TestSend(SQLModel, table=True):

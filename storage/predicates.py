@@ -23,3 +23,6 @@ WITH_ERROR_CODE = "error_code IS NOT NULL"
 #: the predicate of the partial index over status events not yet applied to a delivery
 #: (the few that raced their send, and those of messages no delivery carries)
 UNAPPLIED_EVENTS = "applied = false"
+#: the predicate of the partial index over incoming messages the reply rules have yet to
+#: look at (campaigns/reply_rules.py)
+RULES_DUE = "rules_due = true"

@@ -297,6 +297,7 @@ inbound_messages: Final[Table] = Table(
     Column("row_id", String(length=256), nullable=True),
     Column("quoted_id", String(length=128), nullable=True),
     Column("handled_at", UTCDateTime(), nullable=True),
+    Column("rules_due", Boolean(), nullable=False, default=False, server_default="0"),
     ForeignKeyConstraint(["contact_id"], ["contacts.id"]),
     UniqueConstraint("message_id"),
 )
@@ -379,6 +380,43 @@ media: Final[Table] = Table(
     Column("data", LargeBinary(), nullable=False),
     Column("created_by", String(length=100), nullable=False, default=""),
     Column("created_at", UTCDateTime(), nullable=False),
+)
+
+reply_rule_answers: Final[Table] = Table(
+    "reply_rule_answers",
+    metadata,
+    Column("id", BigId, primary_key=True, nullable=False),
+    Column("inbound_id", BigId, nullable=False),
+    Column("rule_id", BigId, nullable=False),
+    Column("phone", String(length=32), nullable=False),
+    Column("message_id", BigId, nullable=False),
+    Column("answered_at", UTCDateTime(), nullable=False),
+    UniqueConstraint("inbound_id"),
+)
+
+reply_rule_pauses: Final[Table] = Table(
+    "reply_rule_pauses",
+    metadata,
+    Column("phone", String(length=32), primary_key=True, nullable=False),
+    Column("paused_at", UTCDateTime(), nullable=False),
+)
+
+reply_rules: Final[Table] = Table(
+    "reply_rules",
+    metadata,
+    Column("id", BigId, primary_key=True, nullable=False),
+    Column("name", String(length=200), nullable=False),
+    Column("trigger", String(length=16), nullable=False),
+    Column("keywords", JsonDoc, nullable=False),
+    Column("match", String(length=16), nullable=False, default="word"),
+    Column("button_id", String(length=256), nullable=True),
+    Column("hours", JsonDoc, nullable=True),
+    Column("message", JsonDoc, nullable=False),
+    Column("limit_hours", Float(), nullable=False, default=24.0),
+    Column("pause_hours", Float(), nullable=False, default=24.0),
+    Column("enabled", Boolean(), nullable=False, default=True),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("updated_at", UTCDateTime(), nullable=False),
 )
 
 segments: Final[Table] = Table(

@@ -52,15 +52,36 @@ def send_settings() -> dict[str, Any]:
 
 
 def refused_input(exc: Exception) -> NoReturn:
-    """A refused message (its field named) as one red line, exit code 2."""
+    """A refused message or reply rule (its field named) as one red line, exit code 2."""
     from campaigns.campaign_file import CampaignFileError
     from campaigns.direct_messages import MessageError
+    from campaigns.reply_rules import RuleError
 
-    if isinstance(exc, MessageError):
+    if isinstance(exc, (MessageError, RuleError)):
         fail(f"{exc.field}: {exc}", 2)
     if isinstance(exc, CampaignFileError):
         fail("; ".join(str(e) for e in exc.errors) or str(exc), 2)
     raise exc
+
+
+def message_of(text: str | None, media: str | None, message: str | None) -> dict[str, Any] | None:
+    """The message the options give (None: none given): ``--text``; ``--media`` a file's
+    URL (``--text`` its caption); or ``--message``, a campaign file's ``[message]`` as
+    JSON (any type: buttons, a list ...). Exit 2 naming the option otherwise."""
+    if message is not None:
+        if text is not None or media is not None:
+            fail("--message: give it alone, without --text or --media", 2)
+        try:
+            value = json.loads(message)
+        except json.JSONDecodeError as exc:
+            fail(f"--message: not valid JSON ({exc.msg})", 2)
+        if not isinstance(value, dict):
+            fail("--message: must be a JSON object, a campaign file's [message]", 2)
+        return value
+    if media is not None:
+        shown = {"caption": text} if text is not None else {}
+        return {"type": "media", "media_url": media, **shown}
+    return None if text is None else {"type": "text", "text": text}
 
 
 def send_and_print(send: Callable[[Engine], int], as_json: bool) -> None:
@@ -120,7 +141,19 @@ def print_state(out: dict[str, Any], as_json: bool) -> None:
 @message_app.command("send")
 def send_cmd(
     to: Annotated[str, typer.Option("--to", help="the recipient's phone")],
-    text: Annotated[str, typer.Option("--text", help="the message's text ({{ name }} works)")],
+    text: Annotated[
+        str | None,
+        typer.Option("--text", help="the message's text, or a media's caption ({{ name }} works)"),
+    ] = None,
+    media: Annotated[
+        str | None, typer.Option("--media", help="a picture's, video's or document's URL")
+    ] = None,
+    message: Annotated[
+        str | None,
+        typer.Option(
+            "--message", help="the message as JSON, a campaign file's [message] (any type)"
+        ),
+    ] = None,
     instances: Annotated[
         list[str] | None,
         typer.Option("--instance", help="a sender it may go through (repeatable; default any)"),
@@ -130,17 +163,21 @@ def send_cmd(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print as JSON")] = False,
 ) -> None:
-    """Send one text message to one recipient through the paced path (pace, daily cap,
-    warm-up); an opted-out recipient's is skipped, with the reason. A contact is created
+    """Send one message to one recipient through the paced path (pace, daily cap,
+    warm-up): a text, a media file with --media, or any kind (buttons, a list) with
+    --message; an opted-out recipient's is skipped, with the reason. A contact is created
     for a number gatecast does not know."""
     from campaigns.direct_messages import send_message
 
     meta = parse_metadata(metadata)
+    body = message_of(text, media, message)
+    if body is None:
+        fail("give --text, --media or --message", 2)
     send_and_print(
         lambda engine: send_message(
             engine,
             to=to,
-            message={"type": "text", "text": text},
+            message=body,
             instances=instances or None,
             metadata=meta,
             **send_settings(),

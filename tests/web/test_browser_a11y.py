@@ -92,6 +92,8 @@ def pages(server: Server) -> list[str]:
         ok(api.post("/api/v1/webhook-endpoints", json=hook), 201)
         contact = ok(api.get("/api/v1/contacts?limit=1"))["items"][0]["id"]
         ok(api.post("/api/v1/media", files={"file": ("menu.pdf", pdf())}), 201)
+        rule = {"name": "Hours", "trigger": "keyword", "keywords": ["hours"], "message": hello}
+        ok(api.post("/api/v1/reply-rules", json=rule), 201)
     return [
         "/overview",
         "/campaigns",
@@ -102,6 +104,7 @@ def pages(server: Server) -> list[str]:
         f"/contacts/{contact}",
         "/segments",
         "/media",
+        "/auto-replies",
         "/instances",
         "/users",
         "/audit",

@@ -488,6 +488,29 @@ def segments_page(request: Request, ctx: Ctx, offset: Offset = 0) -> HTMLRespons
     )
 
 
+@page.get("/auto-replies")
+def auto_replies_page(request: Request, ctx: Ctx) -> HTMLResponse:
+    """Auto-replies (reply rules, issue 32 item 3): what each answers and how often it
+    did; an operator adds one (a word, a button tap, or any message outside business
+    hours), switches one on or off, deletes one."""
+    import calendar
+    from zoneinfo import available_timezones
+
+    from campaigns.reply_rules import DAYS, DEFAULT_LIMIT_HOURS, DEFAULT_PAUSE_HOURS, list_rules
+
+    return render(
+        request,
+        "auto_replies.html",
+        rules=list_rules(ctx.engine),
+        days=DAYS,
+        day_names=dict(zip(DAYS, calendar.day_name, strict=True)),
+        limit_hours=DEFAULT_LIMIT_HOURS,
+        pause_hours=DEFAULT_PAUSE_HOURS,
+        timezones=sorted(available_timezones() - {"localtime", "Factory"}),
+        save_key=f"rule-{secrets.token_urlsafe(18)}",
+    )
+
+
 #: media files a page of the media library shows
 MEDIA_PER_PAGE = 50
 

@@ -66,6 +66,17 @@ CASES: dict[str, Case] = {
     "/api/v1/media": Case(
         "/api/v1/media", {"files": {"file": ("menu.pdf", b"%PDF-1.4\n%%EOF\n", "application/pdf")}}
     ),
+    "/api/v1/reply-rules": Case(
+        "/api/v1/reply-rules",
+        {
+            "json": {
+                "name": "hours",
+                "trigger": "keyword",
+                "keywords": ["hours"],
+                "message": {"type": "text", "text": "9 to 5"},
+            }
+        },
+    ),
     "/api/v1/campaigns/{campaign_id}/clone": Case(
         "/api/v1/campaigns", {"json": {"name": "again"}}, path="/api/v1/campaigns/1/clone"
     ),
