@@ -26,7 +26,7 @@ from gateway.classify import (
     is_certainly_unsent,
     qr_data_uri_of,
 )
-from gateway.dialects import GatewayKind
+from gateway.dialects import Capabilities, GatewayKind, capabilities
 from gateway.dialects import evolution as evo
 from gateway.errors import GatewayError, RequestValidationError, install_log_redaction, redact
 from gateway.messages import Message
@@ -146,6 +146,11 @@ class ClientCore:
             f"{cls}(base_url={self.display_base()!r}, prefix={self.prefix!r}, "
             f"send_method={self.send_method!r})"
         )
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this client's gateway kind offers beyond sending (number check, typing)."""
+        return capabilities(self.kind)
 
     @property
     def falls_back(self) -> bool:
@@ -354,6 +359,54 @@ class GatewayClient:
         except httpx.HTTPError as exc:
             return self._core.transport_outcome(exc)
         return self._core.send_outcome(response, req)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the gateway offers beyond sending (decision "number checks")."""
+        return self._core.capabilities
+
+    def check_numbers(self, instance_id: str, numbers: list[str]) -> dict[str, bool]:
+        """Whether each of ``numbers`` (phone numbers in any usual format) is on the app,
+        asked through ``instance_id`` in one request: ``{number as given: on the app}``,
+        the numbers the gateway did not answer for left out. Raises
+        :class:`GatewayError` when the gateway has no such check, refuses or cannot be
+        reached."""
+        if not self.capabilities.number_check:
+            raise GatewayError(
+                OutcomeKind.PERMANENT, None, "check_numbers: this gateway has no number check"
+            )
+        req = evo.build_number_check(instance_id, numbers)
+        try:
+            response = self._request(req)
+        except httpx.HTTPError as exc:
+            raise self._core.instance_error("check_numbers", exc) from None
+        try:
+            answers = evo.read_number_check(
+                response.status_code, response.headers, response.content, now=self._core.clock()
+            )
+        except GatewayError as exc:
+            exc.message = self._core.redact(exc.message)
+            exc.args = (exc.message,)
+            raise
+        out: dict[str, bool] = {}
+        for number in numbers:
+            digits = "".join(ch for ch in number if ch.isdigit())
+            if digits in answers:
+                out[number] = answers[digits]
+        return out
+
+    def show_typing(self, instance_id: str, to: str, seconds: float) -> bool:
+        """Show ``to`` that the sender is typing for ``seconds`` (the request answers
+        after them); False when the gateway has no typing, refused or was not reached
+        (a send never depends on it)."""
+        if not self.capabilities.typing or seconds <= 0:
+            return False
+        req = evo.build_typing(instance_id, to, seconds)
+        try:
+            response = self._request(req)
+        except httpx.HTTPError:
+            return False
+        return 200 <= response.status_code < 300
 
     def _operation(
         self, operation: str, instance_id: str | None = None, **extra: str

@@ -267,6 +267,9 @@ class Dispatcher:
                 result.add(self._recorder.record(jobs))
         if housekeeping:
             result.completed.extend(self._sweeper.finish_campaigns(running))
+            # the number check ahead of the claims, on its own thread (decision
+            # "number checks"); nothing where the gateway has no check
+            self._sender.checks.poke([camp.id for camp in running])
 
         result.claimed = len(jobs) + len(background)
         result.in_flight = len(self._inflight)

@@ -6,10 +6,36 @@ dialect module for requests and outcomes; webhook bodies of every family are rea
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 GatewayKind = Literal["spec", "evolution"]
 GATEWAY_KINDS: tuple[GatewayKind, ...] = ("spec", "evolution")
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a gateway kind offers beyond sending (decision "number checks"): a check that
+    numbers are on the app (``number_check``: many numbers per request), typing presence
+    shown to a recipient before a send (``typing``). The spec's gateway has neither, so
+    the features that need them are off and nothing changes."""
+
+    number_check: bool = False
+    typing: bool = False
+    #: most numbers one check request may carry
+    check_batch: int = 0
+
+
+NOTHING_MORE = Capabilities()
+
+
+def capabilities(kind: str) -> Capabilities:
+    """What a gateway of ``kind`` offers beyond sending (:class:`Capabilities`)."""
+    if kind == "evolution":
+        from gateway.dialects.evolution import CAPABILITIES
+
+        return CAPABILITIES
+    return NOTHING_MORE
 
 
 def refusal_of(kind: str, message_type: str) -> str | None:
@@ -23,4 +49,11 @@ def refusal_of(kind: str, message_type: str) -> str | None:
     return None
 
 
-__all__ = ["GATEWAY_KINDS", "GatewayKind", "refusal_of"]
+__all__ = [
+    "GATEWAY_KINDS",
+    "NOTHING_MORE",
+    "Capabilities",
+    "GatewayKind",
+    "capabilities",
+    "refusal_of",
+]
