@@ -152,6 +152,27 @@ class ClientCore:
         """What this client's gateway kind offers beyond sending (number check, typing)."""
         return capabilities(self.kind)
 
+    def number_check_request(self, instance_id: str, numbers: list[str]) -> GatewayRequest:
+        """The dialect's number-check request (only for a kind whose capabilities say
+        ``number_check``; another dialect adds its branch here)."""
+        return evo.build_number_check(instance_id, numbers)
+
+    def number_check_answers(self, response: httpx.Response) -> dict[str, bool]:
+        """``{digits: on the app}`` from the dialect's number-check answer."""
+        try:
+            return evo.read_number_check(
+                response.status_code, response.headers, response.content, now=self.clock()
+            )
+        except GatewayError as exc:
+            exc.message = self.redact(exc.message)
+            exc.args = (exc.message,)
+            raise
+
+    def typing_request(self, instance_id: str, to: str, seconds: float) -> GatewayRequest:
+        """The dialect's typing request (only for a kind whose capabilities say
+        ``typing``)."""
+        return evo.build_typing(instance_id, to, seconds)
+
     @property
     def falls_back(self) -> bool:
         """Whether an instance operation answered 404/405 is tried with the other method
@@ -375,19 +396,12 @@ class GatewayClient:
             raise GatewayError(
                 OutcomeKind.PERMANENT, None, "check_numbers: this gateway has no number check"
             )
-        req = evo.build_number_check(instance_id, numbers)
+        req = self._core.number_check_request(instance_id, numbers)
         try:
             response = self._request(req)
         except httpx.HTTPError as exc:
             raise self._core.instance_error("check_numbers", exc) from None
-        try:
-            answers = evo.read_number_check(
-                response.status_code, response.headers, response.content, now=self._core.clock()
-            )
-        except GatewayError as exc:
-            exc.message = self._core.redact(exc.message)
-            exc.args = (exc.message,)
-            raise
+        answers = self._core.number_check_answers(response)
         out: dict[str, bool] = {}
         for number in numbers:
             digits = "".join(ch for ch in number if ch.isdigit())
@@ -401,7 +415,7 @@ class GatewayClient:
         (a send never depends on it)."""
         if not self.capabilities.typing or seconds <= 0:
             return False
-        req = evo.build_typing(instance_id, to, seconds)
+        req = self._core.typing_request(instance_id, to, seconds)
         try:
             response = self._request(req)
         except httpx.HTTPError:

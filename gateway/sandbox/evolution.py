@@ -168,6 +168,16 @@ class EvolutionRoutes:
         out.append(Route("/chat/sendPresence/{name}", self.send_presence, methods=["POST"]))
         return out
 
+    def _unlinked(self, request: Request, name: str, operation: str) -> Response | None:
+        """Count ``operation``; Evolution's refusal unless ``name`` is the caller's
+        connected instance (the caller holds the state's lock)."""
+        self.sb._count(operation)
+        try:
+            self.state.sending_instance(request.headers.get("apikey"), name)
+        except GatewayRefusal as exc:
+            return self._refused(exc, name)
+        return None
+
     async def whatsapp_numbers(self, request: Request) -> Response:
         """Evolution's number check: ``{"numbers": [...]}`` (unique strings, at least one)
         answered 200 with ``[{"exists", "jid", "number", "name"}]`` in the order given; a
@@ -185,11 +195,9 @@ class EvolutionRoutes:
         ):
             return error(400, ['"numbers" must be an array of unique numeric strings'])
         with self.state.lock:
-            self.sb._count("check_numbers")
-            try:
-                self.state.sending_instance(request.headers.get("apikey"), name)
-            except GatewayRefusal as exc:
-                return self._refused(exc, name)
+            refused = self._unlinked(request, name, "check_numbers")
+            if refused is not None:
+                return refused
             digits = ["".join(ch for ch in n if ch.isdigit()) for n in numbers]
             self.state.chat_calls.append(
                 {"kind": "check", "instance_id": name, "numbers": digits, "at": time.time()}
@@ -226,11 +234,9 @@ class EvolutionRoutes:
             return error(400, ["number, presence and delay are required"])
         digits = "".join(ch for ch in number.split("@", 1)[0] if ch.isdigit())
         with self.state.lock:
-            self.sb._count("send_presence")
-            try:
-                self.state.sending_instance(request.headers.get("apikey"), name)
-            except GatewayRefusal as exc:
-                return self._refused(exc, name)
+            refused = self._unlinked(request, name, "send_presence")
+            if refused is not None:
+                return refused
             if self.sb.cfg.absent(digits):
                 self.state.stats.errors["not on WhatsApp"] += 1
                 return error(

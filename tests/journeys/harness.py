@@ -313,6 +313,14 @@ class Server:
         return self.process.stop()
 
 
+def import_people(ws: Workspace, people: dict[str, str], list_name: str = "customers") -> None:
+    """``contacts import`` of a CSV of ``people`` (name -> phone) into ``list_name``."""
+    (ws.path / "people.csv").write_text(
+        "name,phone\n" + "".join(f"{n},{p}\n" for n, p in people.items()), encoding="utf-8"
+    )
+    ws.run("contacts", "import", "people.csv", "--list", list_name)
+
+
 def link_sender_over_api(api: httpx.Client, label: str = "shop") -> str:
     """An integrator links a sender: ``POST /instances``, then ``POST /link`` (an auto-linking
     sandbox links it then); waits until it is connected and returns its instance id."""

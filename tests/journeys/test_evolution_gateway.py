@@ -25,6 +25,7 @@ from tests.journeys.harness import (
     Process,
     Workspace,
     assert_problem,
+    import_people,
     wait_for,
     workspace,
 )
@@ -79,10 +80,7 @@ def test_a_campaign_through_evolution_api(
     iid = ws.link_sender()
     senders = httpx.get(f"{ws.gateway_url}/sandbox/instances", timeout=10).json()
     assert iid in [s["instance_id"] for s in senders]  # the instanceName is gatecast's id
-    (ws.path / "people.csv").write_text(
-        "name,phone\n" + "".join(f"{n},{p}\n" for n, p in PEOPLE.items()), encoding="utf-8"
-    )
-    ws.run("contacts", "import", "people.csv", "--list", "customers")
+    import_people(ws, PEOPLE)
 
     # a kind Evolution cannot send is refused when the campaign is made, with the reason
     (ws.path / "template.toml").write_text(

@@ -23,7 +23,14 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.journeys.harness import QUICK_STATUSES, Process, Workspace, assert_problem, workspace
+from tests.journeys.harness import (
+    QUICK_STATUSES,
+    Process,
+    Workspace,
+    assert_problem,
+    import_people,
+    workspace,
+)
 
 ABSENT = "+12025550177"
 PEOPLE = {
@@ -103,10 +110,7 @@ def test_numbers_checked_once_skipped_and_typing_shown(
         ws.settings["GATECAST_DATABASE_URL"] = str(request.getfixturevalue("pg_url"))
         ws.run("db", "upgrade")
     iid = ws.link_sender()
-    (ws.path / "people.csv").write_text(
-        "name,phone\n" + "".join(f"{n},{p}\n" for n, p in PEOPLE.items()), encoding="utf-8"
-    )
-    ws.run("contacts", "import", "people.csv", "--list", "customers")
+    import_people(ws, PEOPLE)
     checks_before = [
         c for c in _sandbox(ws, "/sandbox/chat", kind="check") if c["instance_id"] == iid
     ]
