@@ -22,10 +22,12 @@ import pytest
 
 from tests.journeys.harness import (
     QUICK_STATUSES,
+    SQLITE_AND_SLOW_POSTGRES,
     Process,
     Workspace,
     assert_problem,
     import_people,
+    use_database,
     wait_for,
     workspace,
 )
@@ -66,17 +68,11 @@ def _report(ws: Workspace, campaign_id: str) -> dict[str, dict[str, Any]]:
     return {r["target"]: r for r in rows}
 
 
-@pytest.mark.parametrize(
-    "database",
-    # PostgreSQL in the slow suite (about a minute; the fast suite keeps SQLite's)
-    ["sqlite", pytest.param("postgresql", marks=[pytest.mark.postgres, pytest.mark.slow])],
-)
+@pytest.mark.parametrize("database", SQLITE_AND_SLOW_POSTGRES)
 def test_a_campaign_through_evolution_api(
     ws: Workspace, database: str, request: pytest.FixtureRequest
 ) -> None:
-    if database == "postgresql":
-        ws.settings["GATECAST_DATABASE_URL"] = str(request.getfixturevalue("pg_url"))
-        ws.run("db", "upgrade")
+    use_database(ws, database, request)
     iid = ws.link_sender()
     senders = httpx.get(f"{ws.gateway_url}/sandbox/instances", timeout=10).json()
     assert iid in [s["instance_id"] for s in senders]  # the instanceName is gatecast's id

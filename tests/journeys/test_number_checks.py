@@ -25,10 +25,12 @@ import pytest
 
 from tests.journeys.harness import (
     QUICK_STATUSES,
+    SQLITE_AND_SLOW_POSTGRES,
     Process,
     Workspace,
     assert_problem,
     import_people,
+    use_database,
     workspace,
 )
 
@@ -98,17 +100,11 @@ def _sent_to(ws: Workspace, iid: str) -> list[dict[str, Any]]:
     return [m for m in _sandbox(ws, "/sandbox/messages") if m["instance_id"] == iid]
 
 
-@pytest.mark.parametrize(
-    "database",
-    # PostgreSQL in the slow suite (the fast suite keeps SQLite's)
-    ["sqlite", pytest.param("postgresql", marks=[pytest.mark.postgres, pytest.mark.slow])],
-)
+@pytest.mark.parametrize("database", SQLITE_AND_SLOW_POSTGRES)
 def test_numbers_checked_once_skipped_and_typing_shown(
     ws: Workspace, database: str, request: pytest.FixtureRequest
 ) -> None:
-    if database == "postgresql":
-        ws.settings["GATECAST_DATABASE_URL"] = str(request.getfixturevalue("pg_url"))
-        ws.run("db", "upgrade")
+    use_database(ws, database, request)
     iid = ws.link_sender()
     import_people(ws, PEOPLE)
     checks_before = [
