@@ -269,7 +269,8 @@ class Dispatcher:
             result.completed.extend(self._sweeper.finish_campaigns(running))
             # the number check ahead of the claims, on its own thread (decision
             # "number checks"); nothing where the gateway has no check
-            self._sender.checks.poke([camp.id for camp in running])
+            held = None if self._leases is None else self._leases.held
+            self._sender.checks.poke([camp.id for camp in running], held)
 
         result.claimed = len(jobs) + len(background)
         result.in_flight = len(self._inflight)

@@ -62,7 +62,7 @@ class NumberChecks:
         self.engine = engine
         self.clock = clock
         self._client = client  # the calling thread's gateway client
-        self._wanted: list[int] | None = None
+        self._wanted: tuple[list[int], frozenset[str] | None] | None = None
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -113,14 +113,19 @@ class NumberChecks:
             known.update(self.ask(client, missing))
         return {rid for rid, to, _ in rows if known.get(to) is False}
 
-    def ahead(self, client: Any, campaign_ids: Sequence[int]) -> int:
-        """One pass ahead of the dispatcher over ``campaign_ids``; how many queued rows
-        it skipped."""
+    def ahead(
+        self, client: Any, campaign_ids: Sequence[int], senders: frozenset[str] | None = None
+    ) -> int:
+        """One pass ahead of the dispatcher over ``campaign_ids`` (the rows of
+        ``senders`` only, when given: a worker's leased senders); how many queued rows it
+        skipped."""
         if not campaign_ids or not capabilities_of(client).number_check:
             return 0
         since = self._fresh_since()
         with self.engine.connect() as conn:
-            rows = nq.unchecked_queued(conn, campaign_ids, since=since, limit=AHEAD_LIMIT)
+            rows = nq.unchecked_queued(
+                conn, campaign_ids, since=since, limit=AHEAD_LIMIT, senders=senders
+            )
         by_sender: dict[str, list[str]] = {}
         for to, sender in rows:
             if sender is not None and not is_group(to):
@@ -137,13 +142,14 @@ class NumberChecks:
 
     # -- the pass ahead's thread ------------------------------------------------------
 
-    def poke(self, campaign_ids: Sequence[int]) -> None:
-        """Ask for a pass ahead over ``campaign_ids`` on the checks' own thread (started
-        on the first poke); a pass already running takes the latest ids next."""
+    def poke(self, campaign_ids: Sequence[int], senders: frozenset[str] | None = None) -> None:
+        """Ask for a pass ahead over ``campaign_ids`` (``senders``: this worker's leased
+        senders, None: all) on the checks' own thread (started on the first poke); a pass
+        already running takes the latest ids next."""
         if not campaign_ids or not capabilities_of(self._client()).number_check:
             return
         with self._lock:
-            self._wanted = list(campaign_ids)
+            self._wanted = (list(campaign_ids), senders)
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="gatecast-number-checks", daemon=True
@@ -162,7 +168,7 @@ class NumberChecks:
             if not wanted:
                 continue
             try:
-                skipped = self.ahead(self._client(), wanted)
+                skipped = self.ahead(self._client(), *wanted)
                 if skipped:
                     log.info("%d queued row(s) skipped: not on WhatsApp", skipped)
             except Exception:

@@ -54,12 +54,19 @@ def store(conn: Connection, answers: Mapping[str, bool], *, now: datetime) -> No
 
 
 def unchecked_queued(
-    conn: Connection, campaign_ids: Sequence[int], *, since: datetime, limit: int
+    conn: Connection,
+    campaign_ids: Sequence[int],
+    *,
+    since: datetime,
+    limit: int,
+    senders: Iterable[str] | None = None,
 ) -> list[tuple[str, str | None]]:
     """Up to ``limit`` (number, sender) of the queued one-to-one rows of
-    ``campaign_ids`` whose number has no answer since ``since``, the soonest due first."""
+    ``campaign_ids`` (of ``senders`` only, when given) whose number has no answer since
+    ``since``, the soonest due first."""
     if not campaign_ids:
         return []
+    only = [] if senders is None else [_d.c.sender.in_(sorted(senders))]
     fresh = select(_n.c.number).where(_n.c.number == _d.c.target, _n.c.checked_at >= since).exists()
     rows = conn.execute(
         select(_d.c.target, _d.c.sender)
@@ -68,6 +75,7 @@ def unchecked_queued(
             _d.c.state == QUEUED,
             _d.c.contact_id.is_not(None),
             ~fresh,
+            *only,
         )
         .order_by(_d.c.due_at, _d.c.id)
         .limit(limit)

@@ -69,6 +69,8 @@ def test_the_pass_ahead_skips_queued_rows_and_answers_are_kept(engine: Engine) -
     cid = add_running_campaign(engine, spec(), recipients=5, senders=["S1", "S2"], now=T0)
     client = CheckingSender(clock)
     checks = NumberChecks(engine, clock, lambda: client)
+    assert checks.ahead(client, [cid], frozenset({"S9"})) == 0  # a worker leasing others
+    assert client.checks == []
     assert checks.ahead(client, [cid]) == 1
     assert sorted(s for s, _ in client.checks) == ["S1", "S2"]  # one batch per sender
     assert sum(len(n) for _, n in client.checks) == 5
