@@ -379,6 +379,14 @@ media: Final[Table] = Table(
     Column("created_at", UTCDateTime(), nullable=False),
 )
 
+number_checks: Final[Table] = Table(
+    "number_checks",
+    metadata,
+    Column("number", String(length=64), primary_key=True, nullable=False),
+    Column("on_app", Boolean(), nullable=False),
+    Column("checked_at", UTCDateTime(), nullable=False),
+)
+
 segments: Final[Table] = Table(
     "segments",
     metadata,
