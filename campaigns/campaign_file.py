@@ -491,6 +491,9 @@ class PaceSpec(_Model):
     per_minute: float = 20
     delay_seconds: tuple[float, float] = (5, 15)
     daily_cap: int | None = 500
+    #: show the recipient "typing..." before each one-to-one send, inside the gap, where
+    #: the gateway can (scheduler/pacing.py ``typing_seconds``; decision 68)
+    typing: bool = False
 
     @field_validator("per_minute")
     @classmethod

@@ -164,6 +164,9 @@ LEASE_EXPIRED_ERROR = "lease expired while sending: the process stopped mid-send
 
 #: The error of a delivery skipped because its contact opted out.
 OPTED_OUT_ERROR = "opted out"
+#: a row skipped because the gateway's number check said its number is not on the app
+#: (scheduler/number_checks.py); campaigns/failure_reasons.py words it "not on WhatsApp"
+NOT_ON_APP_ERROR = "not on WhatsApp (the gateway's number check)"
 
 #: Why a contact is opted out after replying with an opt-out keyword.
 OPT_OUT_REASON = "replied with an opt-out keyword"
@@ -294,7 +297,7 @@ def classify(
     if outcome is None:
         if error == OPTED_OUT_ERROR:
             return _SKIPPED
-        if is_cooldown_error(error):
+        if is_cooldown_error(error) or error == NOT_ON_APP_ERROR:
             return Verdict(Bucket.SKIPPED, error)
         return Verdict(Bucket.FAILED, error)
     kind = outcome.kind
@@ -334,6 +337,7 @@ __all__ = [
     "LEASE_EXPIRED_ERROR",
     "LOGGED_OUT_PAUSE",
     "MOVES",
+    "NOT_ON_APP_ERROR",
     "OPEN",
     "OPTED_OUT_ERROR",
     "OPT_OUT_REASON",

@@ -53,6 +53,7 @@ from campaigns.service import (
     CampaignNotFound,
     CampaignSetupError,
     CreatedCampaign,
+    _check_kind,
     _check_senders,
     _check_start,
     _list_id,
@@ -99,12 +100,20 @@ def clone_campaign(
     *,
     now: datetime | None = None,
     default_cooldown_hours: float = 0.0,
+    gateway_kind: str = "spec",
 ) -> CreatedCampaign:
-    """Create a copy of campaign ``campaign_id`` (see the module's docstring)."""
+    """Create a copy of campaign ``campaign_id`` (see the module's docstring); a message
+    kind the gateway (``gateway_kind``) cannot send is refused as at create."""
     with engine.connect() as conn:
         row = campaign_row(conn, campaign_id)
     spec = clone_spec(stored_spec(row.spec, campaign_id), changes)
-    return create_campaign(engine, spec, now=now, default_cooldown_hours=default_cooldown_hours)
+    return create_campaign(
+        engine,
+        spec,
+        now=now,
+        default_cooldown_hours=default_cooldown_hours,
+        gateway_kind=gateway_kind,
+    )
 
 
 @dataclass(frozen=True)
@@ -140,10 +149,13 @@ def edit_campaign(
     *,
     now: datetime | None = None,
     default_cooldown_hours: float = 0.0,
+    gateway_kind: str = "spec",
 ) -> EditedCampaign:
-    """Give a scheduled or paused campaign a new file (see the module's docstring)."""
+    """Give a scheduled or paused campaign a new file (see the module's docstring); a
+    message kind the gateway (``gateway_kind``) cannot send is refused as at create."""
     now = now or utcnow()
     spec = spec.with_cooldown_default(default_cooldown_hours)
+    _check_kind(spec, gateway_kind)
     with engine.connect() as conn:
         row = campaign_row(conn, campaign_id)
         state = str(row.state)

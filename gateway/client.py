@@ -26,8 +26,7 @@ from gateway.classify import (
     is_certainly_unsent,
     qr_data_uri_of,
 )
-from gateway.dialects import GATEWAY_KINDS, GatewayKind, waha
-from gateway.dialects import evolution as evo
+from gateway.dialects import GATEWAY_KINDS, NOTHING_MORE, Capabilities, GatewayKind, dialect_of
 from gateway.errors import GatewayError, RequestValidationError, install_log_redaction, redact
 from gateway.messages import Message
 from gateway.outcomes import InstanceProblem, OutcomeKind, SendOutcome
@@ -69,7 +68,7 @@ def _utcnow() -> datetime:
 
 
 #: the modules of the gateway families besides the spec's (docs/architecture.md)
-_DIALECTS: dict[str, Any] = {"evolution": evo, "waha": waha}
+_DIALECTS: dict[str, Any] = {kind: dialect_of(kind) for kind in GATEWAY_KINDS if kind != "spec"}
 
 
 class ClientCore:
@@ -156,6 +155,47 @@ class ClientCore:
             f"{cls}(base_url={self.display_base()!r}, prefix={self.prefix!r}, "
             f"send_method={self.send_method!r})"
         )
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this client's gateway kind offers beyond sending (number check, typing;
+        decision 68): its dialect's ``CAPABILITIES``, nothing for the spec's gateway."""
+        return self.dialect.CAPABILITIES if self.dialect is not None else NOTHING_MORE
+
+    def _dialect_with(self, capability: str) -> Any:
+        """The dialect module, when its capabilities say ``capability``."""
+        if self.dialect is None or not getattr(self.capabilities, capability):
+            raise GatewayError(
+                OutcomeKind.PERMANENT,
+                None,
+                f"this gateway has no {capability.replace('_', ' ')}",
+            )
+        return self.dialect
+
+    def number_check_request(self, instance_id: str, numbers: list[str]) -> GatewayRequest:
+        """The dialect's number-check request (a kind whose capabilities say
+        ``number_check``)."""
+        req: GatewayRequest = self._dialect_with("number_check").build_number_check(
+            instance_id, numbers
+        )
+        return req
+
+    def number_check_answers(self, response: httpx.Response) -> dict[str, bool]:
+        """``{digits: on the app}`` from the dialect's number-check answer."""
+        try:
+            answers: dict[str, bool] = self._dialect_with("number_check").read_number_check(
+                response.status_code, response.headers, response.content, now=self.clock()
+            )
+        except GatewayError as exc:
+            exc.message = self.redact(exc.message)
+            exc.args = (exc.message,)
+            raise
+        return answers
+
+    def typing_request(self, instance_id: str, to: str, seconds: float) -> GatewayRequest:
+        """The dialect's typing request (a kind whose capabilities say ``typing``)."""
+        req: GatewayRequest = self._dialect_with("typing").build_typing(instance_id, to, seconds)
+        return req
 
     @property
     def falls_back(self) -> bool:
@@ -366,6 +406,47 @@ class GatewayClient:
         except httpx.HTTPError as exc:
             return self._core.transport_outcome(exc)
         return self._core.send_outcome(response, req)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the gateway offers beyond sending (decision 68)."""
+        return self._core.capabilities
+
+    def check_numbers(self, instance_id: str, numbers: list[str]) -> dict[str, bool]:
+        """Whether each of ``numbers`` (phone numbers in any usual format) is on the app,
+        asked through ``instance_id`` in one request: ``{number as given: on the app}``,
+        the numbers the gateway did not answer for left out. Raises
+        :class:`GatewayError` when the gateway has no such check, refuses or cannot be
+        reached."""
+        if not self.capabilities.number_check:
+            raise GatewayError(
+                OutcomeKind.PERMANENT, None, "check_numbers: this gateway has no number check"
+            )
+        req = self._core.number_check_request(instance_id, numbers)
+        try:
+            response = self._request(req)
+        except httpx.HTTPError as exc:
+            raise self._core.instance_error("check_numbers", exc) from None
+        answers = self._core.number_check_answers(response)
+        out: dict[str, bool] = {}
+        for number in numbers:
+            digits = "".join(ch for ch in number if ch.isdigit())
+            if digits in answers:
+                out[number] = answers[digits]
+        return out
+
+    def show_typing(self, instance_id: str, to: str, seconds: float) -> bool:
+        """Show ``to`` that the sender is typing for ``seconds`` (the request answers
+        after them); False when the gateway has no typing, refused or was not reached
+        (a send never depends on it)."""
+        if not self.capabilities.typing or seconds <= 0:
+            return False
+        req = self._core.typing_request(instance_id, to, seconds)
+        try:
+            response = self._request(req)
+        except httpx.HTTPError:
+            return False
+        return 200 <= response.status_code < 300
 
     def _operation(
         self, operation: str, instance_id: str | None = None, **extra: str

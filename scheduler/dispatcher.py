@@ -267,6 +267,10 @@ class Dispatcher:
                 result.add(self._recorder.record(jobs))
         if housekeeping:
             result.completed.extend(self._sweeper.finish_campaigns(running))
+            # the number check ahead of the claims, on its own thread (decision 68);
+            # nothing where the gateway has no check
+            held = None if self._leases is None else self._leases.held
+            self._sender.checks.poke([camp.id for camp in running], held)
 
         result.claimed = len(jobs) + len(background)
         result.in_flight = len(self._inflight)

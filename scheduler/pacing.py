@@ -16,6 +16,24 @@ def gap_seconds(pace: Pace, rng: random.Random) -> float:
     return max(rate_gap, delay)
 
 
+#: typing shown before a send: a first second, then this long per character, at most
+#: TYPING_MAX_SECONDS and half the shortest gap of the pace
+TYPING_PER_CHAR_SECONDS = 0.03
+TYPING_MAX_SECONDS = 8.0
+
+
+def typing_seconds(pace: Pace, characters: int) -> float:
+    """How long a sender shows "typing..." before a message of ``characters`` characters
+    (``[pace] typing``): about as long as a person would type it, within half the
+    pace's shortest gap, so the typing is part of the gap and never slows the pace
+    (0: no typing, also for an unpaced campaign, which has no gap to type in)."""
+    if not pace.typing:
+        return 0.0
+    shortest = max(60.0 / pace.per_minute if pace.per_minute > 0 else 0.0, pace.delay_min)
+    wanted = min(TYPING_MAX_SECONDS, 1.0 + TYPING_PER_CHAR_SECONDS * max(0, characters))
+    return round(min(wanted, shortest / 2), 3)
+
+
 def next_send_at(now: datetime, pace: Pace, rng: random.Random) -> datetime:
     """When the instance may send again after sending at ``now``."""
     return now + timedelta(seconds=gap_seconds(pace, rng))

@@ -28,6 +28,8 @@ class Pace:
     delay_min: float = 5.0
     delay_max: float = 15.0
     daily_cap: int | None = 500
+    #: typing presence before each one-to-one send, inside the gap (``[pace] typing``)
+    typing: bool = False
 
     @property
     def unpaced(self) -> bool:
@@ -78,6 +80,7 @@ def policy_of(spec: CampaignSpec) -> CampaignPolicy:
             delay_min=float(pace.delay_seconds[0]),
             delay_max=float(pace.delay_seconds[1]),
             daily_cap=pace.daily_cap,
+            typing=pace.typing,
         ),
         retry=RetryPolicy(
             max_attempts=spec.retry.max_attempts,

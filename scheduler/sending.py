@@ -27,11 +27,13 @@ from typing import Protocol
 from sqlalchemy import Connection, Engine
 
 from campaigns.cooldown import cooldown_error, cooled_contacts
-from campaigns.delivery_lifecycle import OPTED_OUT_ERROR
+from campaigns.delivery_lifecycle import NOT_ON_APP_ERROR, OPTED_OUT_ERROR
 from gateway.messages import Message
 from gateway.outcomes import OutcomeKind, SendOutcome
 from scheduler.claiming import Job
 from scheduler.clock import Clock
+from scheduler.number_checks import NumberChecks, capabilities_of
+from scheduler.pacing import typing_seconds
 from storage.queries import deliveries as dq
 
 log = logging.getLogger("gatecast.dispatch")
@@ -106,6 +108,11 @@ class SendPool:
     _clients_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     _pool: ThreadPoolExecutor | None = field(default=None, init=False)
     _background: SendThreads | None = field(default=None, init=False)
+    #: the number check before a first message (scheduler/number_checks.py)
+    checks: NumberChecks = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.checks = NumberChecks(self.engine, self.clock, self._client)
 
     def _client(self) -> SupportsSend:
         client: SupportsSend | None = getattr(self._local, "client", None)
@@ -119,9 +126,11 @@ class SendPool:
     def send_one(self, job: Job) -> SendOutcome:
         """Send one row; ``job.answered_at`` becomes the moment its answer came back."""
         assert job.message is not None and job.row.sender is not None
+        client = self._client()
+        self._type_first(client, job)
         started = time.monotonic()
         try:
-            return self._client().send(job.row.sender, job.row.target, job.message)
+            return client.send(job.row.sender, job.row.target, job.message)
         except ValueError as exc:  # the client refused the input before any I/O
             return SendOutcome(OutcomeKind.PERMANENT, reason=f"invalid request: {exc}")
         except Exception as exc:  # unexpected: the request may have gone out
@@ -130,6 +139,22 @@ class SendPool:
         finally:
             job.answered_at = self.clock.now()
             job.send_seconds = time.monotonic() - started
+
+    @staticmethod
+    def _type_first(client: SupportsSend, job: Job) -> None:
+        """Typing presence before a one-to-one send when the campaign asks for it and the
+        gateway has it (``[pace] typing``), inside the gap the slot already reserved:
+        the pace's next slot counts from the claim, not from the send."""
+        if not job.policy.pace.typing or job.row.contact_id is None or job.row.sender is None:
+            return
+        if not capabilities_of(client).typing:
+            return
+        words = getattr(job.message, "text", None) or getattr(job.message, "caption", None)
+        seconds = typing_seconds(job.policy.pace, len(words) if isinstance(words, str) else 0)
+        if seconds > 0:
+            show = getattr(client, "show_typing", None)
+            if callable(show) and not show(job.row.sender, job.row.target, seconds):
+                log.info("typing before row %s was not shown; sending anyway", job.row.id)
 
     def _cooled(self, conn: Connection, jobs: list[Job]) -> set[int]:
         """The ids of the rows among ``jobs`` whose contact is in its campaign's cooldown
@@ -154,6 +179,14 @@ class SendPool:
         with self.engine.connect() as conn:
             opted_out = dq.opted_out_contact_ids(conn, ids)
             cooled = self._cooled(conn, jobs)
+        absent = self.checks.screen(
+            self._client(),
+            (
+                (j.row.id, j.row.target, j.row.sender)
+                for j in jobs
+                if j.row.contact_id is not None and j.message is not None
+            ),
+        )
         out: Submitted = []
         for job in jobs:
             if job.row.contact_id is not None and job.row.contact_id in opted_out:
@@ -161,6 +194,9 @@ class SendPool:
                 out.append((job, None))
             elif job.row.id in cooled:
                 job.error = cooldown_error(job.policy.cooldown_hours)
+                out.append((job, None))
+            elif job.row.id in absent:
+                job.error = NOT_ON_APP_ERROR
                 out.append((job, None))
             elif job.message is None:
                 out.append((job, None))
@@ -188,6 +224,8 @@ class SendPool:
 
     def close(self) -> None:
         """Stop the thread pools and close the clients they made."""
+        self.checks.close()
+        self.checks = NumberChecks(self.engine, self.clock, self._client)
         if self._pool is not None:
             self._pool.shutdown(wait=True)
         if self._background is not None:

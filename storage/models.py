@@ -745,6 +745,18 @@ class Setting(SQLModel, table=True):
     updated_by: str | None = Field(default=None, max_length=64)
 
 
+class NumberCheck(SQLModel, table=True):
+    """Whether a phone number is on the app, as a gateway's number check answered, and
+    when (issue 33, migration 0034). Written and read only through
+    ``storage.queries.number_checks``; what the answers do: ``scheduler.number_checks``."""
+
+    __tablename__ = "number_checks"
+
+    number: str = Field(primary_key=True, max_length=64)
+    on_app: bool
+    checked_at: datetime = _created()
+
+
 class Counter(SQLModel, table=True):
     """Part of a monitoring counter that never goes down, kept by triggers (migration
     0007): sends by outcome and webhook events by kind; summed over ``slot`` like

@@ -7,4 +7,4 @@ the tables; :mod:`storage.models` re-exports it.
 from __future__ import annotations
 
 #: the Alembic revision the models describe (a new migration moves it)
-HEAD_REVISION = "0033"
+HEAD_REVISION = "0034"

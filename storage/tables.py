@@ -382,6 +382,14 @@ media: Final[Table] = Table(
     Column("created_at", UTCDateTime(), nullable=False),
 )
 
+number_checks: Final[Table] = Table(
+    "number_checks",
+    metadata,
+    Column("number", String(length=64), primary_key=True, nullable=False),
+    Column("on_app", Boolean(), nullable=False),
+    Column("checked_at", UTCDateTime(), nullable=False),
+)
+
 reply_rule_answers: Final[Table] = Table(
     "reply_rule_answers",
     metadata,

@@ -325,6 +325,7 @@ def clone_cmd(
             campaign_id,
             changes,
             default_cooldown_hours=get_settings().contact_cooldown_hours,
+            gateway_kind=get_settings().gateway_kind,
         )
         spec = editing.campaign_file(engine, created.id)
     if not as_json:
@@ -355,6 +356,7 @@ def edit_cmd(
             campaign_id,
             spec,
             default_cooldown_hours=get_settings().contact_cooldown_hours,
+            gateway_kind=get_settings().gateway_kind,
         )
     if as_json:
         _print_json(asdict(edited))

@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from gateway.classify import classify_send_response, parse_body
+from gateway.dialects import Capabilities
 from gateway.dialects.shared import (
     button_fields,
     classify_error,
@@ -40,11 +41,17 @@ from gateway.messages import (
 from gateway.outcomes import InstanceProblem, OutcomeKind, SendOutcome
 from gateway.requests import (
     GatewayRequest,
+    normalise_number,
     template_body,
     validate_http_url,
     validate_instance_id,
 )
 
+#: Evolution checks numbers (``/chat/whatsappNumbers``) and shows typing
+#: (``/chat/sendPresence``); a check of 50 numbers is one Baileys query when uncached
+CAPABILITIES = Capabilities(number_check=True, typing=True, check_batch=50)
+#: the longest typing Evolution shows in one presence (it repeats past 20 s)
+MAX_TYPING_MS = 20_000
 #: the channel gatecast creates (Baileys: the WhatsApp Web protocol, linked by QR)
 INTEGRATION = "WHATSAPP-BAILEYS"
 #: the webhook events gatecast reads (gateway/event_parsing.py)
@@ -191,6 +198,59 @@ def build_operation(
     raise RequestValidationError("operation", f"{operation!r} is not an instance operation")
 
 
+def build_number_check(instance_id: str, numbers: list[str]) -> GatewayRequest:
+    """``POST /chat/whatsappNumbers/{name}`` ``{"numbers": [digits, ...]}`` (its
+    WhatsAppNumberDto: unique, at least one)."""
+    name = _path(instance_id)
+    digits = sorted({normalise_number(n, "numbers") for n in numbers})
+    if not digits:
+        raise RequestValidationError("numbers", "must hold at least one number")
+    return GatewayRequest(
+        "POST", f"chat/whatsappNumbers/{name}", json={"numbers": digits}, credentials="header"
+    )
+
+
+def read_number_check(
+    status: int, headers: Mapping[str, str], content: bytes, *, now: datetime | None = None
+) -> dict[str, bool]:
+    """``{digits: on the app}`` from the check's answer (200, a list of OnWhatsAppDto
+    ``{"exists", "jid", "number", ...}``); raises :class:`GatewayError` for an error
+    answer or one that is not such a list."""
+    doc = parse_body(content).doc
+    if not 200 <= status < 300:
+        interpret_operation("check_numbers", status, headers, content, now=now)
+    if not isinstance(doc, list):
+        raise GatewayError(
+            OutcomeKind.AMBIGUOUS,
+            None,
+            "check_numbers: the gateway answered without a list of numbers",
+            http_status=status,
+        )
+    out: dict[str, bool] = {}
+    for item in doc:
+        if not isinstance(item, Mapping) or not isinstance(item.get("exists"), bool):
+            continue
+        number = item.get("number")
+        if not isinstance(number, str) or not number.strip():
+            jid = item.get("jid")
+            number = jid.split("@", 1)[0] if isinstance(jid, str) else ""
+        digits = "".join(ch for ch in number if ch.isdigit())
+        if digits:
+            out[digits] = bool(item["exists"])
+    return out
+
+
+def build_typing(instance_id: str, to: str, seconds: float) -> GatewayRequest:
+    """``POST /chat/sendPresence/{name}`` ``{"number", "presence": "composing",
+    "delay": ms}`` (its SendPresenceDto): Evolution shows typing for ``delay`` ms, then
+    paused, and answers after it."""
+    name = _path(instance_id)
+    number = normalise_number(to, "to")
+    delay = max(0, min(MAX_TYPING_MS, round(seconds * 1000)))
+    body = {"number": number, "presence": "composing", "delay": delay}
+    return GatewayRequest("POST", f"chat/sendPresence/{name}", json=body, credentials="header")
+
+
 def error_text(doc: Any) -> str:
     """The words of an Evolution error body (``response.message``: a string or a list)."""
     if not isinstance(doc, Mapping):
@@ -290,14 +350,19 @@ def interpret_operation(
 
 
 __all__ = [
+    "CAPABILITIES",
     "INTEGRATION",
+    "MAX_TYPING_MS",
     "WEBHOOK_EVENTS",
+    "build_number_check",
     "build_operation",
     "build_send",
+    "build_typing",
     "classify_send",
     "error_text",
     "interpret_operation",
     "new_instance_name",
+    "read_number_check",
     "send_body",
     "unsupported_reason",
 ]

@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from gateway.classify import parse_body
+from gateway.dialects import NOTHING_MORE, Capabilities
 from gateway.dialects.shared import (
     button_fields,
     classify_error,
@@ -50,6 +51,8 @@ from gateway.requests import (
     validate_instance_id,
 )
 
+#: no number check nor typing yet (decision 68)
+CAPABILITIES: Capabilities = NOTHING_MORE
 #: the webhook events gatecast subscribes to (gateway/event_parsing.py reads them, and
 #: ``message`` too): ``message.any`` carries incoming messages on every engine (GOWS
 #: posts it where the others post ``message``); subscribing to both would bring each
@@ -366,6 +369,7 @@ def interpret_operation(
 
 
 __all__ = [
+    "CAPABILITIES",
     "WEBHOOK_EVENTS",
     "build_operation",
     "build_send",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -172,3 +173,14 @@ class SandboxConfig:
             raise ValueError("cold_lock_seconds must be positive")
         if self.disconnect_after_sends is not None and self.disconnect_after_sends < 1:
             raise ValueError("disconnect_after_sends must be at least 1")
+
+    def absent(self, digits: str) -> bool:
+        """Whether the number ``digits`` is not on the app: listed in ``not_on_app``, or
+        among the ``not_on_app_rate`` share drawn from the number and the seed (stable,
+        so the evolution dialect's number check and its send refusal agree)."""
+        if digits in self.not_on_app:
+            return True
+        if self.not_on_app_rate <= 0:
+            return False
+        draw = hashlib.sha256(f"{self.seed}:{digits}".encode()).digest()
+        return int.from_bytes(draw[:8], "big") / 2**64 < self.not_on_app_rate

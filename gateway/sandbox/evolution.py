@@ -4,13 +4,17 @@ Evolution's routes over the same :class:`SandboxState` (instances, faults, traps
 ``POST /instance/create``, ``GET /instance/connect/{name}``,
 ``GET /instance/connectionState/{name}``, ``DELETE /instance/logout/{name}``,
 ``POST /instance/restart/{name}``, ``POST /webhook/set/{name}`` and
-``POST /message/{sendText,sendMedia,sendButtons,sendList}/{name}``; the key comes in
+``POST /message/{sendText,sendMedia,sendButtons,sendList}/{name}``,
+``POST /chat/whatsappNumbers/{name}`` (the number check) and
+``POST /chat/sendPresence/{name}`` (typing); the key comes in
 the ``apikey`` header; errors are HTTP 4xx with ``{"status", "error", "response":
 {"message": [...]}}``; a send answers 201 with the message (docs/gateways.md).
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -127,7 +131,96 @@ class EvolutionRoutes:
         ]
         for kind in ("sendText", "sendMedia", "sendButtons", "sendList"):
             out.append(Route(f"/message/{kind}/{{name}}", self.send(kind), methods=["POST"]))
+        out.append(Route("/chat/whatsappNumbers/{name}", self.whatsapp_numbers, methods=["POST"]))
+        out.append(Route("/chat/sendPresence/{name}", self.send_presence, methods=["POST"]))
         return out
+
+    def _unlinked(self, request: Request, name: str, operation: str) -> Response | None:
+        """Count ``operation``; Evolution's refusal unless ``name`` is the caller's
+        connected instance (the caller holds the state's lock)."""
+        self.sb._count(operation)
+        try:
+            self.state.sending_instance(request.headers.get("apikey"), name)
+        except GatewayRefusal as exc:
+            return self._refused(exc, name)
+        return None
+
+    async def whatsapp_numbers(self, request: Request) -> Response:
+        """Evolution's number check: ``{"numbers": [...]}`` (unique strings, at least one)
+        answered 200 with ``[{"exists", "jid", "number", "name"}]`` in the order given; a
+        number in ``not_on_app`` (or the ``not_on_app_rate`` share) does not exist. Needs
+        a connected instance, as Baileys' query does. Recorded in ``/sandbox/chat``."""
+        await self.sb._latency()
+        name = request.path_params["name"]
+        body = await json_body(request)
+        numbers = body.get("numbers")
+        if (
+            not isinstance(numbers, list)
+            or not numbers
+            or not all(isinstance(n, str) for n in numbers)
+            or len(set(numbers)) != len(numbers)
+        ):
+            return error(400, ['"numbers" must be an array of unique numeric strings'])
+        with self.state.lock:
+            refused = self._unlinked(request, name, "check_numbers")
+            if refused is not None:
+                return refused
+            digits = ["".join(ch for ch in n if ch.isdigit()) for n in numbers]
+            self.state.chat_calls.append(
+                {"kind": "check", "instance_id": name, "numbers": digits, "at": time.time()}
+            )
+        found = [
+            {
+                "exists": not self.sb.cfg.absent(d),
+                "jid": f"{d}@s.whatsapp.net",
+                "number": given,
+                "name": None,
+            }
+            for given, d in zip(numbers, digits, strict=True)
+        ]
+        return answer(found)
+
+    async def send_presence(self, request: Request) -> Response:
+        """Evolution's typing: ``{"number", "presence", "delay"}`` (all required; presence
+        one of unavailable, available, composing, recording, paused); answered 201 with
+        ``{"presence"}`` after ``delay`` ms, as Evolution waits it out (capped at 20 s
+        here). A number not on the app is refused (400), as Evolution checks it first.
+        Recorded in ``/sandbox/chat`` with the time it began."""
+        await self.sb._latency()
+        name = request.path_params["name"]
+        body = await json_body(request)
+        number = _text(body.get("number")).strip()
+        presence = body.get("presence")
+        delay = body.get("delay")
+        if (
+            not number
+            or presence not in ("unavailable", "available", "composing", "recording", "paused")
+            or not isinstance(delay, (int, float))
+            or isinstance(delay, bool)
+        ):
+            return error(400, ["number, presence and delay are required"])
+        digits = "".join(ch for ch in number.split("@", 1)[0] if ch.isdigit())
+        with self.state.lock:
+            refused = self._unlinked(request, name, "send_presence")
+            if refused is not None:
+                return refused
+            if self.sb.cfg.absent(digits):
+                self.state.stats.errors["not on WhatsApp"] += 1
+                return error(
+                    400, [{"exists": False, "jid": f"{digits}@s.whatsapp.net", "number": number}]
+                )
+            self.state.chat_calls.append(
+                {
+                    "kind": "presence",
+                    "instance_id": name,
+                    "to": digits,
+                    "presence": presence,
+                    "delay": delay,
+                    "at": time.time(),
+                }
+            )
+        await asyncio.sleep(max(0.0, min(float(delay), 20_000.0)) / 1000)
+        return answer({"presence": presence}, 201)
 
     def _refused(self, exc: GatewayRefusal, name: str | None) -> Response:
         self.state.stats.errors[exc.message] += 1
@@ -246,7 +339,7 @@ class EvolutionRoutes:
 
             def validate() -> ValidSend:
                 valid = _validate(kind, body)
-                if valid.to in cfg.not_on_app:
+                if cfg.absent(valid.to):
                     raise GatewayRefusal("not on WhatsApp", jid=valid.chat, number=valid.to)
                 return valid
 

@@ -43,6 +43,7 @@ class Inspection:
             Route("/sandbox/messages", self.sb_messages, methods=["GET"]),
             Route("/sandbox/messages/{message_id}", self.sb_message, methods=["GET"]),
             Route("/sandbox/answers", self.sb_answers, methods=["GET"]),
+            Route("/sandbox/chat", self.sb_chat, methods=["GET"]),
             Route("/sandbox/stats", self.sb_stats, methods=["GET"]),
             Route("/sandbox/events", self.sb_events, methods=["GET"]),
             Route("/sandbox/reset", self.sb_reset, methods=["POST"]),
@@ -125,6 +126,14 @@ class Inspection:
 
     async def sb_answers(self, request: Request) -> Response:
         return json_response(self.state.answers_view(request.query_params.get("to")))
+
+    async def sb_chat(self, request: Request) -> Response:
+        """The number checks and typing presences received (evolution dialect), in
+        order; ``?kind=check`` or ``?kind=presence`` for one kind."""
+        kind = request.query_params.get("kind")
+        with self.state.lock:
+            calls = [dict(c) for c in self.state.chat_calls if kind in (None, c["kind"])]
+        return json_response(calls)
 
     async def sb_stats(self, request: Request) -> Response:
         return json_response(self.state.stats_view())

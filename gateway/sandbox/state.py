@@ -79,6 +79,8 @@ class SandboxState:
         self.by_recipient: dict[str, list[str]] = {}  # recipient -> message ids
         self.stopped: set[str] = set()  # people who sent STOP: they never answer again
         self.answers: list[dict[str, Any]] = []  # every simulated answer, in planned order
+        #: the evolution dialect's number checks and typing presences, in arrival order
+        self.chat_calls: list[dict[str, Any]] = []
         self.stats = Stats()
         self.events: list[dict[str, Any]] = []
         self.events_dropped = 0  # records trimmed from the front of ``events``
@@ -121,6 +123,7 @@ class SandboxState:
             self.by_recipient.clear()
             self.stopped.clear()
             self.answers.clear()
+            self.chat_calls.clear()
             self.stats = Stats()
             self.events.clear()
             self.events_dropped = 0

@@ -91,3 +91,24 @@ def test_clone_copies_the_file_with_changes(engine: Engine) -> None:
     assert editing.clone_spec(spec()).name == "promo (copy)"
     with pytest.raises(service.CampaignNotFound):
         editing.clone_campaign(engine, 999, now=NOW)
+
+
+def test_edit_and_clone_refuse_a_kind_the_gateway_cannot_send(engine: Engine) -> None:
+    """As create does (decision 58): a template on Evolution API is refused with the
+    reason naming message.type, and nothing changes."""
+    make_list(engine, "customers", people(2))
+    cid = service.create_campaign(engine, spec(), now=NOW, gateway_kind="evolution").id
+    template = {"type": "template", "text": "Hi", "buttons": [{"display_text": "Y", "id": "y"}]}
+    with pytest.raises(CampaignSetupError, match="cannot send template") as edit:
+        editing.edit_campaign(
+            engine, cid, spec(message=template), now=NOW, gateway_kind="evolution"
+        )
+    assert edit.value.field == "message.type"
+    assert service.get_campaign(engine, cid).spec.message.type == "text"
+    with pytest.raises(CampaignSetupError, match="cannot send template"):
+        editing.clone_campaign(
+            engine, cid, {"message": template}, now=NOW, gateway_kind="evolution"
+        )
+    # the spec's gateway sends templates: the same edit goes through
+    done = editing.edit_campaign(engine, cid, spec(message=template), now=NOW)
+    assert done.state == "scheduled"

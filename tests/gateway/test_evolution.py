@@ -380,3 +380,72 @@ def test_the_async_client_speaks_the_dialect_too(sandbox: Sandbox) -> None:
             return ok.kind, gone.kind
 
     assert asyncio.run(run()) == (OutcomeKind.ACCEPTED, OutcomeKind.PERMANENT)
+
+
+# ------------------------------------------------- number check and typing (item 2)
+def test_the_number_check_and_typing_are_evolutions_chat_routes() -> None:
+    """chat.router.ts: ``whatsappNumbers`` (WhatsAppNumberDto ``{numbers}``, answered 200
+    with OnWhatsAppDto ``{jid, exists, number, name, lid}``) and ``sendPresence``
+    (SendPresenceDto ``{number, presence, delay}``, all required by presenceSchema)."""
+    req = evo.build_number_check("I1", ["+1 202 555 0123", "12025550123", "+44 20 7946 0000"])
+    assert (req.method, req.endpoint) == ("POST", "chat/whatsappNumbers/I1")
+    assert req.json == {"numbers": ["12025550123", "442079460000"]}  # unique digits
+    with pytest.raises(RequestValidationError, match="numbers"):
+        evo.build_number_check("I1", [])
+    typing = evo.build_typing("I1", NUMBER, 2.5)
+    assert (typing.endpoint, typing.json) == (
+        "chat/sendPresence/I1",
+        {"number": "12025550123", "presence": "composing", "delay": 2500},
+    )
+    answer = [
+        {"jid": "12025550123@s.whatsapp.net", "exists": True, "number": "12025550123"},
+        {"jid": "442079460000@s.whatsapp.net", "exists": False, "number": "442079460000"},
+        {"jid": "x@g.us", "number": "1203"},  # no exists: ignored
+    ]
+    assert evo.read_number_check(200, {}, json.dumps(answer).encode()) == {
+        "12025550123": True,
+        "442079460000": False,
+    }
+    with pytest.raises(GatewayError, match="Connection Closed"):
+        body = {
+            "status": 400,
+            "error": "Bad Request",
+            "response": {"message": ["Connection Closed"]},
+        }
+        evo.read_number_check(400, {}, json.dumps(body).encode())
+    assert refusal_of("spec", "template") is None
+
+
+def test_only_evolution_offers_the_check_and_typing() -> None:
+    from gateway.dialects import NOTHING_MORE, capabilities
+
+    assert capabilities("spec") == NOTHING_MORE
+    assert not NOTHING_MORE.number_check and not NOTHING_MORE.typing
+    assert capabilities("evolution").number_check and capabilities("evolution").typing
+    with GatewayClient("http://127.0.0.1:9", "k") as spec:
+        assert spec.capabilities == NOTHING_MORE
+        assert spec.show_typing("I1", NUMBER, 1.0) is False  # no request at all
+        with pytest.raises(GatewayError, match="no number check"):
+            spec.check_numbers("I1", [NUMBER])
+
+
+def test_the_sandbox_answers_the_check_and_shows_typing(sandbox: Sandbox) -> None:
+    with GatewayClient(sandbox.url, sandbox.access_token, kind="evolution") as client:
+        iid = client.create_instance()
+        with pytest.raises(GatewayError, match="Connection Closed"):  # not linked yet
+            client.check_numbers(iid, [NUMBER])
+        client.get_qrcode(iid)
+        httpx.post(f"{sandbox.url}/sandbox/instances/{iid}/scan", timeout=10)
+        answers = client.check_numbers(iid, [NUMBER, "+" + NOT_ON_APP])
+        assert answers == {NUMBER: True, "+" + NOT_ON_APP: False}
+        assert client.show_typing(iid, NUMBER, 0.05) is True
+        assert client.show_typing(iid, "+" + NOT_ON_APP, 0.05) is False  # Evolution refuses
+    calls = httpx.get(f"{sandbox.url}/sandbox/chat", timeout=10).json()
+    mine = [c for c in calls if c["instance_id"] == iid]
+    assert [c["kind"] for c in mine] == ["check", "presence"]
+    assert mine[0]["numbers"] == ["12025550123", NOT_ON_APP]
+    assert (mine[1]["to"], mine[1]["presence"], mine[1]["delay"]) == (
+        "12025550123",
+        "composing",
+        50,
+    )

@@ -14,7 +14,14 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.journeys.harness import Workspace, assert_problem, wait_for
+from tests.journeys.harness import (
+    SQLITE_AND_SLOW_POSTGRES,
+    Workspace,
+    assert_problem,
+    import_people,
+    use_database,
+    wait_for,
+)
 
 PEOPLE = {"Ana Silva": "+12025550123", "Ben Okafor": "+12025550124", "Cy Young": "+12025550125"}
 CAMPAIGN = """name = "{name} hello"
@@ -29,7 +36,7 @@ delay_seconds = [0, 0]
 """
 TEMPLATE_BUTTONS = '[[message.buttons]]\ndisplay_text = "Yes"\nid = "yes"\n'
 #: the journey's parametrisation: PostgreSQL in the slow suite (about a minute each)
-DATABASES = ["sqlite", pytest.param("postgresql", marks=[pytest.mark.postgres, pytest.mark.slow])]
+DATABASES = SQLITE_AND_SLOW_POSTGRES
 
 
 def webhook_of(ws: Workspace, iid: str) -> str | None:
@@ -62,17 +69,12 @@ def run_core_journey(
     campaign is refused with, ``endpoint`` the route a text goes to; ``linked`` and
     ``served`` check the family's own state after the link and once ``serve`` has
     registered its webhook."""
-    if database == "postgresql":
-        ws.settings["GATECAST_DATABASE_URL"] = str(request.getfixturevalue("pg_url"))
-        ws.run("db", "upgrade")
+    use_database(ws, database, request)
     iid = ws.link_sender()
     senders = httpx.get(f"{ws.gateway_url}/sandbox/instances", timeout=10).json()
     assert iid in [s["instance_id"] for s in senders]  # the family's name is gatecast's id
     linked(iid)
-    (ws.path / "people.csv").write_text(
-        "name,phone\n" + "".join(f"{n},{p}\n" for n, p in PEOPLE.items()), encoding="utf-8"
-    )
-    ws.run("contacts", "import", "people.csv", "--list", "customers")
+    import_people(ws, PEOPLE)
 
     # a kind the family cannot send is refused when the campaign is made, with the reason
     template = CAMPAIGN.format(name=name, kind="template", extra=TEMPLATE_BUTTONS)

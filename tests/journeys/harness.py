@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
+import pytest
 
 if TYPE_CHECKING:
     from gatecast.runtime.receiver_control import ReceiverInfo
@@ -319,6 +320,29 @@ class Server:
     def stop(self) -> int:
         """SIGTERM, as a service manager stops it."""
         return self.process.stop()
+
+
+#: a journey's databases: SQLite in the fast suite, PostgreSQL in the slow one
+SQLITE_AND_SLOW_POSTGRES = [
+    "sqlite",
+    pytest.param("postgresql", marks=[pytest.mark.postgres, pytest.mark.slow]),
+]
+
+
+def use_database(ws: Workspace, database: str, request: pytest.FixtureRequest) -> None:
+    """Point ``ws`` at the test's PostgreSQL database (upgraded) when ``database`` says
+    so; SQLite is the workspace's own."""
+    if database == "postgresql":
+        ws.settings["GATECAST_DATABASE_URL"] = str(request.getfixturevalue("pg_url"))
+        ws.run("db", "upgrade")
+
+
+def import_people(ws: Workspace, people: dict[str, str], list_name: str = "customers") -> None:
+    """``contacts import`` of a CSV of ``people`` (name -> phone) into ``list_name``."""
+    (ws.path / "people.csv").write_text(
+        "name,phone\n" + "".join(f"{n},{p}\n" for n, p in people.items()), encoding="utf-8"
+    )
+    ws.run("contacts", "import", "people.csv", "--list", list_name)
 
 
 def link_sender_over_api(api: httpx.Client, label: str = "shop") -> str:

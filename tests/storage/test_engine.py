@@ -30,7 +30,7 @@ log = logging.getLogger("gatecast.test")
 
 def test_upgrade_is_idempotent(engine: Engine) -> None:
     upgrade(engine)
-    assert current_revision(engine) == HEAD_REVISION == "0033"
+    assert current_revision(engine) == HEAD_REVISION == "0034"
 
 
 def test_datetimes_round_trip_as_utc(engine: Engine) -> None:

@@ -30,7 +30,7 @@ def test_upgrade_folds_existing_attributes(db_url: str) -> None:
                 ],
             )
         upgrade(engine)
-        assert current_revision(engine) == HEAD_REVISION == "0033"
+        assert current_revision(engine) == HEAD_REVISION == "0034"
         with engine.connect() as conn:
             rows = conn.execute(text("SELECT attributes, folded FROM contacts ORDER BY id")).all()
         for attributes, folded in rows:

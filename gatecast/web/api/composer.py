@@ -330,6 +330,7 @@ def post_clone(
             body or {},
             now=ctx.clock(),
             default_cooldown_hours=ctx.settings.contact_cooldown_hours,
+            gateway_kind=ctx.settings.gateway_kind,
         )
         return created_public(created)
 
@@ -354,6 +355,7 @@ def put_campaign(
         spec,
         now=ctx.clock(),
         default_cooldown_hours=ctx.settings.contact_cooldown_hours,
+        gateway_kind=ctx.settings.gateway_kind,
     )
     return CampaignEdited.model_validate(asdict(edited))
 
