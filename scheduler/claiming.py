@@ -14,11 +14,12 @@ import random
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Literal
+from types import ModuleType
+from typing import TYPE_CHECKING, Literal
 
 from sqlalchemy import Connection, Engine, select
 
-from campaigns import followups, lifecycle
+from campaigns import lifecycle
 from gateway.messages import Message, message_from_dict
 from gateway.outcomes import SendOutcome
 from scheduler import claim_care
@@ -32,6 +33,19 @@ from scheduler.windows import next_local_day_start
 from storage import tables
 from storage.queries import deliveries as dq
 from storage.queries import instances as iq
+
+if TYPE_CHECKING:
+    from campaigns import followups
+
+
+def _followups() -> ModuleType:
+    """:mod:`campaigns.followups`, imported when a step's campaign is claimed: the
+    webhook intake imports this module (through ``scheduler.recording``) and must not
+    load the campaign file and its template engine (tests/journeys/test_intake.py)."""
+    from campaigns import followups
+
+    return followups
+
 
 log = logging.getLogger("gatecast.dispatch")
 
@@ -112,7 +126,7 @@ class Claimer:
                 if policy.recipient_timezone:
                     cached.zones = dq.queued_zones(conn, cid)
                 if step_of is not None and step is not None:
-                    cached.step = followups.rule_of(conn, int(step_of), int(step))
+                    cached.step = _followups().rule_of(conn, int(step_of), int(step))
                 self.campaigns[cid] = cached
             out.append(cached)
         gone = set(self.campaigns) - seen
@@ -260,7 +274,7 @@ class Claimer:
         # a held row costs its sender this slot; the next slot takes the next row
         rows = hold_runs(conn, rows, policy.max_identical, now, wakes)
         if camp.step is not None:  # decided now, in the claim's transaction (decision 70)
-            rows = followups.recheck(conn, camp.step, rows, now)
+            rows = _followups().recheck(conn, camp.step, rows, now)
         due = dq.next_due_at(conn, camp.id, [s for s in taken if s not in claimed], zones)
         if due is not None:
             wakes.append(max(due, now))
@@ -349,7 +363,7 @@ class Claimer:
         rows = claim_care.after_claim(conn, rows, care, now, tz, unpaced=pace.unpaced)
         if pace.unpaced or not rows:
             if camp.step is not None:  # decided now, in the claim's transaction (decision 70)
-                rows = followups.recheck(conn, camp.step, rows, now)
+                rows = _followups().recheck(conn, camp.step, rows, now)
             return rows
         nxt = now
         for _ in rows:
@@ -358,7 +372,7 @@ class Claimer:
         wakes.append(nxt)
         rows = hold_runs(conn, rows, camp.policy.max_identical, now, wakes)
         if camp.step is not None:  # decided now, in the claim's transaction (decision 70)
-            rows = followups.recheck(conn, camp.step, rows, now)
+            rows = _followups().recheck(conn, camp.step, rows, now)
         return rows
 
 

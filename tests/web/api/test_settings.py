@@ -61,7 +61,12 @@ def test_settings_roles_validation_and_where_they_apply(
             "gateway_url": "https://gw.example:8443/base",
             "warmup_enabled": False,
             "built_in_region": "US",
-            "built_in_pace": {"per_minute": 20.0, "delay_seconds": [5.0, 15.0], "daily_cap": 500},
+            "built_in_pace": {
+                "per_minute": 20.0,
+                "delay_seconds": [5.0, 15.0],
+                "daily_cap": 500,
+                "typing": False,
+            },
         }
         for secret in ("hunter2", "t0ken", "webhook-s3cret"):
             assert secret not in shown.text
@@ -110,7 +115,12 @@ def test_settings_roles_validation_and_where_they_apply(
         assert (done["status"], done["region"], done["imported"]) == ("completed", "GB", 1), done
         # a campaign without [pace] or window gets the defaults; its own pace stays
         after = _campaign(api, "After")
-        assert after["pace"] == {"per_minute": 7.0, "delay_seconds": [30.0, 40.0], "daily_cap": 250}
+        assert after["pace"] == {
+            "per_minute": 7.0,
+            "delay_seconds": [30.0, 40.0],
+            "daily_cap": 250,
+            "typing": False,
+        }
         assert after["schedule"]["window"] == ["09:00", "20:00"]
         assert after["schedule"]["timezone"] == "Europe/London"
         own = _campaign(
